@@ -1,0 +1,17 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace mooncake {
+
+using SteadyClock = std::chrono::steady_clock;
+using Millis = std::chrono::milliseconds;
+
+// Milliseconds since the Unix epoch; for values shown to people and peers.
+inline int64_t WallMillis() {
+  return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace mooncake

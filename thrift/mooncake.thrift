@@ -1,0 +1,165 @@
+// Wire contract between clients, workers and the master.
+// Error codes keep Mooncake Store's names and numbers; our own live at -2000.
+
+namespace cpp mooncake.rpc
+namespace py mooncake_rpc
+
+enum ErrorCode {
+  OK = 0,
+  INTERNAL_ERROR = -1,
+  NO_AVAILABLE_HANDLE = -200,
+  INVALID_KEY = -400,
+  INVALID_PARAMS = -600,
+  ILLEGAL_CLIENT = -601,
+  REPLICA_IS_NOT_READY = -703,
+  OBJECT_NOT_FOUND = -704,
+  OBJECT_ALREADY_EXISTS = -705,
+  OBJECT_HAS_LEASE = -706,
+  OBJECT_REPLICA_BUSY = -714,
+  TRANSFER_FAIL = -800,
+  RPC_FAIL = -900,
+  RPC_TIMEOUT = -901,
+  NOT_OWNER = -2001,
+  TIER_NOT_FOUND = -2002,
+  NODE_NOT_FOUND = -2003,
+}
+
+struct ReplicateConfig {
+  1: bool with_soft_pin = false,
+  2: bool with_hard_pin = false,
+  // Node id to place the object on; empty lets the client choose.
+  3: string preferred_node = "",
+}
+
+struct TierUsage {
+  1: string name,
+  2: string kind,
+  3: i64 capacity,
+  4: i64 used,
+  5: i64 objects,
+}
+
+struct NodeInfo {
+  1: string node_id,
+  2: string host,
+  3: i32 port,
+  4: list<TierUsage> tiers,
+  5: bool alive,
+  // Milliseconds since the Unix epoch of the last heartbeat the master saw.
+  6: i64 last_heartbeat_ms,
+}
+
+struct LocationResult {
+  1: ErrorCode code,
+  2: string node_id,
+  3: string host,
+  4: i32 port,
+}
+
+struct PutOwnerResult {
+  1: ErrorCode code,
+  // The owner after the call: this node on success, the winner otherwise.
+  2: string owner,
+}
+
+struct PickNodeResult {
+  1: ErrorCode code,
+  2: NodeInfo node,
+}
+
+struct AnnounceResult {
+  1: ErrorCode code,
+  // Keys another node already owns; the announcing node must drop its copy.
+  2: list<string> rejected,
+}
+
+service MasterService {
+  ErrorCode RegisterNode(1: NodeInfo node),
+  // NODE_NOT_FOUND tells the worker to register again and re-announce.
+  ErrorCode Heartbeat(1: string node_id, 2: list<TierUsage> tiers),
+  LocationResult GetLocation(1: string key),
+  list<LocationResult> BatchGetLocation(1: list<string> keys),
+  // Compare-and-set: succeeds only if the key has no owner.
+  PutOwnerResult PutOwner(1: string key, 2: string node_id),
+  // Swaps the owner only if it is still `expected_owner`.
+  ErrorCode UpdateOwner(1: string key, 2: string expected_owner, 3: string new_owner),
+  // Removes the key only if `node_id` owns it.
+  ErrorCode RemoveOwner(1: string key, 2: string node_id),
+  AnnounceResult AnnounceKeys(1: string node_id, 2: list<string> keys),
+  PickNodeResult PickNode(1: i64 size, 2: list<string> exclude),
+  list<NodeInfo> ListNodes(),
+}
+
+struct GetResult {
+  1: ErrorCode code,
+  2: binary data,
+  // Whole size of the object; `data` may be a slice of it.
+  3: i64 total_size,
+  4: i64 version,
+  // With NOT_OWNER: the node id that owns the key now, when known.
+  5: string owner_hint,
+}
+
+struct PutStartResult {
+  1: ErrorCode code,
+  2: i64 handle,
+}
+
+struct PutItem {
+  1: string key,
+  2: binary value,
+  3: ReplicateConfig config,
+}
+
+struct ObjectInfo {
+  1: ErrorCode code,
+  2: string tier,
+  3: i64 offset,
+  4: i64 size,
+  5: i64 version,
+  6: bool hard_pinned,
+  7: bool soft_pinned,
+  8: string state,
+  9: i32 readers,
+  10: i64 lease_remaining_ms,
+  11: i64 idle_ms,
+}
+
+struct TierStats {
+  1: TierUsage usage,
+  2: i64 hits,
+  3: i64 promotions_in,
+  4: i64 demotions_out,
+  5: i64 evictions,
+}
+
+struct WorkerStats {
+  1: string node_id,
+  2: list<TierStats> tiers,
+  3: i64 gets,
+  4: i64 get_misses,
+  5: i64 puts,
+  6: i64 removes,
+  7: i64 dropped,
+}
+
+service WorkerService {
+  ErrorCode Put(1: string key, 2: binary value, 3: ReplicateConfig config),
+  // Two-phase write for values larger than one message.
+  PutStartResult PutStart(1: string key, 2: i64 size, 3: ReplicateConfig config),
+  ErrorCode PutChunk(1: i64 handle, 2: i64 offset, 3: binary data),
+  ErrorCode PutEnd(1: i64 handle),
+  ErrorCode PutRevoke(1: i64 handle),
+  // Reads [offset, offset + length) of the object; length 0 reads to the end,
+  // capped at the server's chunk size.
+  GetResult Get(1: string key, 2: i64 offset, 3: i64 length),
+  // 1 exists, 0 does not, negative is an ErrorCode.
+  i32 Exist(1: string key),
+  ErrorCode Remove(1: string key, 2: bool force),
+  list<ErrorCode> BatchPut(1: list<PutItem> items),
+  list<GetResult> BatchGet(1: list<string> keys),
+  list<i32> BatchExist(1: list<string> keys),
+  list<ErrorCode> BatchRemove(1: list<string> keys, 2: bool force),
+  ObjectInfo Inspect(1: string key),
+  WorkerStats Stats(),
+}

@@ -1,0 +1,139 @@
+#pragma once
+
+// A pool of Thrift connections to one server. Thrift clients are not
+// thread-safe, so each call borrows a connection, and returns it when the call
+// succeeded. Transport failures become ErrorCode values here: no Thrift
+// exception crosses this boundary.
+//
+// Thread-safety: Call() is safe from any number of threads.
+
+#include <thrift/TApplicationException.h>
+#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/transport/TBufferTransports.h>
+#include <thrift/transport/TSocket.h>
+#include <thrift/transport/TTransportException.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "common/log.h"
+#include "common/status.h"
+
+namespace mooncake {
+
+struct RpcOptions {
+  int connect_timeout_ms = 2000;
+  // Large chunk transfers and slow SSD reads must fit inside this.
+  int io_timeout_ms = 30000;
+  // Idle connections kept per server.
+  size_t max_idle = 32;
+};
+
+template <typename ClientT>
+class RpcChannel {
+ public:
+  RpcChannel(std::string host, int port, RpcOptions options = {})
+      : host_(std::move(host)), port_(port), options_(options) {}
+
+  RpcChannel(const RpcChannel&) = delete;
+  RpcChannel& operator=(const RpcChannel&) = delete;
+
+  const std::string& host() const { return host_; }
+  int port() const { return port_; }
+
+  // Runs fn(ClientT&) on a pooled connection. A call on a reused connection
+  // that fails in transport is retried once on a fresh one: the server may
+  // have restarted since the connection was pooled.
+  template <typename Fn>
+  auto Call(Fn&& fn) -> Result<std::invoke_result_t<Fn&, ClientT&>> {
+    auto [conn, reused] = Borrow();
+    auto result = Invoke(conn, fn);
+    if (!result && result.error() == ErrorCode::kRpcFail && reused) {
+      conn.reset();
+      std::tie(conn, reused) = Fresh();
+      result = Invoke(conn, fn);
+    }
+    if (result && conn) Return(std::move(conn));
+    return result;
+  }
+
+ private:
+  struct Connection {
+    std::shared_ptr<apache::thrift::transport::TTransport> transport;
+    std::unique_ptr<ClientT> client;
+  };
+  using ConnectionPtr = std::unique_ptr<Connection>;
+
+  std::pair<ConnectionPtr, bool> Borrow() {
+    {
+      std::lock_guard lock(mu_);
+      if (!idle_.empty()) {
+        ConnectionPtr conn = std::move(idle_.back());
+        idle_.pop_back();
+        return {std::move(conn), true};
+      }
+    }
+    return Fresh();
+  }
+
+  std::pair<ConnectionPtr, bool> Fresh() {
+    using namespace apache::thrift;
+    try {
+      auto socket = std::make_shared<transport::TSocket>(host_, port_);
+      socket->setConnTimeout(options_.connect_timeout_ms);
+      socket->setRecvTimeout(options_.io_timeout_ms);
+      socket->setSendTimeout(options_.io_timeout_ms);
+      socket->setNoDelay(true);
+      auto transport = std::make_shared<transport::TFramedTransport>(socket);
+      auto protocol = std::make_shared<protocol::TBinaryProtocol>(transport);
+      transport->open();
+      auto conn = std::make_unique<Connection>();
+      conn->transport = transport;
+      conn->client = std::make_unique<ClientT>(protocol);
+      return {std::move(conn), false};
+    } catch (const std::exception& e) {
+      MC_LOG_DEBUG("rpc connect failed host={} port={} error=\"{}\"", host_, port_, e.what());
+      return {nullptr, false};
+    }
+  }
+
+  template <typename Fn>
+  auto Invoke(ConnectionPtr& conn, Fn& fn) -> Result<std::invoke_result_t<Fn&, ClientT&>> {
+    using apache::thrift::transport::TTransportException;
+    if (!conn) return Err(ErrorCode::kRpcFail);
+    try {
+      if constexpr (std::is_void_v<std::invoke_result_t<Fn&, ClientT&>>) {
+        fn(*conn->client);
+        return {};
+      } else {
+        return fn(*conn->client);
+      }
+    } catch (const TTransportException& e) {
+      conn.reset();
+      bool timed_out = e.getType() == TTransportException::TIMED_OUT;
+      MC_LOG_DEBUG("rpc failed host={} port={} error=\"{}\"", host_, port_, e.what());
+      return Err(timed_out ? ErrorCode::kRpcTimeout : ErrorCode::kRpcFail);
+    } catch (const std::exception& e) {
+      conn.reset();
+      MC_LOG_WARN("rpc error host={} port={} error=\"{}\"", host_, port_, e.what());
+      return Err(ErrorCode::kRpcFail);
+    }
+  }
+
+  void Return(ConnectionPtr conn) {
+    std::lock_guard lock(mu_);
+    if (idle_.size() < options_.max_idle) idle_.push_back(std::move(conn));
+  }
+
+  const std::string host_;
+  const int port_;
+  const RpcOptions options_;
+  std::mutex mu_;
+  std::vector<ConnectionPtr> idle_;  // guarded by mu_
+};
+
+}  // namespace mooncake

@@ -1,0 +1,76 @@
+#pragma once
+
+// The storage interface every tier (VRAM, DRAM, SSD) implements. A tier only
+// stores bytes at locations it hands out; which key lives where, and every
+// policy (pins, leases, eviction order), belongs to the worker's
+// TieredCacheBackend.
+//
+// Thread-safety: every method may be called from any thread. Allocate/Free
+// are serialised inside the tier. Read/Write on one location must not race
+// with Free of that location or with another Write of the same bytes; the
+// backend guarantees that, so tiers do not lock on the data path.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace mooncake {
+
+enum class TierKind : int { kVram = 0, kDram = 1, kSsd = 2 };
+
+std::string_view ToString(TierKind kind);
+
+// Where an object lives inside one tier. `offset` is a byte offset into the
+// arena for memory tiers and an object id for the SSD tier.
+struct TierLocation {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  bool operator==(const TierLocation&) const = default;
+};
+
+// What a tier persists beside an object so a restarted worker can recover it.
+// Only tiers that survive a restart (SSD) store it.
+struct DurableObjectMeta {
+  std::string key;
+  TierLocation location;
+  uint64_t version = 0;
+  bool hard_pinned = false;
+  bool soft_pinned = false;
+};
+
+class CacheTier {
+ public:
+  virtual ~CacheTier() = default;
+
+  virtual std::string_view name() const = 0;
+  virtual TierKind kind() const = 0;
+  virtual uint64_t capacity() const = 0;
+  // Bytes currently allocated (including allocator rounding).
+  virtual uint64_t used() const = 0;
+  virtual uint64_t object_count() const = 0;
+
+  // Reserves `size` bytes (size > 0). kNoAvailableHandle when it cannot.
+  virtual Result<TierLocation> Allocate(uint64_t size) = 0;
+  // Releases a location obtained from Allocate (and its durable meta, if any).
+  virtual void Free(const TierLocation& location) = 0;
+
+  // Copies `data` to [offset, offset + data.size()) of the location.
+  virtual Result<void> Write(const TierLocation& location, uint64_t offset,
+                             std::span<const std::byte> data) = 0;
+  // Copies [offset, offset + out.size()) of the location into `out`.
+  virtual Result<void> Read(const TierLocation& location, uint64_t offset,
+                            std::span<std::byte> out) const = 0;
+
+  // Durable tiers record `meta` so that Recover() returns it after a restart;
+  // volatile tiers accept and ignore it.
+  virtual Result<void> Persist(const DurableObjectMeta& meta) { return {}; }
+  // Objects persisted before the last shutdown; empty for volatile tiers.
+  virtual std::vector<DurableObjectMeta> Recover() { return {}; }
+};
+
+}  // namespace mooncake
