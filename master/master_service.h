@@ -14,28 +14,10 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/node.h"
 #include "common/status.h"
 
 namespace mooncake {
-
-struct TierUsage {
-  std::string name;
-  std::string kind;
-  uint64_t capacity = 0;
-  uint64_t used = 0;
-  uint64_t objects = 0;
-};
-
-struct NodeRecord {
-  std::string node_id;
-  std::string host;
-  int port = 0;
-  std::vector<TierUsage> tiers;
-  bool alive = true;
-  int64_t last_heartbeat_ms = 0;  // wall clock, for display
-
-  uint64_t free_bytes() const;
-};
 
 struct KeyLocation {
   std::string node_id;
