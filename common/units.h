@@ -1,0 +1,21 @@
+#pragma once
+
+// Human sizes: "64MiB", "1GiB", "512MB", "4KB", "4096". Binary (KiB) and
+// decimal (KB) suffixes are both accepted, case-insensitively; "K"/"M"/"G"
+// alone mean binary units, as operators usually intend for memory sizes.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace mooncake {
+
+// kInvalidParams for empty input, unknown suffixes, or overflow.
+Result<uint64_t> ParseByteSize(std::string_view text);
+
+// "1.5 GiB", "512 B": for logs, CLI output and error messages.
+std::string FormatBytes(uint64_t bytes);
+
+}  // namespace mooncake
