@@ -1,0 +1,39 @@
+// mooncake-worker: serves one node's tiers until SIGINT or SIGTERM.
+// Exit codes: 0 after a clean stop or --help, 1 if it cannot start, 2 for a
+// bad configuration.
+
+#include <iostream>
+
+#include "common/log.h"
+#include "common/signals.h"
+#include "worker/worker_config.h"
+#include "worker/worker_server.h"
+
+int main(int argc, char** argv) {
+  using namespace mooncake;
+  sigset_t stop_signals = BlockStopSignals();
+
+  std::string message;
+  auto config = ParseWorkerConfig(argc, argv, &message);
+  if (!config) {
+    std::cerr << message << (message.ends_with('\n') ? "" : "\n");
+    return 2;
+  }
+  if (config->show_help) {
+    std::cout << message;
+    return 0;
+  }
+  SetLogLevel(config->log_level);
+
+  auto server = WorkerServer::Start(*config);
+  if (!server) {
+    std::cerr << "mooncake-worker: cannot start: " << ToString(server.error()) << "\n";
+    return 1;
+  }
+  int sig = WaitForStopSignal(stop_signals);
+  MC_LOG_INFO("worker stopping signal={}", sig);
+  (*server)->Stop();
+  server->reset();
+  MC_LOG_INFO("worker stopped");
+  return 0;
+}

@@ -1,0 +1,104 @@
+#include "worker/master_link.h"
+
+#include "mooncake_rpc/MasterService.h"
+#include "thrift/rpc_channel.h"
+#include "thrift/rpc_codes.h"
+
+namespace mooncake {
+namespace {
+
+std::vector<rpc::TierUsage> ToRpcUsages(const std::vector<TierUsage>& tiers) {
+  std::vector<rpc::TierUsage> usages;
+  usages.reserve(tiers.size());
+  for (const TierUsage& tier : tiers) {
+    rpc::TierUsage usage;
+    usage.name = tier.name;
+    usage.kind = tier.kind;
+    usage.capacity = static_cast<int64_t>(tier.capacity);
+    usage.used = static_cast<int64_t>(tier.used);
+    usage.objects = static_cast<int64_t>(tier.objects);
+    usages.push_back(std::move(usage));
+  }
+  return usages;
+}
+
+// Keeps one announcement well inside Thrift's frame limit.
+constexpr size_t kAnnounceBatchKeys = 8192;
+
+}  // namespace
+
+struct MasterLink::Channel {
+  RpcChannel<rpc::MasterServiceClient> rpc;
+};
+
+MasterLink::MasterLink(std::string master_host, int master_port)
+    : channel_(new Channel{RpcChannel<rpc::MasterServiceClient>(
+          std::move(master_host), master_port, RpcOptions{.io_timeout_ms = 10000})}) {}
+
+MasterLink::~MasterLink() = default;
+
+Result<void> MasterLink::Claim(const std::string& key) {
+  auto attempt = [&]() -> Result<void> {
+    auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
+      rpc::PutOwnerResult result;
+      client.PutOwner(result, key, node_id_);
+      return result;
+    });
+    if (!reply) return Err(reply.error());
+    return ToResult(reply->code);
+  };
+  auto claimed = attempt();
+  if (!claimed && claimed.error() == ErrorCode::kNodeNotFound && on_unknown_node_) {
+    on_unknown_node_();
+    claimed = attempt();
+  }
+  return claimed;
+}
+
+Result<void> MasterLink::Release(const std::string& key) {
+  auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
+    return client.RemoveOwner(key, node_id_);
+  });
+  if (!reply) return Err(reply.error());
+  return ToResult(*reply);
+}
+
+Result<void> MasterLink::Register(const NodeRecord& node) {
+  rpc::NodeInfo info;
+  info.node_id = node.node_id;
+  info.host = node.host;
+  info.port = node.port;
+  info.alive = true;
+  info.tiers = ToRpcUsages(node.tiers);
+  auto reply = channel_->rpc.Call(
+      [&](rpc::MasterServiceClient& client) { return client.RegisterNode(info); });
+  if (!reply) return Err(reply.error());
+  return ToResult(*reply);
+}
+
+Result<void> MasterLink::Heartbeat(const std::vector<TierUsage>& tiers) {
+  auto usages = ToRpcUsages(tiers);
+  auto reply = channel_->rpc.Call(
+      [&](rpc::MasterServiceClient& client) { return client.Heartbeat(node_id_, usages); });
+  if (!reply) return Err(reply.error());
+  return ToResult(*reply);
+}
+
+Result<std::vector<std::string>> MasterLink::Announce(const std::vector<std::string>& keys) {
+  std::vector<std::string> rejected;
+  for (size_t begin = 0; begin < keys.size(); begin += kAnnounceBatchKeys) {
+    size_t end = std::min(keys.size(), begin + kAnnounceBatchKeys);
+    std::vector<std::string> batch(keys.begin() + begin, keys.begin() + end);
+    auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
+      rpc::AnnounceResult result;
+      client.AnnounceKeys(result, node_id_, batch);
+      return result;
+    });
+    if (!reply) return Err(reply.error());
+    if (auto ok = ToResult(reply->code); !ok) return Err(ok.error());
+    rejected.insert(rejected.end(), reply->rejected.begin(), reply->rejected.end());
+  }
+  return rejected;
+}
+
+}  // namespace mooncake

@@ -1,0 +1,47 @@
+#pragma once
+
+// The worker's connection to the master: the OwnerDirectory the backend
+// claims and releases keys through, plus registration and heartbeats.
+//
+// Thread-safety: all methods are safe to call concurrently (pooled RPC).
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/node.h"
+#include "worker/tiered_cache_backend.h"
+
+namespace mooncake {
+
+class MasterLink : public OwnerDirectory {
+ public:
+  MasterLink(std::string master_host, int master_port);
+  ~MasterLink() override;
+
+  // Set once the node id is known (after the port is bound).
+  void set_node_id(std::string node_id) { node_id_ = std::move(node_id); }
+  const std::string& node_id() const { return node_id_; }
+  // Called when the master no longer knows this node (it restarted or
+  // declared us dead) before a claim is retried.
+  void set_on_unknown_node(std::function<void()> callback) {
+    on_unknown_node_ = std::move(callback);
+  }
+
+  Result<void> Claim(const std::string& key) override;
+  Result<void> Release(const std::string& key) override;
+
+  Result<void> Register(const NodeRecord& node);
+  Result<void> Heartbeat(const std::vector<TierUsage>& tiers);
+  // Returns the keys another node owns already.
+  Result<std::vector<std::string>> Announce(const std::vector<std::string>& keys);
+
+ private:
+  struct Channel;
+  std::unique_ptr<Channel> channel_;
+  std::string node_id_;
+  std::function<void()> on_unknown_node_;
+};
+
+}  // namespace mooncake

@@ -1,0 +1,144 @@
+#include "worker/worker_config.h"
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <sstream>
+
+#include "common/log.h"
+#include "common/units.h"
+
+namespace mooncake {
+namespace {
+
+void SetMessage(std::string* message, std::string text) {
+  if (message) *message = std::move(text);
+}
+
+// A size option that accepts "64MiB" style values.
+void AddSizeOption(CLI::App& app, const std::string& name, uint64_t& target,
+                   const std::string& help) {
+  app.add_option_function<std::string>(
+         name,
+         [&target, name](const std::string& text) {
+           auto bytes = ParseByteSize(text);
+           if (!bytes) throw CLI::ValidationError(name, "not a size: \"" + text + "\"");
+           target = *bytes;
+         },
+         help + " (default " + FormatBytes(target) + ")")
+      ->type_name("SIZE");
+}
+
+void AddOptions(CLI::App& app, WorkerConfig& c) {
+  app.add_option("--node-id", c.node_id, "Cluster-wide node name (default HOST:PORT)");
+  app.add_option("--host", c.host, "Address to bind the Thrift service to")->capture_default_str();
+  app.add_option("--advertise-host", c.advertise_host,
+                 "Address clients and peers use (default: --host)");
+  app.add_option("--port", c.port, "TCP port (0 picks a free port)")->capture_default_str();
+  app.add_option("--master", c.master, "Master address HOST:PORT")->capture_default_str();
+  AddSizeOption(app, "--dram-capacity", c.dram_capacity, "DRAM tier size");
+  AddSizeOption(app, "--ssd-capacity", c.ssd_capacity, "SSD tier size, 0 for none");
+  app.add_option("--ssd-path", c.ssd_path, "RocksDB directory of the SSD tier")
+      ->capture_default_str();
+  app.add_option("--high-watermark", c.high_watermark, "Demote above this fraction of a tier")
+      ->capture_default_str();
+  app.add_option("--low-watermark", c.low_watermark, "Demote down to this fraction")
+      ->capture_default_str();
+  app.add_option("--heartbeat-interval-ms", c.heartbeat_interval_ms, "Heartbeat period")
+      ->capture_default_str();
+  app.add_option("--promote-on-get", c.promote_on_get, "Promote objects read from lower tiers")
+      ->capture_default_str();
+  app.add_option("--allow-evict-soft-pinned", c.allow_evict_soft_pinned,
+                 "Evict soft-pinned objects after all unpinned ones")
+      ->capture_default_str();
+  app.add_option("--kv-lease-ttl-ms", c.kv_lease_ttl_ms, "Lease each read grants")
+      ->capture_default_str();
+  app.add_option("--put-start-discard-timeout-ms", c.put_start_discard_timeout_ms,
+                 "Discard two-phase writes not committed within this")
+      ->capture_default_str();
+  app.add_option("--ready-file", c.ready_file,
+                 "Write the bound port here once registered with the master");
+  app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
+      ->capture_default_str();
+  app.set_config("--config", "", "Read these options from a TOML/INI file (same key names)")
+      ->type_name("FILE");
+  app.allow_config_extras(CLI::config_extras_mode::error);
+}
+
+bool ParseHostPort(const std::string& text, std::string* host, int* port) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  int value = 0;
+  const char* begin = text.data() + colon + 1;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (ec != std::errc() || ptr != end || value <= 0 || value > 65535) return false;
+  if (host) *host = text.substr(0, colon);
+  if (port) *port = value;
+  return true;
+}
+
+}  // namespace
+
+std::string WorkerConfig::master_host() const {
+  std::string host;
+  ParseHostPort(master, &host, nullptr);
+  return host;
+}
+
+int WorkerConfig::master_port() const {
+  int port = 0;
+  ParseHostPort(master, nullptr, &port);
+  return port;
+}
+
+Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
+  auto fail = [&](std::string text) {
+    SetMessage(message, std::move(text));
+    return Err(ErrorCode::kInvalidParams);
+  };
+  if (c.host.empty()) return fail("--host must not be empty");
+  if (c.port < 0 || c.port > 65535) return fail("--port must be in 0..65535");
+  if (!ParseHostPort(c.master, nullptr, nullptr)) {
+    return fail("--master must be HOST:PORT, got \"" + c.master + "\"");
+  }
+  if (c.dram_capacity == 0) return fail("--dram-capacity must be positive");
+  if (c.ssd_capacity > 0 && c.ssd_path.empty()) return fail("--ssd-path must not be empty");
+  if (!(c.low_watermark > 0 && c.low_watermark < c.high_watermark && c.high_watermark <= 1.0)) {
+    return fail("watermarks must satisfy 0 < --low-watermark < --high-watermark <= 1");
+  }
+  if (c.heartbeat_interval_ms <= 0) return fail("--heartbeat-interval-ms must be positive");
+  if (c.kv_lease_ttl_ms < 0) return fail("--kv-lease-ttl-ms must not be negative");
+  if (c.put_start_discard_timeout_ms <= 0) {
+    return fail("--put-start-discard-timeout-ms must be positive");
+  }
+  if (spdlog::level::from_str(c.log_level) == spdlog::level::off && c.log_level != "off") {
+    return fail("--log-level must be one of trace, debug, info, warn, error, critical, off");
+  }
+  return {};
+}
+
+Result<WorkerConfig> ParseWorkerConfig(int argc, const char* const* argv, std::string* message) {
+  WorkerConfig config;
+  CLI::App app("mooncake-worker: one node's tiered storage (DRAM + SSD)", "mooncake-worker");
+  AddOptions(app, config);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream out, err;
+    if (app.exit(e, out, err) == static_cast<int>(CLI::ExitCodes::Success)) {
+      WorkerConfig help;
+      help.show_help = true;
+      SetMessage(message, out.str());
+      return help;
+    }
+    SetMessage(message, err.str());
+    return Err(ErrorCode::kInvalidParams);
+  } catch (const std::exception& e) {
+    SetMessage(message, std::string("cannot parse flags: ") + e.what());
+    return Err(ErrorCode::kInvalidParams);
+  }
+  if (auto valid = ValidateWorkerConfig(config, message); !valid) return Err(valid.error());
+  return config;
+}
+
+}  // namespace mooncake

@@ -1,0 +1,60 @@
+#pragma once
+
+// The worker's settings, filled from flags and an optional config file in one
+// place (ParseWorkerConfig). Defaults bring up a DRAM + SSD worker on
+// 127.0.0.1:50061 that registers with a master on 127.0.0.1:50051.
+//
+// Thread-safety: a plain value; ParseWorkerConfig is reentrant.
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace mooncake {
+
+struct WorkerConfig {
+  // Cluster-wide name of this node; empty means "<advertise-host>:<port>".
+  std::string node_id;
+  // Address the Thrift service binds to.
+  std::string host = "127.0.0.1";
+  // Address peers and clients use to reach this worker; empty means `host`.
+  std::string advertise_host;
+  // TCP port; 0 picks a free one (see ready_file).
+  int port = 50061;
+  // The master, as HOST:PORT.
+  std::string master = "127.0.0.1:50051";
+  uint64_t dram_capacity = 256ull << 20;
+  // 0 runs without an SSD tier.
+  uint64_t ssd_capacity = 1ull << 30;
+  // RocksDB directory of the SSD tier; reopened on restart to recover objects.
+  std::string ssd_path = "./var/worker/ssd";
+  double high_watermark = 0.90;
+  double low_watermark = 0.80;
+  int64_t heartbeat_interval_ms = 1000;
+  bool promote_on_get = true;
+  bool allow_evict_soft_pinned = true;
+  int64_t kv_lease_ttl_ms = 10000;
+  int64_t put_start_discard_timeout_ms = 30000;
+  // If set, the bound port is written here once the worker has registered.
+  std::string ready_file;
+  std::string log_level = "info";
+
+  // Set when --help was given: the help text is in the parser's message and
+  // the caller prints it and exits 0.
+  bool show_help = false;
+
+  // Parsed from `master`.
+  std::string master_host() const;
+  int master_port() const;
+};
+
+// Checks ranges and formats; kInvalidParams with the reason in `*message`.
+Result<void> ValidateWorkerConfig(const WorkerConfig& config, std::string* message);
+
+// Parses flags (same names as the fields, with dashes) and --config FILE
+// (TOML/INI, same key names; command-line flags win). Sizes accept suffixes:
+// 64MiB, 1GiB, 512MB. `message` may be null.
+Result<WorkerConfig> ParseWorkerConfig(int argc, const char* const* argv, std::string* message);
+
+}  // namespace mooncake

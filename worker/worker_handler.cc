@@ -1,0 +1,141 @@
+#include "worker/worker_handler.h"
+
+#include "thrift/rpc_codes.h"
+
+namespace mooncake {
+namespace {
+
+ObjectOptions ToObjectOptions(const rpc::ReplicateConfig& config) {
+  return {.hard_pin = config.with_hard_pin, .soft_pin = config.with_soft_pin};
+}
+
+int32_t ToExistCode(const Result<bool>& exists) {
+  if (!exists) return static_cast<int32_t>(exists.error());
+  return *exists ? 1 : 0;
+}
+
+}  // namespace
+
+rpc::ErrorCode::type WorkerHandler::Put(const std::string& key, const std::string& value,
+                                        const rpc::ReplicateConfig& config) {
+  return ToRpc(backend_.Put(key, value, ToObjectOptions(config)));
+}
+
+void WorkerHandler::PutStart(rpc::PutStartResult& result, const std::string& key, int64_t size,
+                             const rpc::ReplicateConfig& config) {
+  if (size <= 0) {
+    result.code = rpc::ErrorCode::INVALID_PARAMS;
+    return;
+  }
+  auto handle = backend_.PutStart(key, static_cast<uint64_t>(size), ToObjectOptions(config));
+  result.code = handle ? rpc::ErrorCode::OK : ToRpc(handle.error());
+  result.handle = handle ? static_cast<int64_t>(*handle) : 0;
+}
+
+rpc::ErrorCode::type WorkerHandler::PutChunk(int64_t handle, int64_t offset,
+                                             const std::string& data) {
+  if (handle <= 0) return rpc::ErrorCode::ILLEGAL_CLIENT;
+  if (offset < 0) return rpc::ErrorCode::INVALID_PARAMS;
+  return ToRpc(backend_.PutChunk(static_cast<uint64_t>(handle), static_cast<uint64_t>(offset), data));
+}
+
+rpc::ErrorCode::type WorkerHandler::PutEnd(int64_t handle) {
+  if (handle <= 0) return rpc::ErrorCode::ILLEGAL_CLIENT;
+  return ToRpc(backend_.PutEnd(static_cast<uint64_t>(handle)));
+}
+
+rpc::ErrorCode::type WorkerHandler::PutRevoke(int64_t handle) {
+  if (handle <= 0) return rpc::ErrorCode::ILLEGAL_CLIENT;
+  return ToRpc(backend_.PutRevoke(static_cast<uint64_t>(handle)));
+}
+
+void WorkerHandler::Get(rpc::GetResult& result, const std::string& key, int64_t offset,
+                        int64_t length) {
+  if (offset < 0 || length < 0) {
+    result.code = rpc::ErrorCode::INVALID_PARAMS;
+    return;
+  }
+  auto slice = backend_.Get(key, static_cast<uint64_t>(offset), static_cast<uint64_t>(length));
+  if (!slice) {
+    result.code = ToRpc(slice.error());
+    return;
+  }
+  result.code = rpc::ErrorCode::OK;
+  result.data = std::move(slice->data);
+  result.total_size = static_cast<int64_t>(slice->total_size);
+  result.version = static_cast<int64_t>(slice->version);
+}
+
+int32_t WorkerHandler::Exist(const std::string& key) { return ToExistCode(backend_.Exist(key)); }
+
+rpc::ErrorCode::type WorkerHandler::Remove(const std::string& key, bool force) {
+  return ToRpc(backend_.Remove(key, force));
+}
+
+void WorkerHandler::BatchPut(std::vector<rpc::ErrorCode::type>& results,
+                             const std::vector<rpc::PutItem>& items) {
+  results.reserve(items.size());
+  for (const auto& item : items) results.push_back(Put(item.key, item.value, item.config));
+}
+
+void WorkerHandler::BatchGet(std::vector<rpc::GetResult>& results,
+                             const std::vector<std::string>& keys) {
+  results.resize(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) Get(results[i], keys[i], 0, 0);
+}
+
+void WorkerHandler::BatchExist(std::vector<int32_t>& results,
+                               const std::vector<std::string>& keys) {
+  results.reserve(keys.size());
+  for (const auto& key : keys) results.push_back(Exist(key));
+}
+
+void WorkerHandler::BatchRemove(std::vector<rpc::ErrorCode::type>& results,
+                                const std::vector<std::string>& keys, bool force) {
+  results.reserve(keys.size());
+  for (const auto& key : keys) results.push_back(Remove(key, force));
+}
+
+void WorkerHandler::Inspect(rpc::ObjectInfo& result, const std::string& key) {
+  auto snapshot = backend_.Inspect(key);
+  if (!snapshot) {
+    result.code = ToRpc(snapshot.error());
+    return;
+  }
+  result.code = rpc::ErrorCode::OK;
+  result.tier = snapshot->tier;
+  result.offset = static_cast<int64_t>(snapshot->offset);
+  result.size = static_cast<int64_t>(snapshot->size);
+  result.version = static_cast<int64_t>(snapshot->version);
+  result.hard_pinned = snapshot->hard_pinned;
+  result.soft_pinned = snapshot->soft_pinned;
+  result.state = snapshot->state;
+  result.readers = snapshot->readers;
+  result.lease_remaining_ms = snapshot->lease_remaining_ms;
+  result.idle_ms = snapshot->idle_ms;
+}
+
+void WorkerHandler::Stats(rpc::WorkerStats& result) {
+  BackendStats stats = backend_.Stats();
+  result.node_id = node_id_;
+  for (const TierSnapshot& tier : stats.tiers) {
+    rpc::TierStats out;
+    out.usage.name = tier.name;
+    out.usage.kind = std::string(ToString(tier.kind));
+    out.usage.capacity = static_cast<int64_t>(tier.capacity);
+    out.usage.used = static_cast<int64_t>(tier.used);
+    out.usage.objects = static_cast<int64_t>(tier.objects);
+    out.hits = static_cast<int64_t>(tier.hits);
+    out.promotions_in = static_cast<int64_t>(tier.promotions_in);
+    out.demotions_out = static_cast<int64_t>(tier.demotions_out);
+    out.evictions = static_cast<int64_t>(tier.evictions);
+    result.tiers.push_back(std::move(out));
+  }
+  result.gets = static_cast<int64_t>(stats.gets);
+  result.get_misses = static_cast<int64_t>(stats.get_misses);
+  result.puts = static_cast<int64_t>(stats.puts);
+  result.removes = static_cast<int64_t>(stats.removes);
+  result.dropped = static_cast<int64_t>(stats.dropped);
+}
+
+}  // namespace mooncake

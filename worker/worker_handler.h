@@ -1,0 +1,49 @@
+#pragma once
+
+// Thrift face of the worker: translates WorkerService calls into
+// TieredCacheBackend calls and results back into wire structs. No logic of
+// its own; never throws.
+//
+// Thread-safety: stateless apart from references to thread-safe objects.
+
+#include <string>
+
+#include "mooncake_rpc/WorkerService.h"
+#include "worker/tiered_cache_backend.h"
+
+namespace mooncake {
+
+class WorkerHandler : public rpc::WorkerServiceIf {
+ public:
+  WorkerHandler(TieredCacheBackend& backend, std::string node_id)
+      : backend_(backend), node_id_(std::move(node_id)) {}
+  // Set once the port is bound, before the node registers: until then no
+  // client can know this node, so no call reads the id concurrently.
+  void set_node_id(std::string node_id) { node_id_ = std::move(node_id); }
+
+  rpc::ErrorCode::type Put(const std::string& key, const std::string& value,
+                           const rpc::ReplicateConfig& config) override;
+  void PutStart(rpc::PutStartResult& result, const std::string& key, int64_t size,
+                const rpc::ReplicateConfig& config) override;
+  rpc::ErrorCode::type PutChunk(int64_t handle, int64_t offset, const std::string& data) override;
+  rpc::ErrorCode::type PutEnd(int64_t handle) override;
+  rpc::ErrorCode::type PutRevoke(int64_t handle) override;
+  void Get(rpc::GetResult& result, const std::string& key, int64_t offset,
+           int64_t length) override;
+  int32_t Exist(const std::string& key) override;
+  rpc::ErrorCode::type Remove(const std::string& key, bool force) override;
+  void BatchPut(std::vector<rpc::ErrorCode::type>& results,
+                const std::vector<rpc::PutItem>& items) override;
+  void BatchGet(std::vector<rpc::GetResult>& results, const std::vector<std::string>& keys) override;
+  void BatchExist(std::vector<int32_t>& results, const std::vector<std::string>& keys) override;
+  void BatchRemove(std::vector<rpc::ErrorCode::type>& results, const std::vector<std::string>& keys,
+                   bool force) override;
+  void Inspect(rpc::ObjectInfo& result, const std::string& key) override;
+  void Stats(rpc::WorkerStats& result) override;
+
+ private:
+  TieredCacheBackend& backend_;
+  std::string node_id_;
+};
+
+}  // namespace mooncake

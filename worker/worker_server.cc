@@ -1,0 +1,175 @@
+#include "worker/worker_server.h"
+
+#include "common/log.h"
+#include "mooncake_rpc/WorkerService.h"
+#include "thrift/rpc_server.h"
+#include "tiers/dram_tier.h"
+#include "tiers/ssd_tier.h"
+#include "worker/master_link.h"
+#include "worker/tiered_cache_backend.h"
+#include "worker/worker_handler.h"
+
+namespace mooncake {
+namespace {
+
+constexpr Millis kRegisterRetry{500};
+
+BackendOptions ToBackendOptions(const WorkerConfig& c) {
+  return {.high_watermark = c.high_watermark,
+          .low_watermark = c.low_watermark,
+          .promote_on_get = c.promote_on_get,
+          .allow_evict_soft_pinned = c.allow_evict_soft_pinned,
+          .kv_lease_ttl = Millis(c.kv_lease_ttl_ms),
+          .put_start_discard_timeout = Millis(c.put_start_discard_timeout_ms)};
+}
+
+Result<std::vector<std::unique_ptr<CacheTier>>> OpenTiers(const WorkerConfig& c) {
+  std::vector<std::unique_ptr<CacheTier>> tiers;
+  auto dram = DramTier::Create("dram", c.dram_capacity);
+  if (!dram) {
+    MC_LOG_ERROR("cannot create dram tier capacity={} error={}", c.dram_capacity,
+                 ToString(dram.error()));
+    return Err(dram.error());
+  }
+  tiers.push_back(std::move(*dram));
+  if (c.ssd_capacity > 0) {
+    auto ssd = SsdTier::Open("ssd", c.ssd_path, c.ssd_capacity);
+    if (!ssd) {
+      MC_LOG_ERROR("cannot open ssd tier path={} error={}", c.ssd_path, ToString(ssd.error()));
+      return Err(ssd.error());
+    }
+    tiers.push_back(std::move(*ssd));
+  }
+  return tiers;
+}
+
+std::vector<TierUsage> ToUsages(const BackendStats& stats) {
+  std::vector<TierUsage> usages;
+  for (const TierSnapshot& tier : stats.tiers) {
+    usages.push_back({.name = tier.name,
+                      .kind = std::string(ToString(tier.kind)),
+                      .capacity = tier.capacity,
+                      .used = tier.used,
+                      .objects = tier.objects});
+  }
+  return usages;
+}
+
+}  // namespace
+
+WorkerServer::WorkerServer(WorkerConfig config) : config_(std::move(config)) {}
+
+Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config) {
+  if (config.advertise_host.empty()) config.advertise_host = config.host;
+  std::unique_ptr<WorkerServer> server(new WorkerServer(config));
+  auto tiers = OpenTiers(config);
+  if (!tiers) return Err(tiers.error());
+
+  server->master_ = std::make_unique<MasterLink>(config.master_host(), config.master_port());
+  server->backend_ = std::make_unique<TieredCacheBackend>(std::move(*tiers), server->master_.get(),
+                                                          ToBackendOptions(config));
+  server->backend_->Recover();
+
+  // The node id may depend on the bound port, and the handler reports it, so
+  // bind first with a handler that reads the id through the server.
+  auto handler = std::make_shared<WorkerHandler>(*server->backend_, config.node_id);
+  auto rpc = RpcServer::Start(std::make_shared<rpc::WorkerServiceProcessor>(handler), config.host,
+                              config.port);
+  if (!rpc) return Err(rpc.error());
+  server->rpc_ = std::move(*rpc);
+  if (server->config_.node_id.empty()) {
+    server->config_.node_id =
+        server->config_.advertise_host + ":" + std::to_string(server->rpc_->port());
+    handler->set_node_id(server->config_.node_id);
+  }
+  server->master_->set_node_id(server->config_.node_id);
+  WorkerServer* self = server.get();
+  server->master_->set_on_unknown_node([self] { self->RegisterAndAnnounce(); });
+
+  server->heartbeat_thread_ = std::thread([self] { self->HeartbeatLoop(); });
+  server->maintenance_thread_ = std::thread([self] { self->MaintenanceLoop(); });
+  MC_LOG_INFO("worker serving node={} host={} port={} master={}", server->config_.node_id,
+              config.host, server->rpc_->port(), config.master);
+  return server;
+}
+
+WorkerServer::~WorkerServer() { Stop(); }
+
+int WorkerServer::port() const { return rpc_ ? rpc_->port() : 0; }
+
+void WorkerServer::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  if (maintenance_thread_.joinable()) maintenance_thread_.join();
+  if (rpc_) rpc_->Stop();
+}
+
+bool WorkerServer::WaitRegistered(Millis timeout) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [this] { return registered_ || stopping_; }) && registered_;
+}
+
+Result<void> WorkerServer::RegisterAndAnnounce() {
+  NodeRecord node{.node_id = config_.node_id,
+                  .host = config_.advertise_host,
+                  .port = port(),
+                  .tiers = ToUsages(backend_->Stats())};
+  if (auto registered = master_->Register(node); !registered) return registered;
+  auto rejected = master_->Announce(backend_->Keys());
+  if (!rejected) return Err(rejected.error());
+  for (const std::string& key : *rejected) {
+    MC_LOG_WARN("dropping local copy owned elsewhere key={}", key);
+    backend_->DropLocal(key);
+  }
+  MC_LOG_INFO("registered with master node={} master={} keys_rejected={}", config_.node_id,
+              config_.master, rejected->size());
+  return {};
+}
+
+void WorkerServer::HeartbeatLoop() {
+  bool registered = false;
+  bool warned = false;
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    Result<void> outcome = registered ? master_->Heartbeat(ToUsages(backend_->Stats()))
+                                      : RegisterAndAnnounce();
+    if (registered && !outcome && outcome.error() == ErrorCode::kNodeNotFound) {
+      MC_LOG_WARN("master does not know this node; registering again node={}", config_.node_id);
+      outcome = RegisterAndAnnounce();
+    }
+    if (outcome && !registered) {
+      registered = true;
+      if (!config_.ready_file.empty()) WriteReadyFile(config_.ready_file, port());
+    }
+    if (!outcome && !warned) {
+      MC_LOG_WARN("master unreachable master={} error={}", config_.master,
+                  ToString(outcome.error()));
+    }
+    warned = !outcome;
+    lock.lock();
+    if (registered && !registered_) {
+      registered_ = true;
+      cv_.notify_all();
+    }
+    auto wait = registered && outcome ? Millis(config_.heartbeat_interval_ms) : kRegisterRetry;
+    cv_.wait_for(lock, wait, [this] { return stopping_; });
+  }
+}
+
+void WorkerServer::MaintenanceLoop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    backend_->WaitForWork(Millis(100));
+    backend_->RunMaintenance();
+    lock.lock();
+  }
+}
+
+}  // namespace mooncake

@@ -1,0 +1,65 @@
+#pragma once
+
+// WorkerServer wires one node together: its tiers, the TieredCacheBackend,
+// the Thrift service, and the link to the master (registration, heartbeats,
+// ownership claims, re-announcing keys after a master restart).
+//
+// Thread-safety: Start/Stop from the owning thread. Internally a heartbeat
+// thread and a maintenance thread run until Stop.
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "worker/worker_config.h"
+
+namespace mooncake {
+
+class MasterLink;
+class RpcServer;
+class TieredCacheBackend;
+
+class WorkerServer {
+ public:
+  // Opens the tiers (recovering SSD objects), starts serving, and starts
+  // registering with the master in the background. Fails if a tier cannot be
+  // opened or the port cannot be bound.
+  static Result<std::unique_ptr<WorkerServer>> Start(WorkerConfig config);
+  ~WorkerServer();
+  WorkerServer(const WorkerServer&) = delete;
+  WorkerServer& operator=(const WorkerServer&) = delete;
+
+  int port() const;
+  const std::string& node_id() const { return config_.node_id; }
+  TieredCacheBackend& backend() { return *backend_; }
+  // Blocks until the first registration (with key announcement) succeeded,
+  // or `timeout` passed; returns whether it did.
+  bool WaitRegistered(Millis timeout);
+  void Stop();
+
+ private:
+  explicit WorkerServer(WorkerConfig config);
+  void HeartbeatLoop();
+  void MaintenanceLoop();
+  // Registers the node and announces every key; drops keys others own.
+  Result<void> RegisterAndAnnounce();
+
+  WorkerConfig config_;
+  std::unique_ptr<MasterLink> master_;
+  std::unique_ptr<TieredCacheBackend> backend_;
+  std::unique_ptr<RpcServer> rpc_;
+  std::thread heartbeat_thread_;
+  std::thread maintenance_thread_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;    // guarded by mu_
+  bool registered_ = false;  // guarded by mu_
+};
+
+}  // namespace mooncake
