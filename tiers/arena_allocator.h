@@ -37,17 +37,17 @@ class ArenaAllocator {
   uint64_t largest_free_block() const;
 
  private:
-  void InsertFree(uint64_t offset, uint64_t size);   // requires mu_
-  void EraseFree(uint64_t offset, uint64_t size);    // requires mu_
+  void InsertFree(uint64_t offset, uint64_t size);  // requires mu_
+  void EraseFree(uint64_t offset, uint64_t size);   // requires mu_
 
   const uint64_t capacity_;
   const uint64_t alignment_;
 
   mutable std::mutex mu_;
-  std::map<uint64_t, uint64_t> free_by_offset_;             // guarded by mu_
-  std::set<std::pair<uint64_t, uint64_t>> free_by_size_;    // (size, offset), guarded by mu_
-  std::unordered_map<uint64_t, uint64_t> allocated_;        // offset -> size, guarded by mu_
-  uint64_t used_ = 0;                                       // guarded by mu_
+  std::map<uint64_t, uint64_t> free_by_offset_;           // guarded by mu_
+  std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (size, offset), guarded by mu_
+  std::unordered_map<uint64_t, uint64_t> allocated_;      // offset -> size, guarded by mu_
+  uint64_t used_ = 0;                                     // guarded by mu_
 };
 
 }  // namespace mooncake

@@ -1,0 +1,83 @@
+#pragma once
+
+// The pure half of mooncake-cli: command-line arguments to a CliCommand, exit
+// codes, error lines and size formatting. Nothing here does I/O or talks to
+// the cluster, so unit tests cover it without a running server. CLI11 stays
+// inside cli_args.cc.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace mooncake::cli {
+
+// Exit codes of DESIGN.md section 5; scripts rely on them.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitNotFound = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitServer = 3;
+
+inline constexpr std::string_view kDefaultMaster = "127.0.0.1:50051";
+// Transfers above this size show a progress bar when stderr is a terminal.
+inline constexpr uint64_t kProgressThresholdBytes = 8ull << 20;
+
+enum class CommandKind { kPut, kGet, kExist, kRemove, kStats, kNodes };
+enum class ValueSource { kArgument, kFile, kStdin };
+
+// One parsed invocation. Plain data; the runner owns what it does.
+struct CliCommand {
+  CommandKind kind = CommandKind::kNodes;
+  std::string master_host;
+  int master_port = 0;
+  std::string node;  // --node: local node, put target, stats node
+  bool json = false;
+  std::string key;
+  ValueSource source = ValueSource::kArgument;
+  std::string value;  // put with kArgument
+  std::string path;   // put --file input; get -o output (empty: stdout)
+  bool hard_pin = false;
+  bool soft_pin = false;
+  bool force = false;
+};
+
+// What parsing produced: a command to run, or text to print and an exit code
+// (help is exit 0, usage errors exit 2).
+struct ParseOutcome {
+  std::optional<CliCommand> command;
+  int exit_code = kExitOk;
+  std::string out;  // for stdout (help)
+  std::string err;  // for stderr (usage errors)
+};
+
+// Parses arguments without the program name. `env_master` is the value of
+// MOONCAKE_MASTER or null; --master overrides it.
+ParseOutcome ParseCli(const std::vector<std::string>& args, const char* env_master);
+
+// "HOST:PORT" or "[V6]:PORT" -> (host, port); nullopt when malformed.
+std::optional<std::pair<std::string, int>> ParseHostPort(std::string_view text);
+
+// Human-readable binary size: "512 B", "4.0 KiB", "3.0 GiB".
+std::string FormatBytes(uint64_t bytes);
+
+// The process exit code for a failed call.
+int ExitCodeFor(ErrorCode code);
+
+// What the user should know about a failed call.
+struct ErrorContext {
+  std::string key;
+  std::string node;
+  std::string master;
+  std::optional<uint64_t> size;
+  bool connecting = false;  // the failure happened reaching the master
+};
+
+// One line (no newline), e.g. "error: put failed: NO_AVAILABLE_HANDLE (-200):
+// no tier on the target node can hold 3.0 GiB".
+std::string ErrorLine(std::string_view action, ErrorCode code, const ErrorContext& context);
+
+}  // namespace mooncake::cli

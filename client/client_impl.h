@@ -1,0 +1,106 @@
+#pragma once
+
+// Private to client/: ClientRouter, the routing half of mooncake::Client. It owns the master
+// channel and one pooled channel per worker node, and answers "which node
+// serves this key" and "which node should take this new object". Thrift types
+// appear only here and in the client's .cc files, never in client.h.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "client/client.h"
+#include "mooncake_rpc/MasterService.h"
+#include "mooncake_rpc/WorkerService.h"
+#include "thrift/rpc_channel.h"
+#include "thrift/rpc_codes.h"
+
+namespace mooncake {
+
+using MasterChannel = RpcChannel<rpc::MasterServiceClient>;
+using WorkerChannel = RpcChannel<rpc::WorkerServiceClient>;
+
+// A worker node and the channel that reaches it. The shared_ptr keeps a
+// channel alive for calls in flight even if the node's address changes.
+struct Owner {
+  std::string node_id;
+  std::shared_ptr<WorkerChannel> channel;
+};
+
+// Where each key of a batch goes: the owner and the input positions it serves.
+struct OwnerGroup {
+  Owner owner;
+  std::vector<size_t> indices;
+};
+
+// Thread-safety: every method is safe from any thread. mu_ guards nodes_; the
+// channels themselves are thread-safe and are used outside the lock.
+class ClientRouter {
+ public:
+  explicit ClientRouter(ClientConfig config);
+
+  const ClientConfig& config() const { return config_; }
+  MasterChannel& master() { return master_; }
+
+  // Asks the master for the registry and refreshes the address cache.
+  Result<std::vector<rpc::NodeInfo>> FetchNodes();
+  // The channel of a known node; refreshes the registry once on a miss.
+  // kNodeNotFound if the master does not know the node either.
+  Result<Owner> Node(const std::string& node_id);
+  // The owner of `key` according to the master; kObjectNotFound if none.
+  Result<Owner> Locate(const std::string& key);
+  // After `stale_node` denied owning `key`: follows the worker's hint when it
+  // names another node, else asks the master again. kObjectNotFound if the
+  // master still names the node that denied it.
+  Result<Owner> Relocate(const std::string& key, const std::string& hint,
+                         const std::string& stale_node);
+  // Locates keys[i] for every i in `todo` with one master round trip per slice
+  // of keys and groups them by owner. Keys without an owner get their code in
+  // `missing` (index, code); a failed master call fails the whole batch.
+  Result<std::map<std::string, OwnerGroup>> GroupByOwner(
+      const std::vector<std::string>& keys, const std::vector<size_t>& todo,
+      std::vector<std::pair<size_t, ErrorCode>>& missing);
+  // The node a new object of `size` bytes goes to: options.preferred_node,
+  // else the configured local node, else the master's pick by free space.
+  // `explicit_choice` tells the caller the user named the node, so it must
+  // not silently place the object elsewhere.
+  Result<Owner> PickTarget(uint64_t size, const PutOptions& options, bool& explicit_choice);
+  // The master's pick for `size` bytes, skipping `exclude`.
+  Result<Owner> PickByMaster(uint64_t size, const std::vector<std::string>& exclude);
+
+ private:
+  struct NodeEntry {
+    std::string host;
+    int port = 0;
+    std::shared_ptr<WorkerChannel> channel;
+  };
+
+  // Returns the cached channel for the node, replacing it when the address
+  // changed (a worker restarted elsewhere).
+  Owner Remember(const std::string& node_id, const std::string& host, int port);
+  std::shared_ptr<WorkerChannel> Cached(const std::string& node_id);
+
+  const ClientConfig config_;
+  const RpcOptions rpc_options_;
+  MasterChannel master_;
+  std::mutex mu_;
+  std::map<std::string, NodeEntry> nodes_;  // guarded by mu_
+};
+
+// Turns a call that answers an rpc ErrorCode into one Result.
+inline Result<void> Flatten(const Result<rpc::ErrorCode::type>& result) {
+  if (!result) return Err(result.error());
+  return ToResult(*result);
+}
+
+// Splits `indices` into runs whose keys total at most `max_bytes` and number
+// at most `max_count`, so no single request outgrows a Thrift frame.
+std::vector<std::vector<size_t>> SliceIndices(const std::vector<size_t>& indices,
+                                              const std::vector<std::string>& keys,
+                                              size_t max_bytes, size_t max_count);
+
+}  // namespace mooncake

@@ -1,0 +1,368 @@
+#include "tiers/ssd_tier.h"
+
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace mooncake {
+namespace {
+
+constexpr uint64_t kChunk = SsdTier::kChunkBytes;
+constexpr uint64_t kMiB = 1ull << 20;
+
+std::vector<std::byte> RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::byte> out(n);
+  for (auto& b : out) b = static_cast<std::byte>(rng());
+  return out;
+}
+
+// Writes `data` into `loc` as a sequence of pieces of random, unaligned sizes.
+void WriteInPieces(SsdTier& tier, const TierLocation& loc, std::span<const std::byte> data,
+                   uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<uint64_t> piece(1, 3 * kChunk / 2);
+  uint64_t pos = 0;
+  while (pos < data.size()) {
+    const uint64_t n = std::min<uint64_t>(piece(rng), data.size() - pos);
+    ASSERT_TRUE(tier.Write(loc, pos, data.subspan(pos, n))) << "pos=" << pos;
+    pos += n;
+  }
+}
+
+std::vector<std::byte> ReadAll(const SsdTier& tier, const TierLocation& loc) {
+  std::vector<std::byte> out(loc.size);
+  EXPECT_TRUE(tier.Read(loc, 0, out));
+  return out;
+}
+
+class SsdTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ssd_tier_test_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/db";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::unique_ptr<SsdTier> Open(uint64_t capacity = 64 * kMiB) {
+    auto tier = SsdTier::Open("ssd0", path_, capacity);
+    EXPECT_TRUE(tier.has_value());
+    return tier ? std::move(*tier) : nullptr;
+  }
+
+  // Allocates, writes and persists an object; returns its meta.
+  DurableObjectMeta Store(SsdTier& tier, const std::string& key, std::span<const std::byte> data) {
+    auto loc = tier.Allocate(data.size());
+    EXPECT_TRUE(loc);
+    if (!loc) return {};
+    EXPECT_TRUE(tier.Write(*loc, 0, data));
+    DurableObjectMeta meta{.key = key, .location = *loc, .version = 3};
+    EXPECT_TRUE(tier.Persist(meta));
+    return meta;
+  }
+
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_F(SsdTierTest, OpenRejectsBadArgumentsAndReportsIdentity) {
+  EXPECT_EQ(SsdTier::Open("x", path_, 0).error(), ErrorCode::kInvalidParams);
+  EXPECT_EQ(SsdTier::Open("x", "", 1).error(), ErrorCode::kInvalidParams);
+  auto tier = Open(5 * kMiB);
+  ASSERT_TRUE(tier);
+  EXPECT_EQ(tier->name(), "ssd0");
+  EXPECT_EQ(tier->kind(), TierKind::kSsd);
+  EXPECT_EQ(tier->capacity(), 5 * kMiB);
+  EXPECT_EQ(tier->used(), 0u);
+  // RocksDB's lock keeps a second instance off the same files.
+  EXPECT_EQ(SsdTier::Open("y", path_, kMiB).error(), ErrorCode::kInternalError);
+}
+
+TEST_F(SsdTierTest, MultiChunkRoundTripWithUnalignedWrites) {
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  const uint64_t size = 3 * kChunk + 12345;
+  auto loc = tier->Allocate(size);
+  ASSERT_TRUE(loc);
+  const auto data = RandomBytes(size, 11);
+  WriteInPieces(*tier, *loc, data, 5);
+  EXPECT_EQ(ReadAll(*tier, *loc), data);
+
+  // A read that starts mid-chunk and spans two boundaries.
+  std::vector<std::byte> part(kChunk + 1000);
+  const uint64_t start = kChunk - 500;
+  ASSERT_TRUE(tier->Read(*loc, start, part));
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), data.begin() + start));
+}
+
+TEST_F(SsdTierTest, OutOfOrderAndOverlappingWritesKeepEveryByte) {
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  const uint64_t size = 2 * kChunk + 777;
+  auto loc = tier->Allocate(size);
+  ASSERT_TRUE(loc);
+  auto data = RandomBytes(size, 21);
+  const std::span<const std::byte> all(data);
+  // Back half first, then the front half, each crossing a chunk boundary.
+  const uint64_t mid = kChunk + 4321;
+  ASSERT_TRUE(tier->Write(*loc, mid, all.subspan(mid)));
+  ASSERT_TRUE(tier->Write(*loc, 0, all.first(mid)));
+  EXPECT_EQ(ReadAll(*tier, *loc), data);
+
+  // Overwrite a range straddling the first boundary.
+  const auto patch = RandomBytes(3000, 22);
+  ASSERT_TRUE(tier->Write(*loc, kChunk - 1500, patch));
+  std::copy(patch.begin(), patch.end(), data.begin() + (kChunk - 1500));
+  EXPECT_EQ(ReadAll(*tier, *loc), data);
+}
+
+TEST_F(SsdTierTest, AlignedLargeWritesRoundTrip) {
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  const uint64_t size = 9 * kMiB + 100;  // 4 MiB writes, short tail
+  auto loc = tier->Allocate(size);
+  ASSERT_TRUE(loc);
+  const auto data = RandomBytes(size, 31);
+  const std::span<const std::byte> all(data);
+  for (uint64_t pos = 0; pos < size; pos += 4 * kMiB) {
+    ASSERT_TRUE(tier->Write(*loc, pos, all.subspan(pos, std::min(4 * kMiB, size - pos))));
+  }
+  EXPECT_EQ(ReadAll(*tier, *loc), data);
+}
+
+TEST_F(SsdTierTest, OutOfRangeAndUnwrittenReadsFail) {
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  auto loc = tier->Allocate(2 * kChunk);
+  ASSERT_TRUE(loc);
+  std::vector<std::byte> two(2);
+  EXPECT_EQ(tier->Write(*loc, 2 * kChunk - 1, two).error(), ErrorCode::kInvalidParams);
+  EXPECT_EQ(tier->Read(*loc, 2 * kChunk - 1, two).error(), ErrorCode::kInvalidParams);
+  EXPECT_EQ(tier->Read(*loc, UINT64_MAX, two).error(), ErrorCode::kInvalidParams);
+  // Chunk 1 was never written: the tier refuses rather than inventing bytes.
+  ASSERT_TRUE(tier->Write(*loc, 0, RandomBytes(kChunk, 1)));
+  EXPECT_TRUE(tier->Read(*loc, 0, two));
+  EXPECT_EQ(tier->Read(*loc, kChunk, two).error(), ErrorCode::kInternalError);
+}
+
+TEST_F(SsdTierTest, CapacityExhaustionAndFreeReleasesSpace) {
+  auto tier = Open(10 * kMiB);
+  ASSERT_TRUE(tier);
+  EXPECT_EQ(tier->Allocate(0).error(), ErrorCode::kInvalidParams);
+  auto a = tier->Allocate(6 * kMiB);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(tier->Allocate(5 * kMiB).error(), ErrorCode::kNoAvailableHandle);
+  auto b = tier->Allocate(4 * kMiB);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(tier->used(), 10 * kMiB);
+  EXPECT_EQ(tier->Allocate(1).error(), ErrorCode::kNoAvailableHandle);
+
+  const auto data = RandomBytes(a->size, 41);
+  ASSERT_TRUE(tier->Write(*a, 0, data));
+  ASSERT_TRUE(tier->Persist({.key = "a", .location = *a}));
+  tier->Free(*a);
+  EXPECT_EQ(tier->used(), 4 * kMiB);
+  EXPECT_EQ(tier->object_count(), 1u);
+  tier->Free(*a);  // a second Free must not release the bytes twice
+  EXPECT_EQ(tier->used(), 4 * kMiB);
+  // The data and the meta are gone, not just the accounting.
+  std::vector<std::byte> one(1);
+  EXPECT_EQ(tier->Read(*a, 0, one).error(), ErrorCode::kInternalError);
+  EXPECT_TRUE(tier->Recover().empty());
+  EXPECT_EQ(tier->Persist({.key = "a", .location = *a}).error(), ErrorCode::kInvalidParams);
+
+  auto c = tier->Allocate(5 * kMiB);
+  ASSERT_TRUE(c);
+  EXPECT_NE(c->offset, a->offset);
+  EXPECT_EQ(tier->used(), 9 * kMiB);
+}
+
+TEST_F(SsdTierTest, PersistRejectsUnknownIdsAndSizeMismatch) {
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  auto loc = tier->Allocate(100);
+  ASSERT_TRUE(loc);
+  EXPECT_EQ(
+      tier->Persist({.key = "k", .location = {.offset = loc->offset + 1000, .size = 100}}).error(),
+      ErrorCode::kInvalidParams);
+  EXPECT_EQ(tier->Persist({.key = "k", .location = {.offset = loc->offset, .size = 99}}).error(),
+            ErrorCode::kInvalidParams);
+  EXPECT_TRUE(tier->Persist({.key = "k", .location = *loc}));
+}
+
+TEST_F(SsdTierTest, ReopenRecoversPersistedMetasDataAndUsage) {
+  const auto d1 = RandomBytes(2 * kChunk + 5, 51);
+  const auto d2 = RandomBytes(1000, 52);
+  DurableObjectMeta m1, m2;
+  {
+    auto tier = Open();
+    ASSERT_TRUE(tier);
+    m1 = Store(*tier, "first", d1);
+    m2 = Store(*tier, std::string("bin\xff\x01key", 8), d2);
+    m2.hard_pinned = true;
+    m2.version = 9;
+    ASSERT_TRUE(tier->Persist(m2));  // a re-persist replaces the record
+  }
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  EXPECT_EQ(tier->object_count(), 2u);
+  EXPECT_EQ(tier->used(), d1.size() + d2.size());
+  auto metas = tier->Recover();
+  ASSERT_EQ(metas.size(), 2u);
+  std::sort(metas.begin(), metas.end(),
+            [](const auto& a, const auto& b) { return a.location.offset < b.location.offset; });
+  for (auto [got, want] : {std::pair{metas[0], m1}, std::pair{metas[1], m2}}) {
+    EXPECT_EQ(got.key, want.key);
+    EXPECT_EQ(got.location, want.location);
+    EXPECT_EQ(got.version, want.version);
+    EXPECT_EQ(got.hard_pinned, want.hard_pinned);
+    EXPECT_EQ(got.soft_pinned, want.soft_pinned);
+  }
+  EXPECT_EQ(ReadAll(*tier, m1.location), d1);
+  EXPECT_EQ(ReadAll(*tier, m2.location), d2);
+
+  // A recovered object can be freed, and stays freed across another reopen.
+  tier->Free(m1.location);
+  EXPECT_EQ(tier->used(), d2.size());
+  tier.reset();
+  tier = Open();
+  ASSERT_TRUE(tier);
+  ASSERT_EQ(tier->Recover().size(), 1u);
+  EXPECT_EQ(tier->used(), d2.size());
+}
+
+TEST_F(SsdTierTest, UnpersistedObjectIsDroppedOnReopenAndIdsDoNotCollide) {
+  const auto kept = RandomBytes(kChunk + 10, 61);
+  const auto lost = RandomBytes(3 * kChunk + 17, 62);
+  DurableObjectMeta kept_meta;
+  TierLocation lost_loc;
+  {
+    auto tier = Open();
+    ASSERT_TRUE(tier);
+    kept_meta = Store(*tier, "kept", kept);
+    auto loc = tier->Allocate(lost.size());
+    ASSERT_TRUE(loc);
+    lost_loc = *loc;
+    WriteInPieces(*tier, lost_loc, lost, 7);
+    EXPECT_EQ(ReadAll(*tier, lost_loc), lost);
+  }
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  auto metas = tier->Recover();
+  ASSERT_EQ(metas.size(), 1u);
+  EXPECT_EQ(metas[0].key, "kept");
+  EXPECT_EQ(tier->used(), kept.size());
+  EXPECT_EQ(tier->object_count(), 1u);
+  std::vector<std::byte> one(1);
+  EXPECT_EQ(tier->Read(lost_loc, 0, one).error(), ErrorCode::kInternalError);
+
+  std::set<uint64_t> seen{kept_meta.location.offset, lost_loc.offset};
+  for (int i = 0; i < 5; ++i) {
+    auto loc = tier->Allocate(10);
+    ASSERT_TRUE(loc);
+    EXPECT_TRUE(seen.insert(loc->offset).second) << "id reused: " << loc->offset;
+    EXPECT_GT(loc->offset, kept_meta.location.offset);
+    EXPECT_GT(loc->offset, lost_loc.offset);
+    ASSERT_TRUE(tier->Write(*loc, 0, RandomBytes(10, i)));
+  }
+  EXPECT_EQ(ReadAll(*tier, kept_meta.location), kept);
+}
+
+TEST_F(SsdTierTest, ConcurrentObjectsStayIndependent) {
+  auto tier = Open(256 * kMiB);
+  ASSERT_TRUE(tier);
+  std::atomic<int> mismatches{0};
+  auto worker = [&](int tid) {
+    for (int i = 0; i < 6; ++i) {
+      const auto data = RandomBytes(kChunk + 1000 * (tid + 1) + i, tid * 100 + i);
+      auto loc = tier->Allocate(data.size());
+      if (!loc || !tier->Write(*loc, 0, data)) {
+        ++mismatches;
+        continue;
+      }
+      std::vector<std::byte> out(data.size());
+      if (!tier->Read(*loc, 0, out) || out != data) ++mismatches;
+      if (i % 2 == 0) tier->Free(*loc);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back(worker, t);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(tier->object_count(), 4u * 3);
+}
+
+// Crash test: a child process writes, persists and then dies by SIGKILL
+// without closing the database; the parent reopens and checks what survived.
+// The child is this same binary running only SsdTierCrashChild, which does
+// nothing unless the parent hands it a directory.
+constexpr char kCrashDirEnv[] = "MC_SSD_TIER_CRASH_DIR";
+constexpr uint64_t kCrashKeptSize = 2 * kChunk + 99;
+constexpr uint64_t kCrashLostSize = kChunk + 5;
+
+TEST(SsdTierCrashChild, WritesThenDiesBySigkill) {
+  const char* dir = std::getenv(kCrashDirEnv);
+  if (dir == nullptr) GTEST_SKIP() << "only runs as the child of SsdTierTest.SurvivesKill9";
+  auto tier = SsdTier::Open("ssd0", std::string(dir) + "/db", 64 * kMiB);
+  if (!tier) _exit(2);
+  auto kept = (*tier)->Allocate(kCrashKeptSize);
+  auto lost = (*tier)->Allocate(kCrashLostSize);
+  if (!kept || !lost) _exit(3);
+  if (!(*tier)->Write(*kept, 0, RandomBytes(kCrashKeptSize, 71))) _exit(4);
+  if (!(*tier)->Persist({.key = "kept", .location = *kept})) _exit(5);
+  if (!(*tier)->Write(*lost, 0, RandomBytes(kCrashLostSize, 72))) _exit(6);
+  raise(SIGKILL);
+}
+
+TEST_F(SsdTierTest, SurvivesKill9) {
+  std::string exe = std::filesystem::read_symlink("/proc/self/exe");
+  std::string filter = "--gtest_filter=SsdTierCrashChild.WritesThenDiesBySigkill";
+  std::string env_var = std::string(kCrashDirEnv) + "=" + dir_;
+  std::vector<char*> argv = {exe.data(), filter.data(), nullptr};
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  envp.push_back(env_var.data());
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envp.data()), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "child exited with " << WEXITSTATUS(status);
+  ASSERT_EQ(WTERMSIG(status), SIGKILL);
+
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  auto metas = tier->Recover();
+  ASSERT_EQ(metas.size(), 1u);
+  EXPECT_EQ(metas[0].key, "kept");
+  EXPECT_EQ(metas[0].location.size, kCrashKeptSize);
+  EXPECT_EQ(tier->used(), kCrashKeptSize);
+  EXPECT_EQ(ReadAll(*tier, metas[0].location), RandomBytes(kCrashKeptSize, 71));
+  // The unpersisted object had the next id; its chunks were dropped.
+  std::vector<std::byte> one(1);
+  TierLocation lost{.offset = metas[0].location.offset + 1, .size = kCrashLostSize};
+  EXPECT_EQ(tier->Read(lost, 0, one).error(), ErrorCode::kInternalError);
+}
+
+}  // namespace
+}  // namespace mooncake

@@ -1,0 +1,79 @@
+#include "tiers/dram_tier.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "common/log.h"
+
+namespace mooncake {
+
+Result<std::unique_ptr<DramTier>> DramTier::Create(std::string name, uint64_t capacity) {
+  if (capacity == 0) return Err(ErrorCode::kInvalidParams);
+  void* base = mmap(nullptr, capacity, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) {
+    MC_LOG_ERROR("dram arena mmap failed tier={} capacity={} errno={}", name, capacity, errno);
+    return Err(ErrorCode::kInternalError);
+  }
+  try {
+    auto* tier = new DramTier(std::move(name), static_cast<std::byte*>(base), capacity);
+    MC_LOG_INFO("dram tier ready tier={} capacity={}", tier->name_, capacity);
+    return std::unique_ptr<DramTier>(tier);
+  } catch (...) {
+    // The tier never took ownership, so the mapping is ours to undo.
+    munmap(base, capacity);
+    return Err(ErrorCode::kInternalError);
+  }
+}
+
+DramTier::DramTier(std::string name, std::byte* base, uint64_t size)
+    : name_(std::move(name)), arena_base_(base), arena_size_(size), allocator_(size, kAlignment) {}
+
+DramTier::~DramTier() { munmap(arena_base_, arena_size_); }
+
+Result<TierLocation> DramTier::Allocate(uint64_t size) {
+  if (size == 0) return Err(ErrorCode::kInvalidParams);
+  try {
+    auto offset = allocator_.Allocate(size);
+    if (!offset) return Err(ErrorCode::kNoAvailableHandle);
+    return TierLocation{.offset = *offset, .size = size};
+  } catch (const std::bad_alloc&) {
+    // The allocator's bookkeeping maps could not grow.
+    MC_LOG_ERROR("dram allocate bookkeeping out of memory tier={} size={}", name_, size);
+    return Err(ErrorCode::kInternalError);
+  }
+}
+
+void DramTier::Free(const TierLocation& location) {
+  try {
+    allocator_.Free(location.offset);
+  } catch (const std::bad_alloc&) {
+    // Coalescing needs one map node; if even that fails the block is leaked
+    // rather than the process aborted.
+    MC_LOG_ERROR("dram free bookkeeping out of memory tier={} offset={}", name_, location.offset);
+  }
+}
+
+bool DramTier::InBounds(const TierLocation& location, uint64_t offset, uint64_t len) const {
+  if (location.offset > arena_size_ || location.size > arena_size_ - location.offset) return false;
+  return offset <= location.size && len <= location.size - offset;
+}
+
+Result<void> DramTier::Write(const TierLocation& location, uint64_t offset,
+                             std::span<const std::byte> data) {
+  if (!InBounds(location, offset, data.size())) return Err(ErrorCode::kInvalidParams);
+  if (!data.empty()) std::memcpy(arena_base_ + location.offset + offset, data.data(), data.size());
+  return {};
+}
+
+Result<void> DramTier::Read(const TierLocation& location, uint64_t offset,
+                            std::span<std::byte> out) const {
+  if (!InBounds(location, offset, out.size())) return Err(ErrorCode::kInvalidParams);
+  if (!out.empty()) std::memcpy(out.data(), arena_base_ + location.offset + offset, out.size());
+  return {};
+}
+
+}  // namespace mooncake

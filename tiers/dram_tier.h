@@ -1,0 +1,69 @@
+#pragma once
+
+// A host-memory tier: one anonymous mmap'd arena carved up by an
+// ArenaAllocator, so objects cost no malloc and the whole arena can be
+// registered for RDMA once (arena_base()/arena_size()).
+//
+// Thread-safety: Allocate/Free/accounting are serialised by the allocator's
+// mutex. Read/Write take no lock: they copy into disjoint ranges of the arena,
+// and the backend guarantees no Write/Free races on one location (see
+// cache_tier.h).
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "tiers/arena_allocator.h"
+#include "tiers/cache_tier.h"
+
+namespace mooncake {
+
+class DramTier : public CacheTier {
+ public:
+  // Every allocation is rounded to this many bytes (a cache line).
+  static constexpr uint64_t kAlignment = 64;
+
+  // Maps an arena of `capacity` bytes (> 0). Pages are reserved lazily
+  // (MAP_NORESERVE), so a large capacity costs nothing until written.
+  static Result<std::unique_ptr<DramTier>> Create(std::string name, uint64_t capacity);
+
+  ~DramTier() override;
+  DramTier(const DramTier&) = delete;
+  DramTier& operator=(const DramTier&) = delete;
+
+  std::string_view name() const override { return name_; }
+  TierKind kind() const override { return TierKind::kDram; }
+  uint64_t capacity() const override { return arena_size_; }
+  uint64_t used() const override { return allocator_.used(); }
+  uint64_t object_count() const override { return allocator_.allocation_count(); }
+
+  Result<TierLocation> Allocate(uint64_t size) override;
+  void Free(const TierLocation& location) override;
+  Result<void> Write(const TierLocation& location, uint64_t offset,
+                     std::span<const std::byte> data) override;
+  Result<void> Read(const TierLocation& location, uint64_t offset,
+                    std::span<std::byte> out) const override;
+
+  // The arena, owned by this tier for its whole lifetime; the transport
+  // registers it for RDMA. Valid until the tier is destroyed.
+  std::byte* arena_base() const { return arena_base_; }
+  uint64_t arena_size() const { return arena_size_; }
+
+ private:
+  DramTier(std::string name, std::byte* base, uint64_t size);
+
+  // True when [offset, offset + len) lies inside the location and the
+  // location inside the arena; written to be overflow-safe.
+  bool InBounds(const TierLocation& location, uint64_t offset, uint64_t len) const;
+
+  const std::string name_;
+  std::byte* const arena_base_;
+  const uint64_t arena_size_;
+  ArenaAllocator allocator_;
+};
+
+}  // namespace mooncake

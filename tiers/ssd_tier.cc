@@ -1,0 +1,473 @@
+#include "tiers/ssd_tier.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/slice.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <utility>
+
+#include "common/log.h"
+
+namespace mooncake {
+
+namespace {
+
+constexpr char kMetaCfName[] = "meta";
+// Key prefixes inside the meta column family. A meta record marks a committed
+// object; a pending marker is written in the same batch as an object's chunks
+// so that Open can find (and drop) data that was never committed without
+// scanning the data column family.
+constexpr char kMetaPrefix = 'm';
+constexpr char kPendingPrefix = 'p';
+constexpr uint8_t kMetaFormatVersion = 1;
+// Full chunks are handed to RocksDB in batches of at most this many, so one
+// huge Write never copies the whole object into a single WriteBatch.
+constexpr uint64_t kChunksPerBatch = 8;
+
+void AppendBigEndian64(std::string& out, uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>(v >> shift));
+}
+
+uint64_t ReadBigEndian64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+// Big-endian keys sort by (id, chunk) numerically, so one object's chunks are
+// contiguous and DeleteRange(DataKey(id, 0), DataKey(id + 1, 0)) covers them.
+std::string DataKey(uint64_t id, uint64_t chunk) {
+  std::string key;
+  key.reserve(16);
+  AppendBigEndian64(key, id);
+  AppendBigEndian64(key, chunk);
+  return key;
+}
+
+std::string PrefixedKey(char prefix, uint64_t id) {
+  std::string key(1, prefix);
+  AppendBigEndian64(key, id);
+  return key;
+}
+
+// Meta value layout (little-endian fields, versioned so it can evolve):
+//   u8 format_version | u64 offset | u64 size | u64 version | u8 flags |
+//   u32 key_len | key bytes
+// flags: bit 0 hard_pinned, bit 1 soft_pinned.
+constexpr size_t kMetaFixedBytes = 1 + 8 + 8 + 8 + 1 + 4;
+
+template <typename T>
+void AppendLittleEndian(std::string& out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+
+template <typename T>
+T ReadLittleEndian(const char*& p) {
+  T v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<uint8_t>(p[i])) << (8 * i);
+  p += sizeof(T);
+  return v;
+}
+
+std::string EncodeMeta(const DurableObjectMeta& meta) {
+  std::string out;
+  out.reserve(kMetaFixedBytes + meta.key.size());
+  out.push_back(static_cast<char>(kMetaFormatVersion));
+  AppendLittleEndian<uint64_t>(out, meta.location.offset);
+  AppendLittleEndian<uint64_t>(out, meta.location.size);
+  AppendLittleEndian<uint64_t>(out, meta.version);
+  const uint8_t flags = (meta.hard_pinned ? 1 : 0) | (meta.soft_pinned ? 2 : 0);
+  AppendLittleEndian<uint8_t>(out, flags);
+  AppendLittleEndian<uint32_t>(out, static_cast<uint32_t>(meta.key.size()));
+  out.append(meta.key);
+  return out;
+}
+
+std::optional<DurableObjectMeta> DecodeMeta(std::string_view in) {
+  if (in.size() < kMetaFixedBytes || static_cast<uint8_t>(in[0]) != kMetaFormatVersion) {
+    return std::nullopt;
+  }
+  const char* p = in.data() + 1;
+  DurableObjectMeta meta;
+  meta.location.offset = ReadLittleEndian<uint64_t>(p);
+  meta.location.size = ReadLittleEndian<uint64_t>(p);
+  meta.version = ReadLittleEndian<uint64_t>(p);
+  const auto flags = ReadLittleEndian<uint8_t>(p);
+  const auto key_len = ReadLittleEndian<uint32_t>(p);
+  if (in.size() != kMetaFixedBytes + key_len) return std::nullopt;
+  meta.hard_pinned = (flags & 1) != 0;
+  meta.soft_pinned = (flags & 2) != 0;
+  meta.key.assign(p, key_len);
+  return meta;
+}
+
+// [offset, offset + len) inside an object of `size` bytes, overflow-safe.
+bool InObject(uint64_t size, uint64_t offset, uint64_t len) {
+  return offset <= size && len <= size - offset;
+}
+
+// Length of chunk `chunk` of an object: kChunkBytes except for the last one.
+uint64_t ChunkLength(uint64_t object_size, uint64_t chunk) {
+  return std::min(SsdTier::kChunkBytes, object_size - chunk * SsdTier::kChunkBytes);
+}
+
+rocksdb::Slice AsSlice(std::span<const std::byte> data) {
+  return {reinterpret_cast<const char*>(data.data()), data.size()};
+}
+
+}  // namespace
+
+SsdTier::SsdTier(std::string name, std::string path, uint64_t capacity)
+    : name_(std::move(name)), path_(std::move(path)), capacity_(capacity) {}
+
+Result<std::unique_ptr<SsdTier>> SsdTier::Open(std::string name, std::string path,
+                                               uint64_t capacity) {
+  if (capacity == 0 || path.empty()) return Err(ErrorCode::kInvalidParams);
+  try {
+    std::unique_ptr<SsdTier> tier(new SsdTier(std::move(name), std::move(path), capacity));
+    if (auto r = tier->OpenDb(); !r) return Err(r.error());
+    if (auto r = tier->LoadAndCleanUp(); !r) return Err(r.error());
+    MC_LOG_INFO("ssd tier ready tier={} path={} capacity={} objects={} used={}", tier->name_,
+                tier->path_, capacity, tier->object_count(), tier->used());
+    return tier;
+  } catch (const std::exception& e) {
+    // `path` may have been moved from by now, so only the cause is logged.
+    MC_LOG_ERROR("ssd tier open failed error={}", e.what());
+    return Err(ErrorCode::kInternalError);
+  }
+}
+
+Result<void> SsdTier::OpenDb() {
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+
+  rocksdb::ColumnFamilyOptions data_options;
+  data_options.enable_blob_files = true;
+  data_options.min_blob_size = kMinBlobBytes;
+  // Freed objects leave dead blobs behind; GC during compaction reclaims them.
+  data_options.enable_blob_garbage_collection = true;
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, data_options},
+      {kMetaCfName, rocksdb::ColumnFamilyOptions()}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_options, path_, families, &handles, &raw);
+  if (!s.ok()) {
+    MC_LOG_ERROR("ssd tier rocksdb open failed path={} status={}", path_, s.ToString());
+    return Err(ErrorCode::kInternalError);
+  }
+  db_.reset(raw);
+  data_cf_ = handles[0];
+  meta_cf_ = handles[1];
+  return {};
+}
+
+SsdTier::~SsdTier() {
+  if (!db_) return;
+  try {
+    db_->DestroyColumnFamilyHandle(data_cf_);
+    db_->DestroyColumnFamilyHandle(meta_cf_);
+    if (rocksdb::Status s = db_->Close(); !s.ok()) {
+      MC_LOG_ERROR("ssd tier close failed path={} status={}", path_, s.ToString());
+    }
+    db_.reset();
+  } catch (...) {
+    // A destructor must not throw; the WAL already holds every write.
+  }
+}
+
+Result<void> SsdTier::LoadAndCleanUp() {
+  std::vector<uint64_t> pending;
+  rocksdb::WriteBatch cleanup;
+  uint64_t max_id = 0;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_cf_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const rocksdb::Slice key = it->key();
+    if (key.size() != 9 || (key[0] != kMetaPrefix && key[0] != kPendingPrefix)) {
+      MC_LOG_WARN("ssd tier ignores unknown meta key tier={} key_size={}", name_, key.size());
+      continue;
+    }
+    const uint64_t id = ReadBigEndian64(key.data() + 1);
+    max_id = std::max(max_id, id);
+    if (key[0] == kPendingPrefix) {
+      pending.push_back(id);
+      continue;
+    }
+    auto meta = DecodeMeta(it->value().ToStringView());
+    if (!meta || meta->location.offset != id) {
+      // Unreadable meta: the object cannot be served, so treat it as
+      // uncommitted and drop it with its data.
+      MC_LOG_ERROR("ssd tier drops corrupt meta tier={} id={}", name_, id);
+      cleanup.Delete(meta_cf_, key);
+      pending.push_back(id);
+      continue;
+    }
+    live_.emplace(id, meta->location.size);
+    used_ += meta->location.size;
+  }
+  if (!it->status().ok()) {
+    MC_LOG_ERROR("ssd tier meta scan failed tier={} status={}", name_, it->status().ToString());
+    return Err(ErrorCode::kInternalError);
+  }
+  it.reset();
+
+  uint64_t orphans = 0;
+  for (uint64_t id : pending) {
+    cleanup.Delete(meta_cf_, PrefixedKey(kPendingPrefix, id));
+    if (live_.contains(id)) continue;  // Rewritten after commit: keep its data.
+    cleanup.DeleteRange(data_cf_, DataKey(id, 0), DataKey(id + 1, 0));
+    ++orphans;
+  }
+  if (cleanup.Count() > 0) {
+    rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &cleanup);
+    if (!s.ok()) {
+      MC_LOG_ERROR("ssd tier cleanup failed tier={} status={}", name_, s.ToString());
+      return Err(ErrorCode::kInternalError);
+    }
+  }
+  if (orphans > 0) MC_LOG_INFO("ssd tier dropped uncommitted tier={} objects={}", name_, orphans);
+  next_id_ = max_id + 1;
+  if (used_ > capacity_) {
+    MC_LOG_WARN("ssd tier recovered more than capacity tier={} used={} capacity={}", name_, used_,
+                capacity_);
+  }
+  return {};
+}
+
+uint64_t SsdTier::used() const {
+  std::lock_guard lock(mu_);
+  return used_;
+}
+
+uint64_t SsdTier::object_count() const {
+  std::lock_guard lock(mu_);
+  return live_.size();
+}
+
+Result<TierLocation> SsdTier::Allocate(uint64_t size) {
+  if (size == 0) return Err(ErrorCode::kInvalidParams);
+  try {
+    std::lock_guard lock(mu_);
+    // used_ may exceed capacity_ after recovering into a smaller tier.
+    if (used_ > capacity_ || size > capacity_ - used_) return Err(ErrorCode::kNoAvailableHandle);
+    const uint64_t id = next_id_++;
+    live_.emplace(id, size);
+    used_ += size;
+    return TierLocation{.offset = id, .size = size};
+  } catch (const std::exception& e) {
+    MC_LOG_ERROR("ssd tier allocate failed tier={} size={} error={}", name_, size, e.what());
+    return Err(ErrorCode::kInternalError);
+  }
+}
+
+void SsdTier::Free(const TierLocation& location) {
+  const uint64_t id = location.offset;
+  try {
+    // The object lock orders this Free against a Persist of the same id, so
+    // a meta record can never outlive the object's data.
+    std::lock_guard object_lock(ObjectMutex(id));
+    {
+      std::lock_guard lock(mu_);
+      auto it = live_.find(id);
+      if (it == live_.end()) return;
+      used_ -= it->second;
+      live_.erase(it);
+    }
+    (void)DeleteObject(id);
+  } catch (const std::exception& e) {
+    MC_LOG_ERROR("ssd tier free failed tier={} id={} error={}", name_, id, e.what());
+  }
+}
+
+Result<void> SsdTier::DeleteObject(uint64_t id) {
+  rocksdb::WriteBatch batch;
+  batch.DeleteRange(data_cf_, DataKey(id, 0), DataKey(id + 1, 0));
+  batch.Delete(meta_cf_, PrefixedKey(kMetaPrefix, id));
+  batch.Delete(meta_cf_, PrefixedKey(kPendingPrefix, id));
+  rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &batch);
+  if (!s.ok()) {
+    MC_LOG_ERROR("ssd tier delete failed tier={} id={} status={}", name_, id, s.ToString());
+    return Err(ErrorCode::kInternalError);
+  }
+  return {};
+}
+
+Result<void> SsdTier::Write(const TierLocation& location, uint64_t offset,
+                            std::span<const std::byte> data) {
+  if (!InObject(location.size, offset, data.size())) return Err(ErrorCode::kInvalidParams);
+  const uint64_t id = location.offset;
+  try {
+    rocksdb::WriteBatch batch;
+    batch.Put(meta_cf_, PrefixedKey(kPendingPrefix, id), rocksdb::Slice());
+    uint64_t batched_chunks = 0;
+    auto flush = [&]() -> Result<void> {
+      if (batched_chunks == 0) return {};
+      rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &batch);
+      batch.Clear();
+      batch.Put(meta_cf_, PrefixedKey(kPendingPrefix, id), rocksdb::Slice());
+      batched_chunks = 0;
+      if (s.ok()) return {};
+      MC_LOG_ERROR("ssd tier write failed tier={} id={} status={}", name_, id, s.ToString());
+      return Err(ErrorCode::kInternalError);
+    };
+
+    uint64_t pos = offset;
+    while (!data.empty()) {
+      const uint64_t chunk = pos / kChunkBytes;
+      const uint64_t in_chunk = pos % kChunkBytes;
+      const uint64_t chunk_len = ChunkLength(location.size, chunk);
+      const uint64_t n = std::min(chunk_len - in_chunk, static_cast<uint64_t>(data.size()));
+      if (in_chunk == 0 && n == chunk_len) {
+        // The common case: a whole chunk, written blind.
+        batch.Put(data_cf_, DataKey(id, chunk), AsSlice(data.first(n)));
+        if (++batched_chunks == kChunksPerBatch) {
+          if (auto r = flush(); !r) return r;
+        }
+      } else if (auto r = WriteChunk(location, chunk, in_chunk, data.first(n)); !r) {
+        return r;
+      }
+      data = data.subspan(n);
+      pos += n;
+    }
+    return flush();
+  } catch (const std::exception& e) {
+    MC_LOG_ERROR("ssd tier write failed tier={} id={} error={}", name_, id, e.what());
+    return Err(ErrorCode::kInternalError);
+  }
+}
+
+Result<void> SsdTier::WriteChunk(const TierLocation& location, uint64_t chunk,
+                                 uint64_t offset_in_chunk, std::span<const std::byte> data) {
+  const uint64_t id = location.offset;
+  const uint64_t chunk_len = ChunkLength(location.size, chunk);
+  const std::string key = DataKey(id, chunk);
+  std::lock_guard lock(RmwMutex(id, chunk));
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), data_cf_, key, &value);
+  if (!s.ok() && !s.IsNotFound()) {
+    MC_LOG_ERROR("ssd tier chunk read failed tier={} id={} chunk={} status={}", name_, id, chunk,
+                 s.ToString());
+    return Err(ErrorCode::kInternalError);
+  }
+  // A chunk not written yet reads as zeros until the rest of it arrives.
+  value.resize(chunk_len, '\0');
+  std::memcpy(value.data() + offset_in_chunk, data.data(), data.size());
+
+  rocksdb::WriteBatch batch;
+  batch.Put(meta_cf_, PrefixedKey(kPendingPrefix, id), rocksdb::Slice());
+  batch.Put(data_cf_, key, value);
+  s = db_->Write(rocksdb::WriteOptions(), &batch);
+  if (!s.ok()) {
+    MC_LOG_ERROR("ssd tier chunk write failed tier={} id={} chunk={} status={}", name_, id, chunk,
+                 s.ToString());
+    return Err(ErrorCode::kInternalError);
+  }
+  return {};
+}
+
+Result<void> SsdTier::Read(const TierLocation& location, uint64_t offset,
+                           std::span<std::byte> out) const {
+  if (!InObject(location.size, offset, out.size())) return Err(ErrorCode::kInvalidParams);
+  try {
+    uint64_t pos = offset;
+    while (!out.empty()) {
+      const uint64_t chunk = pos / kChunkBytes;
+      const uint64_t in_chunk = pos % kChunkBytes;
+      const uint64_t n =
+          std::min(ChunkLength(location.size, chunk) - in_chunk, static_cast<uint64_t>(out.size()));
+      if (auto r = ReadChunk(location, chunk, in_chunk, out.first(n)); !r) return r;
+      out = out.subspan(n);
+      pos += n;
+    }
+    return {};
+  } catch (const std::exception& e) {
+    MC_LOG_ERROR("ssd tier read failed tier={} id={} error={}", name_, location.offset, e.what());
+    return Err(ErrorCode::kInternalError);
+  }
+}
+
+Result<void> SsdTier::ReadChunk(const TierLocation& location, uint64_t chunk,
+                                uint64_t offset_in_chunk, std::span<std::byte> out) const {
+  const uint64_t id = location.offset;
+  rocksdb::PinnableSlice value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), data_cf_, DataKey(id, chunk), &value);
+  if (!s.ok()) {
+    // Missing data under a live location means it was never written or was
+    // lost; serving zeros instead would hand out wrong bytes.
+    MC_LOG_ERROR("ssd tier chunk read failed tier={} id={} chunk={} status={}", name_, id, chunk,
+                 s.ToString());
+    return Err(ErrorCode::kInternalError);
+  }
+  if (value.size() < offset_in_chunk + out.size()) {
+    MC_LOG_ERROR("ssd tier chunk too short tier={} id={} chunk={} bytes={}", name_, id, chunk,
+                 value.size());
+    return Err(ErrorCode::kInternalError);
+  }
+  std::memcpy(out.data(), value.data() + offset_in_chunk, out.size());
+  return {};
+}
+
+Result<void> SsdTier::Persist(const DurableObjectMeta& meta) {
+  const uint64_t id = meta.location.offset;
+  if (meta.key.size() > UINT32_MAX) return Err(ErrorCode::kInvalidParams);
+  try {
+    std::lock_guard object_lock(ObjectMutex(id));
+    {
+      std::lock_guard lock(mu_);
+      auto it = live_.find(id);
+      if (it == live_.end() || it->second != meta.location.size) {
+        return Err(ErrorCode::kInvalidParams);
+      }
+    }
+    // Meta and the end of "pending" land atomically: after a crash the object
+    // is either committed with all its data or dropped with all of it.
+    rocksdb::WriteBatch batch;
+    batch.Put(meta_cf_, PrefixedKey(kMetaPrefix, id), EncodeMeta(meta));
+    batch.Delete(meta_cf_, PrefixedKey(kPendingPrefix, id));
+    rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &batch);
+    if (!s.ok()) {
+      MC_LOG_ERROR("ssd tier persist failed tier={} id={} status={}", name_, id, s.ToString());
+      return Err(ErrorCode::kInternalError);
+    }
+    return {};
+  } catch (const std::exception& e) {
+    MC_LOG_ERROR("ssd tier persist failed tier={} id={} error={}", name_, id, e.what());
+    return Err(ErrorCode::kInternalError);
+  }
+}
+
+std::vector<DurableObjectMeta> SsdTier::Recover() {
+  std::vector<DurableObjectMeta> metas;
+  try {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_cf_));
+    const std::string start(1, kMetaPrefix);
+    for (it->Seek(start); it->Valid() && it->key().starts_with(start); it->Next()) {
+      if (auto meta = DecodeMeta(it->value().ToStringView())) metas.push_back(std::move(*meta));
+    }
+    if (!it->status().ok()) {
+      MC_LOG_ERROR("ssd tier recover scan failed tier={} status={}", name_,
+                   it->status().ToString());
+    }
+  } catch (const std::exception& e) {
+    MC_LOG_ERROR("ssd tier recover failed tier={} error={}", name_, e.what());
+  }
+  return metas;
+}
+
+std::mutex& SsdTier::RmwMutex(uint64_t id, uint64_t chunk) {
+  return rmw_mu_[std::hash<uint64_t>{}(id * 0x9E3779B97F4A7C15ull + chunk) % rmw_mu_.size()];
+}
+
+std::mutex& SsdTier::ObjectMutex(uint64_t id) {
+  return object_mu_[std::hash<uint64_t>{}(id) % object_mu_.size()];
+}
+
+}  // namespace mooncake
