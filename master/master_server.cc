@@ -1,0 +1,72 @@
+#include "master/master_server.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/log.h"
+#include "master/master_handler.h"
+#include "mooncake_rpc/MasterService.h"
+#include "thrift/rpc_server.h"
+
+namespace mooncake {
+namespace {
+
+// Checking several times per TTL bounds how late a death is noticed to a
+// quarter of the TTL; the floor keeps a tiny TTL from spinning the thread.
+Millis ReaperPeriod(Millis ttl) { return std::max(Millis(100), ttl / 4); }
+
+}  // namespace
+
+MasterServer::MasterServer(MasterOptions options)
+    : service_(std::make_unique<MasterService>(std::move(options))) {}
+
+Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& config) {
+  std::string why;
+  if (auto valid = ValidateMasterConfig(config, &why); !valid) {
+    MC_LOG_ERROR("master config rejected reason=\"{}\"", why);
+    return Err(valid.error());
+  }
+  MasterOptions options;
+  options.node_ttl = Millis(config.node_ttl_ms);
+  std::unique_ptr<MasterServer> server(new MasterServer(options));
+
+  auto handler = std::make_shared<MasterHandler>(*server->service_);
+  auto processor = std::make_shared<rpc::MasterServiceProcessor>(handler);
+  auto rpc = RpcServer::Start(processor, config.host, config.port);
+  if (!rpc) {
+    MC_LOG_ERROR("master cannot listen host={} port={}", config.host, config.port);
+    return Err(rpc.error());
+  }
+  server->rpc_ = std::move(*rpc);
+  server->port_ = server->rpc_->port();
+  server->reaper_ = std::thread(
+      [s = server.get(), period = ReaperPeriod(options.node_ttl)] { s->ReaperLoop(period); });
+  return server;
+}
+
+MasterServer::~MasterServer() { Stop(); }
+
+void MasterServer::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (reaper_.joinable()) reaper_.join();
+  if (rpc_) {
+    rpc_->Stop();
+    rpc_.reset();
+  }
+}
+
+void MasterServer::ReaperLoop(Millis period) {
+  std::unique_lock lock(mu_);
+  while (!stop_cv_.wait_for(lock, period, [this] { return stopping_; })) {
+    // Unlocked while expiring: Stop() must not wait behind a purge.
+    lock.unlock();
+    service_->ExpireDeadNodes();
+    lock.lock();
+  }
+}
+
+}  // namespace mooncake

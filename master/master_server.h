@@ -1,0 +1,59 @@
+#pragma once
+
+// A running master: MasterService, its Thrift server and the reaper thread
+// that declares silent nodes dead. mooncake-master's main and in-process tests
+// both start one this way.
+//
+// Thread-safety: port() and service() from any thread; Stop() from the owning
+// thread (the destructor calls it). Stop is idempotent. The reaper's stop flag
+// is guarded by mu_.
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "master/master_config.h"
+#include "master/master_service.h"
+
+namespace mooncake {
+
+class RpcServer;
+
+class MasterServer {
+ public:
+  // Validates `config`, binds config.host:config.port (0 picks a free port)
+  // and starts serving. kInvalidParams for a bad config, kRpcFail if the port
+  // cannot be bound. Returns once the socket listens.
+  static Result<std::unique_ptr<MasterServer>> Start(const MasterConfig& config);
+
+  ~MasterServer();
+  MasterServer(const MasterServer&) = delete;
+  MasterServer& operator=(const MasterServer&) = delete;
+
+  // The bound port.
+  int port() const { return port_; }
+  MasterService& service() { return *service_; }
+
+  // Stops the reaper and the RPC server (closing client connections) and
+  // joins their threads.
+  void Stop();
+
+ private:
+  explicit MasterServer(MasterOptions options);
+  void ReaperLoop(Millis period);
+
+  // Declared first so it is destroyed last: the RPC handler refers to it.
+  std::unique_ptr<MasterService> service_;
+  std::unique_ptr<RpcServer> rpc_;
+  int port_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread reaper_;
+};
+
+}  // namespace mooncake

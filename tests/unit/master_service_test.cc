@@ -1,0 +1,479 @@
+#include "master/master_service.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "master/master_config.h"
+#include "master/master_server.h"
+#include "mooncake_rpc/MasterService.h"
+#include "thrift/rpc_channel.h"
+
+namespace mooncake {
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+// A clock the test moves by hand, so node death needs no sleeping.
+class ManualClock {
+ public:
+  SteadyClock::time_point now() const { return start_ + Millis(offset_ms_.load()); }
+  void Advance(Millis by) { offset_ms_ += by.count(); }
+
+ private:
+  const SteadyClock::time_point start_ = SteadyClock::now();
+  std::atomic<int64_t> offset_ms_{0};
+};
+
+NodeRecord Node(const std::string& id, uint64_t capacity = kGiB, uint64_t used = 0) {
+  NodeRecord node;
+  node.node_id = id;
+  node.host = "127.0.0.1";
+  node.port = 9000 + static_cast<int>(id.back());
+  node.tiers.push_back(TierUsage{"dram", "dram", capacity, used, 0});
+  return node;
+}
+
+// A service with a manual clock and a 1 s TTL; nodes a, b, c registered.
+class MasterServiceTest : public ::testing::Test {
+ protected:
+  MasterServiceTest() : service_(Options()) {
+    for (const char* id : {"a", "b", "c"}) EXPECT_TRUE(service_.RegisterNode(Node(id)));
+  }
+
+  MasterOptions Options() {
+    MasterOptions options;
+    options.node_ttl = Millis(1000);
+    options.now = [this] { return clock_.now(); };
+    return options;
+  }
+
+  // Keeps every node but `silent` alive while time passes the TTL.
+  void KillNode(const std::string& silent) {
+    clock_.Advance(Millis(1001));
+    for (const auto& node : service_.ListNodes()) {
+      if (node.node_id != silent && node.alive) {
+        ASSERT_TRUE(service_.Heartbeat(node.node_id, node.tiers));
+      }
+    }
+    EXPECT_EQ(service_.ExpireDeadNodes(), 1u);
+  }
+
+  std::string OwnerOf(const std::string& key) {
+    auto loc = service_.GetLocation(key);
+    return loc ? loc->node_id : "<" + std::string(ToString(loc.error())) + ">";
+  }
+
+  ManualClock clock_;
+  MasterService service_;
+};
+
+TEST_F(MasterServiceTest, PutOwnerIsCompareAndSet) {
+  ASSERT_TRUE(service_.PutOwner("k", "a"));
+  std::string winner;
+  auto second = service_.PutOwner("k", "b", &winner);
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error(), ErrorCode::kObjectAlreadyExists);
+  EXPECT_EQ(winner, "a");
+  EXPECT_TRUE(service_.PutOwner("k", "a"));  // the owner again: idempotent
+  EXPECT_EQ(OwnerOf("k"), "a");
+  EXPECT_EQ(service_.key_count(), 1u);
+}
+
+TEST_F(MasterServiceTest, ConcurrentPutOwnerHasExactlyOneWinner) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 8; ++i) {
+    ids.push_back("w" + std::to_string(i));
+    ASSERT_TRUE(service_.RegisterNode(Node(ids.back())));
+  }
+  std::atomic<int> wins{0};
+  std::vector<std::string> seen(ids.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    threads.emplace_back([&, i] {
+      std::string winner;
+      if (service_.PutOwner("contended", ids[i], &winner)) {
+        ++wins;
+        seen[i] = ids[i];
+      } else {
+        seen[i] = winner;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wins.load(), 1);
+  std::string owner = OwnerOf("contended");
+  for (const auto& s : seen) EXPECT_EQ(s, owner);
+}
+
+TEST_F(MasterServiceTest, GetLocationReturnsOwnerAddress) {
+  ASSERT_TRUE(service_.PutOwner("k", "b"));
+  auto loc = service_.GetLocation("k");
+  ASSERT_TRUE(loc);
+  EXPECT_EQ(loc->node_id, "b");
+  EXPECT_EQ(loc->host, "127.0.0.1");
+  EXPECT_EQ(loc->port, Node("b").port);
+  EXPECT_EQ(service_.GetLocation("missing").error(), ErrorCode::kObjectNotFound);
+}
+
+TEST_F(MasterServiceTest, BatchGetLocationAnswersEachKeyInOrder) {
+  ASSERT_TRUE(service_.PutOwner("k1", "a"));
+  ASSERT_TRUE(service_.PutOwner("k3", "c"));
+  auto results = service_.BatchGetLocation({"k3", "k2", "", "k1"});
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[0]->node_id, "c");
+  EXPECT_EQ(results[1].error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(results[2].error(), ErrorCode::kInvalidKey);
+  EXPECT_EQ(results[3]->node_id, "a");
+  EXPECT_TRUE(service_.BatchGetLocation({}).empty());
+}
+
+TEST_F(MasterServiceTest, UpdateOwnerSwapsOnlyFromExpectedOwner) {
+  ASSERT_TRUE(service_.PutOwner("k", "a"));
+  EXPECT_EQ(service_.UpdateOwner("k", "b", "c").error(), ErrorCode::kNotOwner);
+  EXPECT_EQ(OwnerOf("k"), "a");
+  EXPECT_TRUE(service_.UpdateOwner("k", "a", "b"));
+  EXPECT_EQ(OwnerOf("k"), "b");
+  EXPECT_EQ(service_.UpdateOwner("k", "a", "c").error(), ErrorCode::kNotOwner);
+  EXPECT_EQ(service_.UpdateOwner("gone", "a", "b").error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(service_.UpdateOwner("k", "b", "nobody").error(), ErrorCode::kNodeNotFound);
+  EXPECT_EQ(OwnerOf("k"), "b");
+}
+
+TEST_F(MasterServiceTest, RemoveOwnerOnlyByOwner) {
+  ASSERT_TRUE(service_.PutOwner("k", "a"));
+  EXPECT_EQ(service_.RemoveOwner("k", "b").error(), ErrorCode::kNotOwner);
+  EXPECT_EQ(OwnerOf("k"), "a");
+  EXPECT_TRUE(service_.RemoveOwner("k", "a"));
+  EXPECT_EQ(service_.GetLocation("k").error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(service_.RemoveOwner("k", "a").error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(service_.key_count(), 0u);
+  // Removed keys are free to claim again.
+  EXPECT_TRUE(service_.PutOwner("k", "b"));
+}
+
+TEST_F(MasterServiceTest, AnnounceKeysClaimsFreeKeysAndReportsConflicts) {
+  ASSERT_TRUE(service_.PutOwner("taken", "b"));
+  ASSERT_TRUE(service_.PutOwner("mine", "a"));
+  auto rejected = service_.AnnounceKeys("a", {"free1", "taken", "mine", "free2"});
+  ASSERT_TRUE(rejected);
+  EXPECT_EQ(*rejected, std::vector<std::string>{"taken"});
+  EXPECT_EQ(OwnerOf("free1"), "a");
+  EXPECT_EQ(OwnerOf("free2"), "a");
+  EXPECT_EQ(OwnerOf("taken"), "b");
+  EXPECT_EQ(OwnerOf("mine"), "a");
+}
+
+TEST_F(MasterServiceTest, NodeDeathDropsExactlyItsKeys) {
+  ASSERT_TRUE(service_.PutOwner("ka1", "a"));
+  ASSERT_TRUE(service_.PutOwner("ka2", "a"));
+  ASSERT_TRUE(service_.PutOwner("kb", "b"));
+  ASSERT_TRUE(service_.PutOwner("kc", "c"));
+  EXPECT_EQ(service_.ExpireDeadNodes(), 0u);  // nobody is late yet
+
+  KillNode("a");
+  EXPECT_EQ(service_.key_count(), 2u);
+  EXPECT_EQ(service_.GetLocation("ka1").error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(service_.GetLocation("ka2").error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(OwnerOf("kb"), "b");
+  EXPECT_EQ(OwnerOf("kc"), "c");
+
+  // The dead node stays listed, and must register again before anything else.
+  auto nodes = service_.ListNodes();
+  ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(nodes[0].node_id, "a");
+  EXPECT_FALSE(nodes[0].alive);
+  EXPECT_EQ(service_.Heartbeat("a", {}).error(), ErrorCode::kNodeNotFound);
+  EXPECT_EQ(service_.PutOwner("ka1", "a").error(), ErrorCode::kNodeNotFound);
+  EXPECT_EQ(service_.AnnounceKeys("a", {"ka1"}).error(), ErrorCode::kNodeNotFound);
+  EXPECT_EQ(service_.UpdateOwner("kb", "b", "a").error(), ErrorCode::kNodeNotFound);
+  EXPECT_EQ(service_.ExpireDeadNodes(), 0u);  // dies only once
+}
+
+TEST_F(MasterServiceTest, ReRegisterRevivesDeadNode) {
+  ASSERT_TRUE(service_.PutOwner("k", "a"));
+  KillNode("a");
+  ASSERT_TRUE(service_.RegisterNode(Node("a")));
+  EXPECT_TRUE(service_.ListNodes()[0].alive);
+  EXPECT_TRUE(service_.Heartbeat("a", {}));
+  auto rejected = service_.AnnounceKeys("a", {"k"});
+  ASSERT_TRUE(rejected);
+  EXPECT_TRUE(rejected->empty());
+  EXPECT_EQ(OwnerOf("k"), "a");
+}
+
+TEST_F(MasterServiceTest, RegisteringAgainForgetsTheNodesKeysUntilItAnnounces) {
+  // A worker that restarts within the TTL may have lost its DRAM objects; the
+  // master must not keep pointing at them.
+  ASSERT_TRUE(service_.PutOwner("kept", "a"));
+  ASSERT_TRUE(service_.PutOwner("lost", "a"));
+  ASSERT_TRUE(service_.PutOwner("other", "b"));
+  ASSERT_TRUE(service_.RegisterNode(Node("a")));
+  EXPECT_EQ(OwnerOf("kept"), "<OBJECT_NOT_FOUND>");
+  EXPECT_EQ(OwnerOf("other"), "b");
+  auto rejected = service_.AnnounceKeys("a", {"kept"});
+  ASSERT_TRUE(rejected);
+  EXPECT_TRUE(rejected->empty());
+  EXPECT_EQ(OwnerOf("kept"), "a");
+  EXPECT_EQ(OwnerOf("lost"), "<OBJECT_NOT_FOUND>");
+}
+
+TEST_F(MasterServiceTest, HeartbeatKeepsNodeAliveAndUpdatesUsage) {
+  clock_.Advance(Millis(800));
+  ASSERT_TRUE(service_.Heartbeat("a", {TierUsage{"dram", "dram", kGiB, kGiB / 2, 7}}));
+  clock_.Advance(Millis(800));
+  // b and c were last seen 1600 ms ago, a only 800 ms ago.
+  EXPECT_EQ(service_.ExpireDeadNodes(), 2u);
+  auto nodes = service_.ListNodes();
+  EXPECT_TRUE(nodes[0].alive);
+  EXPECT_EQ(nodes[0].free_bytes(), kGiB / 2);
+  EXPECT_GT(nodes[0].last_heartbeat_ms, 0);
+  EXPECT_EQ(service_.Heartbeat("zzz", {}).error(), ErrorCode::kNodeNotFound);
+}
+
+TEST_F(MasterServiceTest, PickNodePrefersMostFreeSpace) {
+  ASSERT_TRUE(service_.Heartbeat("a", {TierUsage{"dram", "dram", 10 * kGiB, 8 * kGiB, 0}}));
+  ASSERT_TRUE(service_.Heartbeat("b", {TierUsage{"dram", "dram", 10 * kGiB, 1 * kGiB, 0},
+                                       TierUsage{"ssd", "ssd", 10 * kGiB, 5 * kGiB, 0}}));
+  ASSERT_TRUE(service_.Heartbeat("c", {TierUsage{"dram", "dram", 10 * kGiB, 4 * kGiB, 0}}));
+  // Free: a 2, b 14, c 6 GiB.
+  EXPECT_EQ(service_.PickNode(1, {})->node_id, "b");
+  EXPECT_EQ(service_.PickNode(1, {"b"})->node_id, "c");
+  EXPECT_EQ(service_.PickNode(1, {"b", "c"})->node_id, "a");
+  EXPECT_EQ(service_.PickNode(3 * kGiB, {"b", "c"}).error(), ErrorCode::kNoAvailableHandle);
+  EXPECT_EQ(service_.PickNode(6 * kGiB, {"b"})->node_id, "c");  // exactly fits
+  EXPECT_EQ(service_.PickNode(15 * kGiB, {}).error(), ErrorCode::kNoAvailableHandle);
+  KillNode("b");
+  EXPECT_EQ(service_.PickNode(1, {})->node_id, "c");  // dead nodes are never picked
+}
+
+TEST_F(MasterServiceTest, PickNodeWithNoNodes) {
+  MasterService empty;
+  EXPECT_EQ(empty.PickNode(0, {}).error(), ErrorCode::kNoAvailableHandle);
+}
+
+TEST_F(MasterServiceTest, BadInputIsRejectedAndChangesNothing) {
+  ASSERT_TRUE(service_.PutOwner("k", "a"));
+  const std::string too_long(kMaxKeyBytes + 1, 'x');
+  const std::string with_nul("a\0b", 3);
+  for (const std::string& key : {std::string(), too_long, with_nul}) {
+    EXPECT_EQ(service_.PutOwner(key, "a").error(), ErrorCode::kInvalidKey);
+    EXPECT_EQ(service_.GetLocation(key).error(), ErrorCode::kInvalidKey);
+    EXPECT_EQ(service_.UpdateOwner(key, "a", "b").error(), ErrorCode::kInvalidKey);
+    EXPECT_EQ(service_.RemoveOwner(key, "a").error(), ErrorCode::kInvalidKey);
+    EXPECT_EQ(service_.AnnounceKeys("a", {"ok", key}).error(), ErrorCode::kInvalidKey);
+  }
+  EXPECT_EQ(service_.PutOwner("x", "").error(), ErrorCode::kInvalidParams);
+  EXPECT_EQ(service_.UpdateOwner("k", "", "b").error(), ErrorCode::kInvalidParams);
+  EXPECT_EQ(service_.UpdateOwner("k", "a", "").error(), ErrorCode::kInvalidParams);
+  EXPECT_EQ(service_.RemoveOwner("k", "").error(), ErrorCode::kInvalidParams);
+  EXPECT_EQ(service_.AnnounceKeys("", {"y"}).error(), ErrorCode::kInvalidParams);
+  EXPECT_EQ(service_.Heartbeat("", {}).error(), ErrorCode::kInvalidParams);
+  EXPECT_EQ(service_.PutOwner("x", "unknown").error(), ErrorCode::kNodeNotFound);
+  EXPECT_EQ(service_.AnnounceKeys("unknown", {"y"}).error(), ErrorCode::kNodeNotFound);
+
+  NodeRecord bad = Node("d");
+  bad.node_id = "";
+  EXPECT_EQ(service_.RegisterNode(bad).error(), ErrorCode::kInvalidParams);
+  bad = Node("d");
+  bad.host = "";
+  EXPECT_EQ(service_.RegisterNode(bad).error(), ErrorCode::kInvalidParams);
+  bad = Node("d");
+  bad.port = 70000;
+  EXPECT_EQ(service_.RegisterNode(bad).error(), ErrorCode::kInvalidParams);
+
+  EXPECT_EQ(service_.key_count(), 1u);
+  EXPECT_EQ(OwnerOf("k"), "a");
+  EXPECT_EQ(service_.ListNodes().size(), 3u);
+}
+
+TEST_F(MasterServiceTest, ExpiryConcurrentWithPutsKeepsLiveKeys) {
+  constexpr int kWriters = 4;
+  constexpr int kKeysPerWriter = 2000;
+  std::atomic<bool> stop{false};
+  // "a" dies mid-run while writers for b and c keep going.
+  std::thread doomed([&] {
+    for (int i = 0; !stop; ++i) (void)service_.PutOwner("a-" + std::to_string(i), "a");
+  });
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      std::string node = w % 2 ? "b" : "c";
+      for (int i = 0; i < kKeysPerWriter; ++i) {
+        std::string key = node + "-" + std::to_string(w) + "-" + std::to_string(i);
+        ASSERT_TRUE(service_.PutOwner(key, node));
+        if (i % 7 == 0) {
+          ASSERT_TRUE(service_.GetLocation(key));
+        }
+      }
+    });
+  }
+  std::thread reaper([&] {
+    for (int i = 0; i < 200; ++i) service_.ExpireDeadNodes();
+  });
+  std::this_thread::sleep_for(Millis(5));
+  // Only "a" passes the TTL: b and c heartbeat halfway, so the concurrent
+  // reaper can never catch them stale.
+  clock_.Advance(Millis(600));
+  ASSERT_TRUE(service_.Heartbeat("b", {}));
+  ASSERT_TRUE(service_.Heartbeat("c", {}));
+  clock_.Advance(Millis(600));
+  service_.ExpireDeadNodes();
+  for (auto& t : writers) t.join();
+  stop = true;
+  doomed.join();
+  reaper.join();
+
+  EXPECT_FALSE(service_.ListNodes()[0].alive);
+  // None of a's keys survive, none of b's and c's are lost.
+  EXPECT_EQ(service_.key_count(), static_cast<size_t>(kWriters * kKeysPerWriter));
+  for (int w = 0; w < kWriters; ++w) {
+    std::string node = w % 2 ? "b" : "c";
+    for (int i = 0; i < kKeysPerWriter; i += 97) {
+      EXPECT_EQ(OwnerOf(node + "-" + std::to_string(w) + "-" + std::to_string(i)), node);
+    }
+  }
+}
+
+// The real thing over loopback: MasterServer, Thrift framing, the handler.
+TEST(MasterServerTest, ServesThriftClients) {
+  MasterConfig config;
+  config.port = 0;
+  config.node_ttl_ms = 60000;
+  auto server = MasterServer::Start(config);
+  ASSERT_TRUE(server);
+  ASSERT_GT((*server)->port(), 0);
+  RpcChannel<rpc::MasterServiceClient> channel("127.0.0.1", (*server)->port());
+
+  rpc::NodeInfo node;
+  node.node_id = "w1";
+  node.host = "127.0.0.1";
+  node.port = 7001;
+  rpc::TierUsage tier;
+  tier.name = "dram";
+  tier.kind = "dram";
+  tier.capacity = 1000;
+  tier.used = 100;
+  node.tiers.push_back(tier);
+  auto code = channel.Call([&](auto& c) { return c.RegisterNode(node); });
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, rpc::ErrorCode::OK);
+
+  auto put = channel.Call([](auto& c) {
+    rpc::PutOwnerResult r;
+    c.PutOwner(r, "key", "w1");
+    return r;
+  });
+  ASSERT_TRUE(put);
+  EXPECT_EQ(put->code, rpc::ErrorCode::OK);
+  EXPECT_EQ(put->owner, "w1");
+
+  auto put_w2 = [&] {
+    return channel.Call([](auto& c) {
+      rpc::PutOwnerResult r;
+      c.PutOwner(r, "key", "w2");
+      return r;
+    });
+  };
+  auto unknown = put_w2();
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->code, rpc::ErrorCode::NODE_NOT_FOUND);  // w2 is not registered yet
+  // Too small for the PickNode below, so w1 still wins it.
+  NodeRecord w2 = Node("w2", /*capacity=*/100);
+  ASSERT_TRUE((*server)->service().RegisterNode(w2));
+  auto conflict = put_w2();
+  ASSERT_TRUE(conflict);
+  EXPECT_EQ(conflict->code, rpc::ErrorCode::OBJECT_ALREADY_EXISTS);
+  EXPECT_EQ(conflict->owner, "w1");
+
+  auto batch = channel.Call([](auto& c) {
+    std::vector<rpc::LocationResult> r;
+    c.BatchGetLocation(r, {"key", "nope", ""});
+    return r;
+  });
+  ASSERT_TRUE(batch);
+  ASSERT_EQ(batch->size(), 3u);
+  EXPECT_EQ((*batch)[0].code, rpc::ErrorCode::OK);
+  EXPECT_EQ((*batch)[0].node_id, "w1");
+  EXPECT_EQ((*batch)[0].port, 7001);
+  EXPECT_EQ((*batch)[1].code, rpc::ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ((*batch)[2].code, rpc::ErrorCode::INVALID_KEY);
+
+  auto pick = channel.Call([](auto& c) {
+    rpc::PickNodeResult r;
+    c.PickNode(r, 500, {});
+    return r;
+  });
+  ASSERT_TRUE(pick);
+  EXPECT_EQ(pick->code, rpc::ErrorCode::OK);
+  EXPECT_EQ(pick->node.node_id, "w1");
+  auto negative = channel.Call([](auto& c) {
+    rpc::PickNodeResult r;
+    c.PickNode(r, -1, {});
+    return r;
+  });
+  ASSERT_TRUE(negative);
+  EXPECT_EQ(negative->code, rpc::ErrorCode::INVALID_PARAMS);
+
+  tier.used = -5;
+  auto bad_heartbeat = channel.Call([&](auto& c) { return c.Heartbeat("w1", {tier}); });
+  ASSERT_TRUE(bad_heartbeat);
+  EXPECT_EQ(*bad_heartbeat, rpc::ErrorCode::INVALID_PARAMS);
+
+  auto nodes = channel.Call([](auto& c) {
+    std::vector<rpc::NodeInfo> r;
+    c.ListNodes(r);
+    return r;
+  });
+  ASSERT_TRUE(nodes);
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_TRUE((*nodes)[0].alive);
+  EXPECT_EQ((*nodes)[0].tiers.at(0).used, 100);
+
+  EXPECT_EQ((*server)->service().key_count(), 1u);
+  (*server)->Stop();
+  auto after = channel.Call([](auto& c) {
+    std::vector<rpc::NodeInfo> r;
+    c.ListNodes(r);
+    return r;
+  });
+  EXPECT_FALSE(after);  // stopped means stopped
+}
+
+TEST(MasterServerTest, ReaperExpiresSilentNodes) {
+  MasterConfig config;
+  config.port = 0;
+  config.node_ttl_ms = 100;
+  auto server = MasterServer::Start(config);
+  ASSERT_TRUE(server);
+  MasterService& service = (*server)->service();
+  ASSERT_TRUE(service.RegisterNode(Node("a")));
+  ASSERT_TRUE(service.PutOwner("k", "a"));
+  auto deadline = SteadyClock::now() + std::chrono::seconds(5);
+  while (service.key_count() != 0 && SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(Millis(20));
+  }
+  EXPECT_EQ(service.key_count(), 0u);
+  EXPECT_FALSE(service.ListNodes().at(0).alive);
+}
+
+TEST(MasterServerTest, StartRejectsBadConfigAndBusyPort) {
+  MasterConfig bad;
+  bad.node_ttl_ms = 0;
+  EXPECT_EQ(MasterServer::Start(bad).error(), ErrorCode::kInvalidParams);
+
+  MasterConfig first;
+  first.port = 0;
+  auto server = MasterServer::Start(first);
+  ASSERT_TRUE(server);
+  MasterConfig clash;
+  clash.port = (*server)->port();
+  EXPECT_EQ(MasterServer::Start(clash).error(), ErrorCode::kRpcFail);
+}
+
+}  // namespace
+}  // namespace mooncake
