@@ -371,6 +371,17 @@ Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t si
   auto target = router.PickTarget(size, options, explicit_choice);
   if (!target) return Err(target.error());
   Result<void> result = attempt(*target);
+  if (!result && result.error() == ErrorCode::kRpcFail && can_retry()) {
+    // The cached address may be stale (the worker restarted on another
+    // port): refresh the registry and try the node's current address once.
+    if (router.FetchNodes()) {
+      auto refreshed = router.PickTarget(size, options, explicit_choice);
+      if (refreshed && refreshed->channel != target->channel) {
+        target = refreshed;
+        result = attempt(*target);
+      }
+    }
+  }
   if (result || explicit_choice || result.error() != ErrorCode::kNoAvailableHandle ||
       !can_retry()) {
     return result;

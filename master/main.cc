@@ -2,45 +2,19 @@
 // Exit codes: 0 after a clean stop or --help, 1 if it cannot start, 2 for a
 // bad configuration.
 
-#include <pthread.h>
-
-#include <csignal>
 #include <iostream>
 #include <string>
 
 #include "common/log.h"
+#include "common/signals.h"
 #include "master/master_config.h"
 #include "master/master_server.h"
 #include "thrift/rpc_server.h"
 
-namespace {
-
-// Blocks SIGINT and SIGTERM in this thread before any other thread exists, so
-// every thread inherits the mask and the signals wait for sigwait() instead of
-// killing the process or needing a handler with global state.
-sigset_t PrepareSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  // A peer that hangs up mid-reply must not kill the master.
-  std::signal(SIGPIPE, SIG_IGN);
-  return set;
-}
-
-int WaitForStopSignal(const sigset_t& set) {
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
-  }
-  return sig;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace mooncake;
-  sigset_t stop_signals = PrepareSignals();
+  sigset_t stop_signals = BlockStopSignals();
 
   std::string message;
   auto config = ParseMasterConfig(argc, argv, &message);

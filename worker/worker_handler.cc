@@ -1,5 +1,7 @@
 #include "worker/worker_handler.h"
 
+#include <algorithm>
+
 #include "thrift/rpc_codes.h"
 
 namespace mooncake {
@@ -80,8 +82,17 @@ void WorkerHandler::BatchPut(std::vector<rpc::ErrorCode::type>& results,
 
 void WorkerHandler::BatchGet(std::vector<rpc::GetResult>& results,
                              const std::vector<std::string>& keys) {
+  // The whole reply must fit one Thrift frame (~16 MB). Past the budget each
+  // result carries only its size and version; the client reads the rest with
+  // ranged Gets.
+  uint64_t budget = 2 * kRpcChunkBytes;
   results.resize(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) Get(results[i], keys[i], 0, 0);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    uint64_t want = std::min(budget, kRpcChunkBytes);
+    Get(results[i], keys[i], 0, want == 0 ? 1 : static_cast<int64_t>(want));
+    if (want == 0) results[i].data.clear();
+    budget -= std::min<uint64_t>(budget, results[i].data.size());
+  }
 }
 
 void WorkerHandler::BatchExist(std::vector<int32_t>& results,

@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Local mode: one mooncake-master and one mooncake-worker (DRAM + SSD tiers)
+# on this machine, state and logs under ./var.
+#
+#   ./scripts/local-cluster.sh up       # default: install deps, build, start
+#   ./scripts/local-cluster.sh status   # are they running, what does the master see
+#   ./scripts/local-cluster.sh down     # stop them (by their recorded PIDs)
+#
+# Environment knobs (defaults in brackets):
+#   MASTER_PORT [50051]  WORKER_PORT [50061]  NODE_ID [worker-1]
+#   DRAM [256MiB]  SSD [1GiB]  BUILD_DIR [./build]  BUILD_TYPE [RelWithDebInfo]
+#   SKIP_DEPS=1 (skip scripts/install-deps.sh)  SKIP_BUILD=1 (use existing binaries)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+MASTER_PORT="${MASTER_PORT:-50051}"
+WORKER_PORT="${WORKER_PORT:-50061}"
+NODE_ID="${NODE_ID:-worker-1}"
+DRAM="${DRAM:-256MiB}"
+SSD="${SSD:-1GiB}"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+# Same build type as scripts/test.sh, so the two share one build tree.
+BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}"
+VAR="$ROOT/var"
+READY_TIMEOUT_S=30
+STOP_TIMEOUT_S=10
+
+MASTER_BIN="$BUILD_DIR/master/mooncake-master"
+WORKER_BIN="$BUILD_DIR/worker/mooncake-worker"
+CLI_BIN="$BUILD_DIR/cli/mooncake-cli"
+
+log() { printf '==> %s\n' "$*"; }
+die() { printf 'local-cluster: %s\n' "$*" >&2; exit 1; }
+
+# pid of a recorded process if it is still alive and still ours, else empty.
+live_pid() {
+  local name=$1 pidfile="$VAR/$1.pid" pid
+  [ -f "$pidfile" ] || return 0
+  pid=$(cat "$pidfile" 2>/dev/null || true)
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
+  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null |
+      grep -q "mooncake-"; then
+    echo "$pid"
+  fi
+}
+
+port_in_use() {
+  # Something accepts connections on 127.0.0.1:$1.
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+build() {
+  if [ "${SKIP_DEPS:-0}" != "1" ]; then
+    "$ROOT/scripts/install-deps.sh"
+  fi
+  if [ "${SKIP_BUILD:-0}" = "1" ]; then
+    return
+  fi
+  local cache="$BUILD_DIR/CMakeCache.txt"
+  if [ ! -f "$cache" ]; then
+    log "configuring $BUILD_DIR ($BUILD_TYPE)"
+    local launcher=()
+    command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "${launcher[@]}"
+  fi
+  log "building mooncake-master, mooncake-worker, mooncake-cli"
+  cmake --build "$BUILD_DIR" -j"$(nproc)" --target mooncake-master mooncake-worker mooncake-cli
+}
+
+# start NAME BIN ARGS...: runs BIN in the background, logs to var/NAME.log,
+# records var/NAME.pid and waits for var/NAME.port (the ready file).
+start() {
+  local name=$1 bin=$2
+  shift 2
+  local ready="$VAR/$name.port"
+  rm -f "$ready"
+  [ -x "$bin" ] || die "$bin not built (run without SKIP_BUILD=1)"
+  printf '=== %s: starting %s %s ===\n' "$(date -Is)" "$bin" "$*" >>"$VAR/$name.log"
+  nohup "$bin" "$@" --ready-file "$ready" >>"$VAR/$name.log" 2>&1 </dev/null &
+  local pid=$!
+  echo "$pid" >"$VAR/$name.pid"
+  local waited=0
+  while [ ! -s "$ready" ]; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "local-cluster: $name exited during start-up; last lines of $VAR/$name.log:" >&2
+      tail -n 30 "$VAR/$name.log" >&2 || true
+      rm -f "$VAR/$name.pid"
+      return 1
+    fi
+    if [ "$waited" -ge $((READY_TIMEOUT_S * 10)) ]; then
+      echo "local-cluster: $name not ready after ${READY_TIMEOUT_S}s; last lines of $VAR/$name.log:" >&2
+      tail -n 30 "$VAR/$name.log" >&2 || true
+      stop_one "$name"
+      return 1
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  log "$name running (pid $pid, port $(cat "$ready"), log $VAR/$name.log)"
+}
+
+stop_one() {
+  local name=$1 pid
+  pid=$(live_pid "$name")
+  if [ -z "$pid" ]; then
+    rm -f "$VAR/$name.pid"
+    return 0
+  fi
+  kill -TERM "$pid" 2>/dev/null || true
+  local waited=0
+  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt $((STOP_TIMEOUT_S * 10)) ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "local-cluster: $name (pid $pid) ignored SIGTERM for ${STOP_TIMEOUT_S}s; sending SIGKILL" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$VAR/$name.pid" "$VAR/$name.port"
+  log "$name stopped (pid $pid)"
+}
+
+cmd_up() {
+  local m w
+  m=$(live_pid master)
+  w=$(live_pid "$NODE_ID")
+  if [ -n "$m" ] && [ -n "$w" ]; then
+    log "already running"
+    cmd_status
+    return 0
+  fi
+  # Check the ports before building or starting anything.
+  if [ -z "$m" ] && port_in_use "$MASTER_PORT"; then
+    die "port $MASTER_PORT (master) is busy; stop what uses it or set MASTER_PORT"
+  fi
+  if [ -z "$w" ] && port_in_use "$WORKER_PORT"; then
+    die "port $WORKER_PORT (worker) is busy; stop what uses it or set WORKER_PORT"
+  fi
+  build
+  mkdir -p "$VAR/$NODE_ID/ssd"
+  if [ -z "$m" ]; then
+    start master "$MASTER_BIN" --host 127.0.0.1 --port "$MASTER_PORT"
+  fi
+  if [ -z "$w" ]; then
+    start "$NODE_ID" "$WORKER_BIN" --node-id "$NODE_ID" --host 127.0.0.1 \
+      --port "$WORKER_PORT" --master "127.0.0.1:$MASTER_PORT" \
+      --dram-capacity "$DRAM" --ssd-capacity "$SSD" --ssd-path "$VAR/$NODE_ID/ssd" ||
+      { stop_one master; exit 1; }
+  fi
+  cat <<USAGE
+
+Local cluster is up: master 127.0.0.1:$MASTER_PORT, worker $NODE_ID 127.0.0.1:$WORKER_PORT
+(DRAM $DRAM, SSD $SSD under var/$NODE_ID/ssd). Try:
+
+  export MOONCAKE_MASTER=127.0.0.1:$MASTER_PORT
+  ${CLI_BIN#"$ROOT"/} put hello "world"
+  ${CLI_BIN#"$ROOT"/} get hello
+  ${CLI_BIN#"$ROOT"/} put weights --file /path/to/file
+  ${CLI_BIN#"$ROOT"/} get weights -o /tmp/weights.copy
+  ${CLI_BIN#"$ROOT"/} exist hello        # prints 1, exit 0 (0 and exit 1 if absent)
+  ${CLI_BIN#"$ROOT"/} remove hello
+  ${CLI_BIN#"$ROOT"/} nodes
+  ${CLI_BIN#"$ROOT"/} stats --node $NODE_ID
+
+Logs: var/master.log, var/$NODE_ID.log.  Stop with: ./scripts/local-cluster.sh down
+USAGE
+}
+
+cmd_down() {
+  [ -d "$VAR" ] || { log "nothing to stop"; return 0; }
+  stop_one "$NODE_ID"
+  stop_one master
+}
+
+cmd_status() {
+  local rc=0 name pid
+  for name in master "$NODE_ID"; do
+    pid=$(live_pid "$name")
+    if [ -n "$pid" ]; then
+      echo "$name: running (pid $pid, port $(cat "$VAR/$name.port" 2>/dev/null || echo '?'))"
+    else
+      echo "$name: not running"
+      rc=1
+    fi
+  done
+  if [ "$rc" -eq 0 ] && [ -x "$CLI_BIN" ]; then
+    "$CLI_BIN" --master "127.0.0.1:$MASTER_PORT" nodes || true
+  fi
+  return "$rc"
+}
+
+case "${1:-up}" in
+  up) cmd_up ;;
+  down | stop) cmd_down ;;
+  status) cmd_status ;;
+  -h | --help | help) sed -n '2,13p' "$0" ;;
+  *) die "unknown command '$1' (use up, down or status)" ;;
+esac
