@@ -32,12 +32,22 @@ struct ClientConfig {
   std::string local_node;
   int connect_timeout_ms = 2000;
   int io_timeout_ms = 30000;
+  // Client-side LRU of recently read objects; 0 turns it off.
+  uint64_t local_hot_cache_bytes = 0;
+  // Hot-cache hits of objects at least this large first ask the owner for the
+  // current version (one small RPC), so an upsert elsewhere is never served
+  // stale. Smaller objects are served without asking for at most
+  // hot_cache_max_staleness_ms after they were fetched.
+  uint64_t hot_cache_validate_min_bytes = 64 * 1024;
+  int64_t hot_cache_max_staleness_ms = 1000;
 };
 
 struct PutOptions {
   bool hard_pin = false;
   bool soft_pin = false;
-  std::string preferred_node;  // node id; empty lets the client choose
+  int64_t soft_pin_ttl_ms = 0;  // 0: the worker's default (30 min); max 24 h
+  std::string preferred_node;   // node id; empty lets the client choose
+  std::string preferred_tier;   // "vram", "dram", "ssd"; empty: fastest with room
 };
 
 // Called with (bytes done, bytes total) as a transfer progresses.
@@ -65,6 +75,23 @@ struct WorkerCounters {
   int64_t puts = 0;
   int64_t removes = 0;
   int64_t dropped = 0;
+  int64_t upserts = 0;
+  int64_t prefetch_started = 0;
+  int64_t prefetch_succeeded = 0;
+  int64_t prefetch_failed = 0;
+  int64_t prefetch_skipped = 0;
+  int64_t moved_out = 0;
+  int64_t moved_in = 0;
+  int64_t pinned_bytes = 0;
+};
+
+struct HotCacheCounters {
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t validations = 0;  // hits that asked the owner for the version
+  uint64_t stale = 0;        // entries found outdated and dropped
+  uint64_t bytes = 0;
+  uint64_t entries = 0;
 };
 
 // Placement and state of one object as its owner sees it.
@@ -101,7 +128,18 @@ class Client {
   Result<uint64_t> GetStream(std::string_view key, std::ostream& out,
                              const ProgressFn& progress = {});
 
-  Result<bool> Exist(std::string_view key);
+  // Creates the object, or replaces it: in place when the size is unchanged,
+  // otherwise reallocated. Pre-empts an in-flight write of the key.
+  // kObjectReplicaBusy (retryable) while the object is being read.
+  Result<void> Upsert(std::string_view key, std::string_view value,
+                      const PutOptions& options = {});
+  Result<void> UpsertStream(std::string_view key, std::istream& in, uint64_t size,
+                            const PutOptions& options = {}, const ProgressFn& progress = {});
+
+  // With `prefetch`, an object that is only on SSD starts moving to DRAM in
+  // the background (preferably this client's local_node) and the call
+  // returns at once.
+  Result<bool> Exist(std::string_view key, bool prefetch = false);
   Result<void> Remove(std::string_view key, bool force = false);
 
   // One result per item, in input order. One master round trip; one call per
@@ -109,13 +147,18 @@ class Client {
   std::vector<Result<void>> BatchPut(
       const std::vector<std::pair<std::string, std::string>>& items,
       const PutOptions& options = {});
+  std::vector<Result<void>> BatchUpsert(
+      const std::vector<std::pair<std::string, std::string>>& items,
+      const PutOptions& options = {});
   std::vector<Result<ObjectValue>> BatchGet(const std::vector<std::string>& keys);
-  std::vector<Result<bool>> BatchExist(const std::vector<std::string>& keys);
+  std::vector<Result<bool>> BatchExist(const std::vector<std::string>& keys,
+                                       bool prefetch = false);
   std::vector<Result<void>> BatchRemove(const std::vector<std::string>& keys, bool force = false);
 
   Result<std::vector<NodeRecord>> ListNodes();
   Result<WorkerCounters> Stats(const std::string& node_id);
   Result<ObjectInspection> Inspect(std::string_view key);
+  HotCacheCounters hot_cache_counters() const;
 
  private:
   struct Impl;

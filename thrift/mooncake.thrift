@@ -29,6 +29,12 @@ struct ReplicateConfig {
   2: bool with_hard_pin = false,
   // Node id to place the object on; empty lets the client choose.
   3: string preferred_node = "",
+  // How long a soft pin lasts; 0 takes the worker's soft_pin_ttl (30 min).
+  // Capped at 24 h.
+  4: i64 soft_pin_ttl_ms = 0,
+  // "vram", "dram" or "ssd": the tier a Put prefers; empty means the fastest
+  // tier with room.
+  5: string preferred_tier = "",
 }
 
 struct TierUsage {
@@ -141,25 +147,49 @@ struct WorkerStats {
   5: i64 puts,
   6: i64 removes,
   7: i64 dropped,
+  8: i64 upserts,
+  9: i64 prefetch_started,
+  10: i64 prefetch_succeeded,
+  11: i64 prefetch_failed,
+  12: i64 prefetch_skipped,
+  13: i64 moved_out,
+  14: i64 moved_in,
+  15: i64 pinned_bytes,
 }
 
 service WorkerService {
   ErrorCode Put(1: string key, 2: binary value, 3: ReplicateConfig config),
-  // Two-phase write for values larger than one message.
-  PutStartResult PutStart(1: string key, 2: i64 size, 3: ReplicateConfig config),
+  // Creates or replaces the object; see DESIGN.md "Upsert".
+  ErrorCode Upsert(1: string key, 2: binary value, 3: ReplicateConfig config),
+  // Two-phase write for values larger than one message. `upsert` replaces an
+  // existing object (pre-empting an in-flight write of it) instead of failing.
+  PutStartResult PutStart(1: string key, 2: i64 size, 3: ReplicateConfig config,
+                          4: bool upsert = false),
   ErrorCode PutChunk(1: i64 handle, 2: i64 offset, 3: binary data),
   ErrorCode PutEnd(1: i64 handle),
   ErrorCode PutRevoke(1: i64 handle),
   // Reads [offset, offset + length) of the object; length 0 reads to the end,
   // capped at the server's chunk size.
   GetResult Get(1: string key, 2: i64 offset, 3: i64 length),
-  // 1 exists, 0 does not, negative is an ErrorCode.
-  i32 Exist(1: string key),
+  // 1 exists, 0 does not, negative is an ErrorCode. With `prefetch`, an
+  // object only on SSD is promoted to DRAM in the background, preferably on
+  // `requester_node` (the caller's own node) when it has room.
+  i32 Exist(1: string key, 2: bool prefetch = false, 3: string requester_node = ""),
   ErrorCode Remove(1: string key, 2: bool force),
   list<ErrorCode> BatchPut(1: list<PutItem> items),
+  list<ErrorCode> BatchUpsert(1: list<PutItem> items),
   list<GetResult> BatchGet(1: list<string> keys),
-  list<i32> BatchExist(1: list<string> keys),
+  list<i32> BatchExist(1: list<string> keys, 2: bool prefetch = false,
+                       3: string requester_node = ""),
   list<ErrorCode> BatchRemove(1: list<string> keys, 2: bool force),
   ObjectInfo Inspect(1: string key),
   WorkerStats Stats(),
+
+  // Inter-node moves: the source streams an object to this node with
+  // AdoptStart + PutChunk + AdoptEnd. The copy is complete but not owned
+  // until the master's UpdateOwner names this node; AdoptAbort drops it.
+  PutStartResult AdoptStart(1: string key, 2: i64 size, 3: ReplicateConfig config,
+                            4: i64 version),
+  ErrorCode AdoptEnd(1: i64 handle),
+  ErrorCode AdoptAbort(1: string key),
 }
