@@ -44,4 +44,31 @@ uint32_t Percentile(const std::vector<uint32_t>& sorted, double q) {
   return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
 }
 
+namespace {
+
+double Zeta(uint64_t n, double theta) {
+  double sum = 0;
+  for (uint64_t i = 1; i <= n; ++i) sum += 1.0 / std::pow(static_cast<double>(i), theta);
+  return sum;
+}
+
+}  // namespace
+
+ZipfGenerator::ZipfGenerator(uint64_t n, double theta)
+    : n_(std::max<uint64_t>(n, 1)), theta_(theta), zetan_(Zeta(n_, theta)) {
+  double zeta2 = Zeta(2, theta_);
+  alpha_ = 1.0 / (1.0 - theta_);
+  eta_ = (1.0 - std::pow(2.0 / static_cast<double>(n_), 1.0 - theta_)) / (1.0 - zeta2 / zetan_);
+}
+
+uint64_t ZipfGenerator::Next(double uniform) const {
+  if (n_ == 1) return 0;
+  double uz = uniform * zetan_;
+  if (uz < 1.0) return 0;
+  if (uz < 1.0 + std::pow(0.5, theta_)) return 1;
+  auto rank = static_cast<uint64_t>(static_cast<double>(n_) *
+                                    std::pow(eta_ * uniform - eta_ + 1.0, alpha_));
+  return std::min(rank, n_ - 1);
+}
+
 }  // namespace mooncake::bench

@@ -17,4 +17,26 @@ std::optional<uint64_t> ParseSize(std::string_view text);
 // The q-quantile (0..1) of sorted samples; 0 when there are none.
 uint32_t Percentile(const std::vector<uint32_t>& sorted, double q);
 
+// Zipf-distributed ranks in [0, n): rank 0 is the most popular. The YCSB
+// generator (Gray et al., "Quickly generating billion-record synthetic
+// databases"): O(n) set-up to sum the zeta constant, O(1) per sample.
+// theta in [0, 1); 0.99 is YCSB's default skew.
+//
+// Thread-safety: Next() is const; share one generator, give each thread its
+// own random engine.
+class ZipfGenerator {
+ public:
+  ZipfGenerator(uint64_t n, double theta);
+  // `uniform` is a sample of U[0, 1).
+  uint64_t Next(double uniform) const;
+  uint64_t n() const { return n_; }
+
+ private:
+  uint64_t n_;
+  double theta_;
+  double zetan_;
+  double alpha_;
+  double eta_;
+};
+
 }  // namespace mooncake::bench

@@ -1,5 +1,10 @@
-// mooncake-bench: load a key set, then run a mixed get/put workload from
-// threads sharing one Client, and report throughput and latency per phase.
+// mooncake-bench: load a key set, then run one workload from threads sharing
+// one Client, and report throughput and latency per phase. Workloads:
+//   mixed     gets of loaded keys and puts of new ones (--get-ratio)
+//   zipf      skewed gets (--zipf-theta) over the loaded keys; with
+//             --hot-cache-bytes the client hot cache serves the hot ones
+//   prefetch  get latency of DRAM hits, SSD hits, and SSD hits after
+//             BatchExist(prefetch) plus --prefetch-wait-ms of other work
 
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -46,7 +51,17 @@ struct BenchOptions {
   std::string key_prefix = "bench";
   bool json = false;
   bool cleanup = false;
+  std::string workload = "mixed";
+  double zipf_theta = 0.99;
+  std::string hot_cache_text = "0";
+  uint64_t hot_cache_bytes = 0;
+  int64_t prefetch_wait_ms = 200;
+  uint64_t prefetch_samples = 200;  // keys per latency group
 };
+
+// Keys per BatchExist call and the most keys the prefetch mode loads.
+constexpr size_t kPrefetchBatch = 500;
+constexpr uint64_t kMaxPrefetchLoad = 2'000'000;
 
 // Counters of one operation kind, kept per thread and merged at the end so
 // the hot path takes no lock.
@@ -132,9 +147,16 @@ class Bench {
 
   std::vector<PhaseRow> Run() {
     std::vector<PhaseRow> rows;
+    load_count_ = options_.keys;
+    if (options_.workload == "prefetch") load_count_ = PrefetchLoadCount();
     Load(rows);
-    if (loaded_.empty() && options_.get_ratio > 0) {
-      std::fprintf(stderr, "error: no key was loaded; skipping the mixed phase\n");
+    if (loaded_.empty() && (options_.get_ratio > 0 || options_.workload != "mixed")) {
+      std::fprintf(stderr, "error: no key was loaded; skipping the %s phase\n",
+                   options_.workload.c_str());
+    } else if (options_.workload == "zipf") {
+      Zipf(rows);
+    } else if (options_.workload == "prefetch") {
+      Prefetch(rows);
     } else {
       Mixed(rows);
     }
@@ -143,6 +165,8 @@ class Bench {
   }
 
   const std::string& run() const { return run_; }
+  // Workload-specific facts for the report (prefetch counters, groups).
+  const json& extra() const { return extra_; }
 
  private:
   static std::string MakeValue(uint64_t size) {
@@ -155,11 +179,11 @@ class Bench {
   // Phase 1: --keys puts, bounded by --load-timeout-s.
   void Load(std::vector<PhaseRow>& rows) {
     std::atomic<uint64_t> next{0};
-    std::vector<uint8_t> stored(options_.keys, 0);
+    std::vector<uint8_t> stored(load_count_, 0);
     auto start = Clock::now();
     auto deadline = start + std::chrono::duration<double>(options_.load_timeout_s);
     ThreadStats stats = RunThreads(options_.concurrency, [&](int, ThreadStats& mine) {
-      for (uint64_t i = next++; i < options_.keys && Clock::now() < deadline; i = next++) {
+      for (uint64_t i = next++; i < load_count_ && Clock::now() < deadline; i = next++) {
         auto op_start = Clock::now();
         auto put = client_.Put(LoadKey(run_, i), value_);
         mine.put.Record(op_start, put, value_.size());
@@ -167,7 +191,7 @@ class Bench {
       }
     });
     double seconds = Seconds(start);
-    for (uint64_t i = 0; i < options_.keys; ++i) {
+    for (uint64_t i = 0; i < load_count_; ++i) {
       if (stored[i]) loaded_.push_back(i);
     }
     rows.push_back(PhaseRow{"load", "put", seconds, std::move(stats.put)});
@@ -178,9 +202,8 @@ class Bench {
   void Mixed(std::vector<PhaseRow>& rows) {
     std::atomic<uint64_t> issued{0};
     std::atomic<uint64_t> writes{0};
-    double limit_s = options_.duration_given || options_.ops == 0 ? options_.duration_s : 3600;
     auto start = Clock::now();
-    auto deadline = start + std::chrono::duration<double>(limit_s);
+    auto deadline = PhaseDeadline(start);
     ThreadStats stats = RunThreads(options_.concurrency, [&](int t, ThreadStats& mine) {
       std::mt19937_64 random(0x9e3779b97f4a7c15ull * (t + 1));
       std::uniform_real_distribution<double> coin(0, 1);
@@ -204,6 +227,140 @@ class Bench {
     rows.push_back(PhaseRow{"mixed", "get", seconds, std::move(stats.get)});
     rows.push_back(PhaseRow{"mixed", "put", seconds, std::move(stats.put)});
     rows.push_back(std::move(all));
+  }
+
+  // The bound of a read phase: --duration-s, or --ops (then an hour at most).
+  Clock::time_point PhaseDeadline(Clock::time_point start) const {
+    double limit_s = options_.duration_given || options_.ops == 0 ? options_.duration_s : 3600;
+    return start +
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit_s));
+  }
+
+  // Phase 2 of zipf: skewed gets of the loaded keys; rank 0 is the hottest.
+  void Zipf(std::vector<PhaseRow>& rows) {
+    ZipfGenerator zipf(loaded_.size(), options_.zipf_theta);
+    std::atomic<uint64_t> issued{0};
+    auto start = Clock::now();
+    auto deadline = PhaseDeadline(start);
+    ThreadStats stats = RunThreads(options_.concurrency, [&](int t, ThreadStats& mine) {
+      std::mt19937_64 random(0x9e3779b97f4a7c15ull * (t + 1));
+      std::uniform_real_distribution<double> coin(0, 1);
+      while (Clock::now() < deadline && (options_.ops == 0 || issued++ < options_.ops)) {
+        uint64_t id = loaded_[zipf.Next(coin(random))];
+        auto op_start = Clock::now();
+        mine.get.Record(op_start, CheckedGet(LoadKey(run_, id)), value_.size());
+      }
+    });
+    rows.push_back(PhaseRow{"zipf", "get", Seconds(start), std::move(stats.get)});
+    HotCacheCounters hot = client_.hot_cache_counters();
+    uint64_t lookups = hot.hits + hot.misses;
+    extra_["hot_cache"] = {{"bytes_budget", options_.hot_cache_bytes},
+                           {"hits", hot.hits},
+                           {"misses", hot.misses},
+                           {"validations", hot.validations},
+                           {"stale", hot.stale},
+                           {"entries", hot.entries},
+                           {"bytes", hot.bytes},
+                           {"hit_ratio", lookups ? static_cast<double>(hot.hits) / lookups : 0.0}};
+  }
+
+  // ---- prefetch ----
+
+  // Enough objects to fill DRAM twice, so the first half is demoted to SSD.
+  uint64_t PrefetchLoadCount() {
+    uint64_t dram = 0;
+    if (auto nodes = client_.ListNodes()) {
+      for (const auto& node : *nodes) {
+        if (!node.alive || (!options_.node.empty() && node.node_id != options_.node)) continue;
+        for (const auto& tier : node.tiers) {
+          if (tier.kind == "dram") dram += tier.capacity;
+        }
+      }
+    }
+    uint64_t needed = (2 * dram + options_.value_size - 1) / options_.value_size;
+    return std::clamp<uint64_t>(needed, options_.keys, kMaxPrefetchLoad);
+  }
+
+  // Where the loaded keys live now: up to 2 * samples SSD-resident keys
+  // (oldest first) and up to `samples` DRAM-resident ones (newest first).
+  void Classify(std::vector<uint64_t>& ssd, std::vector<uint64_t>& dram) {
+    uint64_t want = options_.prefetch_samples;
+    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(options_.load_timeout_s));
+    for (size_t i = 0; i < loaded_.size() && ssd.size() < 2 * want && Clock::now() < deadline;
+         ++i) {
+      auto info = client_.Inspect(LoadKey(run_, loaded_[i]));
+      if (info && info->tier == "ssd") ssd.push_back(loaded_[i]);
+    }
+    for (size_t i = loaded_.size(); i-- > 0 && dram.size() < want && Clock::now() < deadline;) {
+      auto info = client_.Inspect(LoadKey(run_, loaded_[i]));
+      if (info && info->tier == "dram") dram.push_back(loaded_[i]);
+    }
+  }
+
+  // Times one get per key, one at a time, so latencies are not queueing.
+  PhaseRow TimedGets(const std::string& op, const std::vector<uint64_t>& ids) {
+    PhaseRow row{"prefetch", op, 0, {}};
+    auto start = Clock::now();
+    for (uint64_t id : ids) {
+      auto op_start = Clock::now();
+      row.stats.Record(op_start, CheckedGet(LoadKey(run_, id)), value_.size());
+    }
+    row.seconds = Seconds(start);
+    return row;
+  }
+
+  // Sum of the prefetch counters over every live node.
+  json PrefetchCounters() {
+    json total = {{"started", 0}, {"succeeded", 0}, {"failed", 0}, {"skipped", 0}};
+    auto nodes = client_.ListNodes();
+    if (!nodes) return total;
+    for (const auto& node : *nodes) {
+      if (!node.alive) continue;
+      auto s = client_.Stats(node.node_id);
+      if (!s) continue;
+      total["started"] = total["started"].get<int64_t>() + s->prefetch_started;
+      total["succeeded"] = total["succeeded"].get<int64_t>() + s->prefetch_succeeded;
+      total["failed"] = total["failed"].get<int64_t>() + s->prefetch_failed;
+      total["skipped"] = total["skipped"].get<int64_t>() + s->prefetch_skipped;
+    }
+    return total;
+  }
+
+  void Prefetch(std::vector<PhaseRow>& rows) {
+    std::vector<uint64_t> ssd, dram;
+    Classify(ssd, dram);
+    size_t half = ssd.size() / 2;
+    std::vector<uint64_t> cold(ssd.begin(), ssd.begin() + half);
+    std::vector<uint64_t> warmed(ssd.begin() + half, ssd.begin() + 2 * half);
+    extra_["groups"] = {{"loaded", loaded_.size()},
+                        {"dram_keys", dram.size()},
+                        {"ssd_keys", 2 * half},
+                        {"prefetch_wait_ms", options_.prefetch_wait_ms}};
+    if (half == 0) {
+      std::fprintf(stderr,
+                   "warning: no SSD-resident key found; load more (--keys) or check the SSD "
+                   "tier\n");
+    }
+    rows.push_back(TimedGets("get-dram", dram));
+    rows.push_back(TimedGets("get-ssd", cold));
+    json before = PrefetchCounters();
+    std::vector<std::string> keys;
+    for (uint64_t id : warmed) keys.push_back(LoadKey(run_, id));
+    for (size_t i = 0; i < keys.size(); i += kPrefetchBatch) {
+      std::vector<std::string> batch(keys.begin() + i,
+                                     keys.begin() + std::min(keys.size(), i + kPrefetchBatch));
+      client_.BatchExist(batch, /*prefetch=*/true);
+    }
+    // The "other work" a serving engine does between probing and reading.
+    std::this_thread::sleep_for(std::chrono::milliseconds(options_.prefetch_wait_ms));
+    rows.push_back(TimedGets("get-ssd-prefetched", warmed));
+    json after = PrefetchCounters();
+    json delta;
+    for (const auto& [name, value] : after.items()) {
+      delta[name] = value.get<int64_t>() - before[name].get<int64_t>();
+    }
+    extra_["prefetch_counters"] = delta;
   }
 
   // A get that returns the wrong number of bytes is an error, not a hit.
@@ -232,6 +389,8 @@ class Bench {
   const std::string value_;
   std::vector<uint64_t> loaded_;  // ids of keys the load phase stored
   uint64_t written_ = 0;          // keys the mixed phase tried to put
+  uint64_t load_count_ = 0;       // keys the load phase tries to put
+  json extra_ = json::object();
 };
 
 // ---- Reporting ----
@@ -267,17 +426,19 @@ std::string ErrorBreakdown(const OpStats& stats) {
   return out;
 }
 
-void PrintText(const BenchOptions& o, const std::string& run, std::vector<PhaseRow>& rows) {
+void PrintText(const BenchOptions& o, const std::string& run, std::vector<PhaseRow>& rows,
+               const json& extra) {
   std::printf(
-      "mooncake-bench master=%s value_size=%llu keys=%llu concurrency=%d get_ratio=%.2f "
-      "run=%s\n",
-      o.master.c_str(), static_cast<unsigned long long>(o.value_size),
-      static_cast<unsigned long long>(o.keys), o.concurrency, o.get_ratio, run.c_str());
-  std::printf("%-6s %-4s %10s %12s %10s %9s %9s %9s %8s\n", "phase", "op", "ops", "ops/s", "MB/s",
+      "mooncake-bench workload=%s master=%s value_size=%llu keys=%llu concurrency=%d "
+      "get_ratio=%.2f zipf_theta=%.2f hot_cache_bytes=%llu run=%s\n",
+      o.workload.c_str(), o.master.c_str(), static_cast<unsigned long long>(o.value_size),
+      static_cast<unsigned long long>(o.keys), o.concurrency, o.get_ratio, o.zipf_theta,
+      static_cast<unsigned long long>(o.hot_cache_bytes), run.c_str());
+  std::printf("%-8s %-18s %10s %12s %10s %9s %9s %9s %8s\n", "phase", "op", "ops", "ops/s", "MB/s",
               "p50_us", "p99_us", "p999_us", "errors");
   for (auto& row : rows) {
     Summary s = Summarize(row);
-    std::printf("%-6s %-4s %10llu %12.1f %10.1f %9u %9u %9u %8llu\n", row.phase.c_str(),
+    std::printf("%-8s %-18s %10llu %12.1f %10.1f %9u %9u %9u %8llu\n", row.phase.c_str(),
                 row.op.c_str(), static_cast<unsigned long long>(s.ops), s.ops_per_s, s.mb_per_s,
                 s.p50, s.p99, s.p999, static_cast<unsigned long long>(s.errors));
   }
@@ -287,9 +448,25 @@ void PrintText(const BenchOptions& o, const std::string& run, std::vector<PhaseR
                   ErrorBreakdown(row.stats).c_str());
     }
   }
+  if (extra.contains("hot_cache")) {
+    const json& h = extra["hot_cache"];
+    std::printf(
+        "hot cache: hit ratio %.3f (hits %llu, misses %llu, validations %llu, stale %llu, "
+        "%llu entries)\n",
+        h["hit_ratio"].get<double>(), h["hits"].get<unsigned long long>(),
+        h["misses"].get<unsigned long long>(), h["validations"].get<unsigned long long>(),
+        h["stale"].get<unsigned long long>(), h["entries"].get<unsigned long long>());
+  }
+  if (extra.contains("groups"))
+    std::printf("prefetch groups: %s\n", extra["groups"].dump().c_str());
+  if (extra.contains("prefetch_counters")) {
+    std::printf("worker prefetch counters (delta): %s\n",
+                extra["prefetch_counters"].dump().c_str());
+  }
 }
 
-void PrintJson(const BenchOptions& o, const std::string& run, std::vector<PhaseRow>& rows) {
+void PrintJson(const BenchOptions& o, const std::string& run, std::vector<PhaseRow>& rows,
+               const json& extra) {
   json phases = json::array();
   for (auto& row : rows) {
     Summary s = Summarize(row);
@@ -315,8 +492,14 @@ void PrintJson(const BenchOptions& o, const std::string& run, std::vector<PhaseR
                  {"get_ratio", o.get_ratio},
                  {"duration_s", o.duration_s},
                  {"ops", o.ops},
+                 {"workload", o.workload},
+                 {"zipf_theta", o.zipf_theta},
+                 {"hot_cache_bytes", o.hot_cache_bytes},
+                 {"prefetch_wait_ms", o.prefetch_wait_ms},
                  {"run_prefix", run}};
-  std::cout << json{{"config", config}, {"phases", phases}}.dump(2) << std::endl;
+  json out = {{"config", config}, {"phases", phases}};
+  for (const auto& [name, value] : extra.items()) out[name] = value;
+  std::cout << out.dump(2) << std::endl;
 }
 
 // ---- Flags ----
@@ -324,7 +507,25 @@ void PrintJson(const BenchOptions& o, const std::string& run, std::vector<PhaseR
 // Parses flags; returns an exit code when the process should stop now.
 std::optional<int> ParseFlags(int argc, char** argv, BenchOptions& o) {
   if (const char* env = std::getenv("MOONCAKE_MASTER"); env && *env) o.master = env;
-  CLI::App app{"mooncake-bench: load keys, then a timed mixed get/put workload", "mooncake-bench"};
+  CLI::App app{"mooncake-bench: load keys, then a timed workload (mixed, zipf or prefetch)",
+               "mooncake-bench"};
+  app.add_option("--workload", o.workload, "mixed, zipf or prefetch")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mixed", "zipf", "prefetch"}));
+  app.add_option("--zipf-theta", o.zipf_theta, "Skew of the zipf workload (0 uniform .. <1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.9999));
+  app.add_option("--hot-cache-bytes", o.hot_cache_text,
+                 "Client hot cache budget (0 off), e.g. 64MiB; objects > 1/8 of it bypass it")
+      ->capture_default_str();
+  app.add_option("--prefetch-wait-ms", o.prefetch_wait_ms,
+                 "prefetch: other work (sleep) between BatchExist(prefetch) and the gets")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{60'000}));
+  app.add_option("--prefetch-samples", o.prefetch_samples,
+                 "prefetch: keys per latency group (DRAM, SSD, SSD prefetched)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100'000}));
   app.add_option("--master", o.master, "Master HOST:PORT")->capture_default_str();
   app.add_option("--node", o.node, "Local node id (put target)");
   app.add_option("--value-size", o.value_size_text, "Value size: 4096, 4KB, 4KiB, 1MB (1024-based)")
@@ -350,8 +551,12 @@ std::optional<int> ParseFlags(int argc, char** argv, BenchOptions& o) {
   app.add_flag("--json", o.json, "Machine-readable output");
   app.add_flag("--cleanup", o.cleanup, "Remove the keys this run wrote when done");
   app.footer(
-      "Example:\n  mooncake-bench --value-size 1MB --keys 2000 --concurrency 8 "
-      "--get-ratio 0.9 --duration-s 30");
+      "Examples:\n  mooncake-bench --value-size 1MB --keys 2000 --concurrency 8 "
+      "--get-ratio 0.9 --duration-s 30\n"
+      "  mooncake-bench --workload zipf --keys 10000 --value-size 16KiB --duration-s 10 "
+      "--hot-cache-bytes 64MiB\n"
+      "  mooncake-bench --workload prefetch --node worker-1 --value-size 256KiB "
+      "--prefetch-wait-ms 200");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -368,6 +573,15 @@ std::optional<int> ParseFlags(int argc, char** argv, BenchOptions& o) {
     return 2;
   }
   o.value_size = *size;
+  if (o.hot_cache_text != "0") {
+    auto budget = ParseSize(o.hot_cache_text);
+    if (!budget) {
+      std::fprintf(stderr, "error: usage: --hot-cache-bytes '%s' is not a size like 64MiB\n",
+                   o.hot_cache_text.c_str());
+      return 2;
+    }
+    o.hot_cache_bytes = *budget;
+  }
   return std::nullopt;
 }
 
@@ -379,6 +593,7 @@ ClientConfig ToClientConfig(const BenchOptions& o, bool& ok) {
   config.master_host = o.master.substr(0, colon);
   config.master_port = std::atoi(o.master.c_str() + colon + 1);
   config.local_node = o.node;
+  config.local_hot_cache_bytes = o.hot_cache_bytes;
   return config;
 }
 
@@ -406,9 +621,9 @@ int Main(int argc, char** argv) {
   Bench bench(options, **client);
   auto rows = bench.Run();
   if (options.json) {
-    PrintJson(options, bench.run(), rows);
+    PrintJson(options, bench.run(), rows, bench.extra());
   } else {
-    PrintText(options, bench.run(), rows);
+    PrintText(options, bench.run(), rows, bench.extra());
   }
   bool any_success = std::any_of(rows.begin(), rows.end(),
                                  [](const PhaseRow& r) { return !r.stats.latencies_us.empty(); });

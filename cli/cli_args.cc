@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <sstream>
@@ -13,12 +14,18 @@ namespace {
 
 constexpr const char* kTopFooter =
     "Exit codes: 0 success, 1 not found, 2 usage error, 3 server or connection error.\n"
-    "MOONCAKE_MASTER sets the default for --master.\n"
+    "Master address precedence: --master > MOONCAKE_MASTER > config file (--config FILE,\n"
+    "else ~/.config/mooncake/cli.toml, with the line master = \"host:port\") > 127.0.0.1:50051.\n"
+    "Run 'mooncake-cli SUBCOMMAND --help' for an example of each subcommand.\n"
     "Example:\n  mooncake-cli --master 10.0.0.1:50051 put greeting hello";
+
+// Soft pins last at most a day (DESIGN.md).
+constexpr int64_t kMaxSoftPinTtlMs = 24ll * 3600 * 1000;
 
 // Values filled by CLI11 before they become a CliCommand.
 struct RawArgs {
   std::string master;
+  std::string config;
   std::string node;
   bool json = false;
   std::string key;
@@ -27,27 +34,62 @@ struct RawArgs {
   std::string output;
   bool hard_pin = false;
   bool soft_pin = false;
+  int64_t soft_pin_ttl_ms = 0;
+  std::string tier;
+  bool prefetch = false;
   bool force = false;
 };
 
+// A subcommand that writes a value: put or upsert.
+struct WriteCommand {
+  CLI::App* app = nullptr;
+  CLI::Option* value = nullptr;
+  CLI::Option* file = nullptr;
+  CLI::Option* ttl = nullptr;
+};
+
 struct Subcommands {
-  CLI::App* put = nullptr;
+  CLI::Option* master = nullptr;
+  CLI::Option* config = nullptr;
+  WriteCommand put;
+  WriteCommand upsert;
   CLI::App* get = nullptr;
   CLI::App* exist = nullptr;
   CLI::App* remove = nullptr;
+  CLI::App* inspect = nullptr;
   CLI::App* stats = nullptr;
   CLI::App* nodes = nullptr;
-  CLI::Option* value = nullptr;
-  CLI::Option* file = nullptr;
 };
 
 void AddKey(CLI::App* sub, RawArgs& raw) {
   sub->add_option("key", raw.key, "Object key (1..4096 bytes)")->required();
 }
 
+// Value sources and placement options shared by put and upsert.
+WriteCommand AddWrite(CLI::App& app, RawArgs& raw, const std::string& name,
+                      const std::string& description) {
+  WriteCommand w;
+  w.app = app.add_subcommand(name, description);
+  AddKey(w.app, raw);
+  w.value = w.app->add_option("value", raw.value, "Value bytes, or - to read stdin");
+  w.file = w.app->add_option("--file,-f", raw.file, "Read the value from a file (- is stdin)");
+  auto* hard = w.app->add_flag("--hard-pin", raw.hard_pin, "Never demote, move or drop it");
+  w.app->add_flag("--soft-pin", raw.soft_pin, "Evict only after unpinned objects")->excludes(hard);
+  w.ttl = w.app
+              ->add_option("--soft-pin-ttl-ms", raw.soft_pin_ttl_ms,
+                           "Soft pin duration in ms (implies --soft-pin; default 30 min, max 24 h)")
+              ->excludes(hard);
+  w.app->add_option("--tier", raw.tier, "Preferred tier: vram, dram or ssd")
+      ->check(CLI::IsMember({"vram", "dram", "ssd"}));
+  return w;
+}
+
 Subcommands Define(CLI::App& app, RawArgs& raw) {
   Subcommands s;
-  app.add_option("--master", raw.master, "Master address HOST:PORT")->capture_default_str();
+  s.master =
+      app.add_option("--master", raw.master, "Master address HOST:PORT (default 127.0.0.1:50051)");
+  s.config = app.add_option("--config", raw.config,
+                            "CLI config file (default ~/.config/mooncake/cli.toml)");
   app.add_option("--node", raw.node,
                  "Node id: this client's local node, the put target, "
                  "the node for stats");
@@ -57,16 +99,18 @@ Subcommands Define(CLI::App& app, RawArgs& raw) {
   app.require_subcommand(1);
   app.footer(kTopFooter);
 
-  s.put = app.add_subcommand("put", "Store a new object (never overwrites)");
-  AddKey(s.put, raw);
-  s.value = s.put->add_option("value", raw.value, "Value bytes, or - to read stdin");
-  s.file = s.put->add_option("--file,-f", raw.file, "Read the value from a file (- is stdin)");
-  auto* hard = s.put->add_flag("--hard-pin", raw.hard_pin, "Never demote, move or drop it");
-  s.put->add_flag("--soft-pin", raw.soft_pin, "Evict only after unpinned objects")->excludes(hard);
-  s.put->footer(
+  s.put = AddWrite(app, raw, "put", "Store a new object (never overwrites)");
+  s.put.app->footer(
       "Examples:\n  mooncake-cli put greeting hello\n"
       "  mooncake-cli put weights/shard0 --file shard0.bin --hard-pin\n"
+      "  mooncake-cli put block-7 --file b7.bin --soft-pin-ttl-ms 600000 --tier dram\n"
       "  cat blob.bin | mooncake-cli put blob -");
+
+  s.upsert = AddWrite(app, raw, "upsert", "Create or replace an object (in place if same size)");
+  s.upsert.app->footer(
+      "Examples:\n  mooncake-cli upsert greeting 'hello again'\n"
+      "  mooncake-cli upsert weights/shard0 --file shard0-v2.bin\n"
+      "  producer | mooncake-cli upsert block-7 -");
 
   s.get = app.add_subcommand("get", "Fetch an object (raw bytes to stdout or a file)");
   AddKey(s.get, raw);
@@ -75,12 +119,21 @@ Subcommands Define(CLI::App& app, RawArgs& raw) {
 
   s.exist = app.add_subcommand("exist", "Print 1 if the key exists, else 0 (exit code 1)");
   AddKey(s.exist, raw);
-  s.exist->footer("Example:\n  mooncake-cli exist greeting");
+  s.exist->add_flag("--prefetch", raw.prefetch,
+                    "Start moving an SSD-only object to DRAM (of --node if given)");
+  s.exist->footer(
+      "Examples:\n  mooncake-cli exist greeting\n"
+      "  mooncake-cli --node worker-2 exist block-7 --prefetch");
 
   s.remove = app.add_subcommand("remove", "Remove an object");
   AddKey(s.remove, raw);
   s.remove->add_flag("--force", raw.force, "Remove even while a read lease is held");
   s.remove->footer("Example:\n  mooncake-cli remove greeting --force");
+
+  s.inspect = app.add_subcommand(
+      "inspect", "Show where an object lives: owner node, tier, size, version, pins, state");
+  AddKey(s.inspect, raw);
+  s.inspect->footer("Example:\n  mooncake-cli inspect weights/shard0 --json");
 
   s.stats = app.add_subcommand(
       "stats", "Per-tier counters of one node (--node N), or of every node without --node");
@@ -98,13 +151,14 @@ ParseOutcome Usage(std::string message) {
   return outcome;
 }
 
-// Picks the value source of `put`; exactly one of VALUE, --file, - is allowed.
-std::optional<std::string> FillPutSource(const Subcommands& s, const RawArgs& raw,
-                                         CliCommand& cmd) {
-  bool has_value = s.value->count() > 0;
-  bool has_file = s.file->count() > 0;
+// Picks the value source of put/upsert; exactly one of VALUE, --file, -.
+std::optional<std::string> FillWriteSource(const WriteCommand& w, const RawArgs& raw,
+                                           CliCommand& cmd) {
+  std::string name = w.app->get_name();
+  bool has_value = w.value->count() > 0;
+  bool has_file = w.file->count() > 0;
   if (has_value && has_file) return "give the value once: VALUE, --file FILE or - (stdin)";
-  if (!has_value && !has_file) return "put needs a value: VALUE, --file FILE or - (stdin)";
+  if (!has_value && !has_file) return name + " needs a value: VALUE, --file FILE or - (stdin)";
   if ((has_value && raw.value == "-") || (has_file && raw.file == "-")) {
     cmd.source = ValueSource::kStdin;
   } else if (has_file) {
@@ -119,28 +173,76 @@ std::optional<std::string> FillPutSource(const Subcommands& s, const RawArgs& ra
   return std::nullopt;
 }
 
+std::optional<std::string> FillWrite(const WriteCommand& w, const RawArgs& raw, CliCommand& cmd) {
+  if (auto problem = FillWriteSource(w, raw, cmd)) return problem;
+  cmd.hard_pin = raw.hard_pin;
+  cmd.soft_pin = raw.soft_pin;
+  cmd.tier = raw.tier;
+  if (w.ttl->count() > 0) {
+    if (raw.soft_pin_ttl_ms <= 0 || raw.soft_pin_ttl_ms > kMaxSoftPinTtlMs) {
+      return "--soft-pin-ttl-ms must be 1.." + std::to_string(kMaxSoftPinTtlMs) + " (24 h)";
+    }
+    cmd.soft_pin = true;
+    cmd.soft_pin_ttl_ms = raw.soft_pin_ttl_ms;
+  }
+  return std::nullopt;
+}
+
 std::optional<CommandKind> Chosen(const Subcommands& s) {
-  if (s.put->parsed()) return CommandKind::kPut;
+  if (s.put.app->parsed()) return CommandKind::kPut;
+  if (s.upsert.app->parsed()) return CommandKind::kUpsert;
   if (s.get->parsed()) return CommandKind::kGet;
   if (s.exist->parsed()) return CommandKind::kExist;
   if (s.remove->parsed()) return CommandKind::kRemove;
+  if (s.inspect->parsed()) return CommandKind::kInspect;
   if (s.stats->parsed()) return CommandKind::kStats;
   if (s.nodes->parsed()) return CommandKind::kNodes;
   return std::nullopt;
 }
 
 bool TakesKey(CommandKind kind) {
-  return kind == CommandKind::kPut || kind == CommandKind::kGet || kind == CommandKind::kExist ||
-         kind == CommandKind::kRemove;
+  return kind != CommandKind::kStats && kind != CommandKind::kNodes;
 }
 
-ParseOutcome Build(const Subcommands& s, const RawArgs& raw) {
+// The master address by precedence: flag > env > config file > default.
+// Returns the address text, or a usage problem.
+std::optional<std::string> ResolveMaster(const Subcommands& s, const RawArgs& raw,
+                                         const CliEnvironment& env, std::string& problem) {
+  if (s.master->count() > 0) return raw.master;
+  if (env.env_master && *env.env_master) return std::string(env.env_master);
+  bool explicit_file = s.config->count() > 0;
+  std::string path = explicit_file ? raw.config : env.default_config_path;
+  if (!path.empty() && env.read_file) {
+    auto text = env.read_file(path);
+    if (!text && explicit_file) {
+      problem = "cannot read the config file '" + path + "'";
+      return std::nullopt;
+    }
+    if (text) {
+      auto master = ConfigMaster(*text);
+      if (master && master->empty()) {
+        problem = "config file '" + path + "': master is empty";
+        return std::nullopt;
+      }
+      if (master) return master;
+    }
+  } else if (explicit_file) {
+    problem = "cannot read the config file '" + path + "'";
+    return std::nullopt;
+  }
+  return std::string(kDefaultMaster);
+}
+
+ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironment& env) {
   auto kind = Chosen(s);
   if (!kind) return Usage("a subcommand is required");
   CliCommand cmd;
   cmd.kind = *kind;
-  auto address = ParseHostPort(raw.master);
-  if (!address) return Usage("--master must be HOST:PORT, got '" + raw.master + "'");
+  std::string problem;
+  auto master = ResolveMaster(s, raw, env, problem);
+  if (!master) return Usage(problem);
+  auto address = ParseHostPort(*master);
+  if (!address) return Usage("--master must be HOST:PORT, got '" + *master + "'");
   std::tie(cmd.master_host, cmd.master_port) = *address;
   cmd.node = raw.node;
   cmd.json = raw.json;
@@ -148,43 +250,65 @@ ParseOutcome Build(const Subcommands& s, const RawArgs& raw) {
     if (!ValidateKey(raw.key)) return Usage("the key must be 1..4096 bytes with no NUL byte");
     cmd.key = raw.key;
   }
-  if (cmd.kind == CommandKind::kPut) {
-    if (auto problem = FillPutSource(s, raw, cmd)) return Usage(*problem);
-    cmd.hard_pin = raw.hard_pin;
-    cmd.soft_pin = raw.soft_pin;
+  if (cmd.kind == CommandKind::kPut || cmd.kind == CommandKind::kUpsert) {
+    const WriteCommand& w = cmd.kind == CommandKind::kPut ? s.put : s.upsert;
+    if (auto write_problem = FillWrite(w, raw, cmd)) return Usage(*write_problem);
   }
   if (cmd.kind == CommandKind::kGet) cmd.path = raw.output;
+  cmd.prefetch = raw.prefetch;
   cmd.force = raw.force;
   ParseOutcome outcome;
   outcome.command = std::move(cmd);
   return outcome;
 }
 
+const std::vector<std::string>& KnownSubcommands() {
+  static const std::vector<std::string> kKnown = {"put",    "upsert",  "get",   "exist",
+                                                  "remove", "inspect", "stats", "nodes"};
+  return kKnown;
+}
+
 // The first word that is not a global option, when it names no subcommand:
 // CLI11 would only say that a subcommand is required.
 std::optional<std::string> UnknownSubcommand(const std::vector<std::string>& args) {
-  static const std::vector<std::string> kKnown = {"put",    "get",   "exist",
-                                                  "remove", "stats", "nodes"};
+  const auto& known = KnownSubcommands();
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (arg == "--master" || arg == "--node") {
+    if (arg == "--master" || arg == "--node" || arg == "--config") {
       ++i;  // skip the option's value
       continue;
     }
     if (arg.starts_with("-")) continue;
-    if (std::find(kKnown.begin(), kKnown.end(), arg) != kKnown.end()) return std::nullopt;
+    if (std::find(known.begin(), known.end(), arg) != known.end()) return std::nullopt;
     return arg;
   }
   return std::nullopt;
 }
 
+std::string_view TrimSpace(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
 }  // namespace
 
 ParseOutcome ParseCli(const std::vector<std::string>& args, const char* env_master) {
-  CLI::App app{"mooncake-cli: put, get, probe and remove objects in a Mooncake tiered cache",
-               "mooncake-cli"};
+  CliEnvironment env;
+  env.env_master = env_master;
+  return ParseCli(args, env);
+}
+
+ParseOutcome ParseCli(const std::vector<std::string>& args, const CliEnvironment& env) {
+  CLI::App app{
+      "mooncake-cli: put, upsert, get, probe, inspect and remove objects in a Mooncake "
+      "tiered cache",
+      "mooncake-cli"};
   RawArgs raw;
-  raw.master = env_master && *env_master ? env_master : std::string(kDefaultMaster);
   Subcommands subcommands = Define(app, raw);
   // CLI11 consumes arguments from the back.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -198,11 +322,31 @@ ParseOutcome ParseCli(const std::vector<std::string>& args, const char* env_mast
   } catch (const CLI::ParseError& e) {
     if (auto unknown = UnknownSubcommand(args)) {
       return Usage("unknown subcommand '" + *unknown +
-                   "' (expected put, get, exist, remove, stats or nodes)");
+                   "' (expected put, upsert, get, exist, remove, inspect, stats or nodes)");
     }
     return Usage(e.what());
   }
-  return Build(subcommands, raw);
+  return Build(subcommands, raw, env);
+}
+
+std::optional<std::string> ConfigMaster(std::string_view text) {
+  std::optional<std::string> master;
+  while (!text.empty()) {
+    size_t eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view{} : text.substr(eol + 1);
+    // A '#' inside quotes would be part of the value; addresses have none.
+    line = TrimSpace(line.substr(0, line.find('#')));
+    size_t eq = line.find('=');
+    if (eq == std::string_view::npos || TrimSpace(line.substr(0, eq)) != "master") continue;
+    std::string_view value = TrimSpace(line.substr(eq + 1));
+    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
+        value.back() == value.front()) {
+      value = value.substr(1, value.size() - 2);
+    }
+    master = std::string(TrimSpace(value));  // the last assignment wins
+  }
+  return master;
 }
 
 std::optional<std::pair<std::string, int>> ParseHostPort(std::string_view text) {

@@ -6,6 +6,7 @@
 // inside cli_args.cc.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,7 +27,7 @@ inline constexpr std::string_view kDefaultMaster = "127.0.0.1:50051";
 // Transfers above this size show a progress bar when stderr is a terminal.
 inline constexpr uint64_t kProgressThresholdBytes = 8ull << 20;
 
-enum class CommandKind { kPut, kGet, kExist, kRemove, kStats, kNodes };
+enum class CommandKind { kPut, kUpsert, kGet, kExist, kRemove, kInspect, kStats, kNodes };
 enum class ValueSource { kArgument, kFile, kStdin };
 
 // One parsed invocation. Plain data; the runner owns what it does.
@@ -38,11 +39,26 @@ struct CliCommand {
   bool json = false;
   std::string key;
   ValueSource source = ValueSource::kArgument;
-  std::string value;  // put with kArgument
-  std::string path;   // put --file input; get -o output (empty: stdout)
+  std::string value;  // put/upsert with kArgument
+  std::string path;   // put/upsert --file input; get -o output (empty: stdout)
   bool hard_pin = false;
   bool soft_pin = false;
+  int64_t soft_pin_ttl_ms = 0;  // 0: the worker's default
+  std::string tier;             // put/upsert --tier: "vram", "dram", "ssd" or empty
+  bool prefetch = false;        // exist --prefetch
   bool force = false;
+};
+
+// Where the master address may come from besides --master. Precedence:
+// --master flag > MOONCAKE_MASTER > config file > kDefaultMaster. The config
+// file is --config FILE (must be readable) or else `default_config_path`
+// (~/.config/mooncake/cli.toml; skipped when absent). Its one key is
+// `master = "host:port"`.
+struct CliEnvironment {
+  const char* env_master = nullptr;
+  std::string default_config_path;
+  // Reads a whole file; nullopt when it cannot be read. Null: no file is read.
+  std::function<std::optional<std::string>(const std::string& path)> read_file;
 };
 
 // What parsing produced: a command to run, or text to print and an exit code
@@ -55,8 +71,14 @@ struct ParseOutcome {
 };
 
 // Parses arguments without the program name. `env_master` is the value of
-// MOONCAKE_MASTER or null; --master overrides it.
+// MOONCAKE_MASTER or null; --master overrides it. No config file is read.
 ParseOutcome ParseCli(const std::vector<std::string>& args, const char* env_master);
+ParseOutcome ParseCli(const std::vector<std::string>& args, const CliEnvironment& env);
+
+// The `master` value of a cli.toml text: `master = "host:port"` (quotes
+// optional, # comments, other keys ignored). nullopt when the key is absent;
+// an empty string when present but empty.
+std::optional<std::string> ConfigMaster(std::string_view text);
 
 // "HOST:PORT" or "[V6]:PORT" -> (host, port); nullopt when malformed.
 std::optional<std::pair<std::string, int>> ParseHostPort(std::string_view text);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -102,6 +103,7 @@ class Runner {
   int Run() {
     switch (cmd_.kind) {
       case CommandKind::kPut:
+      case CommandKind::kUpsert:
         return Put();
       case CommandKind::kGet:
         return Get();
@@ -109,6 +111,8 @@ class Runner {
         return Exist();
       case CommandKind::kRemove:
         return Remove();
+      case CommandKind::kInspect:
+        return Inspect();
       case CommandKind::kStats:
         return Stats();
       case CommandKind::kNodes:
@@ -149,15 +153,32 @@ class Runner {
     PutOptions options;
     options.hard_pin = cmd_.hard_pin;
     options.soft_pin = cmd_.soft_pin;
+    options.soft_pin_ttl_ms = cmd_.soft_pin_ttl_ms;
     options.preferred_node = cmd_.node;
+    options.preferred_tier = cmd_.tier;
     return options;
+  }
+
+  bool upsert() const { return cmd_.kind == CommandKind::kUpsert; }
+  std::string_view action() const { return upsert() ? "upsert" : "put"; }
+
+  // put never overwrites; upsert creates or replaces. Same sources for both.
+  Result<void> Write(std::string_view value) {
+    return upsert() ? client_.Upsert(cmd_.key, value, Options())
+                    : client_.Put(cmd_.key, value, Options());
+  }
+
+  Result<void> WriteStream(std::istream& in, uint64_t size, const ProgressFn& progress) {
+    return upsert() ? client_.UpsertStream(cmd_.key, in, size, Options(), progress)
+                    : client_.PutStream(cmd_.key, in, size, Options(), progress);
   }
 
   int Stored(uint64_t size) {
     if (cmd_.json) {
       std::cout << json{{"ok", true}, {"key", cmd_.key}, {"bytes", size}}.dump() << std::endl;
     } else {
-      std::cout << "stored " << cmd_.key << " (" << FormatBytes(size) << ")" << std::endl;
+      std::cout << (upsert() ? "upserted " : "stored ") << cmd_.key << " (" << FormatBytes(size)
+                << ")" << std::endl;
     }
     return kExitOk;
   }
@@ -165,8 +186,8 @@ class Runner {
   int Put() {
     switch (cmd_.source) {
       case ValueSource::kArgument: {
-        auto put = client_.Put(cmd_.key, cmd_.value, Options());
-        return put ? Stored(cmd_.value.size()) : Fail("put", put.error(), cmd_.value.size());
+        auto put = Write(cmd_.value);
+        return put ? Stored(cmd_.value.size()) : Fail(action(), put.error(), cmd_.value.size());
       }
       case ValueSource::kFile:
         return PutFile();
@@ -179,12 +200,16 @@ class Runner {
   int PutFile() {
     std::ifstream in(cmd_.path, std::ios::binary);
     if (!in)
-      return LocalFail("put failed: cannot read " + cmd_.path + ": " + SystemError(), kExitUsage);
+      return LocalFail(
+          std::string(action()) + " failed: cannot read " + cmd_.path + ": " + SystemError(),
+          kExitUsage);
     std::error_code ec;
     if (!std::filesystem::is_regular_file(cmd_.path, ec)) return PutUnsized(in);
     uint64_t size = std::filesystem::file_size(cmd_.path, ec);
     if (ec)
-      return LocalFail("put failed: cannot stat " + cmd_.path + ": " + ec.message(), kExitUsage);
+      return LocalFail(
+          std::string(action()) + " failed: cannot stat " + cmd_.path + ": " + ec.message(),
+          kExitUsage);
     return PutSized(in, size);
   }
 
@@ -195,15 +220,16 @@ class Runner {
   }
 
   int PutSized(std::istream& in, uint64_t size) {
-    if (size == 0) return Fail("put", ErrorCode::kInvalidParams, size);
-    ProgressBar bar("put " + cmd_.key);
+    if (size == 0) return Fail(action(), ErrorCode::kInvalidParams, size);
+    ProgressBar bar(std::string(action()) + " " + cmd_.key);
     auto put =
-        client_.PutStream(cmd_.key, in, size, Options(),
-                          [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); });
+        WriteStream(in, size, [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); });
     bar.Finish();
-    if (!put && in.bad())
-      return LocalFail("put failed: reading the input: " + SystemError(), kExitServer);
-    return put ? Stored(size) : Fail("put", put.error(), size);
+    if (!put && in.bad()) {
+      return LocalFail(std::string(action()) + " failed: reading the input: " + SystemError(),
+                       kExitServer);
+    }
+    return put ? Stored(size) : Fail(action(), put.error(), size);
   }
 
   // A stream whose length is known only at its end.
@@ -211,11 +237,14 @@ class Runner {
     std::string head(kRpcChunkBytes + 1, '\0');
     in.read(head.data(), static_cast<std::streamsize>(head.size()));
     head.resize(static_cast<size_t>(in.gcount()));
-    if (in.bad()) return LocalFail("put failed: reading the input: " + SystemError(), kExitUsage);
+    if (in.bad()) {
+      return LocalFail(std::string(action()) + " failed: reading the input: " + SystemError(),
+                       kExitUsage);
+    }
     if (head.size() <= kRpcChunkBytes) {
-      if (head.empty()) return Fail("put", ErrorCode::kInvalidParams, 0);
-      auto put = client_.Put(cmd_.key, head, Options());
-      return put ? Stored(head.size()) : Fail("put", put.error(), head.size());
+      if (head.empty()) return Fail(action(), ErrorCode::kInvalidParams, 0);
+      auto put = Write(head);
+      return put ? Stored(head.size()) : Fail(action(), put.error(), head.size());
     }
     return PutSpooled(in, head);
   }
@@ -305,7 +334,7 @@ class Runner {
   }
 
   int Exist() {
-    auto found = client_.Exist(cmd_.key);
+    auto found = client_.Exist(cmd_.key, cmd_.prefetch);
     if (!found) return Fail("exist", found.error());
     if (cmd_.json) {
       std::cout << json{{"key", cmd_.key}, {"exists", *found}}.dump() << std::endl;
@@ -323,6 +352,39 @@ class Runner {
     } else {
       std::cout << "removed " << cmd_.key << std::endl;
     }
+    return kExitOk;
+  }
+
+  int Inspect() {
+    auto info = client_.Inspect(cmd_.key);
+    if (!info) return Fail("inspect", info.error());
+    const ObjectInspection& o = *info;
+    if (cmd_.json) {
+      std::cout << json{{"ok", true},
+                        {"key", cmd_.key},
+                        {"node_id", o.node_id},
+                        {"tier", o.tier},
+                        {"offset", o.offset},
+                        {"size", o.size},
+                        {"version", o.version},
+                        {"hard_pinned", o.hard_pinned},
+                        {"soft_pinned", o.soft_pinned},
+                        {"state", o.state},
+                        {"readers", o.readers},
+                        {"lease_remaining_ms", o.lease_remaining_ms},
+                        {"idle_ms", o.idle_ms}}
+                       .dump()
+                << std::endl;
+      return kExitOk;
+    }
+    std::string pins = o.hard_pinned ? "hard" : o.soft_pinned ? "soft" : "none";
+    std::cout << fmt::format(
+        "key      {}\nowner    {}\ntier     {}\nsize     {} ({} bytes)\nversion  {}\n"
+        "pin      {}\nstate    {}\nreaders  {}\nlease    {} ms left\nidle     {} ms\n",
+        cmd_.key, o.node_id, o.tier,
+        FormatBytes(static_cast<uint64_t>(std::max<int64_t>(o.size, 0))), o.size, o.version, pins,
+        o.state, o.readers, o.lease_remaining_ms, o.idle_ms);
+    std::cout.flush();
     return kExitOk;
   }
 
@@ -372,14 +434,33 @@ class Runner {
                        {"demotions_out", t.demotions_out},
                        {"evictions", t.evictions}});
     }
-    return {{"node_id", s.node_id}, {"gets", s.gets},       {"get_misses", s.get_misses},
-            {"puts", s.puts},       {"removes", s.removes}, {"dropped", s.dropped},
+    return {{"node_id", s.node_id},
+            {"gets", s.gets},
+            {"get_misses", s.get_misses},
+            {"puts", s.puts},
+            {"removes", s.removes},
+            {"dropped", s.dropped},
+            {"upserts", s.upserts},
+            {"prefetch_started", s.prefetch_started},
+            {"prefetch_succeeded", s.prefetch_succeeded},
+            {"prefetch_failed", s.prefetch_failed},
+            {"prefetch_skipped", s.prefetch_skipped},
+            {"moved_out", s.moved_out},
+            {"moved_in", s.moved_in},
+            {"pinned_bytes", s.pinned_bytes},
             {"tiers", tiers}};
   }
 
   static void PrintStats(const WorkerCounters& s) {
-    std::cout << fmt::format("node {}: gets {} (misses {}), puts {}, removes {}, dropped {}\n",
-                             s.node_id, s.gets, s.get_misses, s.puts, s.removes, s.dropped);
+    std::cout << fmt::format(
+        "node {}: gets {} (misses {}), puts {}, upserts {}, removes {}, dropped {}\n", s.node_id,
+        s.gets, s.get_misses, s.puts, s.upserts, s.removes, s.dropped);
+    std::cout << fmt::format(
+        "  prefetch: started {}, succeeded {}, failed {}, skipped {}; moved out {}, in {}; "
+        "pinned {}\n",
+        s.prefetch_started, s.prefetch_succeeded, s.prefetch_failed, s.prefetch_skipped,
+        s.moved_out, s.moved_in,
+        FormatBytes(static_cast<uint64_t>(std::max<int64_t>(s.pinned_bytes, 0))));
     std::cout << fmt::format("  {:<12} {:<5} {:>11} {:>11} {:>9} {:>10} {:>10} {:>10} {:>10}\n",
                              "TIER", "KIND", "CAPACITY", "USED", "OBJECTS", "HITS", "PROMOTIONS",
                              "DEMOTIONS", "EVICTIONS");
@@ -442,12 +523,16 @@ std::string_view CommandName(CommandKind kind) {
   switch (kind) {
     case CommandKind::kPut:
       return "put";
+    case CommandKind::kUpsert:
+      return "upsert";
     case CommandKind::kGet:
       return "get";
     case CommandKind::kExist:
       return "exist";
     case CommandKind::kRemove:
       return "remove";
+    case CommandKind::kInspect:
+      return "inspect";
     case CommandKind::kStats:
       return "stats";
     case CommandKind::kNodes:

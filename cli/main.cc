@@ -6,6 +6,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,11 +27,33 @@ void QuietLibraries() {
   apache::thrift::GlobalOutput.setOutputFunction([](const char*) {});
 }
 
+// ~/.config/mooncake/cli.toml, honouring XDG_CONFIG_HOME; empty if no home.
+std::string DefaultConfigPath() {
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/mooncake/cli.toml";
+  }
+  const char* home = std::getenv("HOME");
+  return home && *home ? std::string(home) + "/.config/mooncake/cli.toml" : std::string();
+}
+
+std::optional<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return text.str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  auto outcome = mooncake::cli::ParseCli(args, std::getenv("MOONCAKE_MASTER"));
+  mooncake::cli::CliEnvironment env;
+  env.env_master = std::getenv("MOONCAKE_MASTER");
+  env.default_config_path = DefaultConfigPath();
+  env.read_file = ReadWholeFile;
+  auto outcome = mooncake::cli::ParseCli(args, env);
   if (!outcome.command) {
     std::fputs(outcome.out.c_str(), stdout);
     std::fputs(outcome.err.c_str(), stderr);

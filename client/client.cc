@@ -11,13 +11,16 @@
 #include <utility>
 
 #include "client/client_impl.h"
+#include "client/hot_cache.h"
 #include "common/log.h"
 
 namespace mooncake {
 
 struct Client::Impl {
-  explicit Impl(ClientConfig config) : router(std::move(config)) {}
+  explicit Impl(ClientConfig config)
+      : router(std::move(config)), hot_cache(router.config().local_hot_cache_bytes) {}
   ClientRouter router;
+  HotCache hot_cache;
 };
 
 namespace {
@@ -56,6 +59,8 @@ rpc::ReplicateConfig ToRpcConfig(const PutOptions& options) {
   config.with_hard_pin = options.hard_pin;
   config.with_soft_pin = options.soft_pin;
   config.preferred_node = options.preferred_node;
+  config.soft_pin_ttl_ms = options.soft_pin_ttl_ms;
+  config.preferred_tier = options.preferred_tier;
   return config;
 }
 
@@ -131,6 +136,7 @@ struct ReadSink {
 struct ReadDone {
   uint64_t total = 0;
   int64_t version = 0;
+  std::string node_id;  // the node that served the read
 };
 
 // Moves a reply without copying its payload (Thrift types have no move).
@@ -168,7 +174,7 @@ class ChunkedRead {
       have_reply = false;
       if (auto step = Accept(reply); !step) return Err(step.error());
     }
-    return ReadDone{total_, version_};
+    return ReadDone{total_, version_, owner_.node_id};
   }
 
  private:
@@ -248,14 +254,16 @@ ReadSink StringSink(std::string& out) {
 }
 
 // Reads one object into memory, continuing from `first` when given.
+// `served_by`, if given, receives the node that answered.
 Result<ObjectValue> ReadValue(ClientRouter& router, const std::string& key, Owner owner,
-                              rpc::GetResult* first) {
+                              rpc::GetResult* first, std::string* served_by = nullptr) {
   ObjectValue value;
   ReadSink sink = StringSink(value.data);
   ChunkedRead read(router, key, std::move(owner), sink, {});
   auto done = read.Run(first);
   if (!done) return Err(done.error());
   value.version = done->version;
+  if (served_by) *served_by = std::move(done->node_id);
   return value;
 }
 
@@ -318,13 +326,14 @@ void Revoke(const Owner& owner, int64_t handle, const std::string& key) {
   }
 }
 
-// Two-phase write: one chunk of the value in memory at a time.
+// Two-phase write: one chunk of the value in memory at a time. With
+// `upsert` the owner replaces an existing object instead of refusing.
 Result<void> PutChunked(const Owner& owner, const std::string& key, uint64_t size,
                         const rpc::ReplicateConfig& config, const ChunkSource& source,
-                        const ProgressFn& progress) {
+                        const ProgressFn& progress, bool upsert = false) {
   rpc::PutStartResult start;
   auto call = owner.channel->Call([&](rpc::WorkerServiceClient& c) {
-    c.PutStart(start, key, static_cast<int64_t>(size), config);
+    c.PutStart(start, key, static_cast<int64_t>(size), config, upsert);
   });
   if (!call) return Err(call.error());
   if (start.code != rpc::ErrorCode::OK) return Err(FromRpc(start.code));
@@ -350,15 +359,30 @@ Result<void> PutChunked(const Owner& owner, const std::string& key, uint64_t siz
   return end;
 }
 
+ChunkSource SlicesOf(std::string_view value) {
+  return [value](uint64_t offset, size_t length, std::string& buffer) {
+    buffer.assign(value.substr(offset, length));
+    return Result<void>{};
+  };
+}
+
 // Writes an in-memory value, in one call or in chunks by size.
 Result<void> PutValue(const Owner& owner, const std::string& key, std::string_view value,
                       const rpc::ReplicateConfig& config) {
   if (value.size() <= kRpcChunkBytes) return PutSingle(owner, key, std::string(value), config);
-  ChunkSource slices = [value](uint64_t offset, size_t length, std::string& buffer) {
-    buffer.assign(value.substr(offset, length));
-    return Result<void>{};
-  };
-  return PutChunked(owner, key, value.size(), config, slices, {});
+  return PutChunked(owner, key, value.size(), config, SlicesOf(value), {});
+}
+
+// Upsert of an in-memory value at `owner`: the Upsert RPC, or the two-phase
+// write with upsert semantics when it outgrows one message.
+Result<void> UpsertValue(const Owner& owner, const std::string& key, std::string_view value,
+                         const rpc::ReplicateConfig& config) {
+  if (value.size() > kRpcChunkBytes) {
+    return PutChunked(owner, key, value.size(), config, SlicesOf(value), {}, /*upsert=*/true);
+  }
+  std::string copy(value);
+  return Flatten(owner.channel->Call(
+      [&](rpc::WorkerServiceClient& c) { return c.Upsert(key, copy, config); }));
 }
 
 // Runs `attempt` on the chosen target. When the client chose the node itself
@@ -392,6 +416,40 @@ Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t si
   MC_LOG_DEBUG("put retried on another node key={} from={} to={}", key, target->node_id,
                other->node_id);
   return attempt(*other);
+}
+
+// Upsert routing. A key with an owner is replaced AT its owner, whatever
+// options.preferred_node says: one object, one owner. If the owner denies it
+// (the object moved or was removed since the master answered), the master is
+// asked once more. A key without an owner takes the put path (same target
+// choice as Put) with upsert semantics; if another writer's put wins the
+// claim meanwhile (OBJECT_ALREADY_EXISTS), the value is upserted at the
+// winner once. Every retry needs `can_retry()`: a stream already consumed
+// cannot be sent again.
+template <typename Attempt, typename CanRetry>
+Result<void> UpsertRouted(ClientRouter& router, const std::string& key, uint64_t size,
+                          const PutOptions& options, Attempt&& attempt, CanRetry&& can_retry) {
+  auto owner = router.Locate(key);
+  if (owner) {
+    Result<void> result = attempt(*owner);
+    if (result || !IsMoved(result.error()) || !can_retry()) return result;
+    auto moved = router.Relocate(key, "", owner->node_id);
+    if (moved) return attempt(*moved);
+    if (moved.error() != ErrorCode::kObjectNotFound) return Err(moved.error());
+    MC_LOG_DEBUG("upsert target lost the key; creating it key={} node={}", key, owner->node_id);
+  } else if (owner.error() != ErrorCode::kObjectNotFound) {
+    return Err(owner.error());
+  }
+  Result<void> created = PutPlaced(router, key, size, options, attempt, can_retry);
+  if (created || created.error() != ErrorCode::kObjectAlreadyExists || !can_retry()) {
+    return created;
+  }
+  auto winner = router.Locate(key);
+  // The winner's object vanished too: heavy contention; the caller retries.
+  if (!winner) return Err(ErrorCode::kObjectReplicaBusy);
+  MC_LOG_DEBUG("upsert lost the put race; replacing at winner key={} node={}", key,
+               winner->node_id);
+  return attempt(*winner);
 }
 
 // Reads exactly `length` bytes of `in` into `buffer`; a short stream means the
@@ -459,12 +517,106 @@ Result<void> Client::PutStream(std::string_view key, std::istream& in, uint64_t 
       [&] { return !consumed; });
 }
 
+Result<void> Client::Upsert(std::string_view key, std::string_view value,
+                            const PutOptions& options) {
+  if (auto valid = ValidateKey(key); !valid) return valid;
+  if (value.empty()) return Err(ErrorCode::kInvalidParams);
+  std::string k(key);
+  rpc::ReplicateConfig config = ToRpcConfig(options);
+  auto result = UpsertRouted(
+      impl_->router, k, value.size(), options,
+      [&](const Owner& owner) { return UpsertValue(owner, k, value, config); },
+      [] { return true; });
+  // Even a failed upsert may have replaced or revoked the object.
+  impl_->hot_cache.Erase(k);
+  return result;
+}
+
+Result<void> Client::UpsertStream(std::string_view key, std::istream& in, uint64_t size,
+                                  const PutOptions& options, const ProgressFn& progress) {
+  if (auto valid = ValidateKey(key); !valid) return valid;
+  if (size == 0) return Err(ErrorCode::kInvalidParams);
+  if (size <= kRpcChunkBytes) {
+    std::string value;
+    if (auto read = ReadExactly(in, size, value); !read) return read;
+    auto upserted = Upsert(key, value, options);
+    if (upserted && progress) progress(size, size);
+    return upserted;
+  }
+  std::string k(key);
+  rpc::ReplicateConfig config = ToRpcConfig(options);
+  bool consumed = false;
+  ChunkSource from_stream = [&](uint64_t, size_t length, std::string& buffer) {
+    consumed = true;
+    return ReadExactly(in, length, buffer);
+  };
+  auto result = UpsertRouted(
+      impl_->router, k, size, options,
+      [&](const Owner& owner) {
+        return PutChunked(owner, k, size, config, from_stream, progress, /*upsert=*/true);
+      },
+      [&] { return !consumed; });
+  impl_->hot_cache.Erase(k);
+  return result;
+}
+
+namespace {
+
+// Serves a hot-cache entry if it is still current; see client/hot_cache.h
+// for the staleness bound this implements.
+std::optional<ObjectValue> ServeCached(ClientRouter& router, HotCache& cache,
+                                       const std::string& key) {
+  auto entry = cache.Lookup(key);
+  if (!entry) {
+    cache.CountMiss();
+    return std::nullopt;
+  }
+  const ClientConfig& config = router.config();
+  auto now = HotCache::Clock::now();
+  bool young = now - entry->fetched < std::chrono::milliseconds(config.hot_cache_max_staleness_ms);
+  if (entry->data->size() >= config.hot_cache_validate_min_bytes || !young) {
+    cache.CountValidation();
+    auto owner = router.Locate(key);
+    rpc::ObjectInfo info;
+    Result<void> call =
+        owner ? owner->channel->Call([&](rpc::WorkerServiceClient& c) { c.Inspect(info, key); })
+              : Err(owner.error());
+    if (!call || info.code != rpc::ErrorCode::OK || owner->node_id != entry->node_id ||
+        info.version != entry->version) {
+      cache.CountStale();
+      cache.Erase(key);
+      cache.CountMiss();
+      return std::nullopt;
+    }
+    cache.Refresh(key, entry->version, now);
+  }
+  cache.CountHit();
+  return ObjectValue{*entry->data, entry->version};
+}
+
+}  // namespace
+
 Result<ObjectValue> Client::Get(std::string_view key) {
   if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
   std::string k(key);
+  HotCache& cache = impl_->hot_cache;
+  if (cache.enabled()) {
+    if (auto cached = ServeCached(impl_->router, cache, k)) return std::move(*cached);
+  }
+  // Ticket and time before the read: the copy is known current only as of
+  // the moment the read started.
+  uint64_t ticket = cache.enabled() ? cache.Ticket() : 0;
+  auto started = HotCache::Clock::now();
   auto owner = impl_->router.Locate(k);
   if (!owner) return Err(owner.error());
-  return ReadValue(impl_->router, k, std::move(*owner), nullptr);
+  std::string served_by;
+  auto value = ReadValue(impl_->router, k, std::move(*owner), nullptr, &served_by);
+  if (value && cache.Admits(value->data.size())) {
+    auto data = std::make_shared<const std::string>(value->data);
+    cache.Offer(k, HotCache::Entry{std::move(data), std::move(served_by), value->version, started},
+                ticket);
+  }
+  return value;
 }
 
 Result<uint64_t> Client::GetStream(std::string_view key, std::ostream& out,
@@ -483,13 +635,15 @@ Result<uint64_t> Client::GetStream(std::string_view key, std::ostream& out,
   return done->total;
 }
 
-Result<bool> Client::Exist(std::string_view key) {
+Result<bool> Client::Exist(std::string_view key, bool prefetch) {
   if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
   std::string k(key);
   // A 0 from the owner the master named is treated like "moved": between the
   // two calls the object may have changed node.
   auto found = WithOwner<bool>(impl_->router, k, [&](const Owner& owner) -> Result<bool> {
-    auto answer = owner.channel->Call([&](rpc::WorkerServiceClient& c) { return c.Exist(k); });
+    auto answer = owner.channel->Call([&](rpc::WorkerServiceClient& c) {
+      return c.Exist(k, prefetch, impl_->router.config().local_node);
+    });
     if (!answer) return Err(answer.error());
     if (*answer == 1) return true;
     if (*answer == 0) return Err(ErrorCode::kObjectNotFound);
@@ -502,10 +656,12 @@ Result<bool> Client::Exist(std::string_view key) {
 Result<void> Client::Remove(std::string_view key, bool force) {
   if (auto valid = ValidateKey(key); !valid) return valid;
   std::string k(key);
-  return WithOwner<void>(impl_->router, k, [&](const Owner& owner) {
+  auto removed = WithOwner<void>(impl_->router, k, [&](const Owner& owner) {
     return Flatten(
         owner.channel->Call([&](rpc::WorkerServiceClient& c) { return c.Remove(k, force); }));
   });
+  impl_->hot_cache.Erase(k);
+  return removed;
 }
 
 Result<ObjectInspection> Client::Inspect(std::string_view key) {
@@ -550,8 +706,18 @@ Result<WorkerCounters> Client::Stats(const std::string& node_id) {
   counters.puts = stats.puts;
   counters.removes = stats.removes;
   counters.dropped = stats.dropped;
+  counters.upserts = stats.upserts;
+  counters.prefetch_started = stats.prefetch_started;
+  counters.prefetch_succeeded = stats.prefetch_succeeded;
+  counters.prefetch_failed = stats.prefetch_failed;
+  counters.prefetch_skipped = stats.prefetch_skipped;
+  counters.moved_out = stats.moved_out;
+  counters.moved_in = stats.moved_in;
+  counters.pinned_bytes = stats.pinned_bytes;
   return counters;
 }
+
+HotCacheCounters Client::hot_cache_counters() const { return impl_->hot_cache.counters(); }
 
 // ---- Batches ----
 
@@ -643,7 +809,8 @@ std::vector<Result<ObjectValue>> Client::BatchGet(const std::vector<std::string>
   return results;
 }
 
-std::vector<Result<bool>> Client::BatchExist(const std::vector<std::string>& keys) {
+std::vector<Result<bool>> Client::BatchExist(const std::vector<std::string>& keys, bool prefetch) {
+  const std::string& requester = impl_->router.config().local_node;
   std::vector<Result<bool>> results(keys.size(), false);
   auto on_missing = [&](size_t i, ErrorCode code) {
     results[i] = code == ErrorCode::kObjectNotFound ? Result<bool>(false) : Err(code);
@@ -651,8 +818,9 @@ std::vector<Result<bool>> Client::BatchExist(const std::vector<std::string>& key
   FanOut(impl_->router, keys, results, on_missing,
          [&](const Owner& owner, const std::vector<size_t>& slice) {
            std::vector<int32_t> answers;
-           auto call = owner.channel->Call(
-               [&](rpc::WorkerServiceClient& c) { c.BatchExist(answers, KeysAt(keys, slice)); });
+           auto call = owner.channel->Call([&](rpc::WorkerServiceClient& c) {
+             c.BatchExist(answers, KeysAt(keys, slice), prefetch, requester);
+           });
            for (size_t j = 0; j < slice.size(); ++j) {
              size_t i = slice[j];
              if (!call || answers.size() != slice.size()) {
@@ -662,7 +830,7 @@ std::vector<Result<bool>> Client::BatchExist(const std::vector<std::string>& key
              } else if (answers[j] == 0 || IsMoved(ErrorCodeFromInt(answers[j])) ||
                         ErrorCodeFromInt(answers[j]) == ErrorCode::kReplicaIsNotReady) {
                // Moved or racing a write: the single path re-asks the master.
-               results[i] = Exist(keys[i]);
+               results[i] = Exist(keys[i], prefetch);
              } else {
                results[i] = Err(ErrorCodeFromInt(answers[j]));
              }
@@ -692,6 +860,7 @@ std::vector<Result<void>> Client::BatchRemove(const std::vector<std::string>& ke
              }
            }
          });
+  for (const auto& key : keys) impl_->hot_cache.Erase(key);
   return results;
 }
 
@@ -721,13 +890,10 @@ std::vector<std::vector<size_t>> PlanPutRequests(
   return requests;
 }
 
-}  // namespace
-
-std::vector<Result<void>> Client::BatchPut(
-    const std::vector<std::pair<std::string, std::string>>& items, const PutOptions& options) {
-  std::vector<Result<void>> results(items.size());
+// Input positions that can be written; the others get their error now.
+std::vector<size_t> WritablePositions(const std::vector<std::pair<std::string, std::string>>& items,
+                                      std::vector<Result<void>>& results) {
   std::vector<size_t> positions;
-  uint64_t total_bytes = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     if (!ValidateKey(items[i].first)) {
       results[i] = Err(ErrorCode::kInvalidKey);
@@ -735,23 +901,30 @@ std::vector<Result<void>> Client::BatchPut(
       results[i] = Err(ErrorCode::kInvalidParams);
     } else {
       positions.push_back(i);
-      total_bytes += items[i].second.size();
     }
   }
-  if (positions.empty()) return results;
-  // One placement for the whole batch: one master round trip at most, and
-  // one node takes the batch.
-  bool explicit_choice = false;
-  auto target = impl_->router.PickTarget(total_bytes, options, explicit_choice);
-  if (!target) {
-    for (size_t i : positions) results[i] = Err(target.error());
-    return results;
-  }
-  rpc::ReplicateConfig config = ToRpcConfig(options);
+  return positions;
+}
+
+uint64_t TotalBytes(const std::vector<std::pair<std::string, std::string>>& items,
+                    const std::vector<size_t>& positions) {
+  uint64_t total = 0;
+  for (size_t i : positions) total += items[i].second.size();
+  return total;
+}
+
+// Adds tasks that write items[positions] to `target`: bounded BatchPut (or
+// BatchUpsert) requests, and values too big for one request one by one.
+// Tasks hold references to items, config and results: run them before
+// those go away.
+void AddWriteTasks(const Owner& target,
+                   const std::vector<std::pair<std::string, std::string>>& items,
+                   const std::vector<size_t>& positions, const rpc::ReplicateConfig& config,
+                   bool upsert, std::vector<Result<void>>& results,
+                   std::vector<std::function<void()>>& tasks) {
   std::vector<size_t> large;
-  std::vector<std::function<void()>> tasks;
   for (auto& request : PlanPutRequests(items, positions, large)) {
-    tasks.emplace_back([&, request = std::move(request)] {
+    tasks.emplace_back([&items, &config, &results, target, upsert, request = std::move(request)] {
       std::vector<rpc::PutItem> batch(request.size());
       for (size_t j = 0; j < request.size(); ++j) {
         batch[j].key = items[request[j]].first;
@@ -759,8 +932,13 @@ std::vector<Result<void>> Client::BatchPut(
         batch[j].config = config;
       }
       std::vector<rpc::ErrorCode::type> codes;
-      auto call =
-          target->channel->Call([&](rpc::WorkerServiceClient& c) { c.BatchPut(codes, batch); });
+      auto call = target.channel->Call([&](rpc::WorkerServiceClient& c) {
+        if (upsert) {
+          c.BatchUpsert(codes, batch);
+        } else {
+          c.BatchPut(codes, batch);
+        }
+      });
       for (size_t j = 0; j < request.size(); ++j) {
         if (!call || codes.size() != request.size()) {
           results[request[j]] = Err(call ? ErrorCode::kInternalError : call.error());
@@ -771,9 +949,32 @@ std::vector<Result<void>> Client::BatchPut(
     });
   }
   for (size_t i : large) {
-    tasks.emplace_back(
-        [&, i] { results[i] = PutValue(*target, items[i].first, items[i].second, config); });
+    tasks.emplace_back([&items, &config, &results, target, upsert, i] {
+      const auto& [key, value] = items[i];
+      results[i] =
+          upsert ? UpsertValue(target, key, value, config) : PutValue(target, key, value, config);
+    });
   }
+}
+
+}  // namespace
+
+std::vector<Result<void>> Client::BatchPut(
+    const std::vector<std::pair<std::string, std::string>>& items, const PutOptions& options) {
+  std::vector<Result<void>> results(items.size());
+  std::vector<size_t> positions = WritablePositions(items, results);
+  if (positions.empty()) return results;
+  // One placement for the whole batch: one master round trip at most, and
+  // one node takes the batch.
+  bool explicit_choice = false;
+  auto target = impl_->router.PickTarget(TotalBytes(items, positions), options, explicit_choice);
+  if (!target) {
+    for (size_t i : positions) results[i] = Err(target.error());
+    return results;
+  }
+  rpc::ReplicateConfig config = ToRpcConfig(options);
+  std::vector<std::function<void()>> tasks;
+  AddWriteTasks(*target, items, positions, config, /*upsert=*/false, results, tasks);
   RunParallel(tasks);
   // A node the client chose may be full; the single path asks the master for
   // another node, item by item.
@@ -784,6 +985,60 @@ std::vector<Result<void>> Client::BatchPut(
       }
     }
   }
+  return results;
+}
+
+std::vector<Result<void>> Client::BatchUpsert(
+    const std::vector<std::pair<std::string, std::string>>& items, const PutOptions& options) {
+  std::vector<Result<void>> results(items.size());
+  std::vector<size_t> positions = WritablePositions(items, results);
+  if (positions.empty()) return results;
+  std::vector<std::string> keys;
+  keys.reserve(items.size());
+  for (const auto& item : items) keys.push_back(item.first);
+  // One master round trip locates every key; keys with an owner are replaced
+  // there, one request stream per owner, all owners in parallel.
+  std::vector<std::pair<size_t, ErrorCode>> missing;
+  auto groups = impl_->router.GroupByOwner(keys, positions, missing);
+  if (!groups) {
+    for (size_t i : positions) results[i] = Err(groups.error());
+    return results;
+  }
+  rpc::ReplicateConfig config = ToRpcConfig(options);
+  std::vector<std::function<void()>> tasks;
+  for (const auto& [node_id, group] : *groups) {
+    AddWriteTasks(group.owner, items, group.indices, config, /*upsert=*/true, results, tasks);
+  }
+  std::vector<size_t> absent;
+  for (const auto& [i, code] : missing) {
+    if (code == ErrorCode::kObjectNotFound) {
+      absent.push_back(i);
+    } else {
+      results[i] = Err(code);
+    }
+  }
+  // Keys without an owner take the put path: one target for all of them.
+  bool explicit_choice = false;
+  if (!absent.empty()) {
+    auto target = impl_->router.PickTarget(TotalBytes(items, absent), options, explicit_choice);
+    if (target) {
+      AddWriteTasks(*target, items, absent, config, /*upsert=*/true, results, tasks);
+    } else {
+      for (size_t i : absent) results[i] = Err(target.error());
+    }
+  }
+  RunParallel(tasks);
+  // Keys that moved, lost a put race or found the chosen node full go
+  // through the single path, which re-locates them once.
+  for (size_t i : positions) {
+    if (results[i]) continue;
+    ErrorCode code = results[i].error();
+    if (IsMoved(code) || code == ErrorCode::kObjectAlreadyExists ||
+        (code == ErrorCode::kNoAvailableHandle && !explicit_choice)) {
+      results[i] = Upsert(items[i].first, items[i].second, options);
+    }
+  }
+  for (const auto& key : keys) impl_->hot_cache.Erase(key);
   return results;
 }
 

@@ -222,7 +222,14 @@ Result<void> SsdTier::LoadAndCleanUp() {
   uint64_t orphans = 0;
   for (uint64_t id : pending) {
     cleanup.Delete(meta_cf_, PrefixedKey(kPendingPrefix, id));
-    if (live_.contains(id)) continue;  // Rewritten after commit: keep its data.
+    // A committed object written again (an in-place upsert) that was not
+    // persisted again may hold a mix of old and new bytes: drop it whole, as
+    // a revoked upsert would, rather than serve torn data.
+    if (auto live = live_.find(id); live != live_.end()) {
+      cleanup.Delete(meta_cf_, PrefixedKey(kMetaPrefix, id));
+      used_ -= live->second;
+      live_.erase(live);
+    }
     cleanup.DeleteRange(data_cf_, DataKey(id, 0), DataKey(id + 1, 0));
     ++orphans;
   }

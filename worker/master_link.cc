@@ -7,6 +7,23 @@
 namespace mooncake {
 namespace {
 
+NodeRecord FromRpcNode(const rpc::NodeInfo& info) {
+  NodeRecord node{.node_id = info.node_id,
+                  .host = info.host,
+                  .port = info.port,
+                  .tiers = {},
+                  .alive = info.alive,
+                  .last_heartbeat_ms = info.last_heartbeat_ms};
+  for (const auto& tier : info.tiers) {
+    node.tiers.push_back({.name = tier.name,
+                          .kind = tier.kind,
+                          .capacity = static_cast<uint64_t>(tier.capacity),
+                          .used = static_cast<uint64_t>(tier.used),
+                          .objects = static_cast<uint64_t>(tier.objects)});
+  }
+  return node;
+}
+
 std::vector<rpc::TierUsage> ToRpcUsages(const std::vector<TierUsage>& tiers) {
   std::vector<rpc::TierUsage> usages;
   usages.reserve(tiers.size());
@@ -99,6 +116,38 @@ Result<std::vector<std::string>> MasterLink::Announce(const std::vector<std::str
     rejected.insert(rejected.end(), reply->rejected.begin(), reply->rejected.end());
   }
   return rejected;
+}
+
+Result<NodeRecord> MasterLink::PickNode(uint64_t size) {
+  auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
+    rpc::PickNodeResult result;
+    client.PickNode(result, static_cast<int64_t>(size), {node_id_});
+    return result;
+  });
+  if (!reply) return Err(reply.error());
+  if (auto ok = ToResult(reply->code); !ok) return Err(ok.error());
+  return FromRpcNode(reply->node);
+}
+
+Result<NodeRecord> MasterLink::FindNode(const std::string& node_id) {
+  auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
+    std::vector<rpc::NodeInfo> nodes;
+    client.ListNodes(nodes);
+    return nodes;
+  });
+  if (!reply) return Err(reply.error());
+  for (const auto& node : *reply) {
+    if (node.node_id == node_id && node.alive) return FromRpcNode(node);
+  }
+  return Err(ErrorCode::kNodeNotFound);
+}
+
+Result<void> MasterLink::HandOver(const std::string& key, const std::string& new_owner) {
+  auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
+    return client.UpdateOwner(key, node_id_, new_owner);
+  });
+  if (!reply) return Err(reply.error());
+  return ToResult(*reply);
 }
 
 }  // namespace mooncake

@@ -37,6 +37,13 @@ class MasterLink : public OwnerDirectory {
   // Returns the keys another node owns already.
   Result<std::vector<std::string>> Announce(const std::vector<std::string>& keys);
 
+  // The live node with the most free space for `size` bytes, not this one.
+  Result<NodeRecord> PickNode(uint64_t size);
+  // A live node by id, with its address.
+  Result<NodeRecord> FindNode(const std::string& node_id);
+  // Swaps the key's owner from this node to `new_owner` (compare-and-set).
+  Result<void> HandOver(const std::string& key, const std::string& new_owner);
+
  private:
   struct Channel;
   std::unique_ptr<Channel> channel_;

@@ -26,11 +26,18 @@ struct TieredCacheBackend::Object {
   uint64_t id = 0;  // tells apart successive objects stored under one key
   size_t tier = 0;
   AllocationPtr allocation;  // null while a write is still allocating
+  // Write-through copy of a hard-pinned object in the durable tier.
+  AllocationPtr durable_copy;
   uint64_t size = 0;
   bool complete = false;
-  bool published = false;  // claimed in the directory
-  bool moving = false;     // a mover copies it or a drop is being announced
+  bool published = false;     // claimed in the directory
+  bool moving = false;        // a mover copies it or a drop is being announced
+  bool transferring = false;  // being handed to another node
   bool promotion_queued = false;
+  // Adopted from another node; ours once the master names us.
+  bool adopted_unconfirmed = false;
+  SteadyClock::time_point adopted_at;
+  SteadyClock::time_point soft_pin_until;
   uint64_t write_handle = 0;  // the pending write, while !complete
   uint64_t version = 0;
   ObjectOptions options;
@@ -47,6 +54,10 @@ struct TieredCacheBackend::PendingWrite {
   uint64_t size = 0;
   uint64_t bytes_written = 0;
   bool committing = false;
+  WriteMode mode = WriteMode::kCreate;
+  bool in_place = false;       // an upsert writing over the object's own bytes
+  bool was_published = false;  // the key was owned here before this write
+  uint64_t adopted_version = 0;
   ObjectOptions options;
   SteadyClock::time_point deadline;
 };
@@ -77,7 +88,9 @@ TieredCacheBackend::TieredCacheBackend(std::vector<std::unique_ptr<CacheTier>> t
 TieredCacheBackend::~TieredCacheBackend() {
   std::lock_guard lock(mu_);
   for (auto& [key, object] : objects_) {
-    if (object.complete && object.allocation) object.allocation->free_on_release = false;
+    if (!object.complete) continue;
+    if (object.allocation) object.allocation->free_on_release = false;
+    if (object.durable_copy) object.durable_copy->free_on_release = false;
   }
 }
 
@@ -104,6 +117,10 @@ std::vector<std::string> TieredCacheBackend::Recover() {
       objects_.emplace(std::move(meta.key), std::move(object));
     }
   }
+  // Versions only ever rise, also across restarts of this node: DRAM-only
+  // objects are not recovered, so start past any version handed out before
+  // (microseconds of wall time) as well as past every recovered one.
+  next_version_ = std::max(next_version_, static_cast<uint64_t>(WallMillis()) * 1000);
   MC_LOG_INFO("backend recovered objects={}", keys.size());
   return keys;
 }
@@ -125,10 +142,28 @@ Result<void> TieredCacheBackend::Put(const std::string& key, std::string_view va
   return PutEnd(*handle);
 }
 
+Result<void> TieredCacheBackend::Upsert(const std::string& key, std::string_view value,
+                                        const ObjectOptions& options) {
+  auto handle = PutStart(key, value.size(), options, WriteMode::kUpsert);
+  if (!handle) return Err(handle.error());
+  for (uint64_t offset = 0; offset < value.size(); offset += kRpcChunkBytes) {
+    auto written = PutChunk(*handle, offset, value.substr(offset, kRpcChunkBytes));
+    if (!written) {
+      PutRevoke(*handle);
+      return written;
+    }
+  }
+  return PutEnd(*handle);
+}
+
 Result<uint64_t> TieredCacheBackend::PutStart(const std::string& key, uint64_t size,
-                                              const ObjectOptions& options) {
+                                              const ObjectOptions& options, WriteMode mode,
+                                              uint64_t adopted_version) {
   if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
   if (size == 0) return Err(ErrorCode::kInvalidParams);
+  if (options.preferred_tier >= static_cast<int>(tiers_.size())) {
+    return Err(ErrorCode::kTierNotFound);
+  }
   bool fits_somewhere = std::any_of(tiers_.begin(), tiers_.end(),
                                     [size](const auto& tier) { return size <= tier->capacity(); });
   if (!fits_somewhere) return Err(ErrorCode::kNoAvailableHandle);
@@ -136,45 +171,90 @@ Result<uint64_t> TieredCacheBackend::PutStart(const std::string& key, uint64_t s
   // Reserve the key first so a concurrent Put of it fails fast instead of
   // allocating (and evicting) for nothing.
   uint64_t handle, object_id;
+  PendingWrite pending;
+  pending.key = key;
+  pending.size = size;
+  pending.mode = mode;
+  pending.options = options;
+  pending.adopted_version = adopted_version;
+  pending.deadline = SteadyClock::now() + options_.put_start_discard_timeout;
+  std::vector<AllocationPtr> released;  // freed after the lock is dropped
   {
     std::lock_guard lock(mu_);
-    if (objects_.contains(key)) return Err(ErrorCode::kObjectAlreadyExists);
+    auto existing = objects_.find(key);
+    if (existing != objects_.end()) {
+      if (mode != WriteMode::kUpsert) return Err(ErrorCode::kObjectAlreadyExists);
+      Object& old = existing->second;
+      if (old.readers > 0 || old.moving || old.transferring || old.adopted_unconfirmed) {
+        return Err(ErrorCode::kObjectReplicaBusy);
+      }
+      // Pins are a property of the key: they survive an upsert.
+      pending.options.hard_pin |= old.options.hard_pin;
+      pending.options.soft_pin |= old.options.soft_pin;
+      pending.was_published = old.published;
+      if (!old.complete) {
+        // Pre-empt the write in flight: its writer's next call fails.
+        auto previous = pending_.find(old.write_handle);
+        if (previous != pending_.end()) {
+          pending.was_published |= previous->second.was_published;
+          released.push_back(previous->second.allocation);
+          pending_.erase(previous);
+        }
+      }
+      pending.in_place = old.allocation && old.size == size;
+      if (pending.in_place) {
+        pending.allocation = old.allocation;
+        pending.tier = old.tier;
+      } else {
+        released.push_back(old.allocation);
+      }
+      released.push_back(old.durable_copy);
+      objects_.erase(existing);
+    }
     handle = next_handle_++;
     object_id = next_object_id_++;
     Object placeholder;
     placeholder.id = object_id;
     placeholder.size = size;
     placeholder.write_handle = handle;
-    placeholder.options = options;
+    placeholder.options = pending.options;
+    placeholder.published = pending.was_published;
+    placeholder.allocation = pending.allocation;
+    placeholder.tier = pending.tier;
     placeholder.last_access = SteadyClock::now();
     objects_.emplace(key, std::move(placeholder));
-    PendingWrite pending;
-    pending.key = key;
     pending.object_id = object_id;
-    pending.size = size;
-    pending.options = options;
-    pending.deadline = SteadyClock::now() + options_.put_start_discard_timeout;
-    pending_.emplace(handle, std::move(pending));
+    pending_.emplace(handle, pending);
   }
+  if (pending.in_place) return handle;
 
-  auto placed = AllocateIn(0, tiers_.size() - 1, size, /*allow_drop=*/true);
-  std::lock_guard lock(mu_);
-  auto pending = pending_.find(handle);
-  if (!placed) {
-    if (pending != pending_.end()) {
-      EraseIfSameLocked(key, object_id);
-      pending_.erase(pending);
+  // An adopted object takes only the room the master saw: it never pushes
+  // this node's own objects out of the cluster. A strict tier (adopt with a
+  // preferred tier) must land exactly there.
+  size_t first = options.preferred_tier >= 0 ? options.preferred_tier : 0;
+  size_t last = mode == WriteMode::kAdopt && options.preferred_tier >= 0 ? first
+                                                                          : tiers_.size() - 1;
+  auto placed = AllocateIn(first, last, size, /*allow_drop=*/mode != WriteMode::kAdopt);
+  std::optional<std::string> release_key;
+  Result<uint64_t> outcome = handle;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pending_.find(handle);
+    if (it == pending_.end()) return Err(ErrorCode::kIllegalClient);  // pre-empted meanwhile
+    if (!placed) {
+      release_key = RevokeLocked(handle);
+      outcome = Err(placed.error());
+    } else {
+      auto& [tier, allocation] = *placed;
+      it->second.tier = tier;
+      it->second.allocation = allocation;
+      auto object = objects_.find(key);
+      object->second.tier = tier;
+      object->second.allocation = allocation;
     }
-    return Err(placed.error());
   }
-  if (pending == pending_.end()) return Err(ErrorCode::kIllegalClient);  // revoked meanwhile
-  auto& [tier, allocation] = *placed;
-  pending->second.tier = tier;
-  pending->second.allocation = allocation;
-  auto object = objects_.find(key);
-  object->second.tier = tier;
-  object->second.allocation = allocation;
-  return handle;
+  if (release_key) ReleaseAbandonedOwnership({*release_key});
+  return outcome;
 }
 
 Result<void> TieredCacheBackend::PutChunk(uint64_t handle, uint64_t offset,
@@ -204,7 +284,7 @@ Result<void> TieredCacheBackend::PutChunk(uint64_t handle, uint64_t offset,
 }
 
 Result<void> TieredCacheBackend::PutEnd(uint64_t handle) {
-  PendingWrite snapshot;
+  PendingWrite write;
   uint64_t version;
   {
     std::lock_guard lock(mu_);
@@ -216,53 +296,137 @@ Result<void> TieredCacheBackend::PutEnd(uint64_t handle) {
       return Err(ErrorCode::kInvalidParams);  // the writer may still send the rest
     }
     pending->second.committing = true;
-    snapshot = pending->second;
-    version = next_version_++;
+    write = pending->second;
+    if (write.mode == WriteMode::kAdopt) {
+      version = write.adopted_version;
+      next_version_ = std::max(next_version_, version + 1);
+    } else {
+      version = next_version_++;
+    }
   }
 
-  DurableObjectMeta meta{snapshot.key, snapshot.allocation->location, version,
-                         snapshot.options.hard_pin, snapshot.options.soft_pin};
-  auto persisted = snapshot.allocation->tier->Persist(meta);
+  DurableObjectMeta meta{write.key, write.allocation->location, version, write.options.hard_pin,
+                         write.options.soft_pin};
+  auto persisted = write.allocation->tier->Persist(meta);
+  AllocationPtr durable_copy;
+  if (persisted && write.options.hard_pin) {
+    durable_copy = WriteThrough(write.key, write.allocation, write.size, version, write.options);
+  }
   {
     std::lock_guard lock(mu_);
     bool still_ours = pending_.erase(handle) > 0;
-    auto object = objects_.find(snapshot.key);
-    if (!still_ours || object == objects_.end() || object->second.id != snapshot.object_id) {
+    auto object = objects_.find(write.key);
+    if (!still_ours || object == objects_.end() || object->second.id != write.object_id) {
       return Err(ErrorCode::kIllegalClient);
     }
     if (!persisted) {
       objects_.erase(object);
       return persisted;
     }
-    object->second.complete = true;
-    object->second.version = version;
-    object->second.write_handle = 0;
-    object->second.last_access = SteadyClock::now();
+    Object& o = object->second;
+    auto now = SteadyClock::now();
+    o.complete = true;
+    o.version = version;
+    o.write_handle = 0;
+    o.last_access = now;
+    o.durable_copy = std::move(durable_copy);
+    Millis soft_ttl = write.options.soft_pin_ttl.count() > 0
+                          ? std::min(write.options.soft_pin_ttl, kMaxSoftPinTtl)
+                          : options_.soft_pin_ttl;
+    o.soft_pin_until = now + soft_ttl;
+    if (write.mode == WriteMode::kAdopt) {
+      o.adopted_unconfirmed = true;
+      o.adopted_at = now;
+      moved_in_.fetch_add(1, std::memory_order_relaxed);
+      return {};
+    }
   }
+  return FinishPublish(write, version);
+}
 
-  auto claimed = directory_->Claim(snapshot.key);
+Result<void> TieredCacheBackend::FinishPublish(const PendingWrite& write, uint64_t version) {
+  // An upsert of a key this node already owns needs no new claim.
+  auto claimed = write.was_published ? Result<void>{} : directory_->Claim(write.key);
   std::lock_guard lock(mu_);
   if (!claimed) {
-    EraseIfSameLocked(snapshot.key, snapshot.object_id);
+    EraseIfSameLocked(write.key, write.object_id);
     return claimed;
   }
-  auto object = objects_.find(snapshot.key);
-  if (object != objects_.end() && object->second.id == snapshot.object_id) {
+  auto object = objects_.find(write.key);
+  if (object != objects_.end() && object->second.id == write.object_id) {
     object->second.published = true;
   }
-  puts_.fetch_add(1, std::memory_order_relaxed);
+  auto& counter = write.mode == WriteMode::kUpsert ? upserts_ : puts_;
+  counter.fetch_add(1, std::memory_order_relaxed);
   if (AnyTierAboveHighWatermark()) SignalWorkLocked();
+  MC_LOG_DEBUG("published key={} version={} in_place={}", write.key, version, write.in_place);
   return {};
 }
 
-Result<void> TieredCacheBackend::PutRevoke(uint64_t handle) {
-  std::lock_guard lock(mu_);
-  auto pending = pending_.find(handle);
-  if (pending == pending_.end() || pending->second.committing) {
-    return Err(ErrorCode::kIllegalClient);
+TieredCacheBackend::AllocationPtr TieredCacheBackend::WriteThrough(
+    const std::string& key, const AllocationPtr& primary, uint64_t size, uint64_t version,
+    const ObjectOptions& options) {
+  if (!options_.hard_pin_write_through) return nullptr;
+  size_t durable = tiers_.size() - 1;
+  if (tiers_[durable]->kind() != TierKind::kSsd || primary->tier == tiers_[durable].get()) {
+    return nullptr;
   }
+  auto placed = AllocateIn(durable, durable, size, /*allow_drop=*/true);
+  if (!placed) {
+    MC_LOG_WARN("hard pin write-through failed key={} error={}", key, ToString(placed.error()));
+    return nullptr;
+  }
+  auto copy = placed->second;
+  DurableObjectMeta meta{key, copy->location, version, true, options.soft_pin};
+  if (!CopyBetweenTiers(*primary, *copy, size) || !copy->tier->Persist(meta)) {
+    MC_LOG_WARN("hard pin write-through failed key={} error=copy", key);
+    return nullptr;
+  }
+  return copy;
+}
+
+Result<void> TieredCacheBackend::PutRevoke(uint64_t handle) {
+  std::optional<std::string> release_key;
+  {
+    std::lock_guard lock(mu_);
+    auto pending = pending_.find(handle);
+    if (pending == pending_.end() || pending->second.committing) {
+      return Err(ErrorCode::kIllegalClient);
+    }
+    release_key = RevokeLocked(handle);
+  }
+  if (release_key) ReleaseAbandonedOwnership({*release_key});
+  return {};
+}
+
+std::optional<std::string> TieredCacheBackend::RevokeLocked(uint64_t handle) {
+  auto pending = pending_.find(handle);
+  if (pending == pending_.end()) return std::nullopt;
+  std::optional<std::string> release_key;
+  if (pending->second.was_published) release_key = pending->second.key;
   EraseIfSameLocked(pending->second.key, pending->second.object_id);
   pending_.erase(pending);
+  return release_key;
+}
+
+void TieredCacheBackend::ReleaseAbandonedOwnership(const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) {
+    // The old value was replaced in place or freed: the key is gone here, so
+    // the master must stop pointing at this node.
+    if (auto released = directory_->Release(key); !released) {
+      MC_LOG_WARN("release after revoked upsert failed key={} error={}", key,
+                  ToString(released.error()));
+    }
+  }
+}
+
+Result<void> TieredCacheBackend::AdoptAbort(const std::string& key) {
+  if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
+  std::lock_guard lock(mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return Err(ErrorCode::kObjectNotFound);
+  if (!it->second.adopted_unconfirmed) return Err(ErrorCode::kInvalidParams);
+  objects_.erase(it);
   return {};
 }
 
@@ -313,19 +477,55 @@ Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offse
   if (!read) return Err(read.error());
   if (offset == 0) counters_[tier].hits.fetch_add(1, std::memory_order_relaxed);
   bool read_to_end = offset + want == size;
-  if (same && read_to_end && tier > 0 && options_.promote_on_get) QueuePromotionLocked(it->second, key);
+  if (same && read_to_end && tier > 0 && options_.promote_on_get) {
+    QueuePromotionLocked(it->second, {.key = key, .requester_node = "", .prefetch = false});
+  }
   return slice;
 }
 
-Result<bool> TieredCacheBackend::Exist(const std::string& key) {
+Result<bool> TieredCacheBackend::Exist(const std::string& key, bool prefetch,
+                                       const std::string& requester_node) {
   if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
   std::lock_guard lock(mu_);
   auto it = objects_.find(key);
-  if (it == objects_.end() || !it->second.complete) return false;
+  if (it == objects_.end() || !it->second.complete) {
+    // Absent, or being written: a prefetch has nothing to do.
+    if (prefetch && it != objects_.end()) prefetch_skipped_.fetch_add(1);
+    return false;
+  }
+  Object& object = it->second;
   auto now = SteadyClock::now();
-  it->second.last_access = now;
-  it->second.lease_until = now + options_.kv_lease_ttl;
+  object.last_access = now;
+  object.lease_until = now + options_.kv_lease_ttl;
+  if (!prefetch) return true;
+  bool only_on_ssd = tiers_.size() > 1 && object.tier == tiers_.size() - 1 &&
+                     tiers_[object.tier]->kind() == TierKind::kSsd;
+  bool busy = object.moving || object.transferring || object.promotion_queued ||
+              object.adopted_unconfirmed;
+  if (!only_on_ssd || busy) {
+    prefetch_skipped_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  prefetch_started_.fetch_add(1, std::memory_order_relaxed);
+  QueuePromotionLocked(object, {.key = key, .requester_node = requester_node, .prefetch = true});
   return true;
+}
+
+std::string TieredCacheBackend::MovedTo(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = moved_to_.find(key);
+  return it == moved_to_.end() ? std::string() : it->second;
+}
+
+void TieredCacheBackend::RememberMoveLocked(const std::string& key, const std::string& node) {
+  // A bounded memory of recent hand-overs, so a stale client gets a hint
+  // instead of a second master round trip.
+  constexpr size_t kMaxRemembered = 65536;
+  if (moved_to_.insert_or_assign(key, node).second) moved_order_.push_back(key);
+  while (moved_order_.size() > kMaxRemembered) {
+    moved_to_.erase(moved_order_.front());
+    moved_order_.pop_front();
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -340,15 +540,23 @@ Result<void> TieredCacheBackend::Remove(const std::string& key, bool force) {
     if (it == objects_.end()) return Err(ErrorCode::kObjectNotFound);
     Object& object = it->second;
     if (!object.complete) {
-      // Removing a key that is still being written revokes that write.
+      // Removing a key that is still being written revokes that write; if it
+      // was an upsert of an owned key, the master is told below.
+      bool was_published = object.published;
       pending_.erase(object.write_handle);
       objects_.erase(it);
       removes_.fetch_add(1, std::memory_order_relaxed);
-      return {};
+      if (!was_published) return {};
+      object_id = 0;  // nothing left here once the master is told
+    } else {
+      // Handing it to another node: the outcome decides who must remove it.
+      if (object.transferring || object.adopted_unconfirmed) {
+        return Err(ErrorCode::kObjectReplicaBusy);
+      }
+      bool leased = object.readers > 0 || object.lease_until > SteadyClock::now();
+      if (leased && !force) return Err(ErrorCode::kObjectHasLease);
+      object_id = object.id;
     }
-    bool leased = object.readers > 0 || object.lease_until > SteadyClock::now();
-    if (leased && !force) return Err(ErrorCode::kObjectHasLease);
-    object_id = object.id;
   }
   // The directory goes first: if the master cannot be told, nothing changes
   // and the caller gets the error, rather than the master pointing at a node
@@ -358,6 +566,7 @@ Result<void> TieredCacheBackend::Remove(const std::string& key, bool force) {
       released.error() != ErrorCode::kNotOwner) {
     return released;
   }
+  if (object_id == 0) return {};
   std::lock_guard lock(mu_);
   EraseIfSameLocked(key, object_id);
   removes_.fetch_add(1, std::memory_order_relaxed);
@@ -375,6 +584,13 @@ void TieredCacheBackend::DropLocal(const std::string& key) {
 void TieredCacheBackend::EraseIfSameLocked(const std::string& key, uint64_t object_id) {
   auto it = objects_.find(key);
   if (it != objects_.end() && it->second.id == object_id) objects_.erase(it);
+}
+
+int TieredCacheBackend::TierIndex(std::string_view name) const {
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    if (tiers_[t]->name() == name) return static_cast<int>(t);
+  }
+  return -1;
 }
 
 // ---------------------------------------------------------------------------
@@ -403,21 +619,27 @@ bool TieredCacheBackend::MakeRoom(size_t tier, uint64_t bytes, bool allow_drop) 
   uint64_t free = capacity > used ? capacity - used : 0;
   // Free at least `bytes` beyond what is free, so a fragmented arena gains a
   // contiguous block over successive rounds.
-  auto victims = PickVictims(tier, std::max<uint64_t>(bytes > free ? bytes - free : 0, bytes / 4 + 1));
+  uint64_t wanted = std::max<uint64_t>(bytes > free ? bytes - free : 0, bytes / 4 + 1);
+  auto victims = PickVictims(tier, wanted);
   if (victims.empty()) return false;
   bool any = false;
   for (const std::string& key : victims) {
-    any |= last ? DropObject(key, tier) : MoveObject(key, tier + 1, tiers_.size() - 1, true);
+    any |= last ? EvictFromLastTier(key, tier)
+                : MoveObject(key, tier + 1, tiers_.size() - 1, /*allow_drop=*/true);
   }
   return any;
 }
 
 bool TieredCacheBackend::IsEvictableLocked(const Object& object, SteadyClock::time_point now,
                                            int pass) const {
-  if (!object.complete || !object.published || object.moving || object.readers > 0) return false;
+  if (!object.complete || !object.published || object.moving || object.transferring ||
+      object.readers > 0 || object.adopted_unconfirmed) {
+    return false;
+  }
   if (object.options.hard_pin || object.lease_until > now) return false;
-  if (pass == 0) return !object.options.soft_pin;
-  return object.options.soft_pin && options_.allow_evict_soft_pinned;
+  bool soft_pinned = object.options.soft_pin && object.soft_pin_until > now;
+  if (pass == 0) return !soft_pinned;
+  return soft_pinned && options_.allow_evict_soft_pinned;
 }
 
 std::vector<std::string> TieredCacheBackend::PickVictims(size_t tier, uint64_t bytes) const {
@@ -461,7 +683,10 @@ bool TieredCacheBackend::MoveObject(const std::string& key, size_t first_tier, s
   {
     std::lock_guard lock(mu_);
     auto it = objects_.find(key);
-    if (it == objects_.end() || !it->second.complete || it->second.moving) return false;
+    if (it == objects_.end() || !it->second.complete || it->second.moving ||
+        it->second.transferring) {
+      return false;
+    }
     Object& object = it->second;
     object.moving = true;
     source = object.allocation;
@@ -493,6 +718,11 @@ bool TieredCacheBackend::MoveObject(const std::string& key, size_t first_tier, s
   object.moving = false;
   // Removed, rewritten or re-placed while we copied: our copy is stale.
   if (object.version != version || object.allocation != source) return false;
+  // A hard-pinned object promoted out of the durable tier keeps its durable
+  // copy there, so it still survives a restart.
+  bool keep_source = object_options.hard_pin && options_.hard_pin_write_through &&
+                     source->tier->kind() == TierKind::kSsd && !object.durable_copy;
+  if (keep_source) object.durable_copy = source;
   object.allocation = target;
   object.tier = to;
   if (to < from) {
@@ -503,6 +733,61 @@ bool TieredCacheBackend::MoveObject(const std::string& key, size_t first_tier, s
   MC_LOG_DEBUG("moved key={} from={} to={} size={}", key, tiers_[from]->name(),
                tiers_[to]->name(), size);
   return true;
+}
+
+bool TieredCacheBackend::EvictFromLastTier(const std::string& key, size_t tier) {
+  if (peers_ == nullptr) return DropObject(key, tier);
+  auto moved = TransferOut(key, /*target=*/"", /*dram_only=*/false);
+  if (moved) {
+    counters_[tier].evictions.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  // Only when no node has room does an object leave the cluster.
+  if (moved.error() == ErrorCode::kNoAvailableHandle) return DropObject(key, tier);
+  return false;
+}
+
+Result<void> TieredCacheBackend::TransferOut(const std::string& key, const std::string& target,
+                                             bool dram_only) {
+  AllocationPtr source;
+  uint64_t object_id, version, size;
+  ObjectOptions object_options;
+  {
+    std::lock_guard lock(mu_);
+    auto it = objects_.find(key);
+    if (it == objects_.end()) return Err(ErrorCode::kObjectNotFound);
+    Object& object = it->second;
+    // Hard-pinned objects never leave their node.
+    if (!object.complete || !object.published || object.moving || object.transferring ||
+        object.adopted_unconfirmed || object.options.hard_pin) {
+      return Err(ErrorCode::kObjectReplicaBusy);
+    }
+    object.transferring = true;
+    source = object.allocation;
+    object_id = object.id;
+    version = object.version;
+    size = object.size;
+    object_options = object.options;
+  }
+  ObjectReader read = [&source](uint64_t offset, std::span<std::byte> out) {
+    return source->tier->Read(source->location, offset, out);
+  };
+  auto moved = peers_->Transfer(key, size, version, object_options, read, target, dram_only);
+
+  std::lock_guard lock(mu_);
+  auto it = objects_.find(key);
+  bool same = it != objects_.end() && it->second.id == object_id;
+  if (!moved) {
+    if (same) it->second.transferring = false;
+    return Err(moved.error());
+  }
+  // The master names the new owner: only now may this copy go (DESIGN.md,
+  // inter-node eviction step 4). Readers still copying keep its bytes alive.
+  if (same) objects_.erase(it);
+  RememberMoveLocked(key, *moved);
+  moved_out_.fetch_add(1, std::memory_order_relaxed);
+  MC_LOG_INFO("moved out key={} to={} size={}", key, *moved, size);
+  return {};
 }
 
 bool TieredCacheBackend::DropObject(const std::string& key, size_t tier) {
@@ -546,6 +831,28 @@ Result<void> TieredCacheBackend::CopyBetweenTiers(const Allocation& from, const 
   return {};
 }
 
+Result<uint64_t> TieredCacheBackend::EvictTier(std::string_view tier_name, double target_ratio) {
+  int index = TierIndex(tier_name);
+  if (index < 0) return Err(ErrorCode::kTierNotFound);
+  if (!(target_ratio >= 0.0 && target_ratio <= 1.0)) return Err(ErrorCode::kInvalidParams);
+  size_t t = static_cast<size_t>(index);
+  CacheTier& tier = *tiers_[t];
+  uint64_t before = tier.used();
+  auto target = static_cast<uint64_t>(target_ratio * tier.capacity());
+  if (before <= target) return 0;
+  bool last = t + 1 == tiers_.size();
+  for (const std::string& key : PickVictims(t, before - target)) {
+    if (tier.used() <= target) break;
+    if (last) {
+      EvictFromLastTier(key, t);
+    } else {
+      MoveObject(key, t + 1, tiers_.size() - 1, /*allow_drop=*/true);
+    }
+  }
+  uint64_t after = tier.used();
+  return before > after ? before - after : 0;
+}
+
 // ---------------------------------------------------------------------------
 // Background work
 
@@ -553,6 +860,7 @@ void TieredCacheBackend::RunMaintenance() {
   DiscardExpiredWrites();
   RunQueuedPromotions();
   DemoteAboveWatermarks();
+  ConfirmAdoptedObjects();
 }
 
 void TieredCacheBackend::WaitForWork(Millis timeout) {
@@ -574,31 +882,50 @@ bool TieredCacheBackend::AnyTierAboveHighWatermark() const {
   return false;
 }
 
-void TieredCacheBackend::QueuePromotionLocked(Object& object, const std::string& key) {
+void TieredCacheBackend::QueuePromotionLocked(Object& object, PromotionTask task) {
   if (object.promotion_queued) return;
   object.promotion_queued = true;
-  promotions_.push_back(key);
+  promotions_.push_back(std::move(task));
   SignalWorkLocked();
 }
 
 void TieredCacheBackend::RunQueuedPromotions() {
-  std::deque<std::string> queue;
+  std::deque<PromotionTask> queue;
   {
     std::lock_guard lock(mu_);
     queue.swap(promotions_);
   }
-  for (const std::string& key : queue) {
-    size_t tier;
-    {
-      std::lock_guard lock(mu_);
-      auto it = objects_.find(key);
-      if (it == objects_.end()) continue;
-      it->second.promotion_queued = false;
-      tier = it->second.tier;
+  for (const PromotionTask& task : queue) RunPromotion(task);
+}
+
+void TieredCacheBackend::RunPromotion(const PromotionTask& task) {
+  size_t tier;
+  {
+    std::lock_guard lock(mu_);
+    auto it = objects_.find(task.key);
+    if (it == objects_.end()) {
+      if (task.prefetch) prefetch_failed_.fetch_add(1, std::memory_order_relaxed);
+      return;
     }
-    // A promotion may push colder objects down, but never out of the node.
-    if (tier > 0) MoveObject(key, 0, tier - 1, /*allow_drop=*/false);
+    it->second.promotion_queued = false;
+    tier = it->second.tier;
   }
+  if (tier == 0) return;
+  // A prefetch for a client on another node moves the object into that
+  // node's DRAM, ownership included; if that node has no room, it comes up
+  // here instead.
+  if (task.prefetch && !task.requester_node.empty() && peers_ != nullptr) {
+    if (TransferOut(task.key, task.requester_node, /*dram_only=*/true)) {
+      prefetch_succeeded_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  // A promotion may push colder objects down, but never out of the node.
+  bool promoted = MoveObject(task.key, 0, tier - 1, /*allow_drop=*/false);
+  if (!task.prefetch) return;
+  auto& counter = promoted ? prefetch_succeeded_ : prefetch_failed_;
+  counter.fetch_add(1, std::memory_order_relaxed);
+  if (!promoted) MC_LOG_WARN("prefetch failed key={} reason=no_dram_room", task.key);
 }
 
 void TieredCacheBackend::DemoteAboveWatermarks() {
@@ -617,21 +944,52 @@ void TieredCacheBackend::DemoteAboveWatermarks() {
   }
 }
 
-void TieredCacheBackend::DiscardExpiredWrites() {
-  std::vector<AllocationPtr> released;  // freed after the lock is dropped
-  std::lock_guard lock(mu_);
-  auto now = SteadyClock::now();
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    PendingWrite& pending = it->second;
-    if (pending.committing || pending.deadline > now) {
-      ++it;
-      continue;
+void TieredCacheBackend::ConfirmAdoptedObjects() {
+  std::vector<std::pair<std::string, uint64_t>> due;
+  {
+    std::lock_guard lock(mu_);
+    auto deadline = SteadyClock::now() - options_.adopt_confirm_delay;
+    for (const auto& [key, object] : objects_) {
+      if (object.adopted_unconfirmed && object.adopted_at <= deadline) {
+        due.emplace_back(key, object.id);
+      }
     }
-    MC_LOG_WARN("discarded abandoned write key={} size={}", pending.key, pending.size);
-    released.push_back(pending.allocation);
-    EraseIfSameLocked(pending.key, pending.object_id);
-    it = pending_.erase(it);
   }
+  for (const auto& [key, object_id] : due) {
+    // Claim is idempotent for the owner: it succeeds if the sender's
+    // UpdateOwner named us, or if nobody owns the key any more (sender died
+    // and was purged); it fails if the sender still owns it (its swap failed).
+    auto claimed = directory_->Claim(key);
+    if (!claimed && claimed.error() != ErrorCode::kObjectAlreadyExists) continue;  // retry later
+    std::lock_guard lock(mu_);
+    auto it = objects_.find(key);
+    if (it == objects_.end() || it->second.id != object_id) continue;
+    if (claimed) {
+      it->second.adopted_unconfirmed = false;
+      it->second.published = true;
+    } else {
+      MC_LOG_INFO("dropping adopted copy owned elsewhere key={}", key);
+      objects_.erase(it);
+    }
+  }
+}
+
+void TieredCacheBackend::DiscardExpiredWrites() {
+  std::vector<std::string> release;
+  {
+    std::lock_guard lock(mu_);
+    auto now = SteadyClock::now();
+    std::vector<uint64_t> expired;
+    for (const auto& [handle, pending] : pending_) {
+      if (!pending.committing && pending.deadline <= now) expired.push_back(handle);
+    }
+    for (uint64_t handle : expired) {
+      MC_LOG_WARN("discarded abandoned write key={} size={}", pending_[handle].key,
+                  pending_[handle].size);
+      if (auto key = RevokeLocked(handle)) release.push_back(*key);
+    }
+  }
+  ReleaseAbandonedOwnership(release);
 }
 
 // ---------------------------------------------------------------------------
@@ -652,8 +1010,11 @@ Result<ObjectSnapshot> TieredCacheBackend::Inspect(const std::string& key) const
   snapshot.size = object.size;
   snapshot.version = object.version;
   snapshot.hard_pinned = object.options.hard_pin;
-  snapshot.soft_pinned = object.options.soft_pin;
-  snapshot.state = object.complete ? "complete" : "writing";
+  snapshot.soft_pinned = object.options.soft_pin && object.soft_pin_until > now;
+  snapshot.state = !object.complete            ? "writing"
+                   : object.adopted_unconfirmed ? "adopted"
+                   : object.transferring        ? "transferring"
+                                                : "complete";
   snapshot.readers = object.readers;
   snapshot.lease_remaining_ms =
       object.lease_until > now
@@ -665,6 +1026,13 @@ Result<ObjectSnapshot> TieredCacheBackend::Inspect(const std::string& key) const
 
 BackendStats TieredCacheBackend::Stats() const {
   BackendStats stats;
+  std::vector<uint64_t> pinned(tiers_.size(), 0);
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, object] : objects_) {
+      if (object.options.hard_pin && object.allocation) pinned[object.tier] += object.size;
+    }
+  }
   for (size_t t = 0; t < tiers_.size(); ++t) {
     const CacheTier& tier = *tiers_[t];
     const TierCounters& c = counters_[t];
@@ -676,13 +1044,21 @@ BackendStats TieredCacheBackend::Stats() const {
                            .hits = c.hits.load(),
                            .promotions_in = c.promotions_in.load(),
                            .demotions_out = c.demotions_out.load(),
-                           .evictions = c.evictions.load()});
+                           .evictions = c.evictions.load(),
+                           .pinned_bytes = pinned[t]});
   }
   stats.gets = gets_.load();
   stats.get_misses = get_misses_.load();
   stats.puts = puts_.load();
   stats.removes = removes_.load();
   stats.dropped = dropped_.load();
+  stats.upserts = upserts_.load();
+  stats.prefetch_started = prefetch_started_.load();
+  stats.prefetch_succeeded = prefetch_succeeded_.load();
+  stats.prefetch_failed = prefetch_failed_.load();
+  stats.prefetch_skipped = prefetch_skipped_.load();
+  stats.moved_out = moved_out_.load();
+  stats.moved_in = moved_in_.load();
   return stats;
 }
 

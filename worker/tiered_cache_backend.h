@@ -18,6 +18,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <optional>
+#include <span>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -43,6 +46,28 @@ class OwnerDirectory {
   virtual Result<void> Release(const std::string& key) = 0;
 };
 
+// Reads bytes [offset, offset + out.size()) of the object being transferred.
+using ObjectReader = std::function<Result<void>(uint64_t offset, std::span<std::byte> out)>;
+
+struct ObjectOptions;
+
+// Hands objects to other nodes (inter-node eviction, prefetch to a client's
+// node). The worker implements it over Thrift; the backend calls it without
+// holding its own lock.
+class PeerTransfer {
+ public:
+  virtual ~PeerTransfer() = default;
+  // Streams the object to `target` (empty: the node the master picks by free
+  // space, excluding this one) and swaps ownership at the master with
+  // UpdateOwner(key, this node, target). Only on success may the caller free
+  // its copy; on failure the target's copy has been dropped. With
+  // `dram_only` the target must place it in DRAM. Returns the new owner.
+  // kNoAvailableHandle when no node has room.
+  virtual Result<std::string> Transfer(const std::string& key, uint64_t size, uint64_t version,
+                                       const ObjectOptions& options, const ObjectReader& read,
+                                       const std::string& target, bool dram_only) = 0;
+};
+
 struct BackendOptions {
   // Background demotion starts above high and stops at low (of capacity).
   double high_watermark = 0.90;
@@ -53,6 +78,14 @@ struct BackendOptions {
   bool allow_evict_soft_pinned = true;
   // Each read protects the object from eviction and Remove for this long.
   Millis kv_lease_ttl{10000};
+  // An adopted object not yet confirmed as ours is checked against the
+  // master after this long (the sender's UpdateOwner has finished by then).
+  Millis adopt_confirm_delay{30000};
+  // Default duration of a soft pin.
+  Millis soft_pin_ttl{30 * 60 * 1000};
+  // Hard-pinned objects placed in a volatile tier are also written to the
+  // durable tier, so they survive a worker restart.
+  bool hard_pin_write_through = true;
   // A two-phase write not committed within this is discarded.
   Millis put_start_discard_timeout{30000};
 };
@@ -60,6 +93,21 @@ struct BackendOptions {
 struct ObjectOptions {
   bool hard_pin = false;
   bool soft_pin = false;
+  // How long a soft pin lasts from when the object becomes readable;
+  // 0 means BackendOptions::soft_pin_ttl. Capped at kMaxSoftPinTtl.
+  Millis soft_pin_ttl{0};
+  // Index of the tier a write prefers (for Put with preferred_tier); the
+  // backend falls back to lower tiers when it has no room. -1: fastest.
+  int preferred_tier = -1;
+};
+
+inline constexpr Millis kMaxSoftPinTtl{24 * 3600 * 1000};
+
+// How PutStart treats an existing object of the key.
+enum class WriteMode {
+  kCreate,  // Put: fails with kObjectAlreadyExists
+  kUpsert,  // Upsert: replaces it (in place when the size is unchanged)
+  kAdopt,   // inter-node move: stored complete but unowned until confirmed
 };
 
 // One slice of an object read by Get.
@@ -92,6 +140,7 @@ struct TierSnapshot {
   uint64_t promotions_in = 0;  // objects moved up into this tier
   uint64_t demotions_out = 0;  // objects moved down out of this tier
   uint64_t evictions = 0;      // objects dropped from the node out of this tier
+  uint64_t pinned_bytes = 0;   // bytes of hard-pinned objects placed here
 };
 
 struct BackendStats {
@@ -101,6 +150,13 @@ struct BackendStats {
   uint64_t puts = 0;
   uint64_t removes = 0;
   uint64_t dropped = 0;  // objects dropped from the cluster for lack of space
+  uint64_t upserts = 0;
+  uint64_t prefetch_started = 0;
+  uint64_t prefetch_succeeded = 0;
+  uint64_t prefetch_failed = 0;
+  uint64_t prefetch_skipped = 0;  // already in DRAM, being written, or queued
+  uint64_t moved_out = 0;         // objects handed to another node
+  uint64_t moved_in = 0;          // objects adopted from another node
 };
 
 class TieredCacheBackend {
@@ -113,6 +169,13 @@ class TieredCacheBackend {
   TieredCacheBackend(const TieredCacheBackend&) = delete;
   TieredCacheBackend& operator=(const TieredCacheBackend&) = delete;
 
+  // Enables inter-node moves; without it the last tier drops objects from
+  // the cluster when full. Call before serving; `peers` must outlive this.
+  void set_peer_transfer(PeerTransfer* peers) { peers_ = peers; }
+
+  // Index of the tier with this name ("dram", "ssd"), or -1.
+  int TierIndex(std::string_view name) const;
+
   // Rebuilds metadata from what durable tiers persisted before the last
   // shutdown. Call once, before serving. Returns the recovered keys.
   std::vector<std::string> Recover();
@@ -123,21 +186,38 @@ class TieredCacheBackend {
   // Two-phase write. PutStart allocates in the highest tier that can take
   // `size` bytes (demoting colder objects if needed) and returns a handle;
   // PutEnd publishes the object and claims it in the directory.
-  Result<uint64_t> PutStart(const std::string& key, uint64_t size, const ObjectOptions& options);
+  Result<uint64_t> PutStart(const std::string& key, uint64_t size, const ObjectOptions& options,
+                            WriteMode mode = WriteMode::kCreate, uint64_t adopted_version = 0);
   Result<void> PutChunk(uint64_t handle, uint64_t offset, std::string_view data);
   Result<void> PutEnd(uint64_t handle);
   Result<void> PutRevoke(uint64_t handle);
 
+  // Creates or replaces an object in one call (DESIGN.md "Upsert").
+  Result<void> Upsert(const std::string& key, std::string_view value,
+                      const ObjectOptions& options);
+  // Drops an adopted copy whose ownership swap failed.
+  Result<void> AdoptAbort(const std::string& key);
+
   // Reads [offset, offset + length) of a complete object; length 0 means to
   // the end. At most kRpcChunkBytes are returned. Grants a lease.
   Result<ReadSlice> Get(const std::string& key, uint64_t offset, uint64_t length);
-  // True if a complete copy is here. Grants a lease.
-  Result<bool> Exist(const std::string& key);
+  // True if a complete copy is here. Grants a lease. With `prefetch`, an
+  // object only on the last (SSD) tier is queued for promotion to DRAM: to
+  // `requester_node` (through PeerTransfer, moving ownership) when given,
+  // else, or if that fails, to this node's DRAM.
+  Result<bool> Exist(const std::string& key, bool prefetch = false,
+                     const std::string& requester_node = "");
+  // The node a key recently moved to, if this node handed it over.
+  std::string MovedTo(const std::string& key) const;
   // Removes the object here and in the directory. kObjectHasLease while it is
   // read or leased, unless `force`.
   Result<void> Remove(const std::string& key, bool force);
   // Forgets a local copy without telling the directory (another node owns it).
   void DropLocal(const std::string& key);
+
+  // Demotes (or drops, for the last tier) LRU objects of the named tier until
+  // its usage is at most `target_ratio` of capacity. Returns bytes freed.
+  Result<uint64_t> EvictTier(std::string_view tier_name, double target_ratio);
 
   Result<ObjectSnapshot> Inspect(const std::string& key) const;
   BackendStats Stats() const;
@@ -158,25 +238,47 @@ class TieredCacheBackend {
   struct TierCounters;
   using AllocationPtr = std::shared_ptr<Allocation>;
 
+  struct PromotionTask {
+    std::string key;
+    std::string requester_node;  // prefetch target; empty: this node
+    bool prefetch = false;
+  };
+
   Result<std::pair<size_t, AllocationPtr>> AllocateIn(size_t first_tier, size_t last_tier,
                                                       uint64_t size, bool allow_drop);
-  // Demotes (or, from the last tier, drops) LRU victims so `bytes` may fit.
+  // Demotes (or, from the last tier, moves out or drops) LRU victims so
+  // `bytes` may fit.
   bool MakeRoom(size_t tier, uint64_t bytes, bool allow_drop);
   std::vector<std::string> PickVictims(size_t tier, uint64_t bytes) const;
   // Copies an object into the first of [first_tier, last_tier] with room and
   // switches it there, unless it changed meanwhile.
   bool MoveObject(const std::string& key, size_t first_tier, size_t last_tier, bool allow_drop);
-  // Drops an object from the node and the cluster to free space.
+  // Frees an object's space in the last tier: hands it to another node, or
+  // drops it from the cluster when no node has room.
+  bool EvictFromLastTier(const std::string& key, size_t tier);
+  // Hands an object to another node; true once the master names that node.
+  Result<void> TransferOut(const std::string& key, const std::string& target, bool dram_only);
   bool DropObject(const std::string& key, size_t tier);
   Result<void> CopyBetweenTiers(const Allocation& from, const Allocation& to, uint64_t size);
+  // Writes a hard-pinned object's bytes to the durable tier as well.
+  AllocationPtr WriteThrough(const std::string& key, const AllocationPtr& primary, uint64_t size,
+                             uint64_t version, const ObjectOptions& options);
+  Result<void> FinishPublish(const PendingWrite& write, uint64_t version);
+  void ReleaseAbandonedOwnership(const std::vector<std::string>& keys);
   void DiscardExpiredWrites();
   void DemoteAboveWatermarks();
   void RunQueuedPromotions();
+  void RunPromotion(const PromotionTask& task);
+  void ConfirmAdoptedObjects();
   bool AnyTierAboveHighWatermark() const;
   void SignalWorkLocked();
   void EraseIfSameLocked(const std::string& key, uint64_t object_id);
+  // Drops a pending write; returns the key if its object was published and
+  // so must be released at the master (a revoked upsert leaves it absent).
+  std::optional<std::string> RevokeLocked(uint64_t handle);
   bool IsEvictableLocked(const Object& object, SteadyClock::time_point now, int pass) const;
-  void QueuePromotionLocked(Object& object, const std::string& key);
+  void QueuePromotionLocked(Object& object, PromotionTask task);
+  void RememberMoveLocked(const std::string& key, const std::string& node);
 
   const std::vector<std::unique_ptr<CacheTier>> tiers_;
   OwnerDirectory* const directory_;
@@ -186,14 +288,19 @@ class TieredCacheBackend {
   std::condition_variable work_cv_;
   std::unordered_map<std::string, Object> objects_;                      // guarded by mu_
   std::unordered_map<uint64_t, PendingWrite> pending_;                   // guarded by mu_
-  std::deque<std::string> promotions_;                                   // guarded by mu_
+  std::deque<PromotionTask> promotions_;                                 // guarded by mu_
+  std::unordered_map<std::string, std::string> moved_to_;               // guarded by mu_
+  std::deque<std::string> moved_order_;                                  // guarded by mu_
   bool work_queued_ = false;                                             // guarded by mu_
   uint64_t next_handle_ = 1;                                             // guarded by mu_
   uint64_t next_object_id_ = 1;                                          // guarded by mu_
   uint64_t next_version_ = 1;                                            // guarded by mu_
 
+  PeerTransfer* peers_ = nullptr;
   std::unique_ptr<TierCounters[]> counters_;
   std::atomic<uint64_t> gets_{0}, get_misses_{0}, puts_{0}, removes_{0}, dropped_{0};
+  std::atomic<uint64_t> upserts_{0}, prefetch_started_{0}, prefetch_succeeded_{0};
+  std::atomic<uint64_t> prefetch_failed_{0}, prefetch_skipped_{0}, moved_out_{0}, moved_in_{0};
 };
 
 }  // namespace mooncake

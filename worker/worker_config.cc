@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "common/units.h"
+#include "worker/peer_transfer.h"
 
 namespace mooncake {
 namespace {
@@ -55,6 +56,21 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
   app.add_option("--put-start-discard-timeout-ms", c.put_start_discard_timeout_ms,
                  "Discard two-phase writes not committed within this")
       ->capture_default_str();
+  app.add_option("--soft-pin-ttl-ms", c.soft_pin_ttl_ms, "Default soft pin duration (max 24 h)")
+      ->capture_default_str();
+  app.add_option("--hard-pin-write-through", c.hard_pin_write_through,
+                 "Also write hard-pinned DRAM objects to SSD so they survive a restart")
+      ->capture_default_str();
+  app.add_option("--inter-node-eviction", c.inter_node_eviction,
+                 "Move cold objects to other nodes when the last tier is full")
+      ->capture_default_str();
+  app.add_option("--adopt-confirm-delay-ms", c.adopt_confirm_delay_ms,
+                 "Check an adopted object's owner at the master after this long")
+      ->capture_default_str();
+  app.add_option("--test-crash-at", c.test_crash_at,
+                 "Test hook: kill this worker at a step of an outgoing move "
+                 "(after_adopt, after_hand_over)")
+      ->group("");  // hidden from --help: not for production
   app.add_option("--ready-file", c.ready_file,
                  "Write the bound port here once registered with the master");
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
@@ -108,6 +124,13 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
   }
   if (c.heartbeat_interval_ms <= 0) return fail("--heartbeat-interval-ms must be positive");
   if (c.kv_lease_ttl_ms < 0) return fail("--kv-lease-ttl-ms must not be negative");
+  if (c.soft_pin_ttl_ms <= 0 || c.soft_pin_ttl_ms > 24ll * 3600 * 1000) {
+    return fail("--soft-pin-ttl-ms must be in 1..86400000 (24 h)");
+  }
+  if (c.adopt_confirm_delay_ms <= 0) return fail("--adopt-confirm-delay-ms must be positive");
+  if (!ParseCrashPoint(c.test_crash_at)) {
+    return fail("--test-crash-at must be after_adopt or after_hand_over");
+  }
   if (c.put_start_discard_timeout_ms <= 0) {
     return fail("--put-start-discard-timeout-ms must be positive");
   }

@@ -35,7 +35,18 @@ struct WorkerConfig {
   bool promote_on_get = true;
   bool allow_evict_soft_pinned = true;
   int64_t kv_lease_ttl_ms = 10000;
+  int64_t soft_pin_ttl_ms = 30 * 60 * 1000;
   int64_t put_start_discard_timeout_ms = 30000;
+  // Write hard-pinned objects held in DRAM through to the SSD tier as well,
+  // so they survive a restart.
+  bool hard_pin_write_through = true;
+  // When the last tier is full, hand cold objects to other nodes (instead of
+  // dropping them from the cluster).
+  bool inter_node_eviction = true;
+  int64_t adopt_confirm_delay_ms = 30000;
+  // Test hook: "after_adopt" or "after_hand_over" kills this worker (SIGKILL)
+  // at that step of an outgoing inter-node move. Empty in production.
+  std::string test_crash_at;
   // If set, the bound port is written here once the worker has registered.
   std::string ready_file;
   std::string log_level = "info";

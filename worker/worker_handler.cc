@@ -7,10 +7,6 @@
 namespace mooncake {
 namespace {
 
-ObjectOptions ToObjectOptions(const rpc::ReplicateConfig& config) {
-  return {.hard_pin = config.with_hard_pin, .soft_pin = config.with_soft_pin};
-}
-
 int32_t ToExistCode(const Result<bool>& exists) {
   if (!exists) return static_cast<int32_t>(exists.error());
   return *exists ? 1 : 0;
@@ -18,20 +14,71 @@ int32_t ToExistCode(const Result<bool>& exists) {
 
 }  // namespace
 
+Result<ObjectOptions> WorkerHandler::ToObjectOptions(const rpc::ReplicateConfig& config) const {
+  if (config.soft_pin_ttl_ms < 0 || (config.with_hard_pin && config.with_soft_pin)) {
+    return Err(ErrorCode::kInvalidParams);
+  }
+  ObjectOptions options{.hard_pin = config.with_hard_pin,
+                        .soft_pin = config.with_soft_pin,
+                        .soft_pin_ttl = Millis(config.soft_pin_ttl_ms),
+                        .preferred_tier = -1};
+  if (!config.preferred_tier.empty()) {
+    options.preferred_tier = backend_.TierIndex(config.preferred_tier);
+    if (options.preferred_tier < 0) return Err(ErrorCode::kTierNotFound);
+  }
+  return options;
+}
+
 rpc::ErrorCode::type WorkerHandler::Put(const std::string& key, const std::string& value,
                                         const rpc::ReplicateConfig& config) {
-  return ToRpc(backend_.Put(key, value, ToObjectOptions(config)));
+  auto options = ToObjectOptions(config);
+  if (!options) return ToRpc(options.error());
+  return ToRpc(backend_.Put(key, value, *options));
+}
+
+rpc::ErrorCode::type WorkerHandler::Upsert(const std::string& key, const std::string& value,
+                                           const rpc::ReplicateConfig& config) {
+  auto options = ToObjectOptions(config);
+  if (!options) return ToRpc(options.error());
+  return ToRpc(backend_.Upsert(key, value, *options));
+}
+
+void WorkerHandler::StartWrite(rpc::PutStartResult& result, const std::string& key, int64_t size,
+                               const rpc::ReplicateConfig& config, WriteMode mode,
+                               int64_t version) {
+  auto options = ToObjectOptions(config);
+  if (size <= 0 || version < 0 || !options) {
+    result.code = options ? rpc::ErrorCode::INVALID_PARAMS : ToRpc(options.error());
+    return;
+  }
+  auto handle = backend_.PutStart(key, static_cast<uint64_t>(size), *options, mode,
+                                  static_cast<uint64_t>(version));
+  result.code = handle ? rpc::ErrorCode::OK : ToRpc(handle.error());
+  result.handle = handle ? static_cast<int64_t>(*handle) : 0;
 }
 
 void WorkerHandler::PutStart(rpc::PutStartResult& result, const std::string& key, int64_t size,
-                             const rpc::ReplicateConfig& config) {
-  if (size <= 0) {
-    result.code = rpc::ErrorCode::INVALID_PARAMS;
-    return;
-  }
-  auto handle = backend_.PutStart(key, static_cast<uint64_t>(size), ToObjectOptions(config));
-  result.code = handle ? rpc::ErrorCode::OK : ToRpc(handle.error());
-  result.handle = handle ? static_cast<int64_t>(*handle) : 0;
+                             const rpc::ReplicateConfig& config, bool upsert) {
+  StartWrite(result, key, size, config, upsert ? WriteMode::kUpsert : WriteMode::kCreate, 0);
+}
+
+void WorkerHandler::AdoptStart(rpc::PutStartResult& result, const std::string& key, int64_t size,
+                               const rpc::ReplicateConfig& config, int64_t version) {
+  StartWrite(result, key, size, config, WriteMode::kAdopt, version);
+}
+
+rpc::ErrorCode::type WorkerHandler::AdoptEnd(int64_t handle) { return PutEnd(handle); }
+
+rpc::ErrorCode::type WorkerHandler::AdoptAbort(const std::string& key) {
+  return ToRpc(backend_.AdoptAbort(key));
+}
+
+void WorkerHandler::HintMovedKey(rpc::GetResult& result, const std::string& key) const {
+  if (result.code != rpc::ErrorCode::OBJECT_NOT_FOUND) return;
+  std::string owner = backend_.MovedTo(key);
+  if (owner.empty()) return;
+  result.code = rpc::ErrorCode::NOT_OWNER;
+  result.owner_hint = owner;
 }
 
 rpc::ErrorCode::type WorkerHandler::PutChunk(int64_t handle, int64_t offset,
@@ -60,6 +107,7 @@ void WorkerHandler::Get(rpc::GetResult& result, const std::string& key, int64_t 
   auto slice = backend_.Get(key, static_cast<uint64_t>(offset), static_cast<uint64_t>(length));
   if (!slice) {
     result.code = ToRpc(slice.error());
+    HintMovedKey(result, key);
     return;
   }
   result.code = rpc::ErrorCode::OK;
@@ -68,7 +116,12 @@ void WorkerHandler::Get(rpc::GetResult& result, const std::string& key, int64_t 
   result.version = static_cast<int64_t>(slice->version);
 }
 
-int32_t WorkerHandler::Exist(const std::string& key) { return ToExistCode(backend_.Exist(key)); }
+int32_t WorkerHandler::Exist(const std::string& key, bool prefetch,
+                             const std::string& requester_node) {
+  // A prefetch for this very node is an ordinary local promotion.
+  const std::string& target = requester_node == node_id_ ? std::string() : requester_node;
+  return ToExistCode(backend_.Exist(key, prefetch, target));
+}
 
 rpc::ErrorCode::type WorkerHandler::Remove(const std::string& key, bool force) {
   return ToRpc(backend_.Remove(key, force));
@@ -95,10 +148,16 @@ void WorkerHandler::BatchGet(std::vector<rpc::GetResult>& results,
   }
 }
 
-void WorkerHandler::BatchExist(std::vector<int32_t>& results,
-                               const std::vector<std::string>& keys) {
+void WorkerHandler::BatchUpsert(std::vector<rpc::ErrorCode::type>& results,
+                                const std::vector<rpc::PutItem>& items) {
+  results.reserve(items.size());
+  for (const auto& item : items) results.push_back(Upsert(item.key, item.value, item.config));
+}
+
+void WorkerHandler::BatchExist(std::vector<int32_t>& results, const std::vector<std::string>& keys,
+                               bool prefetch, const std::string& requester_node) {
   results.reserve(keys.size());
-  for (const auto& key : keys) results.push_back(Exist(key));
+  for (const auto& key : keys) results.push_back(Exist(key, prefetch, requester_node));
 }
 
 void WorkerHandler::BatchRemove(std::vector<rpc::ErrorCode::type>& results,
@@ -147,6 +206,16 @@ void WorkerHandler::Stats(rpc::WorkerStats& result) {
   result.puts = static_cast<int64_t>(stats.puts);
   result.removes = static_cast<int64_t>(stats.removes);
   result.dropped = static_cast<int64_t>(stats.dropped);
+  result.upserts = static_cast<int64_t>(stats.upserts);
+  result.prefetch_started = static_cast<int64_t>(stats.prefetch_started);
+  result.prefetch_succeeded = static_cast<int64_t>(stats.prefetch_succeeded);
+  result.prefetch_failed = static_cast<int64_t>(stats.prefetch_failed);
+  result.prefetch_skipped = static_cast<int64_t>(stats.prefetch_skipped);
+  result.moved_out = static_cast<int64_t>(stats.moved_out);
+  result.moved_in = static_cast<int64_t>(stats.moved_in);
+  for (const TierSnapshot& tier : stats.tiers) {
+    result.pinned_bytes += static_cast<int64_t>(tier.pinned_bytes);
+  }
 }
 
 }  // namespace mooncake

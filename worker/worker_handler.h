@@ -23,25 +23,41 @@ class WorkerHandler : public rpc::WorkerServiceIf {
 
   rpc::ErrorCode::type Put(const std::string& key, const std::string& value,
                            const rpc::ReplicateConfig& config) override;
+  rpc::ErrorCode::type Upsert(const std::string& key, const std::string& value,
+                              const rpc::ReplicateConfig& config) override;
   void PutStart(rpc::PutStartResult& result, const std::string& key, int64_t size,
-                const rpc::ReplicateConfig& config) override;
+                const rpc::ReplicateConfig& config, bool upsert) override;
   rpc::ErrorCode::type PutChunk(int64_t handle, int64_t offset, const std::string& data) override;
   rpc::ErrorCode::type PutEnd(int64_t handle) override;
   rpc::ErrorCode::type PutRevoke(int64_t handle) override;
   void Get(rpc::GetResult& result, const std::string& key, int64_t offset,
            int64_t length) override;
-  int32_t Exist(const std::string& key) override;
+  int32_t Exist(const std::string& key, bool prefetch, const std::string& requester_node) override;
   rpc::ErrorCode::type Remove(const std::string& key, bool force) override;
   void BatchPut(std::vector<rpc::ErrorCode::type>& results,
                 const std::vector<rpc::PutItem>& items) override;
   void BatchGet(std::vector<rpc::GetResult>& results, const std::vector<std::string>& keys) override;
-  void BatchExist(std::vector<int32_t>& results, const std::vector<std::string>& keys) override;
+  void BatchUpsert(std::vector<rpc::ErrorCode::type>& results,
+                   const std::vector<rpc::PutItem>& items) override;
+  void BatchExist(std::vector<int32_t>& results, const std::vector<std::string>& keys,
+                  bool prefetch, const std::string& requester_node) override;
   void BatchRemove(std::vector<rpc::ErrorCode::type>& results, const std::vector<std::string>& keys,
                    bool force) override;
   void Inspect(rpc::ObjectInfo& result, const std::string& key) override;
   void Stats(rpc::WorkerStats& result) override;
+  void AdoptStart(rpc::PutStartResult& result, const std::string& key, int64_t size,
+                  const rpc::ReplicateConfig& config, int64_t version) override;
+  rpc::ErrorCode::type AdoptEnd(int64_t handle) override;
+  rpc::ErrorCode::type AdoptAbort(const std::string& key) override;
 
  private:
+  // Translates a ReplicateConfig; kTierNotFound for an unknown tier name.
+  Result<ObjectOptions> ToObjectOptions(const rpc::ReplicateConfig& config) const;
+  void StartWrite(rpc::PutStartResult& result, const std::string& key, int64_t size,
+                  const rpc::ReplicateConfig& config, WriteMode mode, int64_t version);
+  // Fills a NOT_OWNER answer with the new owner when this node handed it off.
+  void HintMovedKey(rpc::GetResult& result, const std::string& key) const;
+
   TieredCacheBackend& backend_;
   std::string node_id_;
 };

@@ -6,6 +6,7 @@
 #include "tiers/dram_tier.h"
 #include "tiers/ssd_tier.h"
 #include "worker/master_link.h"
+#include "worker/peer_transfer.h"
 #include "worker/tiered_cache_backend.h"
 #include "worker/worker_handler.h"
 
@@ -15,12 +16,17 @@ namespace {
 constexpr Millis kRegisterRetry{500};
 
 BackendOptions ToBackendOptions(const WorkerConfig& c) {
-  return {.high_watermark = c.high_watermark,
-          .low_watermark = c.low_watermark,
-          .promote_on_get = c.promote_on_get,
-          .allow_evict_soft_pinned = c.allow_evict_soft_pinned,
-          .kv_lease_ttl = Millis(c.kv_lease_ttl_ms),
-          .put_start_discard_timeout = Millis(c.put_start_discard_timeout_ms)};
+  BackendOptions options;
+  options.high_watermark = c.high_watermark;
+  options.low_watermark = c.low_watermark;
+  options.promote_on_get = c.promote_on_get;
+  options.allow_evict_soft_pinned = c.allow_evict_soft_pinned;
+  options.kv_lease_ttl = Millis(c.kv_lease_ttl_ms);
+  options.adopt_confirm_delay = Millis(c.adopt_confirm_delay_ms);
+  options.soft_pin_ttl = Millis(c.soft_pin_ttl_ms);
+  options.hard_pin_write_through = c.hard_pin_write_through;
+  options.put_start_discard_timeout = Millis(c.put_start_discard_timeout_ms);
+  return options;
 }
 
 Result<std::vector<std::unique_ptr<CacheTier>>> OpenTiers(const WorkerConfig& c) {
@@ -69,6 +75,11 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config) {
   server->backend_ = std::make_unique<TieredCacheBackend>(std::move(*tiers), server->master_.get(),
                                                           ToBackendOptions(config));
   server->backend_->Recover();
+  if (config.inter_node_eviction) {
+    server->peers_ = std::make_unique<ThriftPeerTransfer>(
+        *server->master_, ParseCrashPoint(config.test_crash_at).value_or(CrashPoint::kNone));
+    server->backend_->set_peer_transfer(server->peers_.get());
+  }
 
   // The node id may depend on the bound port, and the handler reports it, so
   // bind first with a handler that reads the id through the server.

@@ -21,6 +21,7 @@
 namespace mooncake {
 
 class MasterLink;
+class ThriftPeerTransfer;
 class RpcServer;
 class TieredCacheBackend;
 
@@ -51,6 +52,7 @@ class WorkerServer {
 
   WorkerConfig config_;
   std::unique_ptr<MasterLink> master_;
+  std::unique_ptr<ThriftPeerTransfer> peers_;
   std::unique_ptr<TieredCacheBackend> backend_;
   std::unique_ptr<RpcServer> rpc_;
   std::thread heartbeat_thread_;

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
 namespace mooncake::cli {
 namespace {
 
@@ -106,6 +111,114 @@ TEST(CliArgsTest, ErrorLineNamesTheCode) {
   EXPECT_EQ(ErrorLine("put", ErrorCode::kNoAvailableHandle, context),
             "error: put failed: NO_AVAILABLE_HANDLE (-200): no tier on the target node can hold "
             "3.0 GiB");
+}
+
+TEST(CliArgsTest, UpsertTakesTheSameSourcesAndPlacementFlags) {
+  auto arg = Parse({"upsert", "k", "v2", "--tier", "ssd", "--soft-pin-ttl-ms", "60000"});
+  ASSERT_TRUE(arg.command) << arg.err;
+  EXPECT_EQ(arg.command->kind, CommandKind::kUpsert);
+  EXPECT_EQ(arg.command->value, "v2");
+  EXPECT_EQ(arg.command->tier, "ssd");
+  EXPECT_TRUE(arg.command->soft_pin);  // implied by the TTL
+  EXPECT_EQ(arg.command->soft_pin_ttl_ms, 60000);
+  auto file = Parse({"upsert", "k", "--file", "/tmp/x"});
+  ASSERT_TRUE(file.command);
+  EXPECT_EQ(file.command->source, ValueSource::kFile);
+  auto dash = Parse({"upsert", "k", "-"});
+  ASSERT_TRUE(dash.command);
+  EXPECT_EQ(dash.command->source, ValueSource::kStdin);
+  auto put = Parse({"put", "k", "v", "--tier", "dram"});
+  ASSERT_TRUE(put.command);
+  EXPECT_EQ(put.command->tier, "dram");
+  EXPECT_FALSE(put.command->soft_pin);
+}
+
+TEST(CliArgsTest, ExistPrefetchAndInspect) {
+  auto exist = Parse({"exist", "k", "--prefetch"});
+  ASSERT_TRUE(exist.command);
+  EXPECT_EQ(exist.command->kind, CommandKind::kExist);
+  EXPECT_TRUE(exist.command->prefetch);
+  EXPECT_FALSE(Parse({"exist", "k"}).command->prefetch);
+  auto inspect = Parse({"inspect", "k", "--json"});
+  ASSERT_TRUE(inspect.command);
+  EXPECT_EQ(inspect.command->kind, CommandKind::kInspect);
+  EXPECT_EQ(inspect.command->key, "k");
+  EXPECT_TRUE(inspect.command->json);
+}
+
+TEST(CliArgsTest, NewUsageErrorsExitTwo) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"upsert", "k"},
+           {"upsert", "k", ""},
+           {"put", "k", "v", "--tier", "tape"},
+           {"put", "k", "v", "--soft-pin-ttl-ms", "0"},
+           {"put", "k", "v", "--soft-pin-ttl-ms", "86400001"},
+           {"put", "k", "v", "--hard-pin", "--soft-pin-ttl-ms", "5"},
+           {"inspect"},
+       }) {
+    auto outcome = Parse(args);
+    EXPECT_FALSE(outcome.command);
+    EXPECT_EQ(outcome.exit_code, kExitUsage);
+  }
+}
+
+TEST(CliArgsTest, EverySubcommandHelpHasAnExample) {
+  for (const char* sub : {"put", "upsert", "get", "exist", "remove", "inspect", "stats", "nodes"}) {
+    auto outcome = Parse({sub, "--help"});
+    EXPECT_EQ(outcome.exit_code, kExitOk) << sub;
+    EXPECT_NE(outcome.out.find(std::string("mooncake-cli ") + sub), std::string::npos)
+        << sub << ":\n"
+        << outcome.out;
+  }
+}
+
+CliEnvironment EnvWithFiles(const char* env_master, std::map<std::string, std::string> files) {
+  CliEnvironment env;
+  env.env_master = env_master;
+  env.default_config_path = "/home/u/.config/mooncake/cli.toml";
+  env.read_file = [files](const std::string& path) -> std::optional<std::string> {
+    auto it = files.find(path);
+    if (it == files.end()) return std::nullopt;
+    return it->second;
+  };
+  return env;
+}
+
+TEST(CliArgsTest, MasterPrecedenceFlagEnvFileDefault) {
+  std::map<std::string, std::string> files = {
+      {"/home/u/.config/mooncake/cli.toml", "# cli\nmaster = \"file-host:1111\"\n"},
+      {"/etc/other.toml", "other = 1\nmaster = 'other-host:2222'  # comment\n"}};
+  auto from_file = ParseCli({"nodes"}, EnvWithFiles(nullptr, files));
+  ASSERT_TRUE(from_file.command) << from_file.err;
+  EXPECT_EQ(from_file.command->master_host, "file-host");
+  EXPECT_EQ(from_file.command->master_port, 1111);
+  auto explicit_file =
+      ParseCli({"--config", "/etc/other.toml", "nodes"}, EnvWithFiles(nullptr, files));
+  ASSERT_TRUE(explicit_file.command) << explicit_file.err;
+  EXPECT_EQ(explicit_file.command->master_host, "other-host");
+  auto from_env = ParseCli({"nodes"}, EnvWithFiles("env-host:3333", files));
+  ASSERT_TRUE(from_env.command);
+  EXPECT_EQ(from_env.command->master_host, "env-host");
+  auto from_flag =
+      ParseCli({"--master", "flag-host:4444", "nodes"}, EnvWithFiles("env-host:3333", files));
+  ASSERT_TRUE(from_flag.command);
+  EXPECT_EQ(from_flag.command->master_host, "flag-host");
+  auto fallback = ParseCli({"nodes"}, EnvWithFiles(nullptr, {}));
+  ASSERT_TRUE(fallback.command);
+  EXPECT_EQ(fallback.command->master_host, "127.0.0.1");
+  EXPECT_EQ(fallback.command->master_port, 50051);
+  // A config file named on the command line must exist.
+  auto missing = ParseCli({"--config", "/nope.toml", "nodes"}, EnvWithFiles(nullptr, files));
+  EXPECT_FALSE(missing.command);
+  EXPECT_EQ(missing.exit_code, kExitUsage);
+}
+
+TEST(CliArgsTest, ConfigMasterParsing) {
+  EXPECT_EQ(ConfigMaster("master = \"h:1\""), "h:1");
+  EXPECT_EQ(ConfigMaster("  master=h:2  \n"), "h:2");
+  EXPECT_EQ(ConfigMaster("# master = \"x:1\"\n"), std::nullopt);
+  EXPECT_EQ(ConfigMaster("masters = \"x:1\"\n"), std::nullopt);
+  EXPECT_EQ(ConfigMaster("master = \"\""), "");
 }
 
 }  // namespace

@@ -44,6 +44,10 @@ class InMemoryDirectory : public OwnerDirectory {
     std::lock_guard lock(mu_);
     owned_.insert(key);
   }
+  void Forget(const std::string& key) {
+    std::lock_guard lock(mu_);
+    owned_.erase(key);
+  }
 
  private:
   std::mutex mu_;
@@ -235,7 +239,9 @@ TEST_F(BackendTest, FullLastTierDropsTheColdestFromTheCluster) {
 }
 
 TEST_F(BackendTest, HardPinnedObjectsAreNeverMovedAndBlockSpaceCleanly) {
-  Open(2 * kMiB, 2 * kMiB);
+  BackendOptions options = DefaultOptions();
+  options.hard_pin_write_through = false;  // every byte of both tiers is pinned
+  Open(2 * kMiB, 2 * kMiB, options);
   ObjectOptions pinned{.hard_pin = true};
   ASSERT_TRUE(backend_->Put("pin0", Pattern("pin", kMiB, 0), pinned));
   ASSERT_TRUE(backend_->Put("pin1", Pattern("pin", kMiB, 1), pinned));
@@ -362,6 +368,270 @@ TEST_F(BackendTest, ConcurrentClientsNeverSeeTornOrForeignValues) {
     EXPECT_EQ(backend_->Get(key, 0, 0)->data, Pattern(key, size)) << key;
     EXPECT_TRUE(directory_.Owns(key)) << key;
   }
+}
+
+// ---------------------------------------------------------------------------
+// Object lifecycle: upsert, pins, leases, two-phase writes, prefetch
+
+TEST_F(BackendTest, UpsertOfAnAbsentKeyIsAPut) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Upsert("u", "hello", {}));
+  EXPECT_EQ(backend_->Get("u", 0, 0)->data, "hello");
+  EXPECT_TRUE(directory_.Owns("u"));
+  EXPECT_EQ(backend_->Stats().upserts, 1u);
+}
+
+TEST_F(BackendTest, UpsertOfTheSameSizeWritesInPlaceAndRaisesTheVersion) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("w", Pattern("w", kMiB, 1), {}));
+  auto before = backend_->Inspect("w").value();
+  uint64_t used = Tier(0).used;
+  ASSERT_TRUE(backend_->Upsert("w", Pattern("w", kMiB, 2), {}));
+  auto after = backend_->Inspect("w").value();
+  EXPECT_EQ(after.tier, before.tier);
+  EXPECT_EQ(after.offset, before.offset);  // same location: no second copy
+  EXPECT_GT(after.version, before.version);
+  EXPECT_EQ(Tier(0).used, used);
+  auto slice = backend_->Get("w", 0, 0);
+  EXPECT_EQ(slice->data, Pattern("w", kMiB, 2));
+  EXPECT_EQ(slice->version, after.version);
+}
+
+TEST_F(BackendTest, InPlaceUpsertHidesTheObjectUntilItCommits) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("h", "aaaa", {}));
+  auto handle = backend_->PutStart("h", 4, {}, WriteMode::kUpsert);
+  ASSERT_TRUE(handle);
+  EXPECT_EQ(backend_->Get("h", 0, 0).error(), ErrorCode::kReplicaIsNotReady);
+  ASSERT_TRUE(backend_->PutChunk(*handle, 0, "bbbb"));
+  ASSERT_TRUE(backend_->PutEnd(*handle));
+  EXPECT_EQ(backend_->Get("h", 0, 0)->data, "bbbb");
+}
+
+TEST_F(BackendTest, UpsertWithANewSizeFreesTheOldSpace) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("g", Pattern("g", 2 * kMiB), {}));
+  EXPECT_GE(Tier(0).used, 2 * kMiB);
+  ASSERT_TRUE(backend_->Upsert("g", Pattern("g", kMiB / 2), {}));
+  EXPECT_LT(Tier(0).used, kMiB);
+  EXPECT_EQ(backend_->Get("g", 0, 0)->data, Pattern("g", kMiB / 2));
+  EXPECT_EQ(backend_->Inspect("g")->size, kMiB / 2);
+}
+
+TEST_F(BackendTest, UpsertPreemptsAnInFlightWrite) {
+  Open(8 * kMiB, 32 * kMiB);
+  auto slow = backend_->PutStart("p", 8, {});
+  ASSERT_TRUE(slow);
+  ASSERT_TRUE(backend_->PutChunk(*slow, 0, "old-"));
+  ASSERT_TRUE(backend_->Upsert("p", "new-value", {}));
+  EXPECT_EQ(backend_->PutChunk(*slow, 4, "data").error(), ErrorCode::kIllegalClient);
+  EXPECT_EQ(backend_->PutEnd(*slow).error(), ErrorCode::kIllegalClient);
+  EXPECT_EQ(backend_->Get("p", 0, 0)->data, "new-value");
+}
+
+TEST_F(BackendTest, ARevokedUpsertLeavesTheKeyAbsent) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("r", "value", {}));
+  auto handle = backend_->PutStart("r", 5, {}, WriteMode::kUpsert);
+  ASSERT_TRUE(handle);
+  ASSERT_TRUE(backend_->PutRevoke(*handle));
+  EXPECT_EQ(backend_->Get("r", 0, 0).error(), ErrorCode::kObjectNotFound);
+  EXPECT_FALSE(directory_.Owns("r"));
+  EXPECT_EQ(Tier(0).used, 0u);
+}
+
+TEST_F(BackendTest, UpsertKeepsPins) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("pinned", "abc", {.hard_pin = true}));
+  ASSERT_TRUE(backend_->Upsert("pinned", "abcdef", {}));
+  EXPECT_TRUE(backend_->Inspect("pinned")->hard_pinned);
+}
+
+TEST_F(BackendTest, UpsertDuringReadsAnswersBusyAndReadersSeeWholeValues) {
+  BackendOptions options = DefaultOptions();
+  options.promote_on_get = false;
+  Open(16 * kMiB, 64 * kMiB, options);
+  // On SSD a 4 MiB read takes milliseconds: a wide window for upserts to meet.
+  const uint64_t size = 4 * kMiB;
+  ASSERT_TRUE(backend_->Put("busy", Pattern("busy", size, 0), {.preferred_tier = 1}));
+  ASSERT_EQ(TierOf("busy"), "ssd");
+  std::atomic<bool> stop{false};
+  std::atomic<int> torn{0};
+  // Several readers keep a read in progress most of the time.
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&] {
+      while (!stop) {
+        auto slice = backend_->Get("busy", 0, 0);
+        if (!slice) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        } else if (slice->data != Pattern("busy", size, 0) &&
+                   slice->data != Pattern("busy", size, 1)) {
+          torn++;
+        }
+      }
+    });
+  }
+  int busy = 0, done = 0;
+  auto deadline = SteadyClock::now() + Millis(5000);
+  while (SteadyClock::now() < deadline && (busy == 0 || done == 0)) {
+    auto result = backend_->Upsert("busy", Pattern("busy", size, done % 2 == 0 ? 1 : 0), {});
+    if (result) {
+      done++;
+    } else if (result.error() == ErrorCode::kObjectReplicaBusy) {
+      busy++;
+    }
+    // Leave the readers a window: an upsert in progress hides the object.
+    std::this_thread::sleep_for(Millis(2));
+  }
+  stop = true;
+  for (auto& reader : readers) reader.join();
+  EXPECT_GT(busy, 0) << "no upsert met an active reader";
+  EXPECT_EQ(torn.load(), 0);
+}
+
+TEST_F(BackendTest, SoftPinExpiresAfterItsTtl) {
+  Open(3 * kMiB, 64 * kMiB);
+  ASSERT_TRUE(backend_->Put("soft", Pattern("s", kMiB), {.soft_pin = true, .soft_pin_ttl = Millis(30)}));
+  EXPECT_TRUE(backend_->Inspect("soft")->soft_pinned);
+  std::this_thread::sleep_for(Millis(50));
+  EXPECT_FALSE(backend_->Inspect("soft")->soft_pinned);
+  ASSERT_TRUE(backend_->Put("a", Pattern("a", kMiB), {}));
+  ASSERT_TRUE(backend_->Put("b", Pattern("b", kMiB), {}));
+  ASSERT_TRUE(backend_->Put("c", Pattern("c", kMiB), {}));
+  EXPECT_EQ(TierOf("soft"), "ssd");  // the oldest, and no longer pinned
+}
+
+TEST_F(BackendTest, SoftPinnedObjectsStayWhenEvictingThemIsDisallowed) {
+  BackendOptions options = DefaultOptions();
+  options.allow_evict_soft_pinned = false;
+  Open(2 * kMiB, 2 * kMiB, options);
+  ASSERT_TRUE(backend_->Put("s1", Pattern("s", kMiB, 1), {.soft_pin = true}));
+  ASSERT_TRUE(backend_->Put("s2", Pattern("s", kMiB, 2), {.soft_pin = true}));
+  ASSERT_TRUE(backend_->Put("s3", Pattern("s", kMiB, 3), {.soft_pin = true}));
+  ASSERT_TRUE(backend_->Put("s4", Pattern("s", kMiB, 4), {.soft_pin = true}));
+  EXPECT_EQ(backend_->Put("x", Pattern("x", kMiB), {}).error(), ErrorCode::kNoAvailableHandle);
+  ASSERT_TRUE(backend_->Remove("s1", false));  // a soft pin does not block Remove
+}
+
+TEST_F(BackendTest, HardPinnedDramObjectsAreWrittenThroughAndSurviveARestart) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("weights", Pattern("weights", kMiB), {.hard_pin = true}));
+  EXPECT_EQ(TierOf("weights"), "dram");
+  EXPECT_GE(Tier(1).used, kMiB);  // the durable copy
+  Open(8 * kMiB, 32 * kMiB);
+  auto info = backend_->Inspect("weights");
+  ASSERT_TRUE(info);
+  EXPECT_TRUE(info->hard_pinned);
+  EXPECT_EQ(backend_->Get("weights", 0, 0)->data, Pattern("weights", kMiB));
+  backend_->RunMaintenance();  // promoted back to DRAM, durable copy kept
+  EXPECT_EQ(TierOf("weights"), "dram");
+  EXPECT_GE(Tier(1).used, kMiB);
+  ASSERT_TRUE(backend_->Remove("weights", true));
+  EXPECT_EQ(Tier(1).used, 0u);
+  EXPECT_EQ(Tier(0).used, 0u);
+}
+
+TEST_F(BackendTest, ExistWithPrefetchPromotesAnSsdOnlyObject) {
+  Open(4 * kMiB, 64 * kMiB);
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(backend_->Put("f" + std::to_string(i), Pattern("f", kMiB, i), {}));
+  ASSERT_EQ(TierOf("f0"), "ssd");
+  EXPECT_TRUE(*backend_->Exist("f0", /*prefetch=*/true));
+  EXPECT_EQ(backend_->Stats().prefetch_started, 1u);
+  EXPECT_TRUE(*backend_->Exist("f0", true));  // already queued: skipped
+  backend_->RunMaintenance();
+  EXPECT_EQ(TierOf("f0"), "dram");
+  auto stats = backend_->Stats();
+  EXPECT_EQ(stats.prefetch_succeeded, 1u);
+  EXPECT_GE(stats.prefetch_skipped, 1u);
+  EXPECT_TRUE(*backend_->Exist("f5", true));  // in DRAM: nothing to do
+  EXPECT_EQ(backend_->Stats().prefetch_started, 1u);
+  EXPECT_FALSE(*backend_->Exist("absent", true));
+}
+
+TEST_F(BackendTest, EvictTierDemotesDownToTheTargetRatio) {
+  Open(8 * kMiB, 64 * kMiB);
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(backend_->Put("e" + std::to_string(i), Pattern("e", kMiB, i), {}));
+  auto freed = backend_->EvictTier("dram", 0.25);
+  ASSERT_TRUE(freed);
+  EXPECT_GE(*freed, 4 * kMiB);
+  EXPECT_LE(Tier(0).used, 2 * kMiB + 4096);
+  EXPECT_EQ(backend_->EvictTier("nvme", 0.5).error(), ErrorCode::kTierNotFound);
+  EXPECT_EQ(backend_->EvictTier("dram", 1.5).error(), ErrorCode::kInvalidParams);
+}
+
+// A second node in the same process: a real backend that adopts objects.
+class InProcessPeer : public PeerTransfer {
+ public:
+  InProcessPeer(TieredCacheBackend& target, InMemoryDirectory& directory)
+      : target_(target), directory_(directory) {}
+  Result<std::string> Transfer(const std::string& key, uint64_t size, uint64_t version,
+                               const ObjectOptions& options, const ObjectReader& read,
+                               const std::string&, bool) override {
+    auto handle = target_.PutStart(key, size, options, WriteMode::kAdopt, version);
+    if (!handle) return Err(handle.error());
+    std::string buffer(size, '\0');
+    if (!read(0, std::as_writable_bytes(std::span(buffer.data(), buffer.size())))) {
+      return Err(ErrorCode::kTransferFail);
+    }
+    if (!target_.PutChunk(*handle, 0, buffer) || !target_.PutEnd(*handle)) {
+      return Err(ErrorCode::kTransferFail);
+    }
+    transfers++;
+    return std::string("peer");  // the directory is shared: ownership is unchanged by name
+  }
+  int transfers = 0;
+
+ private:
+  TieredCacheBackend& target_;
+  InMemoryDirectory& directory_;
+};
+
+TEST_F(BackendTest, AFullLastTierHandsObjectsToAnotherNodeInsteadOfDropping) {
+  Open(2 * kMiB, 4 * kMiB);
+  std::vector<std::unique_ptr<CacheTier>> peer_tiers;
+  peer_tiers.push_back(std::move(DramTier::Create("dram", 16 * kMiB).value()));
+  BackendOptions peer_options = DefaultOptions();
+  peer_options.adopt_confirm_delay = Millis(0);
+  InMemoryDirectory peer_directory;
+  TieredCacheBackend peer(std::move(peer_tiers), &peer_directory, peer_options);
+  InProcessPeer link(peer, peer_directory);
+  backend_->set_peer_transfer(&link);
+
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(backend_->Put("m" + std::to_string(i), Pattern("m", kMiB, i), {}));
+  }
+  auto stats = backend_->Stats();
+  EXPECT_EQ(stats.dropped, 0u);
+  EXPECT_GE(stats.moved_out, 2u);
+  EXPECT_EQ(peer.Stats().moved_in, stats.moved_out);
+  EXPECT_EQ(backend_->MovedTo("m0"), "peer");
+  // The moved copy is complete on the peer, byte for byte, and becomes the
+  // peer's own once its claim is confirmed.
+  auto moved = peer.Get("m0", 0, 0);
+  ASSERT_TRUE(moved);
+  EXPECT_EQ(moved->data, Pattern("m", kMiB, 0));
+  EXPECT_EQ(peer.Inspect("m0")->state, "adopted");
+  EXPECT_TRUE(peer.Keys().empty());
+  peer.RunMaintenance();
+  EXPECT_EQ(peer.Inspect("m0")->state, "complete");
+  EXPECT_EQ(peer.Keys().size(), stats.moved_out);
+}
+
+TEST_F(BackendTest, AnAdoptedCopyOwnedElsewhereIsDroppedOnConfirmation) {
+  BackendOptions options = DefaultOptions();
+  options.adopt_confirm_delay = Millis(0);
+  Open(8 * kMiB, 32 * kMiB, options);
+  directory_.ClaimElsewhere("stolen");  // the sender's hand-over never happened
+  auto handle = backend_->PutStart("stolen", 3, {}, WriteMode::kAdopt, 42);
+  ASSERT_TRUE(handle);
+  ASSERT_TRUE(backend_->PutChunk(*handle, 0, "abc"));
+  ASSERT_TRUE(backend_->PutEnd(*handle));
+  EXPECT_EQ(backend_->Inspect("stolen")->version, 42u);
+  EXPECT_EQ(backend_->Remove("stolen", true).error(), ErrorCode::kObjectReplicaBusy);
+  backend_->RunMaintenance();
+  EXPECT_EQ(backend_->Inspect("stolen").error(), ErrorCode::kObjectNotFound);
+  ASSERT_TRUE(backend_->PutStart("aborted", 1, {}, WriteMode::kAdopt, 1));
 }
 
 }  // namespace
