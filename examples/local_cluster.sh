@@ -83,19 +83,21 @@ worker_names() {
 
 start() {
   mkdir -p "$DIR"
-  start_process master "$MASTER_BIN" --host 127.0.0.1 --port "$MASTER_PORT"
-  echo "master   127.0.0.1:$(head -n 1 "$DIR/master.port") (pid $(cat "$DIR/master.pid"))"
+  # Admin (REST) servers take free ports; the second line of each ready file
+  # names them.
+  start_process master "$MASTER_BIN" --host 127.0.0.1 --port "$MASTER_PORT" --admin-port 0
+  echo "master   127.0.0.1:$(head -n 1 "$DIR/master.port") admin 127.0.0.1:$(sed -n 2p "$DIR/master.port") (pid $(cat "$DIR/master.pid"))"
   local i=1 name
   for port in $WORKER_PORTS; do
     name="worker-$i"
     mkdir -p "$DIR/$name"
     if ! start_process "$name" "$WORKER_BIN" --node-id "$name" --host 127.0.0.1 \
       --port "$port" --master "127.0.0.1:$MASTER_PORT" --dram-capacity "$DRAM" \
-      --ssd-capacity "$SSD" --ssd-path "$DIR/$name/ssd"; then
+      --ssd-capacity "$SSD" --ssd-path "$DIR/$name/ssd" --admin-port 0; then
       stop >/dev/null
       exit 1
     fi
-    echo "$name 127.0.0.1:$(head -n 1 "$DIR/$name.port") (pid $(cat "$DIR/$name.pid"))"
+    echo "$name 127.0.0.1:$(head -n 1 "$DIR/$name.port") admin 127.0.0.1:$(sed -n 2p "$DIR/$name.port") (pid $(cat "$DIR/$name.pid"))"
     i=$((i + 1))
   done
   echo "export MOONCAKE_MASTER=127.0.0.1:$MASTER_PORT"

@@ -1,16 +1,16 @@
 // mooncake-master: serves the key -> node directory until SIGINT or SIGTERM.
 // Exit codes: 0 after a clean stop or --help, 1 if it cannot start, 2 for a
-// bad configuration.
+// bad configuration. The ready file (--ready-file) holds two lines: the RPC
+// port and the admin port (-1 when --admin-port is -1).
 
 #include <iostream>
 #include <string>
 
 #include "common/log.h"
 #include "common/signals.h"
+#include "http/ready_file.h"
 #include "master/master_config.h"
 #include "master/master_server.h"
-#include "thrift/rpc_server.h"
-
 
 int main(int argc, char** argv) {
   using namespace mooncake;
@@ -30,10 +30,12 @@ int main(int argc, char** argv) {
 
   auto server = MasterServer::Start(*config);
   if (!server) return 1;
-  MC_LOG_INFO("master listening host={} port={} node_ttl_ms={}", config->host, (*server)->port(),
-              config->node_ttl_ms);
+  MC_LOG_INFO("master listening host={} port={} admin_port={} node_ttl_ms={}", config->host,
+              (*server)->port(), (*server)->admin_port(), config->node_ttl_ms);
   if (!config->ready_file.empty()) {
-    if (auto written = WriteReadyFile(config->ready_file, (*server)->port()); !written) {
+    // RPC port first: readers that take only the first integer keep working.
+    const int ports[] = {(*server)->port(), (*server)->admin_port()};
+    if (auto written = WriteReadyFilePorts(config->ready_file, ports); !written) {
       MC_LOG_ERROR("cannot write ready file path={} error={}", config->ready_file,
                    ToString(written.error()));
       (*server)->Stop();

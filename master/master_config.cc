@@ -3,8 +3,11 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
+#include <fstream>
 #include <sstream>
 #include <string_view>
+
+#include "http/admin_settings.h"
 
 namespace mooncake {
 namespace {
@@ -25,17 +28,43 @@ void AddOptions(CLI::App& app, MasterConfig& config) {
                  "A worker silent this long is declared dead and its keys dropped")
       ->capture_default_str();
   app.add_option("--ready-file", config.ready_file,
-                 "Write the bound port to this file once listening");
+                 "Once listening, write two lines to this file (atomically): the bound RPC "
+                 "port, then the bound admin port (-1 if disabled)");
   app.add_option("--log-level", config.log_level,
                  "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();
+  app.add_option("--admin-host", config.admin_host, "Address to bind the REST admin server to")
+      ->capture_default_str();
+  app.add_option("--admin-port", config.admin_port,
+                 "REST admin port (health, nodes, keys, /metrics); 0 picks a free port, -1 "
+                 "disables it. Left at the default while --port is 0, a free port is picked")
+      ->capture_default_str();
+  app.add_option("--admin-token", config.admin_token,
+                 "Bearer token required by mutating admin requests (reads stay open)");
+  app.add_option("--admin-token-file", config.admin_token_file,
+                 "Read the admin token from this file (trimmed); --admin-token wins")
+      ->type_name("FILE");
   app.set_config("--config", "", "Read these options from a TOML/INI file (same key names)")
       ->type_name("FILE");
   // A misspelt key in a config file should fail loudly, not be ignored.
   app.allow_config_extras(CLI::config_extras_mode::error);
 }
 
+// Checks of the admin server's settings; empty when they are fine.
+std::string AdminConfigProblem(const MasterConfig& config) {
+  return AdminSettingsProblem(config.admin_host, config.admin_port, config.port,
+                              config.admin_token);
+}
+
 }  // namespace
+
+int EffectiveAdminPort(const MasterConfig& config) {
+  return EffectiveAdminPort(config.port, config.admin_port, kDefaultAdminPort);
+}
+
+Result<void> LoadAdminToken(MasterConfig& config, std::string* message) {
+  return LoadAdminToken(config.admin_token, config.admin_token_file, message);
+}
 
 Result<void> ValidateMasterConfig(const MasterConfig& config, std::string* message) {
   if (config.host.empty()) {
@@ -50,6 +79,8 @@ Result<void> ValidateMasterConfig(const MasterConfig& config, std::string* messa
                "--log-level must be one of trace, debug, info, warn, error, critical, "
                "off; got \"" +
                    config.log_level + "\"");
+  } else if (auto problem = AdminConfigProblem(config); !problem.empty()) {
+    SetMessage(message, std::move(problem));
   } else {
     return {};
   }
@@ -79,6 +110,7 @@ Result<MasterConfig> ParseMasterConfig(int argc, const char* const* argv, std::s
     SetMessage(message, std::string("cannot parse flags: ") + e.what() + "\n");
     return Err(ErrorCode::kInvalidParams);
   }
+  if (auto loaded = LoadAdminToken(config, message); !loaded) return Err(loaded.error());
   if (auto valid = ValidateMasterConfig(config, message); !valid) return Err(valid.error());
   return config;
 }

@@ -13,6 +13,8 @@
 
 namespace mooncake {
 
+inline constexpr int kDefaultAdminPort = 50050;
+
 struct MasterConfig {
   // Address the Thrift service binds to.
   std::string host = "127.0.0.1";
@@ -20,8 +22,22 @@ struct MasterConfig {
   int port = 50051;
   // A worker silent for this long is declared dead and its keys dropped.
   int64_t node_ttl_ms = 10000;
-  // If set, the bound port is written here once the master listens.
+  // If set, written once the master listens: two lines, the bound RPC port
+  // and the bound admin port (-1 when the admin server is disabled).
   std::string ready_file;
+  // Address of the REST admin server (health, nodes, keys, metrics).
+  std::string admin_host = "127.0.0.1";
+  // Admin TCP port; 0 picks a free one, -1 disables the admin server. Left
+  // at the default while `port` is 0, the admin server picks a free port too
+  // (see EffectiveAdminPort): masters on free ports, as in tests and local
+  // clusters, must not collide on 50050.
+  int admin_port = kDefaultAdminPort;
+  // Bearer token that mutating admin requests must carry; empty: no check.
+  // Read endpoints stay open either way.
+  std::string admin_token;
+  // A file holding the token (surrounding whitespace trimmed), so it need
+  // not appear in the process list. admin_token, if set, wins.
+  std::string admin_token_file;
   // trace, debug, info, warn, error, critical or off.
   std::string log_level = "info";
 
@@ -31,12 +47,24 @@ struct MasterConfig {
   bool show_help = false;
 };
 
-// Checks ranges: port in 0..65535, node_ttl_ms > 0, a known log level. On
-// failure returns kInvalidParams and, if `message` is given, says why.
+// Checks ranges: port in 0..65535, admin_port in -1..65535 and not equal to
+// port, node_ttl_ms > 0, a known log level, a token of visible ASCII without
+// spaces. On failure returns kInvalidParams and, if `message` is given, says
+// why.
 Result<void> ValidateMasterConfig(const MasterConfig& config, std::string* message);
 
+// The admin port to bind: 0 when `port` is 0 and admin_port is the default,
+// else admin_port (-1: no admin server).
+int EffectiveAdminPort(const MasterConfig& config);
+
+// Fills admin_token from admin_token_file when the token is empty and a file
+// is named. kInvalidParams (with the reason) if the file cannot be read or
+// holds only whitespace: a missing secret must not silently disable auth.
+Result<void> LoadAdminToken(MasterConfig& config, std::string* message);
+
 // Parses command-line flags --host --port --node-ttl-ms --ready-file
-// --log-level and --config FILE (TOML/INI, same key names as the flags; flags
+// --log-level --admin-host --admin-port --admin-token --admin-token-file
+// and --config FILE (TOML/INI, same key names as the flags; flags
 // given on the command line win over the file). On a parse or validation
 // error returns kInvalidParams with the reason in `*message`; on --help
 // returns a config with show_help set and the help text in `*message`.

@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "common/log.h"
+#include "http/admin_server.h"
+#include "http/master_admin.h"
 #include "master/master_handler.h"
 #include "mooncake_rpc/MasterService.h"
 #include "thrift/rpc_server.h"
@@ -20,8 +22,13 @@ Millis ReaperPeriod(Millis ttl) { return std::max(Millis(100), ttl / 4); }
 MasterServer::MasterServer(MasterOptions options)
     : service_(std::make_unique<MasterService>(std::move(options))) {}
 
-Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& config) {
+Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& given) {
   std::string why;
+  MasterConfig config = given;
+  if (auto loaded = LoadAdminToken(config, &why); !loaded) {
+    MC_LOG_ERROR("master config rejected reason=\"{}\"", why);
+    return Err(loaded.error());
+  }
   if (auto valid = ValidateMasterConfig(config, &why); !valid) {
     MC_LOG_ERROR("master config rejected reason=\"{}\"", why);
     return Err(valid.error());
@@ -39,14 +46,35 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& co
   }
   server->rpc_ = std::move(*rpc);
   server->port_ = server->rpc_->port();
+  // The destructor stops the RPC server if the admin server cannot start.
+  if (auto admin = server->StartAdmin(config); !admin) return Err(admin.error());
   server->reaper_ = std::thread(
       [s = server.get(), period = ReaperPeriod(options.node_ttl)] { s->ReaperLoop(period); });
   return server;
 }
 
+Result<void> MasterServer::StartAdmin(const MasterConfig& config) {
+  int port = EffectiveAdminPort(config);
+  if (port < 0) return {};
+  AdminServerOptions options;
+  options.token = config.admin_token;
+  admin_ = std::make_unique<AdminServer>(std::move(options));
+  RegisterMasterAdminRoutes(*admin_, *service_);
+  if (auto started = admin_->Start(config.admin_host, port); !started) {
+    MC_LOG_ERROR("master admin server cannot listen host={} port={}", config.admin_host, port);
+    return Err(started.error());
+  }
+  admin_port_ = admin_->port();
+  return {};
+}
+
 MasterServer::~MasterServer() { Stop(); }
 
 void MasterServer::Stop() {
+  if (admin_) {
+    admin_->Stop();
+    admin_.reset();
+  }
   {
     std::lock_guard lock(mu_);
     stopping_ = true;

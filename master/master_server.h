@@ -1,10 +1,11 @@
 #pragma once
 
-// A running master: MasterService, its Thrift server and the reaper thread
-// that declares silent nodes dead. mooncake-master's main and in-process tests
-// both start one this way.
+// A running master: MasterService, its Thrift server, the REST admin server
+// (unless config.admin_port is -1) and the reaper thread that declares
+// silent nodes dead. mooncake-master's main and in-process tests both start
+// one this way.
 //
-// Thread-safety: port() and service() from any thread; Stop() from the owning
+// Thread-safety: port(), admin_port() and service() from any thread; Stop() from the owning
 // thread (the destructor calls it). Stop is idempotent. The reaper's stop flag
 // is guarded by mu_.
 
@@ -20,13 +21,16 @@
 
 namespace mooncake {
 
+class AdminServer;
 class RpcServer;
 
 class MasterServer {
  public:
   // Validates `config`, binds config.host:config.port (0 picks a free port)
-  // and starts serving. kInvalidParams for a bad config, kRpcFail if the port
-  // cannot be bound. Returns once the socket listens.
+  // and the admin server's config.admin_host:config.admin_port, and starts
+  // serving. An admin_token_file not yet loaded is read here. kInvalidParams
+  // for a bad config, kRpcFail if a port cannot be bound. Returns once both
+  // sockets listen.
   static Result<std::unique_ptr<MasterServer>> Start(const MasterConfig& config);
 
   ~MasterServer();
@@ -35,20 +39,26 @@ class MasterServer {
 
   // The bound port.
   int port() const { return port_; }
+  // The admin server's bound port; -1 when it is disabled.
+  int admin_port() const { return admin_port_; }
   MasterService& service() { return *service_; }
 
-  // Stops the reaper and the RPC server (closing client connections) and
-  // joins their threads.
+  // Stops the admin server, the reaper and the RPC server (closing client
+  // connections) and joins their threads.
   void Stop();
 
  private:
   explicit MasterServer(MasterOptions options);
+  Result<void> StartAdmin(const MasterConfig& config);
   void ReaperLoop(Millis period);
 
   // Declared first so it is destroyed last: the RPC handler refers to it.
   std::unique_ptr<MasterService> service_;
   std::unique_ptr<RpcServer> rpc_;
   int port_ = 0;
+  // Its routes read service_; stopped first.
+  std::unique_ptr<AdminServer> admin_;
+  int admin_port_ = -1;
 
   std::mutex mu_;
   std::condition_variable stop_cv_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <queue>
 #include <shared_mutex>
 #include <unordered_set>
 #include <utility>
@@ -277,5 +278,29 @@ size_t MasterService::ExpireDeadNodes() {
 }
 
 size_t MasterService::key_count() const { return state_->owners.size(); }
+
+std::vector<std::string> MasterService::ListKeys(std::string_view prefix, std::string_view after,
+                                                 size_t limit) const {
+  if (limit == 0) return {};
+  // A max-heap of the `limit` smallest matches: one pass, memory bounded by
+  // the page, and only candidates that make the page are copied.
+  std::priority_queue<std::string> page;
+  {
+    std::unique_lock keys(state_->keys_mu);
+    for (const auto& [key, owner] : state_->owners) {
+      std::string_view k = key;
+      if (!k.starts_with(prefix) || k <= after) continue;
+      if (page.size() < limit) {
+        page.emplace(key);
+      } else if (k < page.top()) {
+        page.pop();
+        page.emplace(key);
+      }
+    }
+  }
+  std::vector<std::string> out(page.size());
+  for (size_t i = out.size(); i-- > 0; page.pop()) out[i] = page.top();
+  return out;
+}
 
 }  // namespace mooncake

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.h"
@@ -71,6 +72,14 @@ class MasterService {
   size_t ExpireDeadNodes();
 
   size_t key_count() const;
+
+  // Up to `limit` keys that start with `prefix` and sort after `after` in
+  // byte order, sorted: one page of the directory for the admin API, where
+  // the last key of a page is the next page's `after`. Each call scans every
+  // key under the exclusive key lock (the owner map cannot be iterated while
+  // written), so key operations wait for one O(keys) pass.
+  std::vector<std::string> ListKeys(std::string_view prefix, std::string_view after,
+                                    size_t limit) const;
 
  private:
   struct State;

@@ -152,7 +152,9 @@ cmd_up() {
   cat <<USAGE
 
 Local cluster is up: master 127.0.0.1:$MASTER_PORT, worker $NODE_ID 127.0.0.1:$WORKER_PORT
-(DRAM $DRAM, SSD $SSD under var/$NODE_ID/ssd). Try:
+(DRAM $DRAM, SSD $SSD under var/$NODE_ID/ssd). REST admin: master
+http://127.0.0.1:$(sed -n 2p "$VAR/master.port" 2>/dev/null || echo 50050), worker
+http://127.0.0.1:$(sed -n 2p "$VAR/$NODE_ID.port" 2>/dev/null || echo 50060) (/health, /stats, /metrics). Try:
 
   export MOONCAKE_MASTER=127.0.0.1:$MASTER_PORT
   ${CLI_BIN#"$ROOT"/} put hello "world"
@@ -179,7 +181,7 @@ cmd_status() {
   for name in master "$NODE_ID"; do
     pid=$(live_pid "$name")
     if [ -n "$pid" ]; then
-      echo "$name: running (pid $pid, port $(cat "$VAR/$name.port" 2>/dev/null || echo '?'))"
+      echo "$name: running (pid $pid, port $(head -n 1 "$VAR/$name.port" 2>/dev/null || echo '?'))"
     else
       echo "$name: not running"
       rc=1

@@ -112,6 +112,9 @@ std::vector<std::string> TieredCacheBackend::Recover() {
       object.version = meta.version;
       object.options = {.hard_pin = meta.hard_pinned, .soft_pin = meta.soft_pinned};
       object.last_access = now;
+      // The remaining time of a soft pin is not persisted; a restart grants
+      // the default duration again rather than silently dropping the pin.
+      object.soft_pin_until = now + options_.soft_pin_ttl;
       next_version_ = std::max(next_version_, meta.version + 1);
       keys.push_back(meta.key);
       objects_.emplace(std::move(meta.key), std::move(object));

@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "common/units.h"
+#include "http/admin_settings.h"
 #include "worker/peer_transfer.h"
 
 namespace mooncake {
@@ -72,7 +73,19 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
                  "(after_adopt, after_hand_over)")
       ->group("");  // hidden from --help: not for production
   app.add_option("--ready-file", c.ready_file,
-                 "Write the bound port here once registered with the master");
+                 "Once registered with the master, write two lines here (atomically): the "
+                 "bound RPC port, then the bound admin port (-1 if disabled)");
+  app.add_option("--admin-host", c.admin_host, "Address to bind the REST admin server to")
+      ->capture_default_str();
+  app.add_option("--admin-port", c.admin_port,
+                 "REST admin port; 0 picks a free port, -1 disables it. Left at the default "
+                 "while --port is 0, a free port is picked")
+      ->capture_default_str();
+  app.add_option("--admin-token", c.admin_token,
+                 "Bearer token required by mutating admin requests (reads stay open)");
+  app.add_option("--admin-token-file", c.admin_token_file,
+                 "Read the admin token from this file (trimmed); --admin-token wins")
+      ->type_name("FILE");
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();
   app.set_config("--config", "", "Read these options from a TOML/INI file (same key names)")
@@ -134,6 +147,10 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
   if (c.put_start_discard_timeout_ms <= 0) {
     return fail("--put-start-discard-timeout-ms must be positive");
   }
+  if (auto problem = AdminSettingsProblem(c.admin_host, c.admin_port, c.port, c.admin_token);
+      !problem.empty()) {
+    return fail(problem);
+  }
   if (spdlog::level::from_str(c.log_level) == spdlog::level::off && c.log_level != "off") {
     return fail("--log-level must be one of trace, debug, info, warn, error, critical, off");
   }
@@ -161,6 +178,10 @@ Result<WorkerConfig> ParseWorkerConfig(int argc, const char* const* argv, std::s
     return Err(ErrorCode::kInvalidParams);
   }
   if (auto valid = ValidateWorkerConfig(config, message); !valid) return Err(valid.error());
+  if (auto loaded = LoadAdminToken(config.admin_token, config.admin_token_file, message);
+      !loaded) {
+    return Err(loaded.error());
+  }
   return config;
 }
 

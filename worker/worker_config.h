@@ -13,6 +13,8 @@
 
 namespace mooncake {
 
+inline constexpr int kDefaultWorkerAdminPort = 50060;
+
 struct WorkerConfig {
   // Cluster-wide name of this node; empty means "<advertise-host>:<port>".
   std::string node_id;
@@ -47,8 +49,18 @@ struct WorkerConfig {
   // Test hook: "after_adopt" or "after_hand_over" kills this worker (SIGKILL)
   // at that step of an outgoing inter-node move. Empty in production.
   std::string test_crash_at;
-  // If set, the bound port is written here once the worker has registered.
+  // If set, two lines are written here once the worker has registered: the
+  // bound RPC port and the bound admin port (-1 when disabled).
   std::string ready_file;
+  // REST admin server (health, stats, objects, evict, config, metrics).
+  std::string admin_host = "127.0.0.1";
+  // 0 picks a free port, -1 disables it; left at the default while `port`
+  // is 0, a free port is picked too.
+  int admin_port = kDefaultWorkerAdminPort;
+  // Bearer token mutating admin requests must carry; empty: no check.
+  std::string admin_token;
+  // File holding the token (trimmed), so it stays out of the process list.
+  std::string admin_token_file;
   std::string log_level = "info";
 
   // Set when --help was given: the help text is in the parser's message and

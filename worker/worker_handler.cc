@@ -12,7 +12,18 @@ int32_t ToExistCode(const Result<bool>& exists) {
   return *exists ? 1 : 0;
 }
 
+ErrorCode CodeOf(rpc::ErrorCode::type code) { return FromRpc(code); }
+
+ErrorCode CodeOfExist(int32_t answer) {
+  return answer < 0 ? ErrorCodeFromInt(answer) : ErrorCode::kOk;
+}
+
 }  // namespace
+
+std::vector<std::string> WorkerHandler::OperationNames() {
+  return {"put",    "upsert", "put_start", "put_chunk", "put_end", "put_revoke", "get",
+          "exist",  "remove", "inspect",   "adopt_start", "adopt_abort", "stats"};
+}
 
 Result<ObjectOptions> WorkerHandler::ToObjectOptions(const rpc::ReplicateConfig& config) const {
   if (config.soft_pin_ttl_ms < 0 || (config.with_hard_pin && config.with_soft_pin)) {
@@ -31,21 +42,33 @@ Result<ObjectOptions> WorkerHandler::ToObjectOptions(const rpc::ReplicateConfig&
 
 rpc::ErrorCode::type WorkerHandler::Put(const std::string& key, const std::string& value,
                                         const rpc::ReplicateConfig& config) {
+  RequestTimer timer(requests_, "put");
   auto options = ToObjectOptions(config);
-  if (!options) return ToRpc(options.error());
-  return ToRpc(backend_.Put(key, value, *options));
+  auto code = options ? ToRpc(backend_.Put(key, value, *options)) : ToRpc(options.error());
+  timer.Finish(CodeOf(code));
+  return code;
 }
 
 rpc::ErrorCode::type WorkerHandler::Upsert(const std::string& key, const std::string& value,
                                            const rpc::ReplicateConfig& config) {
+  RequestTimer timer(requests_, "upsert");
   auto options = ToObjectOptions(config);
-  if (!options) return ToRpc(options.error());
-  return ToRpc(backend_.Upsert(key, value, *options));
+  auto code = options ? ToRpc(backend_.Upsert(key, value, *options)) : ToRpc(options.error());
+  timer.Finish(CodeOf(code));
+  return code;
 }
 
 void WorkerHandler::StartWrite(rpc::PutStartResult& result, const std::string& key, int64_t size,
                                const rpc::ReplicateConfig& config, WriteMode mode,
                                int64_t version) {
+  RequestTimer timer(requests_, mode == WriteMode::kAdopt ? "adopt_start" : "put_start");
+  StartWriteUntimed(result, key, size, config, mode, version);
+  timer.Finish(CodeOf(result.code));
+}
+
+void WorkerHandler::StartWriteUntimed(rpc::PutStartResult& result, const std::string& key,
+                                      int64_t size, const rpc::ReplicateConfig& config,
+                                      WriteMode mode, int64_t version) {
   auto options = ToObjectOptions(config);
   if (size <= 0 || version < 0 || !options) {
     result.code = options ? rpc::ErrorCode::INVALID_PARAMS : ToRpc(options.error());
@@ -70,7 +93,10 @@ void WorkerHandler::AdoptStart(rpc::PutStartResult& result, const std::string& k
 rpc::ErrorCode::type WorkerHandler::AdoptEnd(int64_t handle) { return PutEnd(handle); }
 
 rpc::ErrorCode::type WorkerHandler::AdoptAbort(const std::string& key) {
-  return ToRpc(backend_.AdoptAbort(key));
+  RequestTimer timer(requests_, "adopt_abort");
+  auto code = ToRpc(backend_.AdoptAbort(key));
+  timer.Finish(CodeOf(code));
+  return code;
 }
 
 void WorkerHandler::HintMovedKey(rpc::GetResult& result, const std::string& key) const {
@@ -83,23 +109,40 @@ void WorkerHandler::HintMovedKey(rpc::GetResult& result, const std::string& key)
 
 rpc::ErrorCode::type WorkerHandler::PutChunk(int64_t handle, int64_t offset,
                                              const std::string& data) {
-  if (handle <= 0) return rpc::ErrorCode::ILLEGAL_CLIENT;
-  if (offset < 0) return rpc::ErrorCode::INVALID_PARAMS;
-  return ToRpc(backend_.PutChunk(static_cast<uint64_t>(handle), static_cast<uint64_t>(offset), data));
+  RequestTimer timer(requests_, "put_chunk");
+  auto code = handle <= 0  ? rpc::ErrorCode::ILLEGAL_CLIENT
+              : offset < 0 ? rpc::ErrorCode::INVALID_PARAMS
+                           : ToRpc(backend_.PutChunk(static_cast<uint64_t>(handle),
+                                                     static_cast<uint64_t>(offset), data));
+  timer.Finish(CodeOf(code));
+  return code;
 }
 
 rpc::ErrorCode::type WorkerHandler::PutEnd(int64_t handle) {
-  if (handle <= 0) return rpc::ErrorCode::ILLEGAL_CLIENT;
-  return ToRpc(backend_.PutEnd(static_cast<uint64_t>(handle)));
+  RequestTimer timer(requests_, "put_end");
+  auto code = handle <= 0 ? rpc::ErrorCode::ILLEGAL_CLIENT
+                          : ToRpc(backend_.PutEnd(static_cast<uint64_t>(handle)));
+  timer.Finish(CodeOf(code));
+  return code;
 }
 
 rpc::ErrorCode::type WorkerHandler::PutRevoke(int64_t handle) {
-  if (handle <= 0) return rpc::ErrorCode::ILLEGAL_CLIENT;
-  return ToRpc(backend_.PutRevoke(static_cast<uint64_t>(handle)));
+  RequestTimer timer(requests_, "put_revoke");
+  auto code = handle <= 0 ? rpc::ErrorCode::ILLEGAL_CLIENT
+                          : ToRpc(backend_.PutRevoke(static_cast<uint64_t>(handle)));
+  timer.Finish(CodeOf(code));
+  return code;
 }
 
 void WorkerHandler::Get(rpc::GetResult& result, const std::string& key, int64_t offset,
                         int64_t length) {
+  RequestTimer timer(requests_, "get");
+  GetUntimed(result, key, offset, length);
+  timer.Finish(CodeOf(result.code));
+}
+
+void WorkerHandler::GetUntimed(rpc::GetResult& result, const std::string& key, int64_t offset,
+                               int64_t length) {
   if (offset < 0 || length < 0) {
     result.code = rpc::ErrorCode::INVALID_PARAMS;
     return;
@@ -119,12 +162,18 @@ void WorkerHandler::Get(rpc::GetResult& result, const std::string& key, int64_t 
 int32_t WorkerHandler::Exist(const std::string& key, bool prefetch,
                              const std::string& requester_node) {
   // A prefetch for this very node is an ordinary local promotion.
+  RequestTimer timer(requests_, "exist");
   const std::string& target = requester_node == node_id_ ? std::string() : requester_node;
-  return ToExistCode(backend_.Exist(key, prefetch, target));
+  int32_t answer = ToExistCode(backend_.Exist(key, prefetch, target));
+  timer.Finish(CodeOfExist(answer));
+  return answer;
 }
 
 rpc::ErrorCode::type WorkerHandler::Remove(const std::string& key, bool force) {
-  return ToRpc(backend_.Remove(key, force));
+  RequestTimer timer(requests_, "remove");
+  auto code = ToRpc(backend_.Remove(key, force));
+  timer.Finish(CodeOf(code));
+  return code;
 }
 
 void WorkerHandler::BatchPut(std::vector<rpc::ErrorCode::type>& results,
@@ -167,11 +216,14 @@ void WorkerHandler::BatchRemove(std::vector<rpc::ErrorCode::type>& results,
 }
 
 void WorkerHandler::Inspect(rpc::ObjectInfo& result, const std::string& key) {
+  RequestTimer timer(requests_, "inspect");
   auto snapshot = backend_.Inspect(key);
   if (!snapshot) {
     result.code = ToRpc(snapshot.error());
+    timer.Finish(CodeOf(result.code));
     return;
   }
+  timer.Finish(ErrorCode::kOk);
   result.code = rpc::ErrorCode::OK;
   result.tier = snapshot->tier;
   result.offset = static_cast<int64_t>(snapshot->offset);
@@ -186,6 +238,7 @@ void WorkerHandler::Inspect(rpc::ObjectInfo& result, const std::string& key) {
 }
 
 void WorkerHandler::Stats(rpc::WorkerStats& result) {
+  RequestTimer timer(requests_, "stats");
   BackendStats stats = backend_.Stats();
   result.node_id = node_id_;
   for (const TierSnapshot& tier : stats.tiers) {
@@ -216,6 +269,7 @@ void WorkerHandler::Stats(rpc::WorkerStats& result) {
   for (const TierSnapshot& tier : stats.tiers) {
     result.pinned_bytes += static_cast<int64_t>(tier.pinned_bytes);
   }
+  timer.Finish(ErrorCode::kOk);
 }
 
 }  // namespace mooncake

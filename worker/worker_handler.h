@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "common/metrics.h"
 #include "mooncake_rpc/WorkerService.h"
 #include "worker/tiered_cache_backend.h"
 
@@ -15,8 +16,11 @@ namespace mooncake {
 
 class WorkerHandler : public rpc::WorkerServiceIf {
  public:
-  WorkerHandler(TieredCacheBackend& backend, std::string node_id)
-      : backend_(backend), node_id_(std::move(node_id)) {}
+  WorkerHandler(TieredCacheBackend& backend, std::string node_id, RequestMetrics& requests)
+      : backend_(backend), node_id_(std::move(node_id)), requests_(requests) {}
+
+  // The operation names requests are counted under (for RequestMetrics).
+  static std::vector<std::string> OperationNames();
   // Set once the port is bound, before the node registers: until then no
   // client can know this node, so no call reads the id concurrently.
   void set_node_id(std::string node_id) { node_id_ = std::move(node_id); }
@@ -55,11 +59,16 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   Result<ObjectOptions> ToObjectOptions(const rpc::ReplicateConfig& config) const;
   void StartWrite(rpc::PutStartResult& result, const std::string& key, int64_t size,
                   const rpc::ReplicateConfig& config, WriteMode mode, int64_t version);
+  void StartWriteUntimed(rpc::PutStartResult& result, const std::string& key, int64_t size,
+                         const rpc::ReplicateConfig& config, WriteMode mode, int64_t version);
+  void GetUntimed(rpc::GetResult& result, const std::string& key, int64_t offset,
+                  int64_t length);
   // Fills a NOT_OWNER answer with the new owner when this node handed it off.
   void HintMovedKey(rpc::GetResult& result, const std::string& key) const;
 
   TieredCacheBackend& backend_;
   std::string node_id_;
+  RequestMetrics& requests_;
 };
 
 }  // namespace mooncake

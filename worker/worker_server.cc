@@ -1,6 +1,11 @@
 #include "worker/worker_server.h"
 
 #include "common/log.h"
+#include "common/metrics.h"
+#include "http/admin_server.h"
+#include "http/admin_settings.h"
+#include "http/ready_file.h"
+#include "http/worker_admin.h"
 #include "mooncake_rpc/WorkerService.h"
 #include "thrift/rpc_server.h"
 #include "tiers/dram_tier.h"
@@ -83,7 +88,9 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config) {
 
   // The node id may depend on the bound port, and the handler reports it, so
   // bind first with a handler that reads the id through the server.
-  auto handler = std::make_shared<WorkerHandler>(*server->backend_, config.node_id);
+  server->requests_ = std::make_unique<RequestMetrics>(WorkerHandler::OperationNames());
+  auto handler =
+      std::make_shared<WorkerHandler>(*server->backend_, config.node_id, *server->requests_);
   auto rpc = RpcServer::Start(std::make_shared<rpc::WorkerServiceProcessor>(handler), config.host,
                               config.port);
   if (!rpc) return Err(rpc.error());
@@ -93,7 +100,10 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config) {
         server->config_.advertise_host + ":" + std::to_string(server->rpc_->port());
     handler->set_node_id(server->config_.node_id);
   }
+  server->config_.port = server->rpc_->port();
   server->master_->set_node_id(server->config_.node_id);
+  int admin_port = EffectiveAdminPort(config.port, config.admin_port, kDefaultWorkerAdminPort);
+  if (auto admin = server->StartAdmin(admin_port); !admin) return Err(admin.error());
   WorkerServer* self = server.get();
   server->master_->set_on_unknown_node([self] { self->RegisterAndAnnounce(); });
 
@@ -108,6 +118,25 @@ WorkerServer::~WorkerServer() { Stop(); }
 
 int WorkerServer::port() const { return rpc_ ? rpc_->port() : 0; }
 
+int WorkerServer::admin_port() const { return admin_ ? admin_->port() : -1; }
+
+Result<void> WorkerServer::StartAdmin(int port) {
+  if (port < 0) return {};
+  AdminServerOptions options;
+  options.token = config_.admin_token;
+  admin_ = std::make_unique<AdminServer>(std::move(options));
+  // /config shows the effective settings, never the secret.
+  WorkerConfig shown = config_;
+  shown.admin_token.clear();
+  RegisterWorkerAdminRoutes(*admin_, *backend_, shown, *requests_);
+  if (auto started = admin_->Start(config_.admin_host, port); !started) {
+    MC_LOG_ERROR("worker admin server cannot listen host={} port={}", config_.admin_host, port);
+    return started;
+  }
+  MC_LOG_INFO("worker admin listening host={} port={}", config_.admin_host, admin_->port());
+  return {};
+}
+
 void WorkerServer::Stop() {
   {
     std::lock_guard lock(mu_);
@@ -117,6 +146,7 @@ void WorkerServer::Stop() {
   cv_.notify_all();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
   if (maintenance_thread_.joinable()) maintenance_thread_.join();
+  if (admin_) admin_->Stop();
   if (rpc_) rpc_->Stop();
 }
 
@@ -156,7 +186,10 @@ void WorkerServer::HeartbeatLoop() {
     }
     if (outcome && !registered) {
       registered = true;
-      if (!config_.ready_file.empty()) WriteReadyFile(config_.ready_file, port());
+      if (!config_.ready_file.empty()) {
+        int ports[] = {port(), admin_port()};
+        WriteReadyFilePorts(config_.ready_file, ports);
+      }
     }
     if (!outcome && !warned) {
       MC_LOG_WARN("master unreachable master={} error={}", config_.master,

@@ -20,7 +20,9 @@
 
 namespace mooncake {
 
+class AdminServer;
 class MasterLink;
+class RequestMetrics;
 class ThriftPeerTransfer;
 class RpcServer;
 class TieredCacheBackend;
@@ -36,6 +38,8 @@ class WorkerServer {
   WorkerServer& operator=(const WorkerServer&) = delete;
 
   int port() const;
+  // The REST admin server's bound port; -1 when disabled.
+  int admin_port() const;
   const std::string& node_id() const { return config_.node_id; }
   TieredCacheBackend& backend() { return *backend_; }
   // Blocks until the first registration (with key announcement) succeeded,
@@ -49,12 +53,16 @@ class WorkerServer {
   void MaintenanceLoop();
   // Registers the node and announces every key; drops keys others own.
   Result<void> RegisterAndAnnounce();
+  // Starts the REST admin server on `port` (0: free port; -1: none).
+  Result<void> StartAdmin(int port);
 
   WorkerConfig config_;
   std::unique_ptr<MasterLink> master_;
   std::unique_ptr<ThriftPeerTransfer> peers_;
   std::unique_ptr<TieredCacheBackend> backend_;
+  std::unique_ptr<RequestMetrics> requests_;
   std::unique_ptr<RpcServer> rpc_;
+  std::unique_ptr<AdminServer> admin_;
   std::thread heartbeat_thread_;
   std::thread maintenance_thread_;
 

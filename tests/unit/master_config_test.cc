@@ -44,6 +44,10 @@ TEST(MasterConfigTest, DefaultsWithoutFlags) {
   EXPECT_EQ(config->node_ttl_ms, 10000);
   EXPECT_EQ(config->ready_file, "");
   EXPECT_EQ(config->log_level, "info");
+  EXPECT_EQ(config->admin_host, "127.0.0.1");
+  EXPECT_EQ(config->admin_port, 50050);
+  EXPECT_EQ(config->admin_token, "");
+  EXPECT_EQ(config->admin_token_file, "");
   EXPECT_FALSE(config->show_help);
 }
 
@@ -102,7 +106,13 @@ TEST(MasterConfigTest, RejectsOutOfRangeValues) {
        {Case{{"--port", "65536"}, "--port"}, Case{{"--port", "-1"}, "--port"},
         Case{{"--port", "abc"}, "--port"}, Case{{"--node-ttl-ms", "0"}, "--node-ttl-ms"},
         Case{{"--node-ttl-ms", "-5"}, "--node-ttl-ms"},
-        Case{{"--log-level", "loud"}, "--log-level"}, Case{{"--host", ""}, "--host"}}) {
+        Case{{"--log-level", "loud"}, "--log-level"}, Case{{"--host", ""}, "--host"},
+        Case{{"--admin-port", "-2"}, "--admin-port"},
+        Case{{"--admin-port", "65536"}, "--admin-port"},
+        Case{{"--admin-port", "x"}, "--admin-port"},
+        Case{{"--port", "7000", "--admin-port", "7000"}, "--admin-port"},
+        Case{{"--admin-host", ""}, "--admin-host"},
+        Case{{"--admin-token", "has space"}, "--admin-token"}}) {
     std::string message;
     auto config = Parse(c.args, &message);
     ASSERT_FALSE(config) << c.mentions;
@@ -126,7 +136,8 @@ TEST(MasterConfigTest, HelpListsFlagsWithDefaults) {
   ASSERT_TRUE(config);
   EXPECT_TRUE(config->show_help);
   for (const char* text : {"--host", "127.0.0.1", "--port", "50051", "--node-ttl-ms", "10000",
-                           "--ready-file", "--log-level", "info", "--config"}) {
+                           "--ready-file", "--log-level", "info", "--config", "--admin-host",
+                           "--admin-port", "50050", "--admin-token", "--admin-token-file"}) {
     EXPECT_NE(message.find(text), std::string::npos) << text << " missing from:\n" << message;
   }
 }
@@ -138,6 +149,87 @@ TEST(MasterConfigTest, ValidateAcceptsDefaultsAndNullMessage) {
   EXPECT_EQ(ValidateMasterConfig(bad, nullptr).error(), ErrorCode::kInvalidParams);
   EXPECT_FALSE(Parse({"--port", "99999"}, nullptr));
   EXPECT_TRUE(Parse({"--help"}, nullptr));
+}
+
+TEST(MasterConfigTest, AdminFlagsParse) {
+  std::string message;
+  auto config = Parse(
+      {"--admin-host", "0.0.0.0", "--admin-port", "6100", "--admin-token", "abc.DEF-1"}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->admin_host, "0.0.0.0");
+  EXPECT_EQ(config->admin_port, 6100);
+  EXPECT_EQ(config->admin_token, "abc.DEF-1");
+  for (const char* port : {"-1", "0", "65535"}) {
+    auto edge = Parse({"--admin-port", port}, &message);
+    ASSERT_TRUE(edge) << port << ": " << message;
+    EXPECT_EQ(edge->admin_port, std::stoi(port));
+  }
+}
+
+TEST(MasterConfigTest, FreeRpcPortMeansFreeAdminPortUnlessGiven) {
+  std::string message;
+  auto config = Parse({"--port", "0"}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->admin_port, kDefaultAdminPort);
+  EXPECT_EQ(EffectiveAdminPort(*config), 0);
+  config = Parse({"--port", "0", "--admin-port", "6200"}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(EffectiveAdminPort(*config), 6200);
+  config = Parse({"--port", "0", "--admin-port", "-1"}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(EffectiveAdminPort(*config), -1);
+  config = Parse({"--port", "7000"}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(EffectiveAdminPort(*config), kDefaultAdminPort);
+  ConfigFile file("port = 0\nadmin-port = 6300\n");
+  config = Parse({"--config", file.path().c_str()}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(EffectiveAdminPort(*config), 6300);
+}
+
+TEST(MasterConfigTest, AdminTokenFileIsReadTrimmedAndTheFlagWins) {
+  ConfigFile token("  tok-from-file\n\n");
+  std::string message;
+  auto config = Parse({"--admin-token-file", token.path().c_str()}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->admin_token, "tok-from-file");
+  EXPECT_EQ(config->admin_token_file, token.path());
+
+  config =
+      Parse({"--admin-token-file", token.path().c_str(), "--admin-token", "from-flag"}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->admin_token, "from-flag");
+}
+
+TEST(MasterConfigTest, UnreadableOrEmptyTokenFileIsAConfigError) {
+  std::string message;
+  auto config = Parse({"--admin-token-file", "/nonexistent/token"}, &message);
+  ASSERT_FALSE(config);
+  EXPECT_EQ(config.error(), ErrorCode::kInvalidParams);
+  EXPECT_NE(message.find("--admin-token-file"), std::string::npos) << message;
+
+  ConfigFile blank(" \n\t\n");
+  message.clear();
+  config = Parse({"--admin-token-file", blank.path().c_str()}, &message);
+  ASSERT_FALSE(config);
+  EXPECT_NE(message.find("empty"), std::string::npos) << message;
+}
+
+TEST(MasterConfigTest, TokenFileWithSpacesInsideIsRejected) {
+  ConfigFile spaced("two words\n");
+  std::string message;
+  EXPECT_FALSE(Parse({"--admin-token-file", spaced.path().c_str()}, &message));
+  EXPECT_NE(message.find("--admin-token"), std::string::npos) << message;
+}
+
+TEST(MasterConfigTest, LoadAdminTokenLeavesAGivenTokenAlone) {
+  MasterConfig config;
+  config.admin_token = "given";
+  config.admin_token_file = "/nonexistent/token";
+  ASSERT_TRUE(LoadAdminToken(config, nullptr));
+  EXPECT_EQ(config.admin_token, "given");
+  config.admin_token.clear();
+  EXPECT_FALSE(LoadAdminToken(config, nullptr));
 }
 
 }  // namespace

@@ -1,0 +1,361 @@
+#include "http/admin_server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <exception>
+#include <thread>
+
+#include "common/log.h"
+#include "http/json_util.h"
+
+namespace mooncake {
+namespace {
+
+// Matches every path, newlines included. libstdc++'s regex recurses once per
+// character, but httplib caps the request URI at 8 KiB, far below the depth
+// that would exhaust a thread's stack; all real routing happens in Dispatch.
+constexpr const char* kAnyPath = R"([\s\S]*)";
+
+// Longest a started server may take to enter its accept loop.
+constexpr auto kStartTimeout = std::chrono::seconds(5);
+
+bool IsMutating(std::string_view method) {
+  return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
+}
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Compares in time independent of where the strings differ, so response times
+// do not leak how much of a guessed token was right.
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  }
+  return diff == 0;
+}
+
+// Code names for failures httplib detects before any route runs.
+std::string_view CodeForStatus(int status) {
+  switch (status) {
+    case 400:
+      return "BAD_REQUEST";
+    case 404:
+      return "ROUTE_NOT_FOUND";
+    case 413:
+      return "PAYLOAD_TOO_LARGE";
+    case 414:
+      return "URI_TOO_LONG";
+    case 416:
+      return "RANGE_NOT_SATISFIABLE";
+    default:
+      return status >= 500 ? "INTERNAL_ERROR" : "BAD_REQUEST";
+  }
+}
+
+std::string ReasonFor(int status) {
+  switch (status) {
+    case 400:
+      return "malformed HTTP request";
+    case 404:
+      return "no such path";
+    case 413:
+      return "request body too large";
+    case 414:
+      return "request URI too long";
+    default:
+      return "request failed with HTTP status " + std::to_string(status);
+  }
+}
+
+struct Segment {
+  enum class Kind { kLiteral, kParam, kRest } kind;
+  std::string text;  // the literal, or the parameter's name
+};
+
+std::vector<Segment> ParsePattern(std::string_view pattern) {
+  if (pattern.starts_with('/')) pattern.remove_prefix(1);
+  std::vector<Segment> out;
+  size_t pos = 0;
+  while (true) {
+    size_t end = pattern.find('/', pos);
+    std::string_view seg = pattern.substr(pos, end == std::string_view::npos ? end : end - pos);
+    if (seg.size() > 5 && seg.starts_with('{') && seg.ends_with("...}")) {
+      out.push_back({Segment::Kind::kRest, std::string(seg.substr(1, seg.size() - 5))});
+    } else if (seg.size() > 2 && seg.starts_with('{') && seg.ends_with('}')) {
+      out.push_back({Segment::Kind::kParam, std::string(seg.substr(1, seg.size() - 2))});
+    } else {
+      out.push_back({Segment::Kind::kLiteral, std::string(seg)});
+    }
+    if (end == std::string_view::npos) break;
+    pos = end + 1;
+  }
+  return out;
+}
+
+// True if `path` matches; fills `params` with the captured segments.
+bool MatchPath(const std::vector<Segment>& pattern, std::string_view path,
+               std::map<std::string, std::string>* params) {
+  if (!path.starts_with('/')) return false;
+  path.remove_prefix(1);
+  size_t pos = 0;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pos > path.size()) return false;  // the path ran out of segments
+    const Segment& seg = pattern[i];
+    if (seg.kind == Segment::Kind::kRest) {
+      if (pos == path.size()) return false;
+      (*params)[seg.text] = std::string(path.substr(pos));
+      return true;
+    }
+    size_t end = std::min(path.find('/', pos), path.size());
+    std::string_view value = path.substr(pos, end - pos);
+    if (seg.kind == Segment::Kind::kLiteral ? value != seg.text : value.empty()) return false;
+    if (seg.kind == Segment::Kind::kParam) (*params)[seg.text] = std::string(value);
+    pos = end + 1;
+  }
+  return pos == path.size() + 1;  // every path segment consumed
+}
+
+HttpRequest Translate(const httplib::Request& req) {
+  HttpRequest out;
+  out.method = req.method == "HEAD" ? "GET" : req.method;
+  out.path = req.path;
+  for (const auto& [name, value] : req.params) out.query.try_emplace(name, value);
+  for (const auto& [name, value] : req.headers) out.headers.try_emplace(Lower(name), value);
+  out.body = req.body;
+  return out;
+}
+
+void Apply(const HttpResponse& from, httplib::Response& to) {
+  to.status = from.status;
+  for (const auto& [name, value] : from.headers) to.set_header(name, value);
+  to.set_content(from.body, from.content_type);
+}
+
+}  // namespace
+
+const std::string* HttpRequest::Query(std::string_view name) const {
+  auto it = query.find(std::string(name));
+  return it == query.end() ? nullptr : &it->second;
+}
+
+const std::string* HttpRequest::PathParam(std::string_view name) const {
+  auto it = path_params.find(std::string(name));
+  return it == path_params.end() ? nullptr : &it->second;
+}
+
+HttpResponse HttpResponse::Json(int status, std::string json) {
+  HttpResponse out;
+  out.status = status;
+  out.body = std::move(json);
+  return out;
+}
+
+HttpResponse HttpResponse::Text(int status, std::string text, std::string content_type) {
+  HttpResponse out;
+  out.status = status;
+  out.body = std::move(text);
+  out.content_type = std::move(content_type);
+  return out;
+}
+
+HttpResponse HttpResponse::Error(int status, std::string_view code, std::string_view message) {
+  return JsonResponse({{"error", message}, {"code", code}}, status);
+}
+
+HttpResponse HttpResponse::Error(ErrorCode code, std::string_view message) {
+  return Error(HttpStatusFor(code), ToString(code), message);
+}
+
+int HttpStatusFor(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk:
+      return 200;
+    case ErrorCode::kObjectNotFound:
+    case ErrorCode::kTierNotFound:
+    case ErrorCode::kNodeNotFound:
+      return 404;
+    case ErrorCode::kInvalidKey:
+    case ErrorCode::kInvalidParams:
+      return 400;
+    case ErrorCode::kObjectHasLease:
+    case ErrorCode::kObjectReplicaBusy:
+    case ErrorCode::kObjectAlreadyExists:
+    case ErrorCode::kReplicaIsNotReady:
+    case ErrorCode::kNotOwner:
+      return 409;
+    case ErrorCode::kNoAvailableHandle:
+      return 507;
+    default:
+      return 500;
+  }
+}
+
+struct AdminServer::Impl {
+  struct RouteEntry {
+    std::string method;
+    std::vector<Segment> pattern;
+    HttpHandler handler;
+  };
+
+  explicit Impl(AdminServerOptions opts) : options(std::move(opts)) {}
+
+  HttpResponse Handle(HttpRequest& req) const;
+  bool Authorized(const HttpRequest& req) const;
+  void Configure();
+
+  const AdminServerOptions options;
+  std::vector<RouteEntry> routes;  // written only before Start
+  httplib::Server server;
+  std::thread thread;
+  std::atomic<bool> listen_returned{false};
+  std::atomic<int> port{0};
+};
+
+bool AdminServer::Impl::Authorized(const HttpRequest& req) const {
+  if (options.token.empty() || !IsMutating(req.method)) return true;
+  auto it = req.headers.find("authorization");
+  constexpr std::string_view kScheme = "Bearer ";
+  if (it == req.headers.end() || !it->second.starts_with(kScheme)) return false;
+  return ConstantTimeEquals(std::string_view(it->second).substr(kScheme.size()), options.token);
+}
+
+HttpResponse AdminServer::Impl::Handle(HttpRequest& req) const {
+  std::vector<std::string> allowed;
+  for (const auto& route : routes) {
+    std::map<std::string, std::string> params;
+    if (!MatchPath(route.pattern, req.path, &params)) continue;
+    if (route.method != req.method) {
+      allowed.push_back(route.method);
+      continue;
+    }
+    if (!Authorized(req)) {
+      auto out = HttpResponse::Error(401, "UNAUTHORIZED",
+                                     "this request needs an Authorization: Bearer <token> header "
+                                     "with the admin token");
+      out.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return out;
+    }
+    req.path_params = std::move(params);
+    return route.handler(req);
+  }
+  if (allowed.empty())
+    return HttpResponse::Error(404, "ROUTE_NOT_FOUND", "no such path: " + req.path);
+  std::string allow;
+  for (const auto& m : allowed) allow += (allow.empty() ? "" : ", ") + m;
+  auto out = HttpResponse::Error(405, "METHOD_NOT_ALLOWED",
+                                 req.method + " is not allowed on " + req.path + "; use " + allow);
+  out.headers.emplace_back("Allow", allow);
+  return out;
+}
+
+void AdminServer::Impl::Configure() {
+  size_t threads = std::max<size_t>(1, options.threads);
+  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server.set_payload_max_length(options.max_body_bytes);
+  server.set_read_timeout(options.read_timeout);
+  server.set_write_timeout(options.write_timeout);
+  server.set_keep_alive_timeout(2);
+  // httplib's default adds SO_REUSEPORT, which would let a second server
+  // bind the same port and silently share its traffic; a busy port must
+  // fail instead. SO_REUSEADDR alone still allows a quick restart.
+  server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+
+  auto dispatch = [this](const httplib::Request& req, httplib::Response& res) {
+    // The only place exceptions are caught: every handler is wrapped here, so
+    // a bug answers 500 instead of tearing down a pool thread.
+    try {
+      HttpRequest request = Translate(req);
+      Apply(Handle(request), res);
+    } catch (const std::exception& e) {
+      MC_LOG_ERROR("admin handler failed method={} path={} error=\"{}\"", req.method, req.path,
+                   e.what());
+      Apply(HttpResponse::Error(500, "INTERNAL_ERROR", e.what()), res);
+    } catch (...) {
+      MC_LOG_ERROR("admin handler failed method={} path={}", req.method, req.path);
+      Apply(HttpResponse::Error(500, "INTERNAL_ERROR", "unknown failure"), res);
+    }
+  };
+  server.Get(kAnyPath, dispatch);
+  server.Post(kAnyPath, dispatch);
+  server.Put(kAnyPath, dispatch);
+  server.Patch(kAnyPath, dispatch);
+  server.Delete(kAnyPath, dispatch);
+  server.Options(kAnyPath, dispatch);
+
+  // Failures httplib answers itself (unparsable request, body too large,
+  // unknown method) get the same JSON shape as ours.
+  server.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&,
+                                                                   httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    Apply(HttpResponse::Error(res.status, CodeForStatus(res.status), ReasonFor(res.status)), res);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  server.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+        Apply(HttpResponse::Error(500, "INTERNAL_ERROR", "request failed"), res);
+      });
+}
+
+AdminServer::AdminServer(AdminServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+AdminServer::~AdminServer() { Stop(); }
+
+void AdminServer::Route(std::string method, std::string pattern, HttpHandler handler) {
+  impl_->routes.push_back({std::move(method), ParsePattern(pattern), std::move(handler)});
+}
+
+Result<void> AdminServer::Start(const std::string& host, int port) {
+  if (impl_->thread.joinable() || port < 0 || port > 65535) return Err(ErrorCode::kInvalidParams);
+  impl_->Configure();
+  int bound = port == 0 ? impl_->server.bind_to_any_port(host)
+                        : (impl_->server.bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) {
+    MC_LOG_ERROR("admin server cannot bind host={} port={}", host, port);
+    return Err(ErrorCode::kRpcFail);
+  }
+  impl_->port = bound;
+  impl_->thread = std::thread([impl = impl_.get()] {
+    impl->server.listen_after_bind();
+    impl->listen_returned = true;
+  });
+  // httplib 0.11 has no wait_until_ready: poll until the accept loop runs.
+  auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+  while (!impl_->server.is_running()) {
+    if (impl_->listen_returned || std::chrono::steady_clock::now() > deadline) {
+      MC_LOG_ERROR("admin server did not start host={} port={}", host, bound);
+      Stop();
+      return Err(ErrorCode::kRpcFail);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  MC_LOG_INFO("admin server listening host={} port={} auth={}", host, bound,
+              impl_->options.token.empty() ? "off" : "bearer");
+  return {};
+}
+
+int AdminServer::port() const { return impl_->port; }
+
+void AdminServer::Stop() {
+  if (!impl_->thread.joinable()) return;
+  // stop() is a no-op until the accept loop runs, and must be called once:
+  // httplib asserts on a second call while it shuts down.
+  while (!impl_->server.is_running() && !impl_->listen_returned) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!impl_->listen_returned) impl_->server.stop();
+  impl_->thread.join();
+}
+
+}  // namespace mooncake

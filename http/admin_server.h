@@ -1,0 +1,116 @@
+#pragma once
+
+// A small REST admin server for the master and the worker, over cpp-httplib
+// (kept out of this header: route files see only HttpRequest/HttpResponse).
+//
+// Behaviour every route gets for free:
+//  * Errors are JSON {"error": "<why>", "code": "<NAME>"} with a 4xx/5xx
+//    status: unknown path 404 ROUTE_NOT_FOUND, known path with another method
+//    405 METHOD_NOT_ALLOWED (with an Allow header), oversized body 413,
+//    malformed HTTP 400, an exception escaping a handler 500 INTERNAL_ERROR.
+//    Nothing a client sends can crash the process.
+//  * With a token configured, every mutating request (POST, PUT, PATCH,
+//    DELETE) must carry `Authorization: Bearer <token>`, else 401
+//    UNAUTHORIZED; reads (GET, HEAD) stay open so monitoring needs no secret.
+//  * Bounded request bodies and read/write timeouts, so a slow or hostile
+//    client cannot pin a thread or memory.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace mooncake {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...; HEAD is routed as GET
+  std::string path;    // percent-decoded
+  // Values of the route pattern's {name} segments, percent-decoded.
+  std::map<std::string, std::string> path_params;
+  // Query parameters, percent-decoded; a repeated name keeps its first value.
+  std::map<std::string, std::string> query;
+  // Header names lower-cased.
+  std::map<std::string, std::string> headers;
+  std::string body;
+
+  const std::string* Query(std::string_view name) const;
+  const std::string* PathParam(std::string_view name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  // `json` must already be serialized JSON.
+  static HttpResponse Json(int status, std::string json);
+  static HttpResponse Text(int status, std::string text, std::string content_type);
+  // The JSON error body every failure uses: {"error": message, "code": code}.
+  static HttpResponse Error(int status, std::string_view code, std::string_view message);
+  // An ErrorCode answered with HttpStatusFor(code) and the code's Mooncake name.
+  static HttpResponse Error(ErrorCode code, std::string_view message);
+};
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+// The one ErrorCode -> HTTP status mapping of the admin API: *_NOT_FOUND 404;
+// INVALID_KEY / INVALID_PARAMS 400; OBJECT_HAS_LEASE, OBJECT_REPLICA_BUSY,
+// OBJECT_ALREADY_EXISTS, REPLICA_IS_NOT_READY and NOT_OWNER 409 (the
+// request conflicts with the object's current state, retrying may work);
+// NO_AVAILABLE_HANDLE 507; everything else 500.
+int HttpStatusFor(ErrorCode code);
+
+struct AdminServerOptions {
+  // Bearer token required on mutating requests; empty disables the check.
+  std::string token;
+  // Admin requests carry at most a small JSON document.
+  size_t max_body_bytes = 1 << 20;
+  std::chrono::seconds read_timeout{5};
+  std::chrono::seconds write_timeout{5};
+  // Admin traffic is light: a few threads keep a scrape and a curl served
+  // without competing with the data path for cores.
+  size_t threads = 4;
+};
+
+// Thread-safety: Route() only before Start(). Start/Stop from the owning
+// thread; port() from any thread. Handlers run concurrently on the server's
+// pool threads and must be thread-safe themselves; the route table is
+// immutable while serving, so dispatch takes no lock.
+class AdminServer {
+ public:
+  explicit AdminServer(AdminServerOptions options = {});
+  ~AdminServer();  // Stops if still running.
+  AdminServer(const AdminServer&) = delete;
+  AdminServer& operator=(const AdminServer&) = delete;
+
+  // Registers `handler` for `method` and `pattern`. A pattern is a path whose
+  // segments may be "{name}" (one non-empty segment) or, as the last segment,
+  // "{name...}" (the rest of the path, slashes included: object keys may
+  // contain '/', which a client sends as %2F). Earlier routes win.
+  void Route(std::string method, std::string pattern, HttpHandler handler);
+
+  // Binds host:port (0 picks a free port) and serves on a background thread.
+  // Returns once the server accepts connections. kRpcFail if the address
+  // cannot be bound, kInvalidParams if already started.
+  Result<void> Start(const std::string& host, int port);
+  // The bound port; 0 before Start.
+  int port() const;
+  // Stops accepting, finishes in-flight requests, joins the thread.
+  // Idempotent.
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mooncake

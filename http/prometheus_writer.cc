@@ -1,0 +1,151 @@
+#include "http/prometheus_writer.h"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+
+namespace mooncake {
+namespace {
+
+// Prometheus parses Go floats: "+Inf", "-Inf", "NaN" and decimal or exponent
+// forms. The general format gives what Go's client writes (%g, shortest
+// round-trip): le="0.0001" and le="5e-05", so bucket labels match the ones
+// other exporters use.
+std::string FormatDouble(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::general);
+  return ec == std::errc() ? std::string(buf, end) : "NaN";
+}
+
+// HELP text escapes only backslash and newline.
+std::string EscapeHelp(std::string_view help) {
+  std::string out;
+  for (char c : help) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string PrometheusWriter::EscapeLabelValue(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string PrometheusWriter::SanitizeName(std::string_view name) {
+  std::string out(name.empty() ? "_" : name);
+  for (size_t i = 0; i < out.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(out[i]);
+    bool ok = std::isalpha(c) || c == '_' || c == ':' || (i > 0 && std::isdigit(c));
+    if (!ok) out[i] = '_';
+  }
+  return out;
+}
+
+void PrometheusWriter::Begin(std::string name, std::string_view type, std::string_view help) {
+  family_ = std::move(name);
+  out_ += "# HELP " + family_ + " " + EscapeHelp(help) + "\n";
+  out_ += "# TYPE " + family_ + " " + std::string(type) + "\n";
+}
+
+void PrometheusWriter::BeginCounter(std::string_view name, std::string_view help) {
+  Begin(SanitizeName(name) + "_total", "counter", help);
+}
+
+void PrometheusWriter::BeginGauge(std::string_view name, std::string_view help) {
+  Begin(SanitizeName(name), "gauge", help);
+}
+
+void PrometheusWriter::BeginHistogram(std::string_view name, std::string_view help) {
+  Begin(SanitizeName(name), "histogram", help);
+}
+
+void PrometheusWriter::WriteSample(std::string_view suffix, const PrometheusLabels& labels,
+                                   std::string_view extra_label, std::string_view extra_value,
+                                   std::string_view value) {
+  out_ += family_;
+  out_ += suffix;
+  if (!labels.empty() || !extra_label.empty()) {
+    out_ += '{';
+    bool first = true;
+    auto add = [&](std::string_view name, std::string_view val) {
+      if (!first) out_ += ',';
+      first = false;
+      out_ += SanitizeName(name) + "=\"" + EscapeLabelValue(val) + "\"";
+    };
+    for (const auto& [name, val] : labels) add(name, val);
+    if (!extra_label.empty()) add(extra_label, extra_value);
+    out_ += '}';
+  }
+  out_ += ' ';
+  out_ += value;
+  out_ += '\n';
+}
+
+void PrometheusWriter::Sample(const PrometheusLabels& labels, double value) {
+  WriteSample("", labels, {}, {}, FormatDouble(value));
+}
+
+void PrometheusWriter::Sample(const PrometheusLabels& labels, uint64_t value) {
+  WriteSample("", labels, {}, {}, std::to_string(value));
+}
+
+void PrometheusWriter::Histogram(const PrometheusLabels& labels,
+                                 const HistogramSnapshot& histogram) {
+  auto cumulative = histogram.Cumulative();
+  for (size_t i = 0; i < kLatencyBucketBounds.size(); ++i) {
+    WriteSample("_bucket", labels, "le", FormatDouble(kLatencyBucketBounds[i]),
+                std::to_string(cumulative[i]));
+  }
+  WriteSample("_bucket", labels, "le", "+Inf", std::to_string(cumulative.back()));
+  WriteSample("_sum", labels, {}, {}, FormatDouble(histogram.sum_seconds));
+  WriteSample("_count", labels, {}, {}, std::to_string(histogram.count));
+}
+
+void PrometheusWriter::Counter(std::string_view name, std::string_view help, uint64_t value) {
+  BeginCounter(name, help);
+  Sample({}, value);
+}
+
+void PrometheusWriter::Gauge(std::string_view name, std::string_view help, double value) {
+  BeginGauge(name, help);
+  Sample({}, value);
+}
+
+void WriteRequestMetrics(PrometheusWriter& writer, std::string_view prefix,
+                         const RequestMetrics& metrics) {
+  auto ops = metrics.Snapshot();
+  std::string name(prefix);
+  writer.BeginCounter(name + "_requests", "Requests served, by operation and answered error code");
+  for (const auto& op : ops) {
+    for (const auto& [code, n] : op.codes) {
+      writer.Sample({{"op", op.op}, {"code", std::string(ToString(code))}}, n);
+    }
+  }
+  writer.BeginHistogram(name + "_request_duration_seconds",
+                        "Time to serve a request, by operation");
+  for (const auto& op : ops) writer.Histogram({{"op", op.op}}, op.latency);
+}
+
+}  // namespace mooncake

@@ -1,0 +1,23 @@
+#pragma once
+
+// Ready files tell a supervisor (a script, the integration harness) that a
+// server listens and on which ports.
+//
+// Thread-safety: reentrant; concurrent writers of one path leave one whole
+// file (the last rename wins).
+
+#include <span>
+#include <string>
+
+#include "common/status.h"
+
+namespace mooncake {
+
+// Writes each port on its own line ("50051\n50050\n") to `path`, atomically:
+// the text goes to a temporary file in the same directory that is then
+// renamed over `path`, so a reader polling for the file never sees it half
+// written. kInvalidParams if the file cannot be created, kInternalError if
+// writing or renaming fails.
+Result<void> WriteReadyFilePorts(const std::string& path, std::span<const int> ports);
+
+}  // namespace mooncake

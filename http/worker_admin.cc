@@ -1,0 +1,297 @@
+#include "http/worker_admin.h"
+
+#include <cmath>
+#include <string>
+
+#include "http/json_util.h"
+#include "http/prometheus_writer.h"
+#include "tiers/cache_tier.h"
+
+namespace mooncake {
+namespace {
+
+using nlohmann::json;
+
+// What a handler needs, shared by all the worker's routes.
+struct WorkerRoutes {
+  TieredCacheBackend& backend;
+  const WorkerConfig config;
+  const RequestMetrics& requests;
+
+  std::string NodeId() const {
+    if (!config.node_id.empty()) return config.node_id;
+    const std::string& host = config.advertise_host.empty() ? config.host : config.advertise_host;
+    return host + ":" + std::to_string(config.port);
+  }
+};
+
+json TierJson(const TierSnapshot& t) {
+  return {{"name", t.name},
+          {"kind", ToString(t.kind)},
+          {"capacity", t.capacity},
+          {"used", t.used},
+          {"objects", t.objects},
+          {"hits", t.hits},
+          {"promotions_in", t.promotions_in},
+          {"demotions_out", t.demotions_out},
+          {"evictions", t.evictions},
+          {"pinned_bytes", t.pinned_bytes}};
+}
+
+json TotalsJson(const BackendStats& s) {
+  return {{"gets", s.gets},
+          {"get_misses", s.get_misses},
+          {"puts", s.puts},
+          {"upserts", s.upserts},
+          {"removes", s.removes},
+          {"dropped", s.dropped},
+          {"prefetch_started", s.prefetch_started},
+          {"prefetch_succeeded", s.prefetch_succeeded},
+          {"prefetch_failed", s.prefetch_failed},
+          {"prefetch_skipped", s.prefetch_skipped},
+          {"moved_in", s.moved_in},
+          {"moved_out", s.moved_out}};
+}
+
+json RequestsJson(const RequestMetrics& metrics) {
+  json out = json::object();
+  for (const auto& op : metrics.Snapshot()) {
+    json codes = json::object();
+    for (const auto& [code, n] : op.codes) codes[std::string(ToString(code))] = n;
+    out[op.op] = {{"requests", op.requests},
+                  {"errors", op.errors},
+                  {"codes", std::move(codes)},
+                  {"p50_ms", op.latency.Percentile(0.50) * 1e3},
+                  {"p99_ms", op.latency.Percentile(0.99) * 1e3},
+                  {"mean_ms", op.latency.mean_seconds() * 1e3}};
+  }
+  return out;
+}
+
+HttpResponse Health(const WorkerRoutes& r) {
+  auto stats = r.backend.Stats();
+  uint64_t objects = 0;
+  for (const auto& t : stats.tiers) objects += t.objects;
+  return JsonResponse({{"status", "ok"},
+                       {"role", "worker"},
+                       {"node_id", r.NodeId()},
+                       {"objects", objects},
+                       {"tiers", stats.tiers.size()}});
+}
+
+HttpResponse Stats(const WorkerRoutes& r) {
+  auto stats = r.backend.Stats();
+  json tiers = json::array();
+  for (const auto& t : stats.tiers) tiers.push_back(TierJson(t));
+  return JsonResponse({{"node_id", r.NodeId()},
+                       {"tiers", std::move(tiers)},
+                       {"totals", TotalsJson(stats)},
+                       {"requests", RequestsJson(r.requests)}});
+}
+
+HttpResponse InspectObject(const WorkerRoutes& r, const HttpRequest& req) {
+  const std::string& key = *req.PathParam("key");
+  if (auto valid = ValidateKey(key); !valid)
+    return HttpResponse::Error(valid.error(), "invalid key");
+  auto obj = r.backend.Inspect(key);
+  if (!obj) return HttpResponse::Error(obj.error(), "cannot inspect key: " + key);
+  return JsonResponse({{"key", key},
+                       {"tier", obj->tier},
+                       {"offset", obj->offset},
+                       {"size", obj->size},
+                       {"version", obj->version},
+                       {"hard_pinned", obj->hard_pinned},
+                       {"soft_pinned", obj->soft_pinned},
+                       {"state", obj->state},
+                       {"readers", obj->readers},
+                       {"lease_remaining_ms", obj->lease_remaining_ms},
+                       {"idle_ms", obj->idle_ms}});
+}
+
+// "true"/"1" or "false"/"0"; absent means false.
+Result<bool> ParseBool(const std::string* text) {
+  if (!text || *text == "false" || *text == "0") return false;
+  if (*text == "true" || *text == "1") return true;
+  return Err(ErrorCode::kInvalidParams);
+}
+
+HttpResponse RemoveObject(const WorkerRoutes& r, const HttpRequest& req) {
+  const std::string& key = *req.PathParam("key");
+  if (auto valid = ValidateKey(key); !valid)
+    return HttpResponse::Error(valid.error(), "invalid key");
+  auto force = ParseBool(req.Query("force"));
+  if (!force) return HttpResponse::Error(force.error(), "force must be true or false");
+  auto removed = r.backend.Remove(key, *force);
+  if (!removed) {
+    std::string why = removed.error() == ErrorCode::kObjectHasLease
+                          ? "object is leased by a recent read; retry later or use force=true"
+                          : "cannot remove key: " + key;
+    return HttpResponse::Error(removed.error(), why);
+  }
+  return JsonResponse({{"key", key}, {"removed", true}});
+}
+
+struct EvictRequest {
+  std::string tier;
+  double target_ratio = 0;
+};
+
+// Strict on purpose: a misspelt field ("ratio") is an error, not a no-op.
+Result<EvictRequest> ParseEvictBody(const std::string& body, std::string* why) {
+  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    *why = "body must be a JSON object {\"tier\": NAME, \"target_ratio\": 0..1}";
+    return Err(ErrorCode::kInvalidParams);
+  }
+  for (const auto& [name, value] : doc.items()) {
+    if (name != "tier" && name != "target_ratio") {
+      *why = "unknown field \"" + name + "\"";
+      return Err(ErrorCode::kInvalidParams);
+    }
+  }
+  auto tier = doc.find("tier");
+  auto ratio = doc.find("target_ratio");
+  if (tier == doc.end() || !tier->is_string() || tier->get_ref<const std::string&>().empty()) {
+    *why = "\"tier\" must be a non-empty string";
+    return Err(ErrorCode::kInvalidParams);
+  }
+  if (ratio == doc.end() || !ratio->is_number() || !std::isfinite(ratio->get<double>()) ||
+      ratio->get<double>() < 0 || ratio->get<double>() > 1) {
+    *why = "\"target_ratio\" must be a number in [0, 1]";
+    return Err(ErrorCode::kInvalidParams);
+  }
+  return EvictRequest{tier->get<std::string>(), ratio->get<double>()};
+}
+
+HttpResponse Evict(const WorkerRoutes& r, const HttpRequest& req) {
+  std::string why;
+  auto parsed = ParseEvictBody(req.body, &why);
+  if (!parsed) return HttpResponse::Error(parsed.error(), why);
+  auto freed = r.backend.EvictTier(parsed->tier, parsed->target_ratio);
+  if (!freed) {
+    return HttpResponse::Error(freed.error(), freed.error() == ErrorCode::kTierNotFound
+                                                  ? "no tier named \"" + parsed->tier + "\""
+                                                  : "eviction failed");
+  }
+  uint64_t used = 0;
+  for (const auto& t : r.backend.Stats().tiers) {
+    if (t.name == parsed->tier) used = t.used;
+  }
+  return JsonResponse({{"tier", parsed->tier},
+                       {"target_ratio", parsed->target_ratio},
+                       {"bytes_freed", *freed},
+                       {"used", used}});
+}
+
+HttpResponse Config(const WorkerRoutes& r) {
+  const WorkerConfig& c = r.config;
+  return JsonResponse({{"node-id", r.NodeId()},
+                       {"host", c.host},
+                       {"advertise-host", c.advertise_host.empty() ? c.host : c.advertise_host},
+                       {"port", c.port},
+                       {"master", c.master},
+                       {"dram-capacity", c.dram_capacity},
+                       {"ssd-capacity", c.ssd_capacity},
+                       {"ssd-path", c.ssd_path},
+                       {"high-watermark", c.high_watermark},
+                       {"low-watermark", c.low_watermark},
+                       {"heartbeat-interval-ms", c.heartbeat_interval_ms},
+                       {"promote-on-get", c.promote_on_get},
+                       {"allow-evict-soft-pinned", c.allow_evict_soft_pinned},
+                       {"kv-lease-ttl-ms", c.kv_lease_ttl_ms},
+                       {"soft-pin-ttl-ms", c.soft_pin_ttl_ms},
+                       {"put-start-discard-timeout-ms", c.put_start_discard_timeout_ms},
+                       {"hard-pin-write-through", c.hard_pin_write_through},
+                       {"inter-node-eviction", c.inter_node_eviction},
+                       {"adopt-confirm-delay-ms", c.adopt_confirm_delay_ms},
+                       {"test-crash-at", c.test_crash_at},
+                       {"ready-file", c.ready_file},
+                       {"log-level", c.log_level}});
+}
+
+void WriteTierMetrics(PrometheusWriter& w, const std::vector<TierSnapshot>& tiers) {
+  struct TierMetric {
+    const char* name;
+    const char* help;
+    uint64_t TierSnapshot::*field;
+    bool counter;
+  };
+  static constexpr TierMetric kMetrics[] = {
+      {"mooncake_worker_tier_capacity_bytes", "Tier capacity", &TierSnapshot::capacity, false},
+      {"mooncake_worker_tier_used_bytes", "Tier bytes allocated", &TierSnapshot::used, false},
+      {"mooncake_worker_tier_objects", "Objects placed in the tier", &TierSnapshot::objects, false},
+      {"mooncake_worker_tier_pinned_bytes", "Bytes of hard-pinned objects in the tier",
+       &TierSnapshot::pinned_bytes, false},
+      {"mooncake_worker_hits", "Reads served from the tier", &TierSnapshot::hits, true},
+      {"mooncake_worker_promotions", "Objects promoted into the tier", &TierSnapshot::promotions_in,
+       true},
+      {"mooncake_worker_demotions", "Objects demoted out of the tier", &TierSnapshot::demotions_out,
+       true},
+      {"mooncake_worker_evictions", "Objects dropped from the node out of the tier",
+       &TierSnapshot::evictions, true},
+  };
+  for (const auto& m : kMetrics) {
+    if (m.counter) {
+      w.BeginCounter(m.name, m.help);
+    } else {
+      w.BeginGauge(m.name, m.help);
+    }
+    for (const auto& t : tiers) {
+      w.Sample({{"tier", t.name}, {"kind", std::string(ToString(t.kind))}}, t.*m.field);
+    }
+  }
+}
+
+void WriteTotals(PrometheusWriter& w, const BackendStats& s) {
+  struct Total {
+    const char* name;
+    const char* help;
+    uint64_t BackendStats::*field;
+  };
+  static constexpr Total kTotals[] = {
+      {"mooncake_worker_gets", "Get requests", &BackendStats::gets},
+      {"mooncake_worker_get_misses", "Gets of keys not here", &BackendStats::get_misses},
+      {"mooncake_worker_puts", "Objects stored by Put", &BackendStats::puts},
+      {"mooncake_worker_upserts", "Objects stored by Upsert", &BackendStats::upserts},
+      {"mooncake_worker_removes", "Objects removed", &BackendStats::removes},
+      {"mooncake_worker_dropped", "Objects dropped from the cluster for lack of space",
+       &BackendStats::dropped},
+      {"mooncake_worker_prefetch_started", "SSD to DRAM prefetches started",
+       &BackendStats::prefetch_started},
+      {"mooncake_worker_prefetch_succeeded", "Prefetches completed",
+       &BackendStats::prefetch_succeeded},
+      {"mooncake_worker_prefetch_failed", "Prefetches that failed", &BackendStats::prefetch_failed},
+      {"mooncake_worker_prefetch_skipped", "Prefetches not needed or already queued",
+       &BackendStats::prefetch_skipped},
+      {"mooncake_worker_moved_in", "Objects adopted from other nodes", &BackendStats::moved_in},
+      {"mooncake_worker_moved_out", "Objects handed to other nodes", &BackendStats::moved_out},
+  };
+  for (const auto& t : kTotals) w.Counter(t.name, t.help, s.*t.field);
+}
+
+HttpResponse Metrics(const WorkerRoutes& r) {
+  auto stats = r.backend.Stats();
+  PrometheusWriter w;
+  WriteTierMetrics(w, stats.tiers);
+  WriteTotals(w, stats);
+  WriteRequestMetrics(w, "mooncake_worker", r.requests);
+  return HttpResponse::Text(200, w.Take(), std::string(PrometheusWriter::kContentType));
+}
+
+}  // namespace
+
+void RegisterWorkerAdminRoutes(AdminServer& server, TieredCacheBackend& backend,
+                               const WorkerConfig& config, const RequestMetrics& requests) {
+  auto r = std::make_shared<const WorkerRoutes>(WorkerRoutes{backend, config, requests});
+  server.Route("GET", "/health", [r](const HttpRequest&) { return Health(*r); });
+  server.Route("GET", "/stats", [r](const HttpRequest&) { return Stats(*r); });
+  server.Route("GET", "/objects/{key...}",
+               [r](const HttpRequest& req) { return InspectObject(*r, req); });
+  server.Route("DELETE", "/objects/{key...}",
+               [r](const HttpRequest& req) { return RemoveObject(*r, req); });
+  server.Route("POST", "/evict", [r](const HttpRequest& req) { return Evict(*r, req); });
+  server.Route("GET", "/config", [r](const HttpRequest&) { return Config(*r); });
+  server.Route("GET", "/metrics", [r](const HttpRequest&) { return Metrics(*r); });
+}
+
+}  // namespace mooncake

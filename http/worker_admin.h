@@ -1,0 +1,45 @@
+#pragma once
+
+// The worker's REST admin routes. Handlers only translate HTTP to
+// TieredCacheBackend calls and results to JSON; every rule lives in the
+// backend.
+//
+//   GET    /health          {"status":"ok","role":"worker","node_id","objects":N,"tiers":N}
+//   GET    /stats           {"node_id","tiers":[{"name","kind","capacity","used","objects",
+//                             "hits","promotions_in","demotions_out","evictions",
+//                             "pinned_bytes"}],
+//                            "totals":{"gets","get_misses","puts","upserts","removes","dropped",
+//                             "prefetch_started","prefetch_succeeded","prefetch_failed",
+//                             "prefetch_skipped","moved_in","moved_out"},
+//                            "requests":{"<op>":{"requests","errors","codes":{"OK":n,..},
+//                             "p50_ms","p99_ms","mean_ms"}}}
+//   GET    /objects/{key}   {"key","tier","offset","size","version","hard_pinned",
+//                            "soft_pinned","state","readers","lease_remaining_ms","idle_ms"}
+//                            404 OBJECT_NOT_FOUND, 400 INVALID_KEY
+//   DELETE /objects/{key}?force=true|false
+//                           {"key","removed":true}; 409 OBJECT_HAS_LEASE without force
+//   POST   /evict           body {"tier":"dram","target_ratio":0.5} ->
+//                           {"tier","target_ratio","bytes_freed","used"}; 400 for bad JSON or
+//                           a ratio outside [0, 1], 404 TIER_NOT_FOUND
+//   GET    /config          every WorkerConfig field under its flag name ("dram-capacity")
+//   GET    /metrics         Prometheus text (mooncake_worker_*)
+//
+// A key containing '/' is sent as %2F. Mutating routes need the admin token
+// when the AdminServer has one.
+
+#include <string>
+
+#include "common/metrics.h"
+#include "http/admin_server.h"
+#include "worker/tiered_cache_backend.h"
+#include "worker/worker_config.h"
+
+namespace mooncake {
+
+// Registers the routes above on `server` (before it starts). `config` is
+// copied: pass the effective one (node_id and port resolved). `backend` and
+// `requests` must outlive the server.
+void RegisterWorkerAdminRoutes(AdminServer& server, TieredCacheBackend& backend,
+                               const WorkerConfig& config, const RequestMetrics& requests);
+
+}  // namespace mooncake
