@@ -133,21 +133,17 @@ std::vector<std::string> TieredCacheBackend::Recover() {
 
 Result<void> TieredCacheBackend::Put(const std::string& key, std::string_view value,
                                      const ObjectOptions& options) {
-  auto handle = PutStart(key, value.size(), options);
-  if (!handle) return Err(handle.error());
-  for (uint64_t offset = 0; offset < value.size(); offset += kRpcChunkBytes) {
-    auto written = PutChunk(*handle, offset, value.substr(offset, kRpcChunkBytes));
-    if (!written) {
-      PutRevoke(*handle);
-      return written;
-    }
-  }
-  return PutEnd(*handle);
+  return WriteWhole(key, value, options, WriteMode::kCreate);
 }
 
 Result<void> TieredCacheBackend::Upsert(const std::string& key, std::string_view value,
                                         const ObjectOptions& options) {
-  auto handle = PutStart(key, value.size(), options, WriteMode::kUpsert);
+  return WriteWhole(key, value, options, WriteMode::kUpsert);
+}
+
+Result<void> TieredCacheBackend::WriteWhole(const std::string& key, std::string_view value,
+                                            const ObjectOptions& options, WriteMode mode) {
+  auto handle = PutStart(key, value.size(), options, mode);
   if (!handle) return Err(handle.error());
   for (uint64_t offset = 0; offset < value.size(); offset += kRpcChunkBytes) {
     auto written = PutChunk(*handle, offset, value.substr(offset, kRpcChunkBytes));

@@ -244,6 +244,9 @@ class TieredCacheBackend {
     bool prefetch = false;
   };
 
+  // PutStart + PutChunk (in RPC-sized pieces) + PutEnd, revoking on failure.
+  Result<void> WriteWhole(const std::string& key, std::string_view value,
+                          const ObjectOptions& options, WriteMode mode);
   Result<std::pair<size_t, AllocationPtr>> AllocateIn(size_t first_tier, size_t last_tier,
                                                       uint64_t size, bool allow_drop);
   // Demotes (or, from the last tier, moves out or drops) LRU victims so

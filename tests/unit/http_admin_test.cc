@@ -29,6 +29,7 @@
 #include "http/worker_admin.h"
 #include "master/master_server.h"
 #include "master/master_service.h"
+#include "tests/unit/in_memory_directory.h"
 #include "tiers/dram_tier.h"
 #include "tiers/ssd_tier.h"
 #include "worker/tiered_cache_backend.h"
@@ -625,24 +626,7 @@ TEST(MasterServiceListKeysTest, FiltersByPrefixPagesAfterACursorAndSortsBytewise
 // ---------------------------------------------------------------------------
 // Worker routes.
 
-// The ownership directory of a single-node cluster, kept in memory.
-class InMemoryDirectory : public OwnerDirectory {
- public:
-  Result<void> Claim(const std::string& key) override {
-    std::lock_guard lock(mu_);
-    if (!owned_.insert(key).second) return Err(ErrorCode::kObjectAlreadyExists);
-    return {};
-  }
-  Result<void> Release(const std::string& key) override {
-    std::lock_guard lock(mu_);
-    if (owned_.erase(key) == 0) return Err(ErrorCode::kObjectNotFound);
-    return {};
-  }
-
- private:
-  std::mutex mu_;
-  std::set<std::string> owned_;
-};
+using mooncake::testing::InMemoryDirectory;
 
 class WorkerAdminTest : public ::testing::Test {
  protected:

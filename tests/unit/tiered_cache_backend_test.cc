@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/unit/in_memory_directory.h"
 #include "tiers/dram_tier.h"
 #include "tiers/ssd_tier.h"
 
@@ -21,38 +22,7 @@ namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
 
-// The ownership directory of a single-node cluster: a real implementation of
-// the interface, kept in memory.
-class InMemoryDirectory : public OwnerDirectory {
- public:
-  Result<void> Claim(const std::string& key) override {
-    std::lock_guard lock(mu_);
-    if (!owned_.insert(key).second) return Err(ErrorCode::kObjectAlreadyExists);
-    return {};
-  }
-  Result<void> Release(const std::string& key) override {
-    std::lock_guard lock(mu_);
-    if (owned_.erase(key) == 0) return Err(ErrorCode::kObjectNotFound);
-    return {};
-  }
-  bool Owns(const std::string& key) {
-    std::lock_guard lock(mu_);
-    return owned_.contains(key);
-  }
-  // Simulates another node owning a key.
-  void ClaimElsewhere(const std::string& key) {
-    std::lock_guard lock(mu_);
-    owned_.insert(key);
-  }
-  void Forget(const std::string& key) {
-    std::lock_guard lock(mu_);
-    owned_.erase(key);
-  }
-
- private:
-  std::mutex mu_;
-  std::set<std::string> owned_;
-};
+using mooncake::testing::InMemoryDirectory;
 
 std::string Pattern(const std::string& key, uint64_t size, uint64_t salt = 0) {
   std::string value(size, '\0');

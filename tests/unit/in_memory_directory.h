@@ -1,0 +1,43 @@
+#pragma once
+
+// The ownership directory of a single-node cluster, kept in memory: a real
+// OwnerDirectory for tests that run a TieredCacheBackend without a master.
+//
+// Thread-safety: all methods are safe to call concurrently (one mutex).
+
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "worker/tiered_cache_backend.h"
+
+namespace mooncake::testing {
+
+class InMemoryDirectory : public OwnerDirectory {
+ public:
+  Result<void> Claim(const std::string& key) override {
+    std::lock_guard lock(mu_);
+    if (!owned_.insert(key).second) return Err(ErrorCode::kObjectAlreadyExists);
+    return {};
+  }
+  Result<void> Release(const std::string& key) override {
+    std::lock_guard lock(mu_);
+    if (owned_.erase(key) == 0) return Err(ErrorCode::kObjectNotFound);
+    return {};
+  }
+  bool Owns(const std::string& key) {
+    std::lock_guard lock(mu_);
+    return owned_.contains(key);
+  }
+  // Simulates another node owning a key.
+  void ClaimElsewhere(const std::string& key) {
+    std::lock_guard lock(mu_);
+    owned_.insert(key);
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> owned_;  // guarded by mu_
+};
+
+}  // namespace mooncake::testing
