@@ -499,8 +499,9 @@ Result<bool> TieredCacheBackend::Exist(const std::string& key, bool prefetch,
   if (!prefetch) return true;
   bool only_on_ssd = tiers_.size() > 1 && object.tier == tiers_.size() - 1 &&
                      tiers_[object.tier]->kind() == TierKind::kSsd;
-  bool busy = object.moving || object.transferring || object.promotion_queued ||
-              object.adopted_unconfirmed;
+  // An adopted copy may move up inside this node; RunPromotion will not hand
+  // it on to another node before it is confirmed as ours.
+  bool busy = object.moving || object.transferring || object.promotion_queued;
   if (!only_on_ssd || busy) {
     prefetch_skipped_.fetch_add(1, std::memory_order_relaxed);
     return true;
