@@ -33,6 +33,7 @@ struct TieredCacheBackend::Object {
   bool published = false;     // claimed in the directory
   bool moving = false;        // a mover copies it or a drop is being announced
   bool transferring = false;  // being handed to another node
+  bool removing = false;      // Remove is telling the master
   bool promotion_queued = false;
   // Adopted from another node; ours once the master names us.
   bool adopted_unconfirmed = false;
@@ -184,7 +185,8 @@ Result<uint64_t> TieredCacheBackend::PutStart(const std::string& key, uint64_t s
     if (existing != objects_.end()) {
       if (mode != WriteMode::kUpsert) return Err(ErrorCode::kObjectAlreadyExists);
       Object& old = existing->second;
-      if (old.readers > 0 || old.moving || old.transferring || old.adopted_unconfirmed) {
+      if (old.readers > 0 || old.moving || old.transferring || old.adopted_unconfirmed ||
+          old.removing) {
         return Err(ErrorCode::kObjectReplicaBusy);
       }
       // Pins are a property of the key: they survive an upsert.
@@ -555,6 +557,10 @@ Result<void> TieredCacheBackend::Remove(const std::string& key, bool force) {
       }
       bool leased = object.readers > 0 || object.lease_until > SteadyClock::now();
       if (leased && !force) return Err(ErrorCode::kObjectHasLease);
+      if (object.removing) return Err(ErrorCode::kObjectReplicaBusy);
+      // Until the master has answered, no upsert may take this object over:
+      // it would inherit an ownership that is about to vanish.
+      object.removing = true;
       object_id = object.id;
     }
   }
@@ -562,12 +568,15 @@ Result<void> TieredCacheBackend::Remove(const std::string& key, bool force) {
   // and the caller gets the error, rather than the master pointing at a node
   // that no longer has the object.
   auto released = directory_->Release(key);
-  if (!released && released.error() != ErrorCode::kObjectNotFound &&
-      released.error() != ErrorCode::kNotOwner) {
+  bool failed = !released && released.error() != ErrorCode::kObjectNotFound &&
+                released.error() != ErrorCode::kNotOwner;
+  if (object_id == 0) return failed ? released : Result<void>{};
+  std::lock_guard lock(mu_);
+  if (failed) {
+    auto it = objects_.find(key);
+    if (it != objects_.end() && it->second.id == object_id) it->second.removing = false;
     return released;
   }
-  if (object_id == 0) return {};
-  std::lock_guard lock(mu_);
   EraseIfSameLocked(key, object_id);
   removes_.fetch_add(1, std::memory_order_relaxed);
   return {};
@@ -633,7 +642,7 @@ bool TieredCacheBackend::MakeRoom(size_t tier, uint64_t bytes, bool allow_drop) 
 bool TieredCacheBackend::IsEvictableLocked(const Object& object, SteadyClock::time_point now,
                                            int pass) const {
   if (!object.complete || !object.published || object.moving || object.transferring ||
-      object.readers > 0 || object.adopted_unconfirmed) {
+      object.removing || object.readers > 0 || object.adopted_unconfirmed) {
     return false;
   }
   if (object.options.hard_pin || object.lease_until > now) return false;
@@ -759,7 +768,7 @@ Result<void> TieredCacheBackend::TransferOut(const std::string& key, const std::
     Object& object = it->second;
     // Hard-pinned objects never leave their node.
     if (!object.complete || !object.published || object.moving || object.transferring ||
-        object.adopted_unconfirmed || object.options.hard_pin) {
+        object.adopted_unconfirmed || object.removing || object.options.hard_pin) {
       return Err(ErrorCode::kObjectReplicaBusy);
     }
     object.transferring = true;

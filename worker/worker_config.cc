@@ -39,6 +39,10 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
   app.add_option("--master", c.master, "Master address HOST:PORT")->capture_default_str();
   AddSizeOption(app, "--dram-capacity", c.dram_capacity, "DRAM tier size");
   AddSizeOption(app, "--ssd-capacity", c.ssd_capacity, "SSD tier size, 0 for none");
+  AddSizeOption(app, "--vram-capacity", c.vram_capacity,
+                "VRAM tier size, 0 for none (needs a HIP build and a GPU)");
+  app.add_option("--gpu-device", c.gpu_device, "HIP device index of the VRAM tier")
+      ->capture_default_str();
   app.add_option("--ssd-path", c.ssd_path, "RocksDB directory of the SSD tier")
       ->capture_default_str();
   app.add_option("--high-watermark", c.high_watermark, "Demote above this fraction of a tier")
@@ -132,6 +136,7 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
   }
   if (c.dram_capacity == 0) return fail("--dram-capacity must be positive");
   if (c.ssd_capacity > 0 && c.ssd_path.empty()) return fail("--ssd-path must not be empty");
+  if (c.gpu_device < 0) return fail("--gpu-device must not be negative");
   if (!(c.low_watermark > 0 && c.low_watermark < c.high_watermark && c.high_watermark <= 1.0)) {
     return fail("watermarks must satisfy 0 < --low-watermark < --high-watermark <= 1");
   }

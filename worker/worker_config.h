@@ -31,6 +31,12 @@ struct WorkerConfig {
   uint64_t ssd_capacity = 1ull << 30;
   // RocksDB directory of the SSD tier; reopened on restart to recover objects.
   std::string ssd_path = "./var/worker/ssd";
+  // VRAM tier size; 0 (default) runs without it. Needs a build with HIP
+  // (MOONCAKE_WITH_GPU) and a device: without one the worker logs why and
+  // runs with DRAM + SSD.
+  uint64_t vram_capacity = 0;
+  // HIP device index of the VRAM tier.
+  int gpu_device = 0;
   double high_watermark = 0.90;
   double low_watermark = 0.80;
   int64_t heartbeat_interval_ms = 1000;

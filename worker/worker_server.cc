@@ -9,6 +9,7 @@
 #include "mooncake_rpc/WorkerService.h"
 #include "thrift/rpc_server.h"
 #include "tiers/dram_tier.h"
+#include "tiers/gpu_tier.h"
 #include "tiers/ssd_tier.h"
 #include "worker/master_link.h"
 #include "worker/peer_transfer.h"
@@ -36,6 +37,22 @@ BackendOptions ToBackendOptions(const WorkerConfig& c) {
 
 Result<std::vector<std::unique_ptr<CacheTier>>> OpenTiers(const WorkerConfig& c) {
   std::vector<std::unique_ptr<CacheTier>> tiers;
+  // Fastest first: VRAM, DRAM, SSD.
+  if (c.vram_capacity > 0) {
+    std::string why;
+    auto vram = GpuTier::Create("vram", c.vram_capacity, c.gpu_device, &why);
+    if (vram) {
+      tiers.push_back(std::move(*vram));
+    } else if (vram.error() == ErrorCode::kTierNotFound) {
+      // No HIP in this build, no driver or no GPU: run with DRAM + SSD.
+      MC_LOG_WARN("vram tier disabled capacity={} device={}: {}", c.vram_capacity, c.gpu_device,
+                  why);
+    } else {
+      MC_LOG_ERROR("cannot create vram tier capacity={} device={} error={}: {}", c.vram_capacity,
+                   c.gpu_device, ToString(vram.error()), why);
+      return Err(vram.error());
+    }
+  }
   auto dram = DramTier::Create("dram", c.dram_capacity);
   if (!dram) {
     MC_LOG_ERROR("cannot create dram tier capacity={} error={}", c.dram_capacity,

@@ -1,0 +1,348 @@
+#include "tiers/gpu_tier.h"
+
+#include <algorithm>
+#include <cstring>
+#include <spdlog/fmt/fmt.h>
+#include <new>
+#include <utility>
+
+#include "common/log.h"
+
+#if defined(MOONCAKE_HAVE_GPU) && MOONCAKE_HAVE_GPU
+// On NVIDIA this resolves to the patched copy of HIP's NVIDIA header that
+// cmake/HipNvidia.cmake puts first on this file's include path.
+#include <hip/hip_runtime_api.h>
+#define MOONCAKE_GPU_TIER_HIP 1
+#else
+#define MOONCAKE_GPU_TIER_HIP 0
+#endif
+
+#ifndef MOONCAKE_GPU_PLATFORM
+#define MOONCAKE_GPU_PLATFORM "unknown"
+#endif
+
+namespace mooncake {
+
+bool GpuTier::BuiltWithHip() { return MOONCAKE_GPU_TIER_HIP != 0; }
+
+bool GpuTier::InBounds(const TierLocation& location, uint64_t offset, uint64_t len) const {
+  if (location.offset > arena_size_ || location.size > arena_size_ - location.offset) return false;
+  return offset <= location.size && len <= location.size - offset;
+}
+
+Result<TierLocation> GpuTier::Allocate(uint64_t size) {
+  if (size == 0) return Err(ErrorCode::kInvalidParams);
+  try {
+    auto offset = allocator_.Allocate(size);
+    if (!offset) return Err(ErrorCode::kNoAvailableHandle);
+    return TierLocation{.offset = *offset, .size = size};
+  } catch (const std::bad_alloc&) {
+    MC_LOG_ERROR("vram allocate bookkeeping out of memory tier={} size={}", name_, size);
+    return Err(ErrorCode::kInternalError);
+  }
+}
+
+void GpuTier::Free(const TierLocation& location) {
+  try {
+    allocator_.Free(location.offset);
+  } catch (const std::bad_alloc&) {
+    // As in the DRAM tier: leak the block rather than abort.
+    MC_LOG_ERROR("vram free bookkeeping out of memory tier={} offset={}", name_, location.offset);
+  }
+}
+
+#if MOONCAKE_GPU_TIER_HIP
+
+namespace {
+
+std::string HipErrorText(hipError_t error) {
+  return fmt::format("{} ({}): {}", hipGetErrorName(error), static_cast<int>(error),
+                     hipGetErrorString(error));
+}
+
+void SetWhy(std::string* why, std::string text) {
+  if (why != nullptr) *why = std::move(text);
+}
+
+}  // namespace
+
+struct GpuTier::Device {
+  int index = 0;
+  void* arena = nullptr;
+  hipStream_t stream = nullptr;
+  // Pinned; two halves of kStagingBytes / 2, each with an event recorded
+  // after the copy that last used it.
+  std::byte* staging = nullptr;
+  hipEvent_t half_done[2] = {nullptr, nullptr};
+
+  ~Device() {
+    // Best effort: nothing useful can be done with a failure at teardown.
+    if (hipSetDevice(index) != hipSuccess) {
+      MC_LOG_WARN("vram teardown cannot select device={}", index);
+    }
+    if (stream != nullptr) {
+      (void)hipStreamSynchronize(stream);
+      (void)hipStreamDestroy(stream);
+    }
+    for (hipEvent_t event : half_done) {
+      if (event != nullptr) (void)hipEventDestroy(event);
+    }
+    if (staging != nullptr) (void)hipHostFree(staging);
+    if (arena != nullptr) {
+      if (hipError_t error = hipFree(arena); error != hipSuccess) {
+        MC_LOG_WARN("vram arena free failed device={} error={}", index, HipErrorText(error));
+      }
+    }
+  }
+};
+
+Result<int> GpuTier::DeviceCount() {
+  int count = 0;
+  if (hipGetDeviceCount(&count) != hipSuccess) return Err(ErrorCode::kTierNotFound);
+  return count;
+}
+
+std::string GpuTier::ProbeReason() {
+  int count = 0;
+  hipError_t error = hipGetDeviceCount(&count);
+  if (error != hipSuccess) {
+    return fmt::format("no usable HIP device ({} platform): hipGetDeviceCount failed with {}",
+                       MOONCAKE_GPU_PLATFORM, HipErrorText(error));
+  }
+  if (count <= 0) {
+    return fmt::format("no HIP device ({} platform): hipGetDeviceCount returned 0",
+                       MOONCAKE_GPU_PLATFORM);
+  }
+  std::string text =
+      fmt::format("{} HIP device(s) on the {} platform:", count, MOONCAKE_GPU_PLATFORM);
+  for (int i = 0; i < count; ++i) {
+    hipDeviceProp_t prop{};
+    if (hipGetDeviceProperties(&prop, i) == hipSuccess) {
+      text += fmt::format(" [{}] {} ({} MiB)", i, prop.name,
+                          static_cast<uint64_t>(prop.totalGlobalMem) >> 20);
+    } else {
+      text += fmt::format(" [{}] (properties unavailable)", i);
+    }
+  }
+  return text;
+}
+
+Result<std::unique_ptr<GpuTier>> GpuTier::Create(std::string name, uint64_t capacity,
+                                                 int device_index, std::string* why) {
+  if (capacity == 0) {
+    SetWhy(why, "vram capacity must be > 0");
+    return Err(ErrorCode::kInvalidParams);
+  }
+  auto count = DeviceCount();
+  if (!count || *count <= 0) {
+    SetWhy(why, ProbeReason());
+    return Err(ErrorCode::kTierNotFound);
+  }
+  if (device_index < 0 || device_index >= *count) {
+    SetWhy(why, fmt::format("gpu device index {} out of range: {} device(s) present", device_index,
+                            *count));
+    return Err(ErrorCode::kInvalidParams);
+  }
+
+  // Every failure below releases what was obtained through ~Device.
+  auto fail = [&](std::string_view call, hipError_t error) {
+    std::string text = fmt::format("{} on device {} failed: {}", call, device_index,
+                                   HipErrorText(error));
+    (void)hipGetLastError();  // do not leave the error for an unrelated caller
+    MC_LOG_ERROR("vram tier {} cannot open: {}", name, text);
+    SetWhy(why, std::move(text));
+    return Err(ErrorCode::kInternalError);
+  };
+
+  std::unique_ptr<Device> device;
+  try {
+    device = std::make_unique<Device>();
+  } catch (const std::bad_alloc&) {
+    SetWhy(why, "out of host memory");
+    return Err(ErrorCode::kInternalError);
+  }
+  device->index = device_index;
+  if (hipError_t e = hipSetDevice(device_index); e != hipSuccess) return fail("hipSetDevice", e);
+  if (hipError_t e = hipMalloc(&device->arena, capacity); e != hipSuccess) {
+    device->arena = nullptr;
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    (void)hipGetLastError();
+    std::string call = fmt::format("hipMalloc({} bytes)", capacity);
+    if (hipMemGetInfo(&free_bytes, &total_bytes) == hipSuccess) {
+      call += fmt::format(" with {} of {} bytes free", free_bytes, total_bytes);
+    }
+    return fail(call, e);
+  }
+  if (hipError_t e = hipStreamCreateWithFlags(&device->stream, hipStreamNonBlocking);
+      e != hipSuccess) {
+    device->stream = nullptr;
+    return fail("hipStreamCreateWithFlags", e);
+  }
+  for (hipEvent_t& event : device->half_done) {
+    if (hipError_t e = hipEventCreateWithFlags(&event, hipEventDisableTiming); e != hipSuccess) {
+      event = nullptr;
+      return fail("hipEventCreateWithFlags", e);
+    }
+  }
+  void* staging = nullptr;
+  if (hipError_t e = hipHostMalloc(&staging, kStagingBytes, hipHostMallocDefault);
+      e != hipSuccess) {
+    return fail(fmt::format("hipHostMalloc({} bytes)", kStagingBytes), e);
+  }
+  device->staging = static_cast<std::byte*>(staging);
+
+  try {
+    auto* tier = new GpuTier(std::move(name), device_index, capacity, std::move(device));
+    MC_LOG_INFO("vram tier ready tier={} device={} capacity={} platform={}", tier->name_,
+                device_index, capacity, MOONCAKE_GPU_PLATFORM);
+    return std::unique_ptr<GpuTier>(tier);
+  } catch (const std::bad_alloc&) {
+    // `device` may have been moved into the failed constructor's argument;
+    // either way its destructor has released the HIP resources.
+    SetWhy(why, "out of host memory");
+    return Err(ErrorCode::kInternalError);
+  }
+}
+
+GpuTier::GpuTier(std::string name, int device_index, uint64_t size, std::unique_ptr<Device> device)
+    : name_(std::move(name)),
+      device_index_(device_index),
+      arena_size_(size),
+      allocator_(size, kAlignment),
+      device_(std::move(device)) {}
+
+GpuTier::~GpuTier() = default;
+
+void* GpuTier::device_base() const { return device_->arena; }
+
+Result<void> GpuTier::Write(const TierLocation& location, uint64_t offset,
+                            std::span<const std::byte> data) {
+  if (!InBounds(location, offset, data.size())) return Err(ErrorCode::kInvalidParams);
+  if (data.empty()) return {};
+  std::lock_guard lock(transfer_mu_);
+  Device& d = *device_;
+  hipError_t error = hipSetDevice(d.index);
+  auto* dst = static_cast<std::byte*>(d.arena) + location.offset + offset;
+  constexpr uint64_t kHalf = kStagingBytes / 2;
+  uint64_t done = 0;
+  for (int chunk = 0; error == hipSuccess && done < data.size(); ++chunk) {
+    const int half = chunk & 1;
+    const uint64_t n = std::min<uint64_t>(kHalf, data.size() - done);
+    std::byte* stage = d.staging + half * kHalf;
+    // This half was last read by the DMA issued two chunks ago.
+    if (chunk >= 2 && (error = hipEventSynchronize(d.half_done[half])) != hipSuccess) break;
+    std::memcpy(stage, data.data() + done, n);
+    error = hipMemcpyAsync(dst + done, stage, n, hipMemcpyHostToDevice, d.stream);
+    if (error == hipSuccess) error = hipEventRecord(d.half_done[half], d.stream);
+    done += n;
+  }
+  // Always drain the stream, so no copy outlives the lock or this call.
+  hipError_t sync = hipStreamSynchronize(d.stream);
+  if (error == hipSuccess) error = sync;
+  if (error != hipSuccess) {
+    (void)hipGetLastError();
+    MC_LOG_ERROR("vram write failed tier={} offset={} size={} error={}", name_,
+                 location.offset + offset, data.size(), HipErrorText(error));
+    return Err(ErrorCode::kTransferFail);
+  }
+  return {};
+}
+
+Result<void> GpuTier::Read(const TierLocation& location, uint64_t offset,
+                           std::span<std::byte> out) const {
+  if (!InBounds(location, offset, out.size())) return Err(ErrorCode::kInvalidParams);
+  if (out.empty()) return {};
+  std::lock_guard lock(transfer_mu_);
+  Device& d = *device_;
+  hipError_t error = hipSetDevice(d.index);
+  const auto* src = static_cast<const std::byte*>(d.arena) + location.offset + offset;
+  constexpr uint64_t kHalf = kStagingBytes / 2;
+  // A chunk copied into a staging half but not yet handed to `out`.
+  struct Pending {
+    uint64_t out_offset = 0;
+    uint64_t size = 0;
+    bool active = false;
+  };
+  Pending pending[2];
+  auto drain = [&](int half) -> hipError_t {
+    if (!pending[half].active) return hipSuccess;
+    if (hipError_t e = hipEventSynchronize(d.half_done[half]); e != hipSuccess) return e;
+    std::memcpy(out.data() + pending[half].out_offset, d.staging + half * kHalf,
+                pending[half].size);
+    pending[half].active = false;
+    return hipSuccess;
+  };
+  uint64_t done = 0;
+  int chunk = 0;
+  for (; error == hipSuccess && done < out.size(); ++chunk) {
+    const int half = chunk & 1;
+    const uint64_t n = std::min<uint64_t>(kHalf, out.size() - done);
+    // Hand the chunk that used this half two steps ago to the caller while
+    // the previous chunk's DMA is still running.
+    if ((error = drain(half)) != hipSuccess) break;
+    error = hipMemcpyAsync(d.staging + half * kHalf, src + done, n, hipMemcpyDeviceToHost,
+                           d.stream);
+    if (error == hipSuccess) error = hipEventRecord(d.half_done[half], d.stream);
+    if (error == hipSuccess) pending[half] = {.out_offset = done, .size = n, .active = true};
+    done += n;
+  }
+  // The older of the two outstanding chunks sits in the half `chunk` would use.
+  if (error == hipSuccess) error = drain(chunk & 1);
+  if (error == hipSuccess) error = drain((chunk + 1) & 1);
+  hipError_t sync = hipStreamSynchronize(d.stream);
+  if (error == hipSuccess) error = sync;
+  if (error != hipSuccess) {
+    (void)hipGetLastError();
+    MC_LOG_ERROR("vram read failed tier={} offset={} size={} error={}", name_,
+                 location.offset + offset, out.size(), HipErrorText(error));
+    return Err(ErrorCode::kTransferFail);
+  }
+  return {};
+}
+
+#else  // !MOONCAKE_GPU_TIER_HIP
+
+#ifndef MOONCAKE_GPU_DISABLED_REASON
+#define MOONCAKE_GPU_DISABLED_REASON "cmake/HipNvidia.cmake was not included"
+#endif
+
+// Never instantiated: Create always fails in a build without HIP.
+struct GpuTier::Device {};
+
+Result<int> GpuTier::DeviceCount() { return Err(ErrorCode::kTierNotFound); }
+
+std::string GpuTier::ProbeReason() {
+  return std::string("built without HIP: ") + MOONCAKE_GPU_DISABLED_REASON;
+}
+
+Result<std::unique_ptr<GpuTier>> GpuTier::Create(std::string /*name*/, uint64_t capacity,
+                                                 int /*device_index*/, std::string* why) {
+  if (why != nullptr) {
+    *why = capacity == 0 ? std::string("vram capacity must be > 0") : ProbeReason();
+  }
+  return Err(capacity == 0 ? ErrorCode::kInvalidParams : ErrorCode::kTierNotFound);
+}
+
+GpuTier::GpuTier(std::string name, int device_index, uint64_t size, std::unique_ptr<Device> device)
+    : name_(std::move(name)),
+      device_index_(device_index),
+      arena_size_(size),
+      allocator_(size, kAlignment),
+      device_(std::move(device)) {}
+
+GpuTier::~GpuTier() = default;
+
+void* GpuTier::device_base() const { return nullptr; }
+
+Result<void> GpuTier::Write(const TierLocation&, uint64_t, std::span<const std::byte>) {
+  return Err(ErrorCode::kInternalError);
+}
+
+Result<void> GpuTier::Read(const TierLocation&, uint64_t, std::span<std::byte>) const {
+  return Err(ErrorCode::kInternalError);
+}
+
+#endif  // MOONCAKE_GPU_TIER_HIP
+
+}  // namespace mooncake

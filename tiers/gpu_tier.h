@@ -1,0 +1,120 @@
+#pragma once
+
+// A device-memory (VRAM) tier over the HIP runtime API: one device arena
+// (a single hipMalloc) carved up by the same ArenaAllocator as the DRAM tier,
+// so objects cost no device allocation and the whole arena can later be
+// exported once for IPC (device_base()/arena_size()).
+//
+// Transfers go through a pinned host staging buffer (hipHostMalloc) on one
+// non-blocking stream: Write copies the caller's bytes into the staging
+// buffer and issues hipMemcpyAsync host-to-device, Read the reverse; the
+// buffer is split in two halves so the CPU copy of one chunk overlaps the
+// DMA of the previous one. Both return only once the stream is drained, so
+// the caller's span may be reused immediately.
+//
+// The HIP platform is chosen at configure time (cmake/HipNvidia.cmake: HIP's
+// NVIDIA headers over the CUDA runtime, or libamdhip64 on AMD); whether a
+// device exists is a run-time question (DeviceCount()). A build without HIP
+// still has this class: Create and DeviceCount fail with kTierNotFound and
+// ProbeReason() says why. HIP headers stay out of this header (pimpl), so
+// only gpu_tier.cc needs the HIP include path.
+//
+// Thread-safety: Allocate/Free/accounting are serialised by the allocator's
+// mutex. Read/Write share the staging buffer and the stream, so transfers of
+// one tier are serialised by a transfer mutex (unlike the DRAM tier, the data
+// path locks); the backend's rule still holds that no Write/Free races on one
+// location (see cache_tier.h). DeviceCount/ProbeReason may be called from any
+// thread. The tier sets the calling thread's current device (hipSetDevice)
+// in Create, Read and Write.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "tiers/arena_allocator.h"
+#include "tiers/cache_tier.h"
+
+namespace mooncake {
+
+class GpuTier : public CacheTier {
+ public:
+  // Every allocation is rounded to this many bytes (what device copies and
+  // later IPC consumers like best; hipMalloc itself aligns to at least 256).
+  static constexpr uint64_t kAlignment = 256;
+  // Size of the pinned host staging buffer (two halves of 2 MiB).
+  static constexpr uint64_t kStagingBytes = 4ull << 20;
+
+  // Opens device `device_index` and allocates an arena of `capacity` bytes
+  // (> 0) on it, plus one stream and the pinned staging buffer. Errors:
+  //   kTierNotFound   no device answers: built without HIP, the runtime
+  //                   reports an error (no driver, no GPU) or zero devices.
+  //                   A worker treats this as "run without a VRAM tier".
+  //   kInvalidParams  capacity 0, or device_index outside [0, DeviceCount()).
+  //   kInternalError  the device exists but a HIP call failed (e.g. the
+  //                   arena does not fit in free device memory).
+  // On failure `why` (when not null) receives a one-line reason.
+  static Result<std::unique_ptr<GpuTier>> Create(std::string name, uint64_t capacity,
+                                                 int device_index, std::string* why = nullptr);
+
+  // Number of HIP devices. kTierNotFound when built without HIP or when the
+  // runtime reports an error (HIP on a machine without a GPU or driver
+  // answers with an error, not 0); ProbeReason() has the details.
+  static Result<int> DeviceCount();
+  // A one-line, human-readable account of device availability: why no device
+  // can be used ("built without HIP: ...", "hipGetDeviceCount failed: ..."),
+  // or how many were found and on which platform.
+  static std::string ProbeReason();
+  // True when this build has a HIP platform (not whether a device exists).
+  static bool BuiltWithHip();
+
+  ~GpuTier() override;
+  GpuTier(const GpuTier&) = delete;
+  GpuTier& operator=(const GpuTier&) = delete;
+
+  std::string_view name() const override { return name_; }
+  TierKind kind() const override { return TierKind::kVram; }
+  uint64_t capacity() const override { return arena_size_; }
+  uint64_t used() const override { return allocator_.used(); }
+  uint64_t object_count() const override { return allocator_.allocation_count(); }
+
+  Result<TierLocation> Allocate(uint64_t size) override;
+  void Free(const TierLocation& location) override;
+  // Copy-in/copy-out through the staging buffer; kTransferFail when a HIP
+  // copy or synchronisation fails, kInvalidParams when out of bounds.
+  Result<void> Write(const TierLocation& location, uint64_t offset,
+                     std::span<const std::byte> data) override;
+  Result<void> Read(const TierLocation& location, uint64_t offset,
+                    std::span<std::byte> out) const override;
+
+  // The device arena (a device pointer: never dereference it on the host),
+  // owned by this tier for its whole lifetime; for IPC export and direct
+  // device-to-device placement. Object at `location` starts at
+  // device_base() + location.offset.
+  void* device_base() const;
+  uint64_t arena_size() const { return arena_size_; }
+  int device_index() const { return device_index_; }
+
+ private:
+  struct Device;  // HIP handles: arena, stream, events, staging buffer.
+
+  GpuTier(std::string name, int device_index, uint64_t size, std::unique_ptr<Device> device);
+
+  // True when [offset, offset + len) lies inside the location and the
+  // location inside the arena; written to be overflow-safe.
+  bool InBounds(const TierLocation& location, uint64_t offset, uint64_t len) const;
+
+  const std::string name_;
+  const int device_index_;
+  const uint64_t arena_size_;
+  ArenaAllocator allocator_;
+  // Serialises Read/Write: they share the stream and the staging buffer.
+  mutable std::mutex transfer_mu_;
+  const std::unique_ptr<Device> device_;  // guarded by transfer_mu_ for transfers
+};
+
+}  // namespace mooncake
