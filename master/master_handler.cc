@@ -77,10 +77,30 @@ rpc::ErrorCode::type GuardedCode(const char* method, Fn&& fn) noexcept {
   return code;
 }
 
+// Records one request when it goes out of scope, with the code the call
+// answered (read through `code` at that moment).
+class TimedCall {
+ public:
+  TimedCall(RequestMetrics& metrics, std::string_view op, const rpc::ErrorCode::type& code)
+      : timer_(metrics, op), code_(code) {}
+  ~TimedCall() { timer_.Finish(FromRpc(code_)); }
+
+ private:
+  RequestTimer timer_;
+  const rpc::ErrorCode::type& code_;
+};
+
 }  // namespace
 
+std::vector<std::string> MasterHandler::OperationNames() {
+  return {"register_node", "heartbeat",    "get_location",  "batch_get_location", "put_owner",
+          "update_owner",  "remove_owner", "announce_keys", "pick_node",          "list_nodes"};
+}
+
 rpc::ErrorCode::type MasterHandler::RegisterNode(const rpc::NodeInfo& node) {
-  return GuardedCode("RegisterNode", [&]() -> Result<void> {
+  rpc::ErrorCode::type code = rpc::ErrorCode::INTERNAL_ERROR;
+  TimedCall timed(requests_, "register_node", code);
+  code = GuardedCode("RegisterNode", [&]() -> Result<void> {
     auto tiers = TiersFromRpc(node.tiers);
     if (!tiers) return Err(tiers.error());
     NodeRecord record;
@@ -90,18 +110,23 @@ rpc::ErrorCode::type MasterHandler::RegisterNode(const rpc::NodeInfo& node) {
     record.tiers = std::move(*tiers);
     return service_.RegisterNode(std::move(record));
   });
+  return code;
 }
 
 rpc::ErrorCode::type MasterHandler::Heartbeat(const std::string& node_id,
                                               const std::vector<rpc::TierUsage>& tiers) {
-  return GuardedCode("Heartbeat", [&]() -> Result<void> {
+  rpc::ErrorCode::type code = rpc::ErrorCode::INTERNAL_ERROR;
+  TimedCall timed(requests_, "heartbeat", code);
+  code = GuardedCode("Heartbeat", [&]() -> Result<void> {
     auto converted = TiersFromRpc(tiers);
     if (!converted) return Err(converted.error());
     return service_.Heartbeat(node_id, std::move(*converted));
   });
+  return code;
 }
 
 void MasterHandler::GetLocation(rpc::LocationResult& _return, const std::string& key) {
+  TimedCall timed(requests_, "get_location", _return.code);
   if (!Guarded("GetLocation", [&] { _return = LocationToRpc(service_.GetLocation(key)); })) {
     _return = rpc::LocationResult();
     _return.code = rpc::ErrorCode::INTERNAL_ERROR;
@@ -110,6 +135,8 @@ void MasterHandler::GetLocation(rpc::LocationResult& _return, const std::string&
 
 void MasterHandler::BatchGetLocation(std::vector<rpc::LocationResult>& _return,
                                      const std::vector<std::string>& keys) {
+  static constexpr rpc::ErrorCode::type kAnswered = rpc::ErrorCode::OK;
+  TimedCall timed(requests_, "batch_get_location", kAnswered);
   bool ok = Guarded("BatchGetLocation", [&] {
     auto results = service_.BatchGetLocation(keys);
     _return.clear();
@@ -126,6 +153,7 @@ void MasterHandler::BatchGetLocation(std::vector<rpc::LocationResult>& _return,
 
 void MasterHandler::PutOwner(rpc::PutOwnerResult& _return, const std::string& key,
                              const std::string& node_id) {
+  TimedCall timed(requests_, "put_owner", _return.code);
   bool ok = Guarded("PutOwner", [&] {
     std::string winner;
     auto result = service_.PutOwner(key, node_id, &winner);
@@ -138,17 +166,24 @@ void MasterHandler::PutOwner(rpc::PutOwnerResult& _return, const std::string& ke
 rpc::ErrorCode::type MasterHandler::UpdateOwner(const std::string& key,
                                                 const std::string& expected_owner,
                                                 const std::string& new_owner) {
-  return GuardedCode("UpdateOwner",
+  rpc::ErrorCode::type code = rpc::ErrorCode::INTERNAL_ERROR;
+  TimedCall timed(requests_, "update_owner", code);
+  code = GuardedCode("UpdateOwner",
                      [&] { return service_.UpdateOwner(key, expected_owner, new_owner); });
+  return code;
 }
 
 rpc::ErrorCode::type MasterHandler::RemoveOwner(const std::string& key,
                                                 const std::string& node_id) {
-  return GuardedCode("RemoveOwner", [&] { return service_.RemoveOwner(key, node_id); });
+  rpc::ErrorCode::type code = rpc::ErrorCode::INTERNAL_ERROR;
+  TimedCall timed(requests_, "remove_owner", code);
+  code = GuardedCode("RemoveOwner", [&] { return service_.RemoveOwner(key, node_id); });
+  return code;
 }
 
 void MasterHandler::AnnounceKeys(rpc::AnnounceResult& _return, const std::string& node_id,
                                  const std::vector<std::string>& keys) {
+  TimedCall timed(requests_, "announce_keys", _return.code);
   bool ok = Guarded("AnnounceKeys", [&] {
     auto result = service_.AnnounceKeys(node_id, keys);
     _return.code = result ? rpc::ErrorCode::OK : ToRpc(result.error());
@@ -159,6 +194,7 @@ void MasterHandler::AnnounceKeys(rpc::AnnounceResult& _return, const std::string
 
 void MasterHandler::PickNode(rpc::PickNodeResult& _return, int64_t size,
                              const std::vector<std::string>& exclude) {
+  TimedCall timed(requests_, "pick_node", _return.code);
   if (size < 0) {
     _return.code = rpc::ErrorCode::INVALID_PARAMS;
     return;
@@ -172,6 +208,8 @@ void MasterHandler::PickNode(rpc::PickNodeResult& _return, int64_t size,
 }
 
 void MasterHandler::ListNodes(std::vector<rpc::NodeInfo>& _return) {
+  static constexpr rpc::ErrorCode::type kAnswered = rpc::ErrorCode::OK;
+  TimedCall timed(requests_, "list_nodes", kAnswered);
   bool ok = Guarded("ListNodes", [&] {
     _return.clear();
     for (const auto& node : service_.ListNodes()) _return.push_back(NodeToRpc(node));

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics.h"
 #include "master/master_service.h"
 #include "mooncake_rpc/MasterService.h"
 
@@ -19,7 +20,11 @@ namespace mooncake {
 
 class MasterHandler : public rpc::MasterServiceIf {
  public:
-  explicit MasterHandler(MasterService& service) : service_(service) {}
+  MasterHandler(MasterService& service, RequestMetrics& requests)
+      : service_(service), requests_(requests) {}
+
+  // The operation names requests are counted under (for RequestMetrics).
+  static std::vector<std::string> OperationNames();
 
   rpc::ErrorCode::type RegisterNode(const rpc::NodeInfo& node) override;
   rpc::ErrorCode::type Heartbeat(const std::string& node_id,
@@ -40,6 +45,7 @@ class MasterHandler : public rpc::MasterServiceIf {
 
  private:
   MasterService& service_;
+  RequestMetrics& requests_;
 };
 
 }  // namespace mooncake

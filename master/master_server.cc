@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "http/admin_server.h"
 #include "http/master_admin.h"
 #include "master/master_handler.h"
@@ -37,7 +38,8 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& gi
   options.node_ttl = Millis(config.node_ttl_ms);
   std::unique_ptr<MasterServer> server(new MasterServer(options));
 
-  auto handler = std::make_shared<MasterHandler>(*server->service_);
+  server->requests_ = std::make_unique<RequestMetrics>(MasterHandler::OperationNames());
+  auto handler = std::make_shared<MasterHandler>(*server->service_, *server->requests_);
   auto processor = std::make_shared<rpc::MasterServiceProcessor>(handler);
   auto rpc = RpcServer::Start(processor, config.host, config.port);
   if (!rpc) {
@@ -59,7 +61,7 @@ Result<void> MasterServer::StartAdmin(const MasterConfig& config) {
   AdminServerOptions options;
   options.token = config.admin_token;
   admin_ = std::make_unique<AdminServer>(std::move(options));
-  RegisterMasterAdminRoutes(*admin_, *service_);
+  RegisterMasterAdminRoutes(*admin_, *service_, requests_.get());
   if (auto started = admin_->Start(config.admin_host, port); !started) {
     MC_LOG_ERROR("master admin server cannot listen host={} port={}", config.admin_host, port);
     return Err(started.error());

@@ -22,6 +22,7 @@
 namespace mooncake {
 
 class AdminServer;
+class RequestMetrics;
 class RpcServer;
 
 class MasterServer {
@@ -54,6 +55,8 @@ class MasterServer {
 
   // Declared first so it is destroyed last: the RPC handler refers to it.
   std::unique_ptr<MasterService> service_;
+  // Counts and times Thrift requests; read by the admin /metrics route.
+  std::unique_ptr<RequestMetrics> requests_;
   std::unique_ptr<RpcServer> rpc_;
   int port_ = 0;
   // Its routes read service_; stopped first.

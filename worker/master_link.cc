@@ -73,9 +73,8 @@ Result<void> MasterLink::Claim(const std::string& key) {
 }
 
 Result<void> MasterLink::Release(const std::string& key) {
-  auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
-    return client.RemoveOwner(key, node_id_);
-  });
+  auto reply = channel_->rpc.Call(
+      [&](rpc::MasterServiceClient& client) { return client.RemoveOwner(key, node_id_); });
   if (!reply) return Err(reply.error());
   return ToResult(*reply);
 }

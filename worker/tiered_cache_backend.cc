@@ -233,8 +233,8 @@ Result<uint64_t> TieredCacheBackend::PutStart(const std::string& key, uint64_t s
   // this node's own objects out of the cluster. A strict tier (adopt with a
   // preferred tier) must land exactly there.
   size_t first = options.preferred_tier >= 0 ? options.preferred_tier : 0;
-  size_t last = mode == WriteMode::kAdopt && options.preferred_tier >= 0 ? first
-                                                                          : tiers_.size() - 1;
+  size_t last =
+      mode == WriteMode::kAdopt && options.preferred_tier >= 0 ? first : tiers_.size() - 1;
   auto placed = AllocateIn(first, last, size, /*allow_drop=*/mode != WriteMode::kAdopt);
   std::optional<std::string> release_key;
   Result<uint64_t> outcome = handle;
@@ -258,8 +258,7 @@ Result<uint64_t> TieredCacheBackend::PutStart(const std::string& key, uint64_t s
   return outcome;
 }
 
-Result<void> TieredCacheBackend::PutChunk(uint64_t handle, uint64_t offset,
-                                          std::string_view data) {
+Result<void> TieredCacheBackend::PutChunk(uint64_t handle, uint64_t offset, std::string_view data) {
   AllocationPtr allocation;
   {
     std::lock_guard lock(mu_);
@@ -364,9 +363,10 @@ Result<void> TieredCacheBackend::FinishPublish(const PendingWrite& write, uint64
   return {};
 }
 
-TieredCacheBackend::AllocationPtr TieredCacheBackend::WriteThrough(
-    const std::string& key, const AllocationPtr& primary, uint64_t size, uint64_t version,
-    const ObjectOptions& options) {
+TieredCacheBackend::AllocationPtr TieredCacheBackend::WriteThrough(const std::string& key,
+                                                                   const AllocationPtr& primary,
+                                                                   uint64_t size, uint64_t version,
+                                                                   const ObjectOptions& options) {
   if (!options_.hard_pin_write_through) return nullptr;
   size_t durable = tiers_.size() - 1;
   if (tiers_[durable]->kind() != TierKind::kSsd || primary->tier == tiers_[durable].get()) {
@@ -469,7 +469,8 @@ Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offse
   want = std::min(want, kRpcChunkBytes);
   slice.data.resize(want);
   auto out = std::as_writable_bytes(std::span(slice.data.data(), slice.data.size()));
-  auto read = want == 0 ? Result<void>{} : allocation->tier->Read(allocation->location, offset, out);
+  auto read =
+      want == 0 ? Result<void>{} : allocation->tier->Read(allocation->location, offset, out);
 
   std::lock_guard lock(mu_);
   auto it = objects_.find(key);
@@ -739,8 +740,8 @@ bool TieredCacheBackend::MoveObject(const std::string& key, size_t first_tier, s
   } else {
     counters_[from].demotions_out.fetch_add(1, std::memory_order_relaxed);
   }
-  MC_LOG_DEBUG("moved key={} from={} to={} size={}", key, tiers_[from]->name(),
-               tiers_[to]->name(), size);
+  MC_LOG_DEBUG("moved key={} from={} to={} size={}", key, tiers_[from]->name(), tiers_[to]->name(),
+               size);
   return true;
 }
 
@@ -1020,7 +1021,7 @@ Result<ObjectSnapshot> TieredCacheBackend::Inspect(const std::string& key) const
   snapshot.version = object.version;
   snapshot.hard_pinned = object.options.hard_pin;
   snapshot.soft_pinned = object.options.soft_pin && object.soft_pin_until > now;
-  snapshot.state = !object.complete            ? "writing"
+  snapshot.state = !object.complete             ? "writing"
                    : object.adopted_unconfirmed ? "adopted"
                    : object.transferring        ? "transferring"
                                                 : "complete";

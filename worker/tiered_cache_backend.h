@@ -19,10 +19,10 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <optional>
-#include <span>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -193,8 +193,7 @@ class TieredCacheBackend {
   Result<void> PutRevoke(uint64_t handle);
 
   // Creates or replaces an object in one call (DESIGN.md "Upsert").
-  Result<void> Upsert(const std::string& key, std::string_view value,
-                      const ObjectOptions& options);
+  Result<void> Upsert(const std::string& key, std::string_view value, const ObjectOptions& options);
   // Drops an adopted copy whose ownership swap failed.
   Result<void> AdoptAbort(const std::string& key);
 
@@ -289,15 +288,15 @@ class TieredCacheBackend {
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
-  std::unordered_map<std::string, Object> objects_;                      // guarded by mu_
-  std::unordered_map<uint64_t, PendingWrite> pending_;                   // guarded by mu_
-  std::deque<PromotionTask> promotions_;                                 // guarded by mu_
-  std::unordered_map<std::string, std::string> moved_to_;               // guarded by mu_
-  std::deque<std::string> moved_order_;                                  // guarded by mu_
-  bool work_queued_ = false;                                             // guarded by mu_
-  uint64_t next_handle_ = 1;                                             // guarded by mu_
-  uint64_t next_object_id_ = 1;                                          // guarded by mu_
-  uint64_t next_version_ = 1;                                            // guarded by mu_
+  std::unordered_map<std::string, Object> objects_;        // guarded by mu_
+  std::unordered_map<uint64_t, PendingWrite> pending_;     // guarded by mu_
+  std::deque<PromotionTask> promotions_;                   // guarded by mu_
+  std::unordered_map<std::string, std::string> moved_to_;  // guarded by mu_
+  std::deque<std::string> moved_order_;                    // guarded by mu_
+  bool work_queued_ = false;                               // guarded by mu_
+  uint64_t next_handle_ = 1;                               // guarded by mu_
+  uint64_t next_object_id_ = 1;                            // guarded by mu_
+  uint64_t next_version_ = 1;                              // guarded by mu_
 
   PeerTransfer* peers_ = nullptr;
   std::unique_ptr<TierCounters[]> counters_;

@@ -183,8 +183,7 @@ Result<WorkerConfig> ParseWorkerConfig(int argc, const char* const* argv, std::s
     return Err(ErrorCode::kInvalidParams);
   }
   if (auto valid = ValidateWorkerConfig(config, message); !valid) return Err(valid.error());
-  if (auto loaded = LoadAdminToken(config.admin_token, config.admin_token_file, message);
-      !loaded) {
+  if (auto loaded = LoadAdminToken(config.admin_token, config.admin_token_file, message); !loaded) {
     return Err(loaded.error());
   }
   return config;

@@ -21,8 +21,8 @@ ErrorCode CodeOfExist(int32_t answer) {
 }  // namespace
 
 std::vector<std::string> WorkerHandler::OperationNames() {
-  return {"put",    "upsert", "put_start", "put_chunk", "put_end", "put_revoke", "get",
-          "exist",  "remove", "inspect",   "adopt_start", "adopt_abort", "stats"};
+  return {"put",   "upsert", "put_start", "put_chunk",   "put_end",     "put_revoke", "get",
+          "exist", "remove", "inspect",   "adopt_start", "adopt_abort", "stats"};
 }
 
 Result<ObjectOptions> WorkerHandler::ToObjectOptions(const rpc::ReplicateConfig& config) const {

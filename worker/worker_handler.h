@@ -34,13 +34,13 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   rpc::ErrorCode::type PutChunk(int64_t handle, int64_t offset, const std::string& data) override;
   rpc::ErrorCode::type PutEnd(int64_t handle) override;
   rpc::ErrorCode::type PutRevoke(int64_t handle) override;
-  void Get(rpc::GetResult& result, const std::string& key, int64_t offset,
-           int64_t length) override;
+  void Get(rpc::GetResult& result, const std::string& key, int64_t offset, int64_t length) override;
   int32_t Exist(const std::string& key, bool prefetch, const std::string& requester_node) override;
   rpc::ErrorCode::type Remove(const std::string& key, bool force) override;
   void BatchPut(std::vector<rpc::ErrorCode::type>& results,
                 const std::vector<rpc::PutItem>& items) override;
-  void BatchGet(std::vector<rpc::GetResult>& results, const std::vector<std::string>& keys) override;
+  void BatchGet(std::vector<rpc::GetResult>& results,
+                const std::vector<std::string>& keys) override;
   void BatchUpsert(std::vector<rpc::ErrorCode::type>& results,
                    const std::vector<rpc::PutItem>& items) override;
   void BatchExist(std::vector<int32_t>& results, const std::vector<std::string>& keys,
@@ -61,8 +61,7 @@ class WorkerHandler : public rpc::WorkerServiceIf {
                   const rpc::ReplicateConfig& config, WriteMode mode, int64_t version);
   void StartWriteUntimed(rpc::PutStartResult& result, const std::string& key, int64_t size,
                          const rpc::ReplicateConfig& config, WriteMode mode, int64_t version);
-  void GetUntimed(rpc::GetResult& result, const std::string& key, int64_t offset,
-                  int64_t length);
+  void GetUntimed(rpc::GetResult& result, const std::string& key, int64_t offset, int64_t length);
   // Fills a NOT_OWNER answer with the new owner when this node handed it off.
   void HintMovedKey(rpc::GetResult& result, const std::string& key) const;
 

@@ -195,8 +195,8 @@ void WorkerServer::HeartbeatLoop() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     lock.unlock();
-    Result<void> outcome = registered ? master_->Heartbeat(ToUsages(backend_->Stats()))
-                                      : RegisterAndAnnounce();
+    Result<void> outcome =
+        registered ? master_->Heartbeat(ToUsages(backend_->Stats())) : RegisterAndAnnounce();
     if (registered && !outcome && outcome.error() == ErrorCode::kNodeNotFound) {
       MC_LOG_WARN("master does not know this node; registering again node={}", config_.node_id);
       outcome = RegisterAndAnnounce();

@@ -188,7 +188,8 @@ TEST_F(BackendTest, PromotionCanBeTurnedOff) {
   BackendOptions options = DefaultOptions();
   options.promote_on_get = false;
   Open(2 * kMiB, 64 * kMiB, options);
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(backend_->Put("n" + std::to_string(i), Pattern("n", kMiB, i), {}));
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(backend_->Put("n" + std::to_string(i), Pattern("n", kMiB, i), {}));
   ASSERT_EQ(TierOf("n0"), "ssd");
   ASSERT_TRUE(backend_->Get("n0", 0, 0));
   backend_->RunMaintenance();
@@ -287,7 +288,8 @@ TEST_F(BackendTest, RevokedAndAbandonedWritesFreeTheirSpace) {
 TEST_F(BackendTest, SsdObjectsAndTheirPinsSurviveARestart) {
   Open(2 * kMiB, 64 * kMiB);
   ASSERT_TRUE(backend_->Put("keep", Pattern("keep", kMiB), {.hard_pin = false}));
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(backend_->Put("f" + std::to_string(i), Pattern("f", kMiB, i), {}));
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(backend_->Put("f" + std::to_string(i), Pattern("f", kMiB, i), {}));
   ASSERT_EQ(TierOf("keep"), "ssd");
   uint64_t version = backend_->Inspect("keep")->version;
   Open(2 * kMiB, 64 * kMiB);  // a new process over the same RocksDB
@@ -462,7 +464,8 @@ TEST_F(BackendTest, UpsertDuringReadsAnswersBusyAndReadersSeeWholeValues) {
 
 TEST_F(BackendTest, SoftPinExpiresAfterItsTtl) {
   Open(3 * kMiB, 64 * kMiB);
-  ASSERT_TRUE(backend_->Put("soft", Pattern("s", kMiB), {.soft_pin = true, .soft_pin_ttl = Millis(30)}));
+  ASSERT_TRUE(
+      backend_->Put("soft", Pattern("s", kMiB), {.soft_pin = true, .soft_pin_ttl = Millis(30)}));
   EXPECT_TRUE(backend_->Inspect("soft")->soft_pinned);
   std::this_thread::sleep_for(Millis(50));
   EXPECT_FALSE(backend_->Inspect("soft")->soft_pinned);
@@ -504,7 +507,8 @@ TEST_F(BackendTest, HardPinnedDramObjectsAreWrittenThroughAndSurviveARestart) {
 
 TEST_F(BackendTest, ExistWithPrefetchPromotesAnSsdOnlyObject) {
   Open(4 * kMiB, 64 * kMiB);
-  for (int i = 0; i < 6; ++i) ASSERT_TRUE(backend_->Put("f" + std::to_string(i), Pattern("f", kMiB, i), {}));
+  for (int i = 0; i < 6; ++i)
+    ASSERT_TRUE(backend_->Put("f" + std::to_string(i), Pattern("f", kMiB, i), {}));
   ASSERT_EQ(TierOf("f0"), "ssd");
   EXPECT_TRUE(*backend_->Exist("f0", /*prefetch=*/true));
   EXPECT_EQ(backend_->Stats().prefetch_started, 1u);
@@ -521,7 +525,8 @@ TEST_F(BackendTest, ExistWithPrefetchPromotesAnSsdOnlyObject) {
 
 TEST_F(BackendTest, EvictTierDemotesDownToTheTargetRatio) {
   Open(8 * kMiB, 64 * kMiB);
-  for (int i = 0; i < 6; ++i) ASSERT_TRUE(backend_->Put("e" + std::to_string(i), Pattern("e", kMiB, i), {}));
+  for (int i = 0; i < 6; ++i)
+    ASSERT_TRUE(backend_->Put("e" + std::to_string(i), Pattern("e", kMiB, i), {}));
   auto freed = backend_->EvictTier("dram", 0.25);
   ASSERT_TRUE(freed);
   EXPECT_GE(*freed, 4 * kMiB);
