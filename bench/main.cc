@@ -550,6 +550,11 @@ std::optional<int> ParseFlags(int argc, char** argv, BenchOptions& o) {
       ->capture_default_str();
   app.add_flag("--json", o.json, "Machine-readable output");
   app.add_flag("--cleanup", o.cleanup, "Remove the keys this run wrote when done");
+  // The same keys as the long flags, without the dashes (`value-size = "1MiB"`);
+  // flags on the command line win over the file, unknown keys are errors.
+  app.set_config("--config", "", "Read these options from a TOML/INI file (same key names)")
+      ->type_name("FILE");
+  app.allow_config_extras(CLI::config_extras_mode::error);
   app.footer(
       "Examples:\n  mooncake-bench --value-size 1MB --keys 2000 --concurrency 8 "
       "--get-ratio 0.9 --duration-s 30\n"

@@ -182,10 +182,11 @@ Result<WorkerConfig> ParseWorkerConfig(int argc, const char* const* argv, std::s
     SetMessage(message, std::string("cannot parse flags: ") + e.what());
     return Err(ErrorCode::kInvalidParams);
   }
-  if (auto valid = ValidateWorkerConfig(config, message); !valid) return Err(valid.error());
+  // A token read from a file must pass the same checks as one from a flag.
   if (auto loaded = LoadAdminToken(config.admin_token, config.admin_token_file, message); !loaded) {
     return Err(loaded.error());
   }
+  if (auto valid = ValidateWorkerConfig(config, message); !valid) return Err(valid.error());
   return config;
 }
 

@@ -1,0 +1,398 @@
+#include "worker/worker_config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace mooncake {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+
+// Runs ParseWorkerConfig on "mooncake-worker" followed by `args`.
+Result<WorkerConfig> Parse(std::initializer_list<const char*> args, std::string* message) {
+  std::vector<const char*> argv = {"mooncake-worker"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return ParseWorkerConfig(static_cast<int>(argv.size()), argv.data(), message);
+}
+
+// A file in the temp dir, removed when the test ends. `tag` tells apart
+// several files of one test.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text, const std::string& tag = "cfg")
+      : path_(std::filesystem::temp_directory_path() /
+              ("worker_config_test_" + std::to_string(getpid()) + "_" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + tag +
+               ".toml")) {
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(WorkerConfigTest, DefaultsWithoutFlags) {
+  std::string message;
+  auto config = Parse({}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->node_id, "");
+  EXPECT_EQ(config->host, "127.0.0.1");
+  EXPECT_EQ(config->advertise_host, "");
+  EXPECT_EQ(config->port, 50061);
+  EXPECT_EQ(config->master, "127.0.0.1:50051");
+  EXPECT_EQ(config->master_host(), "127.0.0.1");
+  EXPECT_EQ(config->master_port(), 50051);
+  EXPECT_EQ(config->dram_capacity, 256 * kMiB);
+  EXPECT_EQ(config->ssd_capacity, kGiB);
+  EXPECT_EQ(config->ssd_path, "./var/worker/ssd");
+  EXPECT_DOUBLE_EQ(config->high_watermark, 0.90);
+  EXPECT_DOUBLE_EQ(config->low_watermark, 0.80);
+  EXPECT_EQ(config->heartbeat_interval_ms, 1000);
+  EXPECT_TRUE(config->promote_on_get);
+  EXPECT_TRUE(config->allow_evict_soft_pinned);
+  EXPECT_EQ(config->kv_lease_ttl_ms, 10000);
+  EXPECT_EQ(config->soft_pin_ttl_ms, 30 * 60 * 1000);
+  EXPECT_EQ(config->put_start_discard_timeout_ms, 30000);
+  EXPECT_TRUE(config->hard_pin_write_through);
+  EXPECT_TRUE(config->inter_node_eviction);
+  EXPECT_EQ(config->adopt_confirm_delay_ms, 30000);
+  EXPECT_EQ(config->test_crash_at, "");
+  EXPECT_EQ(config->ready_file, "");
+  EXPECT_EQ(config->admin_host, "127.0.0.1");
+  EXPECT_EQ(config->admin_port, kDefaultWorkerAdminPort);
+  EXPECT_EQ(config->admin_port, 50060);
+  EXPECT_EQ(config->admin_token, "");
+  EXPECT_EQ(config->admin_token_file, "");
+  EXPECT_EQ(config->log_level, "info");
+  EXPECT_FALSE(config->show_help);
+}
+
+TEST(WorkerConfigTest, FlagsOverrideDefaults) {
+  std::string message;
+  auto config = Parse({"--node-id", "n7", "--host", "0.0.0.0", "--advertise-host", "10.0.0.7",
+                       "--port", "0", "--master", "10.0.0.1:6000", "--heartbeat-interval-ms",
+                       "250", "--promote-on-get", "false", "--allow-evict-soft-pinned", "0",
+                       "--kv-lease-ttl-ms", "0", "--inter-node-eviction", "false",
+                       "--hard-pin-write-through", "false", "--ready-file", "/tmp/r",
+                       "--log-level", "debug", "--test-crash-at", "after_adopt"},
+                      &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->node_id, "n7");
+  EXPECT_EQ(config->host, "0.0.0.0");
+  EXPECT_EQ(config->advertise_host, "10.0.0.7");
+  EXPECT_EQ(config->port, 0);
+  EXPECT_EQ(config->master_host(), "10.0.0.1");
+  EXPECT_EQ(config->master_port(), 6000);
+  EXPECT_EQ(config->heartbeat_interval_ms, 250);
+  EXPECT_FALSE(config->promote_on_get);
+  EXPECT_FALSE(config->allow_evict_soft_pinned);
+  EXPECT_EQ(config->kv_lease_ttl_ms, 0);
+  EXPECT_FALSE(config->inter_node_eviction);
+  EXPECT_FALSE(config->hard_pin_write_through);
+  EXPECT_EQ(config->ready_file, "/tmp/r");
+  EXPECT_EQ(config->log_level, "debug");
+  EXPECT_EQ(config->test_crash_at, "after_adopt");
+}
+
+TEST(WorkerConfigTest, SizesAcceptBinaryAndDecimalSuffixes) {
+  struct Case {
+    const char* text;
+    uint64_t bytes;
+  };
+  for (const Case& c : {Case{"64MiB", 64 * kMiB}, Case{"1GiB", kGiB}, Case{"512MB", 512'000'000},
+                        Case{"1GB", 1'000'000'000}, Case{"64M", 64 * kMiB},
+                        Case{"64mib", 64 * kMiB}, Case{"4096", 4096}}) {
+    std::string message;
+    auto config = Parse({"--dram-capacity", c.text, "--ssd-capacity", c.text}, &message);
+    ASSERT_TRUE(config) << c.text << ": " << message;
+    EXPECT_EQ(config->dram_capacity, c.bytes) << c.text;
+    EXPECT_EQ(config->ssd_capacity, c.bytes) << c.text;
+  }
+  // No SSD tier at all.
+  std::string message;
+  auto no_ssd = Parse({"--ssd-capacity", "0"}, &message);
+  ASSERT_TRUE(no_ssd) << message;
+  EXPECT_EQ(no_ssd->ssd_capacity, 0u);
+}
+
+TEST(WorkerConfigTest, BadSizeTextIsRejectedNamingTheFlag) {
+  struct Case {
+    std::initializer_list<const char*> args;
+    const char* mentions;
+  };
+  for (const Case& c : {Case{{"--dram-capacity", "lots"}, "--dram-capacity"},
+                        Case{{"--dram-capacity", "12XB"}, "--dram-capacity"},
+                        Case{{"--dram-capacity", "-5"}, "--dram-capacity"},
+                        Case{{"--ssd-capacity", "1.5.GiB"}, "--ssd-capacity"},
+                        Case{{"--ssd-capacity", ""}, "--ssd-capacity"},
+                        Case{{"--dram-capacity", "0"}, "--dram-capacity"}}) {
+    std::string message;
+    auto config = Parse(c.args, &message);
+    ASSERT_FALSE(config) << c.mentions << " " << *c.args.begin() << " " << *(c.args.begin() + 1);
+    EXPECT_EQ(config.error(), ErrorCode::kInvalidParams);
+    EXPECT_NE(message.find(c.mentions), std::string::npos) << message;
+  }
+}
+
+TEST(WorkerConfigTest, WatermarksMustBeOrdered) {
+  for (std::initializer_list<const char*> args :
+       {std::initializer_list<const char*>{"--high-watermark", "0.5", "--low-watermark", "0.7"},
+        std::initializer_list<const char*>{"--high-watermark", "0.8", "--low-watermark", "0.8"},
+        std::initializer_list<const char*>{"--high-watermark", "1.5"},
+        std::initializer_list<const char*>{"--low-watermark", "0"},
+        std::initializer_list<const char*>{"--low-watermark", "-0.1"}}) {
+    std::string message;
+    auto config = Parse(args, &message);
+    ASSERT_FALSE(config) << *args.begin() << " " << *(args.begin() + 1);
+    EXPECT_EQ(config.error(), ErrorCode::kInvalidParams);
+    EXPECT_NE(message.find("watermark"), std::string::npos) << message;
+  }
+  std::string message;
+  auto edge = Parse({"--high-watermark", "1", "--low-watermark", "0.1"}, &message);
+  ASSERT_TRUE(edge) << message;
+  EXPECT_DOUBLE_EQ(edge->high_watermark, 1.0);
+  EXPECT_DOUBLE_EQ(edge->low_watermark, 0.1);
+}
+
+TEST(WorkerConfigTest, RejectsOutOfRangeValues) {
+  struct Case {
+    std::initializer_list<const char*> args;
+    const char* mentions;
+  };
+  for (const Case& c :
+       {Case{{"--port", "65536"}, "--port"}, Case{{"--port", "70000"}, "--port"},
+        Case{{"--port", "-1"}, "--port"}, Case{{"--port", "abc"}, "--port"},
+        Case{{"--master", "127.0.0.1"}, "--master"}, Case{{"--master", "127.0.0.1:"}, "--master"},
+        Case{{"--master", ":50051"}, "--master"}, Case{{"--master", "host:0"}, "--master"},
+        Case{{"--master", "host:70000"}, "--master"}, Case{{"--master", "host:5x"}, "--master"},
+        Case{{"--host", ""}, "--host"},
+        Case{{"--heartbeat-interval-ms", "0"}, "--heartbeat-interval-ms"},
+        Case{{"--kv-lease-ttl-ms", "-1"}, "--kv-lease-ttl-ms"},
+        Case{{"--soft-pin-ttl-ms", "0"}, "--soft-pin-ttl-ms"},
+        Case{{"--soft-pin-ttl-ms", "86400001"}, "--soft-pin-ttl-ms"},
+        Case{{"--adopt-confirm-delay-ms", "0"}, "--adopt-confirm-delay-ms"},
+        Case{{"--put-start-discard-timeout-ms", "0"}, "--put-start-discard-timeout-ms"},
+        Case{{"--test-crash-at", "bogus"}, "--test-crash-at"},
+        Case{{"--log-level", "loud"}, "--log-level"},
+        Case{{"--promote-on-get", "maybe"}, "--promote-on-get"},
+        Case{{"--admin-port", "-2"}, "--admin-port"},
+        Case{{"--admin-port", "65536"}, "--admin-port"},
+        Case{{"--port", "7000", "--admin-port", "7000"}, "--admin-port"},
+        Case{{"--admin-host", ""}, "--admin-host"},
+        Case{{"--admin-token", "has space"}, "--admin-token"},
+        Case{{"--ssd-path", ""}, "--ssd-path"}}) {
+    std::string message;
+    auto config = Parse(c.args, &message);
+    ASSERT_FALSE(config) << c.mentions << " " << *(c.args.begin() + 1);
+    EXPECT_EQ(config.error(), ErrorCode::kInvalidParams);
+    EXPECT_NE(message.find(c.mentions), std::string::npos) << message;
+  }
+}
+
+TEST(WorkerConfigTest, EdgeValuesAreAccepted) {
+  std::string message;
+  auto config = Parse({"--soft-pin-ttl-ms", "86400000", "--port", "65535", "--admin-port", "-1",
+                       "--master", "[::1]:1"},
+                      &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->soft_pin_ttl_ms, 86'400'000);
+  EXPECT_EQ(config->port, 65535);
+  EXPECT_EQ(config->admin_port, -1);
+  EXPECT_EQ(config->master_port(), 1);
+  // Without an SSD tier the SSD path is not needed.
+  auto no_ssd = Parse({"--ssd-capacity", "0", "--ssd-path", ""}, &message);
+  ASSERT_TRUE(no_ssd) << message;
+  for (const char* hook : {"after_adopt", "after_hand_over"}) {
+    auto crash = Parse({"--test-crash-at", hook}, &message);
+    ASSERT_TRUE(crash) << hook << ": " << message;
+    EXPECT_EQ(crash->test_crash_at, hook);
+  }
+}
+
+TEST(WorkerConfigTest, ConfigFileUsesFlagNamesAndFlagsWin) {
+  TempFile file(
+      "node-id = \"gpu-node-7\"\n"
+      "port = 6000\n"
+      "master = \"10.0.0.1:7000\"\n"
+      "dram-capacity = \"64MiB\"\n"
+      "ssd-capacity = \"512MB\"\n"
+      "ssd-path = \"/tmp/ssd-from-file\"\n"
+      "high-watermark = 0.95\n"
+      "low-watermark = 0.5\n"
+      "kv-lease-ttl-ms = 2000\n"
+      "promote-on-get = false\n"
+      "log-level = \"warn\"\n");
+  std::string message;
+  auto config =
+      Parse({"--config", file.path().c_str(), "--port", "6500", "--dram-capacity", "1GiB"},
+            &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->node_id, "gpu-node-7");
+  EXPECT_EQ(config->port, 6500);               // the command line beats the file
+  EXPECT_EQ(config->dram_capacity, kGiB);      // for sizes too
+  EXPECT_EQ(config->master, "10.0.0.1:7000");  // the rest comes from the file
+  EXPECT_EQ(config->ssd_capacity, 512'000'000u);
+  EXPECT_EQ(config->ssd_path, "/tmp/ssd-from-file");
+  EXPECT_DOUBLE_EQ(config->high_watermark, 0.95);
+  EXPECT_DOUBLE_EQ(config->low_watermark, 0.5);
+  EXPECT_EQ(config->kv_lease_ttl_ms, 2000);
+  EXPECT_FALSE(config->promote_on_get);
+  EXPECT_EQ(config->log_level, "warn");
+  // Untouched settings keep their defaults.
+  EXPECT_EQ(config->heartbeat_interval_ms, 1000);
+}
+
+TEST(WorkerConfigTest, ConfigFileValuesAreValidated) {
+  {
+    TempFile file("port = 70000\n");
+    std::string message;
+    auto config = Parse({"--config", file.path().c_str()}, &message);
+    ASSERT_FALSE(config);
+    EXPECT_EQ(config.error(), ErrorCode::kInvalidParams);
+    EXPECT_NE(message.find("--port"), std::string::npos) << message;
+  }
+  {
+    TempFile file("dram-capacity = \"lots\"\n");
+    std::string message;
+    auto config = Parse({"--config", file.path().c_str()}, &message);
+    ASSERT_FALSE(config);
+    EXPECT_NE(message.find("dram-capacity"), std::string::npos) << message;
+  }
+  {
+    TempFile file("high-watermark = 0.5\nlow-watermark = 0.6\n");
+    std::string message;
+    auto config = Parse({"--config", file.path().c_str()}, &message);
+    ASSERT_FALSE(config);
+    EXPECT_NE(message.find("watermark"), std::string::npos) << message;
+  }
+}
+
+TEST(WorkerConfigTest, UnknownConfigFileKeyIsRejected) {
+  struct Case {
+    const char* text;
+    const char* key;
+  };
+  for (const Case& c : {Case{"dram_capacity = \"1GiB\"\n", "dram_capacity"},  // not the flag name
+                        Case{"dram-capacty = \"1GiB\"\n", "dram-capacty"},
+                        Case{"port = 6000\nbogus = 1\n", "bogus"}}) {
+    TempFile file(c.text);
+    std::string message;
+    auto config = Parse({"--config", file.path().c_str()}, &message);
+    EXPECT_FALSE(config) << c.text;
+    EXPECT_NE(message.find(c.key), std::string::npos) << message;
+  }
+}
+
+TEST(WorkerConfigTest, MissingConfigFileIsRejected) {
+  std::string message;
+  EXPECT_FALSE(Parse({"--config", "/nonexistent/worker.toml"}, &message));
+  EXPECT_FALSE(message.empty());
+}
+
+TEST(WorkerConfigTest, RejectsUnknownFlagsAndPositionals) {
+  std::string message;
+  EXPECT_FALSE(Parse({"--bogus", "1"}, &message));
+  EXPECT_FALSE(message.empty());
+  message.clear();
+  EXPECT_FALSE(Parse({"stray"}, &message));
+  EXPECT_FALSE(message.empty());
+}
+
+TEST(WorkerConfigTest, HelpListsFlagsWithDefaults) {
+  std::string message;
+  auto config = Parse({"--help"}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_TRUE(config->show_help);
+  for (const char* text :
+       {"--dram-capacity", "--ssd-capacity", "--ssd-path", "--master", "127.0.0.1:50051",
+        "--port", "50061", "--high-watermark", "--low-watermark", "--kv-lease-ttl-ms",
+        "--soft-pin-ttl-ms", "--promote-on-get", "--config", "--admin-port", "50060",
+        "--admin-token-file", "--ready-file", "--log-level"}) {
+    EXPECT_NE(message.find(text), std::string::npos) << text << " missing from:\n" << message;
+  }
+  // The crash hook is for tests only.
+  EXPECT_EQ(message.find("--test-crash-at"), std::string::npos) << message;
+}
+
+TEST(WorkerConfigTest, AdminFlagsParse) {
+  std::string message;
+  auto config = Parse(
+      {"--admin-host", "0.0.0.0", "--admin-port", "6100", "--admin-token", "abc.DEF-1"}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->admin_host, "0.0.0.0");
+  EXPECT_EQ(config->admin_port, 6100);
+  EXPECT_EQ(config->admin_token, "abc.DEF-1");
+  for (const char* port : {"-1", "0", "65535"}) {
+    auto edge = Parse({"--admin-port", port}, &message);
+    ASSERT_TRUE(edge) << port << ": " << message;
+    EXPECT_EQ(edge->admin_port, std::stoi(port));
+  }
+}
+
+TEST(WorkerConfigTest, AdminTokenFileIsReadTrimmedAndTheFlagWins) {
+  TempFile token("  tok-from-file\n\n", "token");
+  std::string message;
+  auto config = Parse({"--admin-token-file", token.path().c_str()}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->admin_token, "tok-from-file");
+  EXPECT_EQ(config->admin_token_file, token.path());
+
+  config =
+      Parse({"--admin-token-file", token.path().c_str(), "--admin-token", "from-flag"}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->admin_token, "from-flag");
+
+  // Named in the config file, too.
+  TempFile file("admin-token-file = \"" + token.path() + "\"\n");
+  config = Parse({"--config", file.path().c_str()}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->admin_token, "tok-from-file");
+}
+
+TEST(WorkerConfigTest, UnreadableOrEmptyTokenFileIsAConfigError) {
+  std::string message;
+  auto config = Parse({"--admin-token-file", "/nonexistent/token"}, &message);
+  ASSERT_FALSE(config);
+  EXPECT_EQ(config.error(), ErrorCode::kInvalidParams);
+  EXPECT_NE(message.find("--admin-token-file"), std::string::npos) << message;
+
+  TempFile blank(" \n\t\n", "token");
+  message.clear();
+  config = Parse({"--admin-token-file", blank.path().c_str()}, &message);
+  ASSERT_FALSE(config);
+  EXPECT_NE(message.find("empty"), std::string::npos) << message;
+}
+
+// The master rejects a token file whose token has a space inside (it could
+// never be sent in an Authorization header); the worker must too.
+TEST(WorkerConfigTest, TokenFileWithSpacesInsideIsRejected) {
+  TempFile spaced("two words\n", "token");
+  std::string message;
+  auto config = Parse({"--admin-token-file", spaced.path().c_str()}, &message);
+  EXPECT_FALSE(config) << "accepted token '" << (config ? config->admin_token : "") << "'";
+  EXPECT_NE(message.find("--admin-token"), std::string::npos) << message;
+}
+
+TEST(WorkerConfigTest, ValidateAcceptsDefaultsAndNullMessage) {
+  EXPECT_TRUE(ValidateWorkerConfig(WorkerConfig{}, nullptr));
+  WorkerConfig bad;
+  bad.low_watermark = 0.95;
+  EXPECT_EQ(ValidateWorkerConfig(bad, nullptr).error(), ErrorCode::kInvalidParams);
+  std::string message;
+  EXPECT_FALSE(ValidateWorkerConfig(bad, &message));
+  EXPECT_NE(message.find("watermark"), std::string::npos) << message;
+  EXPECT_FALSE(Parse({"--port", "99999"}, nullptr));
+  EXPECT_TRUE(Parse({"--help"}, nullptr));
+}
+
+}  // namespace
+}  // namespace mooncake
