@@ -117,6 +117,14 @@ Result<T> WithOwner(ClientRouter& router, const std::string& key, Fn&& fn) {
       Backoff(waits++);
       continue;
     }
+    // A remembered owner that cannot be reached may simply be gone: ask the
+    // master before giving up.
+    bool unreachable = code == ErrorCode::kRpcFail || code == ErrorCode::kRpcTimeout;
+    if (unreachable && owner->cached && moves++ < kMaxRelocations) {
+      owner = router.RelocateUnreachable(key, owner->node_id, code);
+      if (!owner) return Err(owner.error());
+      continue;
+    }
     if (!IsMoved(code) || moves++ >= kMaxRelocations) return Err(Settle(code));
     owner = router.Relocate(key, "", owner->node_id);
     if (!owner) return Err(Settle(owner.error()));
@@ -169,6 +177,13 @@ class ChunkedRead {
         auto call = owner_.channel->Call([&](rpc::WorkerServiceClient& c) {
           c.Get(reply, key_, static_cast<int64_t>(offset_), static_cast<int64_t>(kRpcChunkBytes));
         });
+        if (!call && owner_.cached && !started_ && moves_++ < kMaxRelocations) {
+          // A remembered owner may be gone: ask the master once.
+          auto moved = router_.RelocateUnreachable(key_, owner_.node_id, call.error());
+          if (!moved) return Err(moved.error());
+          owner_ = std::move(*moved);
+          continue;
+        }
         if (!call) return Err(call.error());
       }
       have_reply = false;
@@ -395,6 +410,7 @@ Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t si
   auto target = router.PickTarget(size, options, explicit_choice);
   if (!target) return Err(target.error());
   Result<void> result = attempt(*target);
+  if (result) router.RememberOwner(key, target->node_id);
   if (!result && result.error() == ErrorCode::kRpcFail && can_retry()) {
     // The cached address may be stale (the worker restarted on another
     // port): refresh the registry and try the node's current address once.
@@ -403,6 +419,7 @@ Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t si
       if (refreshed && refreshed->channel != target->channel) {
         target = refreshed;
         result = attempt(*target);
+        if (result) router.RememberOwner(key, target->node_id);
       }
     }
   }
@@ -415,7 +432,9 @@ Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t si
   if (!other || other->node_id == target->node_id) return result;
   MC_LOG_DEBUG("put retried on another node key={} from={} to={}", key, target->node_id,
                other->node_id);
-  return attempt(*other);
+  auto placed = attempt(*other);
+  if (placed) router.RememberOwner(key, other->node_id);
+  return placed;
 }
 
 // Upsert routing. A key with an owner is replaced AT its owner, whatever
@@ -429,7 +448,9 @@ Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t si
 template <typename Attempt, typename CanRetry>
 Result<void> UpsertRouted(ClientRouter& router, const std::string& key, uint64_t size,
                           const PutOptions& options, Attempt&& attempt, CanRetry&& can_retry) {
-  auto owner = router.Locate(key);
+  // Writes ask the master, not the owner cache: an upsert sent to a node that
+  // lost the key would create a second object there and fail its claim.
+  auto owner = router.LocateAtMaster(key);
   if (owner) {
     Result<void> result = attempt(*owner);
     if (result || !IsMoved(result.error()) || !can_retry()) return result;
@@ -444,7 +465,7 @@ Result<void> UpsertRouted(ClientRouter& router, const std::string& key, uint64_t
   if (created || created.error() != ErrorCode::kObjectAlreadyExists || !can_retry()) {
     return created;
   }
-  auto winner = router.Locate(key);
+  auto winner = router.LocateAtMaster(key);
   // The winner's object vanished too: heavy contention; the caller retries.
   if (!winner) return Err(ErrorCode::kObjectReplicaBusy);
   MC_LOG_DEBUG("upsert lost the put race; replacing at winner key={} node={}", key,
@@ -576,7 +597,8 @@ std::optional<ObjectValue> ServeCached(ClientRouter& router, HotCache& cache,
   bool young = now - entry->fetched < std::chrono::milliseconds(config.hot_cache_max_staleness_ms);
   if (entry->data->size() >= config.hot_cache_validate_min_bytes || !young) {
     cache.CountValidation();
-    auto owner = router.Locate(key);
+    // Validation must be authoritative: ask the master, not the owner cache.
+    auto owner = router.LocateAtMaster(key);
     rpc::ObjectInfo info;
     Result<void> call =
         owner ? owner->channel->Call([&](rpc::WorkerServiceClient& c) { c.Inspect(info, key); })
@@ -660,6 +682,7 @@ Result<void> Client::Remove(std::string_view key, bool force) {
     return Flatten(
         owner.channel->Call([&](rpc::WorkerServiceClient& c) { return c.Remove(k, force); }));
   });
+  if (removed) impl_->router.ForgetOwner(k);
   impl_->hot_cache.Erase(k);
   return removed;
 }

@@ -32,6 +32,11 @@ struct ClientConfig {
   std::string local_node;
   int connect_timeout_ms = 2000;
   int io_timeout_ms = 30000;
+  // Remembers the owner of up to this many keys (from puts and master
+  // answers), so most reads skip the master round trip. A stale entry costs
+  // one extra call: the node answers that it lacks the key, or cannot be
+  // reached, and the client asks the master. 0 turns it off.
+  size_t location_cache_entries = 65536;
   // Client-side LRU of recently read objects; 0 turns it off.
   uint64_t local_hot_cache_bytes = 0;
   // Hot-cache hits of objects at least this large first ask the owner for the
@@ -131,8 +136,7 @@ class Client {
   // Creates the object, or replaces it: in place when the size is unchanged,
   // otherwise reallocated. Pre-empts an in-flight write of the key.
   // kObjectReplicaBusy (retryable) while the object is being read.
-  Result<void> Upsert(std::string_view key, std::string_view value,
-                      const PutOptions& options = {});
+  Result<void> Upsert(std::string_view key, std::string_view value, const PutOptions& options = {});
   Result<void> UpsertStream(std::string_view key, std::istream& in, uint64_t size,
                             const PutOptions& options = {}, const ProgressFn& progress = {});
 
@@ -144,15 +148,13 @@ class Client {
 
   // One result per item, in input order. One master round trip; one call per
   // owner node, issued in parallel.
-  std::vector<Result<void>> BatchPut(
-      const std::vector<std::pair<std::string, std::string>>& items,
-      const PutOptions& options = {});
+  std::vector<Result<void>> BatchPut(const std::vector<std::pair<std::string, std::string>>& items,
+                                     const PutOptions& options = {});
   std::vector<Result<void>> BatchUpsert(
       const std::vector<std::pair<std::string, std::string>>& items,
       const PutOptions& options = {});
   std::vector<Result<ObjectValue>> BatchGet(const std::vector<std::string>& keys);
-  std::vector<Result<bool>> BatchExist(const std::vector<std::string>& keys,
-                                       bool prefetch = false);
+  std::vector<Result<bool>> BatchExist(const std::vector<std::string>& keys, bool prefetch = false);
   std::vector<Result<void>> BatchRemove(const std::vector<std::string>& keys, bool force = false);
 
   Result<std::vector<NodeRecord>> ListNodes();

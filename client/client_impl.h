@@ -6,11 +6,13 @@
 // appear only here and in the client's .cc files, never in client.h.
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "client/client.h"
@@ -29,6 +31,9 @@ using WorkerChannel = RpcChannel<rpc::WorkerServiceClient>;
 struct Owner {
   std::string node_id;
   std::shared_ptr<WorkerChannel> channel;
+  // Came from the client's key -> owner cache, not from the master: a
+  // failure to reach it is a reason to ask the master again.
+  bool cached = false;
 };
 
 // Where each key of a batch goes: the owner and the input positions it serves.
@@ -51,13 +56,23 @@ class ClientRouter {
   // The channel of a known node; refreshes the registry once on a miss.
   // kNodeNotFound if the master does not know the node either.
   Result<Owner> Node(const std::string& node_id);
-  // The owner of `key` according to the master; kObjectNotFound if none.
+  // The owner of `key`: from the key -> owner cache when it has the key,
+  // else from the master (kObjectNotFound if none).
   Result<Owner> Locate(const std::string& key);
+  // The owner according to the master, bypassing the cache (and refreshing it).
+  Result<Owner> LocateAtMaster(const std::string& key);
+  // Records that `node_id` owns `key` (after a put or a master answer).
+  void RememberOwner(const std::string& key, const std::string& node_id);
+  void ForgetOwner(const std::string& key);
   // After `stale_node` denied owning `key`: follows the worker's hint when it
   // names another node, else asks the master again. kObjectNotFound if the
   // master still names the node that denied it.
   Result<Owner> Relocate(const std::string& key, const std::string& hint,
                          const std::string& stale_node);
+  // After a remembered owner could not be reached (`failure`): asks the
+  // master. If the master names that same node, the failure stands.
+  Result<Owner> RelocateUnreachable(const std::string& key, const std::string& stale_node,
+                                    ErrorCode failure);
   // Locates keys[i] for every i in `todo` with one master round trip per slice
   // of keys and groups them by owner. Keys without an owner get their code in
   // `missing` (index, code); a failed master call fails the whole batch.
@@ -89,6 +104,9 @@ class ClientRouter {
   MasterChannel master_;
   std::mutex mu_;
   std::map<std::string, NodeEntry> nodes_;  // guarded by mu_
+  // key -> owner node id, bounded FIFO; guarded by mu_.
+  std::unordered_map<std::string, std::string> owners_;
+  std::deque<std::string> owner_order_;
 };
 
 // Turns a call that answers an rpc ErrorCode into one Result.

@@ -78,24 +78,72 @@ Result<Owner> ClientRouter::Node(const std::string& node_id) {
 }
 
 Result<Owner> ClientRouter::Locate(const std::string& key) {
+  if (config_.location_cache_entries > 0) {
+    std::lock_guard lock(mu_);
+    auto owner = owners_.find(key);
+    if (owner != owners_.end()) {
+      auto node = nodes_.find(owner->second);
+      if (node != nodes_.end() && node->second.channel) {
+        return Owner{owner->second, node->second.channel, /*cached=*/true};
+      }
+    }
+  }
+  return LocateAtMaster(key);
+}
+
+Result<Owner> ClientRouter::LocateAtMaster(const std::string& key) {
   rpc::LocationResult location;
   auto call = master_.Call([&](rpc::MasterServiceClient& c) { c.GetLocation(location, key); });
   if (!call) return Err(call.error());
-  if (location.code != rpc::ErrorCode::OK) return Err(FromRpc(location.code));
-  return Remember(location.node_id, location.host, location.port);
+  if (location.code != rpc::ErrorCode::OK) {
+    ForgetOwner(key);
+    return Err(FromRpc(location.code));
+  }
+  Owner owner = Remember(location.node_id, location.host, location.port);
+  RememberOwner(key, owner.node_id);
+  return owner;
+}
+
+void ClientRouter::RememberOwner(const std::string& key, const std::string& node_id) {
+  if (config_.location_cache_entries == 0) return;
+  std::lock_guard lock(mu_);
+  if (owners_.insert_or_assign(key, node_id).second) owner_order_.push_back(key);
+  while (owner_order_.size() > config_.location_cache_entries) {
+    owners_.erase(owner_order_.front());
+    owner_order_.pop_front();
+  }
+}
+
+void ClientRouter::ForgetOwner(const std::string& key) {
+  if (config_.location_cache_entries == 0) return;
+  std::lock_guard lock(mu_);
+  owners_.erase(key);  // its owner_order_ slot ages out on its own
 }
 
 Result<Owner> ClientRouter::Relocate(const std::string& key, const std::string& hint,
                                      const std::string& stale_node) {
   if (!hint.empty() && hint != stale_node) {
     auto hinted = Node(hint);
-    if (hinted) return hinted;
+    if (hinted) {
+      RememberOwner(key, hint);
+      return hinted;
+    }
     MC_LOG_DEBUG("owner hint unusable key={} hint={} error={}", key, hint,
                  ToString(hinted.error()));
   }
-  auto located = Locate(key);
+  ForgetOwner(key);
+  auto located = LocateAtMaster(key);
   if (!located) return located;
   if (located->node_id == stale_node) return Err(ErrorCode::kObjectNotFound);
+  return located;
+}
+
+Result<Owner> ClientRouter::RelocateUnreachable(const std::string& key,
+                                                const std::string& stale_node, ErrorCode failure) {
+  ForgetOwner(key);
+  auto located = LocateAtMaster(key);
+  if (!located) return located;
+  if (located->node_id == stale_node) return Err(failure);
   return located;
 }
 

@@ -1,0 +1,111 @@
+// The client's key -> owner cache: reads of known keys go straight to the
+// owner, and a stale entry never yields a wrong answer.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+
+#include "client/client.h"
+#include "tests/integration/test_cluster.h"
+
+namespace mooncake::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class LocationCacheTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (HasFailure()) std::cerr << cluster_.AllLogTails(30);
+  }
+
+  // Given a master (short node TTL) and workers w1, w2.
+  void GivenTwoNodes() {
+    ASSERT_TRUE(cluster_.StartMaster({"--node-ttl-ms", "1000"}));
+    ASSERT_TRUE(cluster_.StartWorker("w1", {.dram = 16 << 20, .ssd = 0}));
+    ASSERT_TRUE(cluster_.StartWorker("w2", {.dram = 16 << 20, .ssd = 0}));
+  }
+
+  TestCluster cluster_;
+};
+
+TEST_F(LocationCacheTest, KnownKeysStayReadableWhileTheMasterIsDown) {
+  GivenTwoNodes();
+  auto client = cluster_.NewClient();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(IsOk(client->Put("known", "value", {.preferred_node = "w1"})));
+  ASSERT_TRUE(IsOk(client->Get("known")));
+
+  // When the master dies, a read of a key the client has seen needs only
+  // the owner.
+  cluster_.KillMaster(SIGKILL);
+  auto value = client->Get("known");
+  ASSERT_TRUE(IsOk(value));
+  EXPECT_EQ(value->data, "value");
+  // A key the client has never seen still needs the master.
+  EXPECT_FALSE(client->Get("unknown").has_value());
+}
+
+TEST_F(LocationCacheTest, AKeyRePutElsewhereIsFollowedThroughTheMaster) {
+  GivenTwoNodes();
+  auto reader = cluster_.NewClient();
+  auto writer = cluster_.NewClient();
+  ASSERT_TRUE(reader && writer);
+  ASSERT_TRUE(IsOk(writer->Put("k", "old", {.preferred_node = "w1"})));
+  ASSERT_EQ(reader->Get("k")->data, "old");  // the reader now remembers w1
+
+  // When another client removes it and puts it again on w2.
+  ASSERT_TRUE(IsOk(writer->Remove("k", /*force=*/true)));
+  ASSERT_TRUE(IsOk(writer->Put("k", "new!", {.preferred_node = "w2"})));
+
+  // Expect the reader to get the new value, and Exist/Inspect to agree.
+  auto value = reader->Get("k");
+  ASSERT_TRUE(IsOk(value));
+  EXPECT_EQ(value->data, "new!");
+  EXPECT_EQ(reader->Inspect("k")->node_id, "w2");
+  EXPECT_TRUE(*reader->Exist("k"));
+
+  // And a removed key reads as absent, not as the remembered owner's.
+  ASSERT_TRUE(IsOk(writer->Remove("k", true)));
+  EXPECT_TRUE(FailsWith(reader->Get("k"), ErrorCode::kObjectNotFound));
+  EXPECT_FALSE(*reader->Exist("k"));
+}
+
+TEST_F(LocationCacheTest, AnUnreachableRememberedOwnerSendsTheReadToTheMaster) {
+  GivenTwoNodes();
+  auto reader = cluster_.NewClient();
+  auto writer = cluster_.NewClient();
+  ASSERT_TRUE(reader && writer);
+  ASSERT_TRUE(IsOk(writer->Put("moved", "first", {.preferred_node = "w1"})));
+  ASSERT_EQ(reader->Get("moved")->data, "first");
+
+  // When w1 dies and, once the master dropped its keys, the key is put on w2.
+  cluster_.KillWorker("w1", SIGKILL);
+  ASSERT_TRUE(Eventually([&] { return !writer->Exist("moved").value_or(true); }, 10s));
+  ASSERT_TRUE(IsOk(writer->Put("moved", "second", {.preferred_node = "w2"})));
+
+  // Expect the reader to find it on w2.
+  auto value = reader->Get("moved");
+  ASSERT_TRUE(IsOk(value));
+  EXPECT_EQ(value->data, "second");
+}
+
+TEST_F(LocationCacheTest, UpsertGoesToTheCurrentOwnerEvenWhenTheCacheIsStale) {
+  GivenTwoNodes();
+  auto reader = cluster_.NewClient();
+  auto writer = cluster_.NewClient();
+  ASSERT_TRUE(reader && writer);
+  ASSERT_TRUE(IsOk(writer->Put("u", "aaaa", {.preferred_node = "w1"})));
+  ASSERT_TRUE(IsOk(reader->Get("u")));
+  ASSERT_TRUE(IsOk(writer->Remove("u", true)));
+  ASSERT_TRUE(IsOk(writer->Put("u", "bbbb", {.preferred_node = "w2"})));
+
+  // The reader's cache still says w1; its upsert must replace w2's object.
+  ASSERT_TRUE(IsOk(reader->Upsert("u", "cccc")));
+  EXPECT_EQ(writer->Get("u")->data, "cccc");
+  EXPECT_EQ(writer->Inspect("u")->node_id, "w2");
+}
+
+}  // namespace
+}  // namespace mooncake::testing
