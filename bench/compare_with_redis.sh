@@ -4,6 +4,7 @@
 #
 #   bench/compare_with_redis.sh [SIZES] [CONCURRENCY]
 #   e.g. bench/compare_with_redis.sh "4KiB 1MiB" 16
+#   LOCATION_CACHE=0 bench/compare_with_redis.sh   # every read asks the master
 #
 # It starts its own master + one worker (DRAM only large enough for the data,
 # SSD tier as usual) and its own redis-server (no persistence), each on free
@@ -67,6 +68,7 @@ for size in $SIZES; do
   # mooncake: load phase = puts; mixed phase with --get-ratio 1 = gets.
   "$BENCH" --master "127.0.0.1:$MASTER_PORT" --node bench-1 --value-size "$size" --keys "$keys" \
     --concurrency "$CONCURRENCY" --get-ratio 1 --duration-s "$DURATION_S" --cleanup --json \
+    --location-cache-entries "${LOCATION_CACHE:-65536}" \
     >"$WORK/mooncake-$size.json"
   python3 - "$WORK/mooncake-$size.json" "$size" <<'PY'
 import json, sys

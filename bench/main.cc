@@ -55,6 +55,7 @@ struct BenchOptions {
   double zipf_theta = 0.99;
   std::string hot_cache_text = "0";
   uint64_t hot_cache_bytes = 0;
+  size_t location_cache_entries = 65536;
   int64_t prefetch_wait_ms = 200;
   uint64_t prefetch_samples = 200;  // keys per latency group
 };
@@ -495,6 +496,7 @@ void PrintJson(const BenchOptions& o, const std::string& run, std::vector<PhaseR
                  {"workload", o.workload},
                  {"zipf_theta", o.zipf_theta},
                  {"hot_cache_bytes", o.hot_cache_bytes},
+                 {"location_cache_entries", o.location_cache_entries},
                  {"prefetch_wait_ms", o.prefetch_wait_ms},
                  {"run_prefix", run}};
   json out = {{"config", config}, {"phases", phases}};
@@ -515,6 +517,9 @@ std::optional<int> ParseFlags(int argc, char** argv, BenchOptions& o) {
   app.add_option("--zipf-theta", o.zipf_theta, "Skew of the zipf workload (0 uniform .. <1)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.9999));
+  app.add_option("--location-cache-entries", o.location_cache_entries,
+                 "Keys whose owner the client remembers (0: ask the master on every read)")
+      ->capture_default_str();
   app.add_option("--hot-cache-bytes", o.hot_cache_text,
                  "Client hot cache budget (0 off), e.g. 64MiB; objects > 1/8 of it bypass it")
       ->capture_default_str();
@@ -599,6 +604,7 @@ ClientConfig ToClientConfig(const BenchOptions& o, bool& ok) {
   config.master_port = std::atoi(o.master.c_str() + colon + 1);
   config.local_node = o.node;
   config.local_hot_cache_bytes = o.hot_cache_bytes;
+  config.location_cache_entries = o.location_cache_entries;
   return config;
 }
 
