@@ -143,6 +143,10 @@ void WorkerHandler::Get(rpc::GetResult& result, const std::string& key, int64_t 
 
 void WorkerHandler::GetUntimed(rpc::GetResult& result, const std::string& key, int64_t offset,
                                int64_t length) {
+  if (!serving_reads_.load()) {
+    result.code = rpc::ErrorCode::REPLICA_IS_NOT_READY;
+    return;
+  }
   if (offset < 0 || length < 0) {
     result.code = rpc::ErrorCode::INVALID_PARAMS;
     return;
@@ -161,6 +165,7 @@ void WorkerHandler::GetUntimed(rpc::GetResult& result, const std::string& key, i
 
 int32_t WorkerHandler::Exist(const std::string& key, bool prefetch,
                              const std::string& requester_node) {
+  if (!serving_reads_.load()) return static_cast<int32_t>(ErrorCode::kReplicaIsNotReady);
   // A prefetch for this very node is an ordinary local promotion.
   RequestTimer timer(requests_, "exist");
   const std::string& target = requester_node == node_id_ ? std::string() : requester_node;

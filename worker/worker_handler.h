@@ -6,6 +6,7 @@
 //
 // Thread-safety: stateless apart from references to thread-safe objects.
 
+#include <atomic>
 #include <string>
 
 #include "common/metrics.h"
@@ -18,6 +19,12 @@ class WorkerHandler : public rpc::WorkerServiceIf {
  public:
   WorkerHandler(TieredCacheBackend& backend, std::string node_id, RequestMetrics& requests)
       : backend_(backend), node_id_(std::move(node_id)), requests_(requests) {}
+
+  // Reads are answered only once the node has announced its keys to the
+  // master: before that, a recovered copy may belong to a key the cluster
+  // has since given to another node. Until then reads answer
+  // REPLICA_IS_NOT_READY (retryable).
+  void set_serving_reads(bool serving) { serving_reads_.store(serving); }
 
   // The operation names requests are counted under (for RequestMetrics).
   static std::vector<std::string> OperationNames();
@@ -68,6 +75,7 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   TieredCacheBackend& backend_;
   std::string node_id_;
   RequestMetrics& requests_;
+  std::atomic<bool> serving_reads_{false};
 };
 
 }  // namespace mooncake

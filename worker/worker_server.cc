@@ -108,6 +108,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config) {
   server->requests_ = std::make_unique<RequestMetrics>(WorkerHandler::OperationNames());
   auto handler =
       std::make_shared<WorkerHandler>(*server->backend_, config.node_id, *server->requests_);
+  server->handler_ = handler;
   auto rpc = RpcServer::Start(std::make_shared<rpc::WorkerServiceProcessor>(handler), config.host,
                               config.port);
   if (!rpc) return Err(rpc.error());
@@ -184,6 +185,7 @@ Result<void> WorkerServer::RegisterAndAnnounce() {
     MC_LOG_WARN("dropping local copy owned elsewhere key={}", key);
     backend_->DropLocal(key);
   }
+  handler_->set_serving_reads(true);
   MC_LOG_INFO("registered with master node={} master={} keys_rejected={}", config_.node_id,
               config_.master, rejected->size());
   return {};

@@ -24,6 +24,7 @@ class AdminServer;
 class MasterLink;
 class RequestMetrics;
 class ThriftPeerTransfer;
+class WorkerHandler;
 class RpcServer;
 class TieredCacheBackend;
 
@@ -61,6 +62,7 @@ class WorkerServer {
   std::unique_ptr<ThriftPeerTransfer> peers_;
   std::unique_ptr<TieredCacheBackend> backend_;
   std::unique_ptr<RequestMetrics> requests_;
+  std::shared_ptr<WorkerHandler> handler_;
   std::unique_ptr<RpcServer> rpc_;
   std::unique_ptr<AdminServer> admin_;
   std::thread heartbeat_thread_;
