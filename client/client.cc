@@ -401,8 +401,9 @@ Result<void> UpsertValue(const Owner& owner, const std::string& key, std::string
 }
 
 // Runs `attempt` on the chosen target. When the client chose the node itself
-// and that node has no room, the master gets one chance to name another,
-// provided `attempt` can still be repeated (its input was not consumed).
+// and that node has no room or is unreachable, the master gets one chance to
+// name another, provided `attempt` can still be repeated (its input was not
+// consumed).
 template <typename Attempt, typename CanRetry>
 Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t size,
                        const PutOptions& options, Attempt&& attempt, CanRetry&& can_retry) {
@@ -423,10 +424,11 @@ Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t si
       }
     }
   }
-  if (result || explicit_choice || result.error() != ErrorCode::kNoAvailableHandle ||
-      !can_retry()) {
-    return result;
-  }
+  // A node the client picked that has no room, or cannot be reached (a dead
+  // worker stays in the registry until node_ttl passes), gets replaced once.
+  bool replaceable = !result && (result.error() == ErrorCode::kNoAvailableHandle ||
+                                 result.error() == ErrorCode::kRpcFail);
+  if (result || explicit_choice || !replaceable || !can_retry()) return result;
   auto other = router.PickByMaster(size, {target->node_id});
   // No other node: the first node's answer says best why the put failed.
   if (!other || other->node_id == target->node_id) return result;

@@ -107,5 +107,20 @@ TEST_F(LocationCacheTest, UpsertGoesToTheCurrentOwnerEvenWhenTheCacheIsStale) {
   EXPECT_EQ(writer->Inspect("u")->node_id, "w2");
 }
 
+TEST_F(LocationCacheTest, PutsAvoidAWorkerThatDiedButIsStillRegistered) {
+  ASSERT_TRUE(cluster_.StartMaster());  // default node TTL: the dead node stays listed
+  ASSERT_TRUE(cluster_.StartWorker("w1", {.dram = 64 << 20, .ssd = 0}));
+  ASSERT_TRUE(cluster_.StartWorker("w2", {.dram = 16 << 20, .ssd = 0}));
+  auto client = cluster_.NewClient();
+  ASSERT_TRUE(client);
+  // w1 has the most free space, so the master keeps picking it.
+  cluster_.KillWorker("w1", SIGKILL);
+  ASSERT_TRUE(IsOk(client->Put("fresh", "value")));
+  EXPECT_EQ(client->Inspect("fresh")->node_id, "w2");
+  // Naming the dead node explicitly still fails, with the transport error.
+  EXPECT_TRUE(
+      FailsWith(client->Put("pinned-to-w1", "v", {.preferred_node = "w1"}), ErrorCode::kRpcFail));
+}
+
 }  // namespace
 }  // namespace mooncake::testing
