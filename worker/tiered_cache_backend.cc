@@ -182,6 +182,11 @@ Result<uint64_t> TieredCacheBackend::PutStart(const std::string& key, uint64_t s
   {
     std::lock_guard lock(mu_);
     auto existing = objects_.find(key);
+    // An upsert of a key this node handed to another one belongs there: the
+    // caller re-locates instead of creating a second object here.
+    if (existing == objects_.end() && mode == WriteMode::kUpsert && moved_to_.contains(key)) {
+      return Err(ErrorCode::kNotOwner);
+    }
     if (existing != objects_.end()) {
       if (mode != WriteMode::kUpsert) return Err(ErrorCode::kObjectAlreadyExists);
       Object& old = existing->second;
@@ -356,6 +361,7 @@ Result<void> TieredCacheBackend::FinishPublish(const PendingWrite& write, uint64
   if (object != objects_.end() && object->second.id == write.object_id) {
     object->second.published = true;
   }
+  moved_to_.erase(write.key);  // owned here again
   auto& counter = write.mode == WriteMode::kUpsert ? upserts_ : puts_;
   counter.fetch_add(1, std::memory_order_relaxed);
   if (AnyTierAboveHighWatermark()) SignalWorkLocked();

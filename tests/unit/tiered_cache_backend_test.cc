@@ -593,6 +593,27 @@ TEST_F(BackendTest, AFullLastTierHandsObjectsToAnotherNodeInsteadOfDropping) {
   EXPECT_EQ(peer.Keys().size(), stats.moved_out);
 }
 
+TEST_F(BackendTest, AnUpsertOfAKeyHandedToAnotherNodeIsRedirected) {
+  Open(2 * kMiB, 4 * kMiB);
+  std::vector<std::unique_ptr<CacheTier>> peer_tiers;
+  peer_tiers.push_back(std::move(DramTier::Create("dram", 16 * kMiB).value()));
+  InMemoryDirectory peer_directory;
+  TieredCacheBackend peer(std::move(peer_tiers), &peer_directory, DefaultOptions());
+  InProcessPeer link(peer, peer_directory);
+  backend_->set_peer_transfer(&link);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(backend_->Put("r" + std::to_string(i), Pattern("r", kMiB, i), {}));
+  }
+  ASSERT_EQ(backend_->MovedTo("r0"), "peer");
+  EXPECT_EQ(backend_->Upsert("r0", "new", {}).error(), ErrorCode::kNotOwner);
+  EXPECT_EQ(backend_->Inspect("r0").error(), ErrorCode::kObjectNotFound);  // nothing created
+  // A plain Put may create the key here again; then it is ours once more.
+  directory_.Release("r0");
+  ASSERT_TRUE(backend_->Put("r0", "again", {}));
+  EXPECT_EQ(backend_->MovedTo("r0"), "");
+  ASSERT_TRUE(backend_->Upsert("r0", "fresh", {}));
+}
+
 TEST_F(BackendTest, AnAdoptedCopyOwnedElsewhereIsDroppedOnConfirmation) {
   BackendOptions options = DefaultOptions();
   options.adopt_confirm_delay = Millis(0);
