@@ -207,7 +207,10 @@ Result<uint64_t> TieredCacheBackend::PutStart(const std::string& key, uint64_t s
           pending_.erase(previous);
         }
       }
-      pending.in_place = old.allocation && old.size == size;
+      // In place only over a complete object: a pre-empted writer may still
+      // be copying a chunk into the location of a write in flight, so that
+      // location is never handed to the next writer.
+      pending.in_place = old.complete && old.allocation && old.size == size;
       if (pending.in_place) {
         pending.allocation = old.allocation;
         pending.tier = old.tier;

@@ -401,6 +401,22 @@ TEST_F(BackendTest, UpsertPreemptsAnInFlightWrite) {
   EXPECT_EQ(backend_->Get("p", 0, 0)->data, "new-value");
 }
 
+TEST_F(BackendTest, PreemptingAnInPlaceWriteNeverReusesItsLocation) {
+  // The pre-empted writer may still be copying a chunk it sent before it was
+  // pre-empted; the next value must not live where that copy lands.
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("p", "12345678", {}));
+  uint64_t original = backend_->Inspect("p")->offset;
+  auto in_place = backend_->PutStart("p", 8, {}, WriteMode::kUpsert);
+  ASSERT_TRUE(in_place);
+  ASSERT_EQ(backend_->Inspect("p")->offset, original);  // same size: in place
+  ASSERT_TRUE(backend_->Upsert("p", "abcdefgh", {}));
+  EXPECT_NE(backend_->Inspect("p")->offset, original);
+  // A late chunk of the pre-empted writer is refused and changes nothing.
+  EXPECT_EQ(backend_->PutChunk(*in_place, 0, "XXXXXXXX").error(), ErrorCode::kIllegalClient);
+  EXPECT_EQ(backend_->Get("p", 0, 0)->data, "abcdefgh");
+}
+
 TEST_F(BackendTest, ARevokedUpsertLeavesTheKeyAbsent) {
   Open(8 * kMiB, 32 * kMiB);
   ASSERT_TRUE(backend_->Put("r", "value", {}));
