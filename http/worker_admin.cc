@@ -204,8 +204,15 @@ HttpResponse Config(const WorkerRoutes& r) {
                        {"hard-pin-write-through", c.hard_pin_write_through},
                        {"inter-node-eviction", c.inter_node_eviction},
                        {"adopt-confirm-delay-ms", c.adopt_confirm_delay_ms},
+                       {"vram-capacity", c.vram_capacity},
+                       {"gpu-device", c.gpu_device},
                        {"test-crash-at", c.test_crash_at},
                        {"ready-file", c.ready_file},
+                       {"admin-host", c.admin_host},
+                       {"admin-port", c.admin_port},
+                       // Whether a token guards mutating routes; never the token itself.
+                       {"admin-token-set", !c.admin_token.empty()},
+                       {"admin-token-file", c.admin_token_file},
                        {"log-level", c.log_level}});
 }
 

@@ -143,10 +143,9 @@ Result<void> WorkerServer::StartAdmin(int port) {
   AdminServerOptions options;
   options.token = config_.admin_token;
   admin_ = std::make_unique<AdminServer>(std::move(options));
-  // /config shows the effective settings, never the secret.
-  WorkerConfig shown = config_;
-  shown.admin_token.clear();
-  RegisterWorkerAdminRoutes(*admin_, *backend_, shown, *requests_);
+  // /config shows the effective settings; it reports whether a token is set,
+  // never the token.
+  RegisterWorkerAdminRoutes(*admin_, *backend_, config_, *requests_);
   if (auto started = admin_->Start(config_.admin_host, port); !started) {
     MC_LOG_ERROR("worker admin server cannot listen host={} port={}", config_.admin_host, port);
     return started;

@@ -320,6 +320,7 @@ TEST_F(AdminProcessTest, WorkerHealthStatsObjectsConfigAndMetrics) {
   EXPECT_EQ(config["port"].get<int>(), cluster_.worker_port("w1")) << "the bound port";
   EXPECT_EQ(config["master"], cluster_.master_address());
   EXPECT_FALSE(config.contains("admin-token")) << config.dump();
+  EXPECT_EQ(config["admin-token-set"], true) << config.dump();
   EXPECT_EQ(config.dump().find(kToken), std::string::npos) << config.dump();
 
   auto metrics = Http(w2_admin_, "GET", "/metrics");
