@@ -517,27 +517,7 @@ Result<void> Client::Put(std::string_view key, std::string_view value, const Put
 
 Result<void> Client::PutStream(std::string_view key, std::istream& in, uint64_t size,
                                const PutOptions& options, const ProgressFn& progress) {
-  if (auto valid = ValidateKey(key); !valid) return valid;
-  if (size == 0) return Err(ErrorCode::kInvalidParams);
-  if (size <= kRpcChunkBytes) {
-    // One RPC carries it anyway; holding it lets a retry resend it.
-    std::string value;
-    if (auto read = ReadExactly(in, size, value); !read) return read;
-    auto put = Put(key, value, options);
-    if (put && progress) progress(size, size);
-    return put;
-  }
-  std::string k(key);
-  rpc::ReplicateConfig config = ToRpcConfig(options);
-  bool consumed = false;
-  ChunkSource from_stream = [&](uint64_t, size_t length, std::string& buffer) {
-    consumed = true;
-    return ReadExactly(in, length, buffer);
-  };
-  return PutPlaced(
-      impl_->router, k, size, options,
-      [&](const Owner& owner) { return PutChunked(owner, k, size, config, from_stream, progress); },
-      [&] { return !consumed; });
+  return WriteStream(key, in, size, options, progress, /*upsert=*/false);
 }
 
 Result<void> Client::Upsert(std::string_view key, std::string_view value,
@@ -557,14 +537,21 @@ Result<void> Client::Upsert(std::string_view key, std::string_view value,
 
 Result<void> Client::UpsertStream(std::string_view key, std::istream& in, uint64_t size,
                                   const PutOptions& options, const ProgressFn& progress) {
+  return WriteStream(key, in, size, options, progress, /*upsert=*/true);
+}
+
+Result<void> Client::WriteStream(std::string_view key, std::istream& in, uint64_t size,
+                                 const PutOptions& options, const ProgressFn& progress,
+                                 bool upsert) {
   if (auto valid = ValidateKey(key); !valid) return valid;
   if (size == 0) return Err(ErrorCode::kInvalidParams);
   if (size <= kRpcChunkBytes) {
+    // One RPC carries it anyway; holding it lets a retry resend it.
     std::string value;
     if (auto read = ReadExactly(in, size, value); !read) return read;
-    auto upserted = Upsert(key, value, options);
-    if (upserted && progress) progress(size, size);
-    return upserted;
+    auto written = upsert ? Upsert(key, value, options) : Put(key, value, options);
+    if (written && progress) progress(size, size);
+    return written;
   }
   std::string k(key);
   rpc::ReplicateConfig config = ToRpcConfig(options);
@@ -573,12 +560,12 @@ Result<void> Client::UpsertStream(std::string_view key, std::istream& in, uint64
     consumed = true;
     return ReadExactly(in, length, buffer);
   };
-  auto result = UpsertRouted(
-      impl_->router, k, size, options,
-      [&](const Owner& owner) {
-        return PutChunked(owner, k, size, config, from_stream, progress, /*upsert=*/true);
-      },
-      [&] { return !consumed; });
+  auto send = [&](const Owner& owner) {
+    return PutChunked(owner, k, size, config, from_stream, progress, upsert);
+  };
+  auto can_retry = [&] { return !consumed; };
+  if (!upsert) return PutPlaced(impl_->router, k, size, options, send, can_retry);
+  auto result = UpsertRouted(impl_->router, k, size, options, send, can_retry);
   impl_->hot_cache.Erase(k);
   return result;
 }

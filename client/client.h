@@ -165,6 +165,9 @@ class Client {
  private:
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
+  // PutStream and UpsertStream: one chunk of `in` in memory at a time.
+  Result<void> WriteStream(std::string_view key, std::istream& in, uint64_t size,
+                           const PutOptions& options, const ProgressFn& progress, bool upsert);
   std::unique_ptr<Impl> impl_;
 };
 
