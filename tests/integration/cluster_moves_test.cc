@@ -7,6 +7,7 @@
 // Each test starts a master and three workers with tiers of a few MiB; every
 // wait is bounded.
 
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
@@ -18,8 +19,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "client/client.h"
 #include "tests/integration/test_cluster.h"
@@ -43,33 +42,6 @@ PutOptions Opt(bool hard_pin, bool soft_pin, std::string node = "", std::string 
 }
 PutOptions On(std::string node, std::string tier = "") {
   return Opt(false, false, std::move(node), std::move(tier));
-}
-
-std::string Describe(const Result<ObjectInspection>& info) {
-  if (!info) return std::string("inspect failed: ") + std::string(ToString(info.error()));
-  return "node=" + info->node_id + " tier=" + info->tier +
-         " offset=" + std::to_string(info->offset) + " size=" + std::to_string(info->size) +
-         " version=" + std::to_string(info->version) + " state=" + info->state;
-}
-
-::testing::AssertionResult ReadsBack(Client& client, const std::string& key,
-                                     const std::string& expected) {
-  auto got = client.Get(key);
-  if (!got) {
-    return ::testing::AssertionFailure()
-           << "Get(" << key << ") failed with " << ToString(got.error());
-  }
-  if (got->data.size() != expected.size()) {
-    return ::testing::AssertionFailure() << "Get(" << key << ") returned " << got->data.size()
-                                         << " bytes, expected " << expected.size();
-  }
-  if (got->data != expected) {
-    size_t i = 0;
-    while (i < expected.size() && got->data[i] == expected[i]) ++i;
-    return ::testing::AssertionFailure()
-           << "Get(" << key << ") returned different bytes from offset " << i;
-  }
-  return ::testing::AssertionSuccess();
 }
 
 // Adopted copies are confirmed against the master quickly in these tests.
@@ -133,17 +105,20 @@ TEST_F(ClusterMovesTest, ExistWithPrefetchPromotesAnSsdOnlyObjectIntoTheOwnersDr
 
   // Expect it in w1's DRAM soon, counted, byte for byte.
   Result<ObjectInspection> info = before;
-  EXPECT_TRUE(Eventually([&] {
-    info = client->Inspect("cold");
-    return info && info->tier == "dram";
-  }, 5s)) << Describe(info);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        info = client->Inspect("cold");
+        return info && info->tier == "dram";
+      },
+      5s))
+      << Describe(info);
   EXPECT_EQ(info->node_id, "w1");
   EXPECT_EQ(info->version, before->version) << "a promotion is not a new version";
   auto stats = StatsOf(*client, "w1");
   EXPECT_EQ(stats.prefetch_started, stats_before.prefetch_started + 1);
-  EXPECT_TRUE(Eventually([&] {
-    return StatsOf(*client, "w1").prefetch_succeeded > stats_before.prefetch_succeeded;
-  }, 5s));
+  EXPECT_TRUE(Eventually(
+      [&] { return StatsOf(*client, "w1").prefetch_succeeded > stats_before.prefetch_succeeded; },
+      5s));
   EXPECT_EQ(StatsOf(*client, "w1").prefetch_failed, stats_before.prefetch_failed);
   EXPECT_TRUE(ReadsBack(*client, "cold", value));
 }
@@ -172,32 +147,41 @@ TEST_F(ClusterMovesTest, ExistWithPrefetchMovesTheObjectToTheRequestingClientsNo
 
   // Expect w2 to become the owner, with the object in its DRAM, intact.
   Result<ObjectInspection> info = before;
-  EXPECT_TRUE(Eventually([&] {
-    info = on_w2->Inspect("shard");
-    return info && info->node_id == "w2";
-  }, 5s)) << Describe(info);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        info = on_w2->Inspect("shard");
+        return info && info->node_id == "w2";
+      },
+      5s))
+      << Describe(info);
   EXPECT_EQ(info->tier, "dram") << Describe(info);
   EXPECT_EQ(info->size, static_cast<int64_t>(value.size()));
   EXPECT_TRUE(ReadsBack(*on_w2, "shard", value));
   EXPECT_TRUE(ReadsBack(*writer, "shard", value));
   // Counted on both sides; w1 no longer holds it (its SSD is empty again).
   WorkerCounters w1;
-  EXPECT_TRUE(Eventually([&] {
-    w1 = StatsOf(*writer, "w1");
-    const TierCounters* ssd = FindTier(w1, "ssd");
-    return w1.moved_out > w1_before.moved_out &&
-           w1.prefetch_succeeded > w1_before.prefetch_succeeded && ssd != nullptr &&
-           ssd->usage.objects == 0;
-  }, 3s)) << "moved_out=" << w1.moved_out << " prefetch_succeeded=" << w1.prefetch_succeeded
-          << " ssd objects=" << (FindTier(w1, "ssd") ? FindTier(w1, "ssd")->usage.objects : 0);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        w1 = StatsOf(*writer, "w1");
+        const TierCounters* ssd = FindTier(w1, "ssd");
+        return w1.moved_out > w1_before.moved_out &&
+               w1.prefetch_succeeded > w1_before.prefetch_succeeded && ssd != nullptr &&
+               ssd->usage.objects == 0;
+      },
+      3s))
+      << "moved_out=" << w1.moved_out << " prefetch_succeeded=" << w1.prefetch_succeeded
+      << " ssd objects=" << (FindTier(w1, "ssd") ? FindTier(w1, "ssd")->usage.objects : 0);
   EXPECT_GT(w1.prefetch_started, w1_before.prefetch_started);
   EXPECT_EQ(w1.prefetch_failed, w1_before.prefetch_failed);
   EXPECT_GT(StatsOf(*writer, "w2").moved_in, w2_before.moved_in);
   // And after the adopt confirmation, w2 still owns it, for good.
-  EXPECT_TRUE(Eventually([&] {
-    info = on_w2->Inspect("shard");
-    return info && info->state == "complete";
-  }, 3s)) << Describe(info);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        info = on_w2->Inspect("shard");
+        return info && info->state == "complete";
+      },
+      3s))
+      << Describe(info);
   EXPECT_EQ(info->node_id, "w2") << Describe(info);
   EXPECT_TRUE(ReadsBack(*writer, "shard", value));
 }
@@ -240,14 +224,17 @@ TEST_F(ClusterMovesTest, PrefetchLandsInTheOwnersDramWhenTheRequestersDramIsFull
 
   // Expect it in the owner's DRAM instead, owner unchanged.
   Result<ObjectInspection> info = Err(ErrorCode::kObjectNotFound);
-  EXPECT_TRUE(Eventually([&] {
-    info = writer->Inspect("cold");
-    return info && info->tier == "dram";
-  }, 5s)) << Describe(info);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        info = writer->Inspect("cold");
+        return info && info->tier == "dram";
+      },
+      5s))
+      << Describe(info);
   EXPECT_EQ(info->node_id, "w1") << Describe(info);
-  EXPECT_TRUE(Eventually([&] {
-    return StatsOf(*writer, "w1").prefetch_succeeded > w1_before.prefetch_succeeded;
-  }, 5s));
+  EXPECT_TRUE(Eventually(
+      [&] { return StatsOf(*writer, "w1").prefetch_succeeded > w1_before.prefetch_succeeded; },
+      5s));
   EXPECT_EQ(StatsOf(*writer, "w1").moved_out, w1_before.moved_out);
   EXPECT_TRUE(ReadsBack(*on_w2, "cold", value));
   // And w2's hard-pinned objects did not move.
@@ -318,8 +305,7 @@ TEST_F(ClusterMovesTest, FillingANodePastItsLastTierMovesObjectsToOtherNodes) {
   // When 40 objects of 1 MiB are put on w1 explicitly.
   constexpr int kCount = 40;
   for (int i = 0; i < kCount; ++i) {
-    ASSERT_TRUE(IsOk(client->Put(Key("fill-", i), PatternBytes(500 + i, kMiB),
-                                 On("w1"))))
+    ASSERT_TRUE(IsOk(client->Put(Key("fill-", i), PatternBytes(500 + i, kMiB), On("w1"))))
         << "fill-" << i;
   }
 
@@ -340,29 +326,35 @@ TEST_F(ClusterMovesTest, FillingANodePastItsLastTierMovesObjectsToOtherNodes) {
   // (A background demotion may still be handing one over: wait until both
   // sides agree.)
   WorkerCounters w1, w2, w3;
-  EXPECT_TRUE(Eventually([&] {
-    w1 = StatsOf(*client, "w1");
-    w2 = StatsOf(*client, "w2");
-    w3 = StatsOf(*client, "w3");
-    return w1.moved_out > 0 && w1.moved_out == w2.moved_in + w3.moved_in;
-  }, 5s)) << "w1 moved_out=" << w1.moved_out << " w2 moved_in=" << w2.moved_in
-          << " w3 moved_in=" << w3.moved_in;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        w1 = StatsOf(*client, "w1");
+        w2 = StatsOf(*client, "w2");
+        w3 = StatsOf(*client, "w3");
+        return w1.moved_out > 0 && w1.moved_out == w2.moved_in + w3.moved_in;
+      },
+      5s))
+      << "w1 moved_out=" << w1.moved_out << " w2 moved_in=" << w2.moved_in
+      << " w3 moved_in=" << w3.moved_in;
   EXPECT_EQ(w1.dropped + w2.dropped + w3.dropped, 0) << "objects were dropped with room left";
   for (int i = 0; i < kCount; ++i) {
     EXPECT_TRUE(ReadsBack(*client, Key("fill-", i), PatternBytes(500 + i, kMiB)));
   }
   // And after the adopt confirmation the new owners hold them for good.
   std::string pending;
-  EXPECT_TRUE(Eventually([&] {
-    pending.clear();
-    for (int i : moved) {
-      auto info = client->Inspect(Key("fill-", i));
-      if (!info || info->node_id == "w1" || info->state != "complete") {
-        pending += Key("fill-", i) + ": " + Describe(info) + "; ";
-      }
-    }
-    return pending.empty();
-  }, 5s)) << pending;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        pending.clear();
+        for (int i : moved) {
+          auto info = client->Inspect(Key("fill-", i));
+          if (!info || info->node_id == "w1" || info->state != "complete") {
+            pending += Key("fill-", i) + ": " + Describe(info) + "; ";
+          }
+        }
+        return pending.empty();
+      },
+      5s))
+      << pending;
   EXPECT_TRUE(ReadsBack(*client, "fill-0", PatternBytes(500, kMiB)));
 }
 
@@ -374,8 +366,8 @@ void ClusterMovesTest::SourceDiesDuringAMove(const std::string& crash_at) {
   // kills itself at `crash_at` of its first outgoing move, and two peers.
   WorkerOptions w1 = Small(8, 16, {"--test-crash-at", crash_at});
   w1.promote_on_get = false;  // reads must not trigger more moves on restart
-  ASSERT_NO_FATAL_FAILURE(GivenThreeNodes(w1, Small(16, 64), Small(16, 64),
-                                          {"--node-ttl-ms", "1000"}));
+  ASSERT_NO_FATAL_FAILURE(
+      GivenThreeNodes(w1, Small(16, 64), Small(16, 64), {"--node-ttl-ms", "1000"}));
   auto client = cluster_.NewClient("w1");
   ASSERT_TRUE(client);
 
@@ -386,9 +378,8 @@ void ClusterMovesTest::SourceDiesDuringAMove(const std::string& crash_at) {
     std::string key = Key("crash-", i);
     values[key] = PatternBytes(700 + i, kMiB);
     auto put = client->Put(key, values[key], On("w1"));
-    if (!put) died = !cluster_.IsRunning("w1") || Eventually([&] {
-      return !cluster_.IsRunning("w1");
-    }, 2s);
+    if (!put)
+      died = !cluster_.IsRunning("w1") || Eventually([&] { return !cluster_.IsRunning("w1"); }, 2s);
     if (!put && !died) FAIL() << key << ": " << ToString(put.error()) << " with w1 alive";
   }
   ASSERT_TRUE(died) << "w1 never reached its crash point " << crash_at;
@@ -456,8 +447,8 @@ void ClusterMovesTest::SourceDiesDuringAMove(const std::string& crash_at) {
     EXPECT_NE(o, "WRONG BYTES") << key;
   }
   for (const std::string& key : readable) {
-    EXPECT_TRUE(outcome[key].starts_with("ok@")) << key << " was readable before w1 restarted, now "
-                                                 << outcome[key];
+    EXPECT_TRUE(outcome[key].starts_with("ok@"))
+        << key << " was readable before w1 restarted, now " << outcome[key];
   }
   EXPECT_TRUE(cluster_.IsRunning("w1"));
 }
@@ -489,14 +480,17 @@ TEST_F(ClusterMovesTest, MasterRestartLosesNoKeyALiveWorkerHolds) {
     }
   }
   std::map<std::string, int> on_ssd;
-  ASSERT_TRUE(Eventually([&] {
-    on_ssd.clear();
-    for (const auto& [key, nv] : expected) {
-      auto info = client->Inspect(key);
-      if (info && info->tier == "ssd") on_ssd[nv.first]++;
-    }
-    return on_ssd.size() == 3;
-  }, 5s)) << "not every node demoted objects to SSD";
+  ASSERT_TRUE(Eventually(
+      [&] {
+        on_ssd.clear();
+        for (const auto& [key, nv] : expected) {
+          auto info = client->Inspect(key);
+          if (info && info->tier == "ssd") on_ssd[nv.first]++;
+        }
+        return on_ssd.size() == 3;
+      },
+      5s))
+      << "not every node demoted objects to SSD";
 
   // When the master restarts.
   ASSERT_TRUE(cluster_.RestartMaster());
@@ -505,14 +499,17 @@ TEST_F(ClusterMovesTest, MasterRestartLosesNoKeyALiveWorkerHolds) {
   auto fresh = cluster_.NewClient();
   ASSERT_TRUE(fresh);
   size_t found = 0;
-  EXPECT_TRUE(Eventually([&] {
-    found = 0;
-    for (const auto& [key, nv] : expected) {
-      auto info = fresh->Inspect(key);
-      if (info && info->node_id == nv.first) ++found;
-    }
-    return found == expected.size();
-  }, 15s, 200ms)) << found << " of " << expected.size() << " keys back after the master restart";
+  EXPECT_TRUE(Eventually(
+      [&] {
+        found = 0;
+        for (const auto& [key, nv] : expected) {
+          auto info = fresh->Inspect(key);
+          if (info && info->node_id == nv.first) ++found;
+        }
+        return found == expected.size();
+      },
+      15s, 200ms))
+      << found << " of " << expected.size() << " keys back after the master restart";
   for (const auto& [key, nv] : expected) EXPECT_TRUE(ReadsBack(*fresh, key, nv.second));
   // The client made before the restart works too.
   EXPECT_TRUE(Eventually([&] { return client->Get("w3-obj-0").has_value(); }, 10s, 200ms));

@@ -7,6 +7,7 @@
 // Each test starts its own master and one or two workers with tiers of a few
 // MiB; every wait is bounded.
 
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -24,8 +25,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "client/client.h"
 #include "mooncake_rpc/WorkerService.h"
@@ -56,36 +55,6 @@ PutOptions HardPin(std::string tier = "") { return Opt(true, false, "", std::mov
 PutOptions SoftPin(std::string tier = "") { return Opt(false, true, "", std::move(tier)); }
 PutOptions On(std::string node, std::string tier = "") {
   return Opt(false, false, std::move(node), std::move(tier));
-}
-
-std::string Describe(const Result<ObjectInspection>& info) {
-  if (!info) return std::string("inspect failed: ") + std::string(ToString(info.error()));
-  return "node=" + info->node_id + " tier=" + info->tier +
-         " offset=" + std::to_string(info->offset) + " size=" + std::to_string(info->size) +
-         " version=" + std::to_string(info->version) + " state=" + info->state +
-         " hard_pinned=" + std::to_string(info->hard_pinned) +
-         " soft_pinned=" + std::to_string(info->soft_pinned);
-}
-
-// Expects Get(key) to return exactly `expected`.
-::testing::AssertionResult ReadsBack(Client& client, const std::string& key,
-                                     const std::string& expected) {
-  auto got = client.Get(key);
-  if (!got) {
-    return ::testing::AssertionFailure()
-           << "Get(" << key << ") failed with " << ToString(got.error());
-  }
-  if (got->data.size() != expected.size()) {
-    return ::testing::AssertionFailure() << "Get(" << key << ") returned " << got->data.size()
-                                         << " bytes, expected " << expected.size();
-  }
-  if (got->data != expected) {
-    size_t i = 0;
-    while (i < expected.size() && got->data[i] == expected[i]) ++i;
-    return ::testing::AssertionFailure()
-           << "Get(" << key << ") returned different bytes from offset " << i;
-  }
-  return ::testing::AssertionSuccess();
 }
 
 class LifecycleTest : public ::testing::Test {
@@ -162,8 +131,7 @@ TEST_F(LifecycleTest, HardPinnedObjectsSurviveFillingEveryTierSeveralTimesOver) 
   int put_ok = 0;
   for (int i = 0; i < kFillers; ++i) {
     auto put = client->Put(Key("filler-", i), PatternBytes(1000 + i, kMiB));
-    EXPECT_TRUE(IsOk(put)) << "filler-" << i
-                           << ": unpinned objects must make room for new puts";
+    EXPECT_TRUE(IsOk(put)) << "filler-" << i << ": unpinned objects must make room for new puts";
     if (put) ++put_ok;
   }
 
@@ -204,8 +172,8 @@ TEST_F(LifecycleTest, TiersFullOfHardPinnedObjectsMakePutFailAndMoveNothing) {
   // filled with hard-pinned 1 MiB objects until a put is refused.
   ASSERT_TRUE(cluster_.StartMaster());
   ASSERT_TRUE(cluster_.StartWorker(
-      "w1", {.dram = 4 * kMiB, .ssd = 8 * kMiB,
-             .extra_args = {"--hard-pin-write-through", "false"}}));
+      "w1",
+      {.dram = 4 * kMiB, .ssd = 8 * kMiB, .extra_args = {"--hard-pin-write-through", "false"}}));
   auto client = cluster_.NewClient("w1");
   ASSERT_TRUE(client);
   std::map<std::string, std::string> pinned;
@@ -230,14 +198,14 @@ TEST_F(LifecycleTest, TiersFullOfHardPinnedObjectsMakePutFailAndMoveNothing) {
   auto before = StatsOf(*client, "w1");
 
   // When more objects are put: unpinned, hard-pinned, and soft-pinned.
-  EXPECT_TRUE(FailsWith(client->Put("unpinned", PatternBytes(90, kMiB)),
-                        ErrorCode::kNoAvailableHandle));
+  EXPECT_TRUE(
+      FailsWith(client->Put("unpinned", PatternBytes(90, kMiB)), ErrorCode::kNoAvailableHandle));
   EXPECT_TRUE(FailsWith(client->Put("pinned-more", PatternBytes(91, kMiB), HardPin()),
                         ErrorCode::kNoAvailableHandle));
   EXPECT_TRUE(FailsWith(client->Put("soft", PatternBytes(92, kMiB), SoftPin()),
                         ErrorCode::kNoAvailableHandle));
-  EXPECT_TRUE(FailsWith(client->Upsert("upserted", PatternBytes(93, kMiB)),
-                        ErrorCode::kNoAvailableHandle));
+  EXPECT_TRUE(
+      FailsWith(client->Upsert("upserted", PatternBytes(93, kMiB)), ErrorCode::kNoAvailableHandle));
 
   // Expect none of them to exist, and nothing pinned moved, dropped or changed.
   for (const std::string key : {"unpinned", "pinned-more", "soft", "upserted"}) {
@@ -279,8 +247,7 @@ TEST_F(LifecycleTest, EvictionTakesUnpinnedThenSoftPinnedAndNeverHardPinned) {
   auto client = cluster_.NewClient("w1");
   ASSERT_TRUE(client);
   std::map<std::string, std::string> values;
-  auto put = [&](const std::string& key, uint64_t size, const PutOptions& options,
-                 uint64_t seed) {
+  auto put = [&](const std::string& key, uint64_t size, const PutOptions& options, uint64_t seed) {
     values[key] = PatternBytes(seed, size);
     return client->Put(key, values[key], options);
   };
@@ -308,9 +275,10 @@ TEST_F(LifecycleTest, EvictionTakesUnpinnedThenSoftPinnedAndNeverHardPinned) {
 
   // Expect the least recently used UNPINNED objects demoted, although the
   // soft-pinned ones are older.
-  EXPECT_TRUE(Eventually([&] {
-    return TierOf(*client, "plain-1") == "ssd" && TierOf(*client, "plain-2") == "ssd";
-  }, 5s)) << state();
+  EXPECT_TRUE(Eventually(
+      [&] { return TierOf(*client, "plain-1") == "ssd" && TierOf(*client, "plain-2") == "ssd"; },
+      5s))
+      << state();
   for (const char* key : {"hard-1", "hard-2", "soft-1", "soft-2"}) {
     EXPECT_EQ(TierOf(*client, key), "dram") << key << " demoted while unpinned objects were "
                                             << "left: " << state();
@@ -322,10 +290,13 @@ TEST_F(LifecycleTest, EvictionTakesUnpinnedThenSoftPinnedAndNeverHardPinned) {
 
   // Expect every unpinned object gone from DRAM, soft-pinned ones next (the
   // least recently used first), hard-pinned ones untouched.
-  EXPECT_TRUE(Eventually([&] {
-    return TierOf(*client, "plain-3") == "ssd" && TierOf(*client, "plain-4") == "ssd" &&
-           TierOf(*client, "soft-1") == "ssd";
-  }, 5s)) << state();
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return TierOf(*client, "plain-3") == "ssd" && TierOf(*client, "plain-4") == "ssd" &&
+               TierOf(*client, "soft-1") == "ssd";
+      },
+      5s))
+      << state();
   EXPECT_EQ(TierOf(*client, "hard-1"), "dram") << state();
   EXPECT_EQ(TierOf(*client, "hard-2"), "dram") << state();
   if (TierOf(*client, "soft-2") == "dram") {
@@ -578,9 +549,8 @@ TEST_F(LifecycleTest, UpsertPreemptsAnInFlightPutStart) {
   });
   ASSERT_TRUE(IsOk(call));
   ASSERT_EQ(start.code, rpc::ErrorCode::OK);
-  auto chunk = raw->Call([&](rpc::WorkerServiceClient& w) {
-    return w.PutChunk(start.handle, 0, stale);
-  });
+  auto chunk =
+      raw->Call([&](rpc::WorkerServiceClient& w) { return w.PutChunk(start.handle, 0, stale); });
   ASSERT_TRUE(IsOk(chunk));
   ASSERT_EQ(*chunk, rpc::ErrorCode::OK);
   auto writing = client->Get("contended");
@@ -604,9 +574,8 @@ TEST_F(LifecycleTest, UpsertPreemptsAnInFlightPutStart) {
   EXPECT_EQ(UsedIn(*client, "w1", "dram"), base + static_cast<int64_t>(kMiB))
       << "the pre-empted allocation was not discarded";
   // The pre-empted handle is dead for every call.
-  auto late_chunk = raw->Call([&](rpc::WorkerServiceClient& w) {
-    return w.PutChunk(start.handle, 0, stale);
-  });
+  auto late_chunk =
+      raw->Call([&](rpc::WorkerServiceClient& w) { return w.PutChunk(start.handle, 0, stale); });
   ASSERT_TRUE(IsOk(late_chunk));
   EXPECT_EQ(FromRpc(*late_chunk), ErrorCode::kIllegalClient);
   EXPECT_TRUE(ReadsBack(*client, "contended", fresh));
@@ -629,10 +598,10 @@ TEST_F(LifecycleTest, UpsertPreemptsAnInFlightPutStart) {
 
 TEST_F(LifecycleTest, AbandonedPutStartIsDiscardedAfterTheTimeout) {
   ASSERT_TRUE(cluster_.StartMaster());
-  ASSERT_TRUE(cluster_.StartWorker(
-      "w1", {.dram = 16 * kMiB,
-             .ssd = 32 * kMiB,
-             .extra_args = {"--put-start-discard-timeout-ms", "300"}}));
+  ASSERT_TRUE(
+      cluster_.StartWorker("w1", {.dram = 16 * kMiB,
+                                  .ssd = 32 * kMiB,
+                                  .extra_args = {"--put-start-discard-timeout-ms", "300"}}));
   auto client = cluster_.NewClient("w1");
   ASSERT_TRUE(client);
   ASSERT_TRUE(IsOk(client->Put("neighbour", PatternBytes(1, 64 * kKiB))));
@@ -693,8 +662,7 @@ TEST_F(LifecycleTest, HardPinnedObjectsArePinnedAndReadableAfterTheirWorkerResta
   const std::string on_ssd = PatternBytes(2, kMiB);
   const std::string soft = PatternBytes(3, 256 * kKiB);
   ASSERT_TRUE(IsOk(client->Put("pinned-dram", in_dram, HardPin())));
-  ASSERT_TRUE(
-      IsOk(client->Put("pinned-ssd", on_ssd, HardPin("ssd"))));
+  ASSERT_TRUE(IsOk(client->Put("pinned-ssd", on_ssd, HardPin("ssd"))));
   ASSERT_TRUE(IsOk(client->Put("soft-ssd", soft, SoftPin("ssd"))));
   ASSERT_EQ(TierOf(*client, "pinned-dram"), "dram");
   ASSERT_EQ(TierOf(*client, "pinned-ssd"), "ssd");
@@ -709,14 +677,16 @@ TEST_F(LifecycleTest, HardPinnedObjectsArePinnedAndReadableAfterTheirWorkerResta
   // byte for byte; the soft pin survives as well.
   auto after = cluster_.NewClient();
   ASSERT_TRUE(after);
-  for (const auto& [key, value, version] :
-       {std::tuple{"pinned-dram", in_dram, version_dram},
-        std::tuple{"pinned-ssd", on_ssd, version_ssd}}) {
+  for (const auto& [key, value, version] : {std::tuple{"pinned-dram", in_dram, version_dram},
+                                            std::tuple{"pinned-ssd", on_ssd, version_ssd}}) {
     Result<ObjectInspection> info = Err(ErrorCode::kObjectNotFound);
-    EXPECT_TRUE(Eventually([&] {
-      info = after->Inspect(key);
-      return info.has_value();
-    }, 10s)) << key << " not found after the restart: " << Describe(info);
+    EXPECT_TRUE(Eventually(
+        [&] {
+          info = after->Inspect(key);
+          return info.has_value();
+        },
+        10s))
+        << key << " not found after the restart: " << Describe(info);
     if (!info) continue;
     EXPECT_EQ(info->node_id, "w1") << key;
     EXPECT_TRUE(info->hard_pinned) << key << " lost its hard pin: " << Describe(info);
@@ -730,11 +700,10 @@ TEST_F(LifecycleTest, HardPinnedObjectsArePinnedAndReadableAfterTheirWorkerResta
 
   // And the pin still protects: filling the node does not push them out.
   for (int i = 0; i < 90; ++i) {
-    EXPECT_TRUE(IsOk(after->Put(Key("filler-", i), PatternBytes(100 + i, kMiB),
-                                On("w1"))))
-        << i;
+    EXPECT_TRUE(IsOk(after->Put(Key("filler-", i), PatternBytes(100 + i, kMiB), On("w1")))) << i;
   }
-  for (const auto& [key, value] : {std::pair{"pinned-dram", in_dram}, std::pair{"pinned-ssd", on_ssd}}) {
+  for (const auto& [key, value] :
+       {std::pair{"pinned-dram", in_dram}, std::pair{"pinned-ssd", on_ssd}}) {
     auto info = after->Inspect(key);
     ASSERT_TRUE(IsOk(info)) << key << " evicted after the restart";
     EXPECT_TRUE(info->hard_pinned);
@@ -949,24 +918,27 @@ TEST_F(LifecycleTest, ConcurrentMixedOperationsNeverExposeATornOrInventedValue) 
     }
   }
   for (const std::string node : {"w1", "w2"}) {
-    EXPECT_TRUE(Eventually([&] {
-      auto s = checker->Stats(node);
-      if (!s) return false;
-      for (const auto& t : s->tiers) {
-        if (t.usage.used != 0 || t.usage.objects != 0) return false;
-      }
-      return true;
-    }, 3s)) << node << " still holds space after every key was removed: " << [&] {
-      std::string out;
-      auto s = checker->Stats(node);
-      if (s) {
-        for (const auto& t : s->tiers) {
-          out += t.usage.name + " used=" + std::to_string(t.usage.used) +
-                 " objects=" + std::to_string(t.usage.objects) + " ";
-        }
-      }
-      return out;
-    }();
+    EXPECT_TRUE(Eventually(
+        [&] {
+          auto s = checker->Stats(node);
+          if (!s) return false;
+          for (const auto& t : s->tiers) {
+            if (t.usage.used != 0 || t.usage.objects != 0) return false;
+          }
+          return true;
+        },
+        3s))
+        << node << " still holds space after every key was removed: " << [&] {
+             std::string out;
+             auto s = checker->Stats(node);
+             if (s) {
+               for (const auto& t : s->tiers) {
+                 out += t.usage.name + " used=" + std::to_string(t.usage.used) +
+                        " objects=" + std::to_string(t.usage.objects) + " ";
+               }
+             }
+             return out;
+           }();
   }
 }
 

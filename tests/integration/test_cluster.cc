@@ -26,9 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kReadyTimeout = 20s;      // a process must be ready within this
-constexpr auto kTermGrace = 5s;          // SIGTERM, then SIGKILL after this
-constexpr auto kReapTimeout = 10s;       // waiting for a SIGKILLed child
+constexpr auto kReadyTimeout = 20s;        // a process must be ready within this
+constexpr auto kTermGrace = 5s;            // SIGTERM, then SIGKILL after this
+constexpr auto kReapTimeout = 10s;         // waiting for a SIGKILLed child
 constexpr int kMasterRestartAttempts = 5;  // the old port may linger briefly
 
 #ifndef MOONCAKE_MASTER_BIN
@@ -264,8 +264,8 @@ TestCluster::TestCluster() {
   // A CLI child that exits before reading its stdin must not kill the test.
   signal(SIGPIPE, SIG_IGN);
   const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                     "/mooncake-it-XXXXXX";
+  std::string tmpl =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/mooncake-it-XXXXXX";
   if (mkdtemp(tmpl.data()) == nullptr) {
     ADD_FAILURE() << "mkdtemp(" << tmpl << "): " << std::strerror(errno);
     tmpl = "/tmp";
@@ -389,8 +389,8 @@ std::string TestCluster::AllLogTails(int lines) const {
   if (log_fd < 0 || null_fd < 0) {
     if (log_fd >= 0) close(log_fd);
     if (null_fd >= 0) close(null_fd);
-    return ::testing::AssertionFailure() << "cannot open log " << p.log << ": "
-                                         << std::strerror(errno);
+    return ::testing::AssertionFailure()
+           << "cannot open log " << p.log << ": " << std::strerror(errno);
   }
   ExecImage image(p.args, {}, /*drop_master_env=*/false);
   p.pid = Spawn(image, null_fd, log_fd, log_fd);
@@ -408,8 +408,9 @@ std::string TestCluster::AllLogTails(int lines) const {
       p.pid = -1;
       AppendLine(p.log, "=== harness: process " + DescribeStatus(*st) + " ===");
       return ::testing::AssertionFailure()
-             << p.name << " " << DescribeStatus(*st) << " before it was ready\n  command: "
-             << Join(p.args) << "\n  log tail:\n" << LogTail(p.name);
+             << p.name << " " << DescribeStatus(*st)
+             << " before it was ready\n  command: " << Join(p.args) << "\n  log tail:\n"
+             << LogTail(p.name);
     }
     if (auto port = ReadPort(p.ready_file)) {
       p.port = *port;
@@ -422,7 +423,8 @@ std::string TestCluster::AllLogTails(int lines) const {
   return ::testing::AssertionFailure()
          << p.name << " wrote no ready file " << p.ready_file << " within "
          << std::chrono::duration_cast<std::chrono::seconds>(kReadyTimeout).count()
-         << " s\n  command: " << Join(p.args) << "\n  log tail:\n" << LogTail(p.name);
+         << " s\n  command: " << Join(p.args) << "\n  log tail:\n"
+         << LogTail(p.name);
 }
 
 void TestCluster::Stop(ChildProcess& p, int sig) {
@@ -435,8 +437,8 @@ void TestCluster::Stop(ChildProcess& p, int sig) {
   kill(p.pid, sig);
   std::optional<int> st = ReapWithin(p.pid, sig == SIGKILL ? kReapTimeout : kTermGrace);
   if (!st && sig != SIGKILL) {
-    AppendLine(p.log, "=== harness: no exit within the grace after signal " +
-                          std::to_string(sig) + "; SIGKILL ===");
+    AppendLine(p.log, "=== harness: no exit within the grace after signal " + std::to_string(sig) +
+                          "; SIGKILL ===");
     kill(p.pid, SIGKILL);
     st = ReapWithin(p.pid, kReapTimeout);
   }
@@ -447,8 +449,9 @@ void TestCluster::Stop(ChildProcess& p, int sig) {
 
 ::testing::AssertionResult TestCluster::StartMaster(std::vector<std::string> extra_args) {
   if (master_.pid > 0) return ::testing::AssertionFailure() << "master already running";
-  master_.args = {MOONCAKE_MASTER_BIN, "--host", "127.0.0.1", "--port", "0",
-                  "--ready-file", master_.ready_file.string(), "--log-level", "info"};
+  master_.args = {
+      MOONCAKE_MASTER_BIN,         "--host",      "127.0.0.1", "--port", "0", "--ready-file",
+      master_.ready_file.string(), "--log-level", "info"};
   master_.args.insert(master_.args.end(), extra_args.begin(), extra_args.end());
   return Launch(master_);
 }
@@ -473,8 +476,8 @@ void TestCluster::KillMaster(int sig) { Stop(master_, sig); }
     std::this_thread::sleep_for(500ms);
   }
   if (result && master_.port != port) {
-    return ::testing::AssertionFailure() << "master came back on port " << master_.port
-                                         << ", expected " << port;
+    return ::testing::AssertionFailure()
+           << "master came back on port " << master_.port << ", expected " << port;
   }
   return result;
 }
@@ -484,16 +487,26 @@ std::vector<std::string> TestCluster::WorkerArgs(const std::string& node_id) con
   const ChildProcess& w = workers_.at(node_id);
   std::vector<std::string> args = {
       MOONCAKE_WORKER_BIN,
-      "--node-id", node_id,
-      "--host", "127.0.0.1",
-      "--port", "0",
-      "--master", master_address(),
-      "--dram-capacity", std::to_string(o.dram),
-      "--ssd-capacity", std::to_string(o.ssd),
-      "--heartbeat-interval-ms", std::to_string(o.heartbeat_interval_ms),
-      "--promote-on-get", o.promote_on_get ? "true" : "false",
-      "--ready-file", w.ready_file.string(),
-      "--log-level", "info",
+      "--node-id",
+      node_id,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "0",
+      "--master",
+      master_address(),
+      "--dram-capacity",
+      std::to_string(o.dram),
+      "--ssd-capacity",
+      std::to_string(o.ssd),
+      "--heartbeat-interval-ms",
+      std::to_string(o.heartbeat_interval_ms),
+      "--promote-on-get",
+      o.promote_on_get ? "true" : "false",
+      "--ready-file",
+      w.ready_file.string(),
+      "--log-level",
+      "info",
   };
   if (o.ssd > 0) {
     args.push_back("--ssd-path");
@@ -547,8 +560,8 @@ std::unique_ptr<Client> TestCluster::NewClient(const std::string& local_node) {
   config.local_node = local_node;
   auto client = Client::Create(config);
   if (!client) {
-    ADD_FAILURE() << "Client::Create(master=" << master_address() << ", local_node='"
-                  << local_node << "') failed: " << ToString(client.error());
+    ADD_FAILURE() << "Client::Create(master=" << master_address() << ", local_node='" << local_node
+                  << "') failed: " << ToString(client.error());
     return nullptr;
   }
   return std::move(*client);
@@ -649,13 +662,42 @@ CliResult TestCluster::RunCli(const std::vector<std::string>& args, std::string_
   if (!status) {
     kill(pid, SIGKILL);
     status = ReapWithin(pid, kReapTimeout);
-    result.err += "\n[harness: mooncake-cli timed out after " +
-                  std::to_string(timeout.count()) + " ms: " + Join(argv) + "]";
+    result.err += "\n[harness: mooncake-cli timed out after " + std::to_string(timeout.count()) +
+                  " ms: " + Join(argv) + "]";
     result.exit_code = -1;
     return result;
   }
   result.exit_code = WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
   return result;
+}
+
+std::string Describe(const Result<ObjectInspection>& info) {
+  if (!info) return std::string("inspect failed: ") + std::string(ToString(info.error()));
+  return "node=" + info->node_id + " tier=" + info->tier +
+         " offset=" + std::to_string(info->offset) + " size=" + std::to_string(info->size) +
+         " version=" + std::to_string(info->version) + " state=" + info->state +
+         " hard_pinned=" + std::to_string(info->hard_pinned) +
+         " soft_pinned=" + std::to_string(info->soft_pinned);
+}
+
+::testing::AssertionResult ReadsBack(Client& client, const std::string& key,
+                                     const std::string& expected) {
+  auto got = client.Get(key);
+  if (!got) {
+    return ::testing::AssertionFailure()
+           << "Get(" << key << ") failed with " << ToString(got.error());
+  }
+  if (got->data.size() != expected.size()) {
+    return ::testing::AssertionFailure() << "Get(" << key << ") returned " << got->data.size()
+                                         << " bytes, expected " << expected.size();
+  }
+  if (got->data != expected) {
+    size_t i = 0;
+    while (i < expected.size() && got->data[i] == expected[i]) ++i;
+    return ::testing::AssertionFailure()
+           << "Get(" << key << ") returned different bytes from offset " << i;
+  }
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace mooncake::testing

@@ -22,6 +22,7 @@
 //
 // Thread-safety: none; a TestCluster belongs to the test thread that made it.
 
+#include <gtest/gtest.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -37,8 +38,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "client/client.h"
 
@@ -59,8 +58,8 @@ using namespace std::chrono_literals;
 template <typename T>
 ::testing::AssertionResult IsOk(const Result<T>& r) {
   if (r.has_value()) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "failed with " << ToString(r.error()) << " ("
-                                       << static_cast<int32_t>(r.error()) << ")";
+  return ::testing::AssertionFailure()
+         << "failed with " << ToString(r.error()) << " (" << static_cast<int32_t>(r.error()) << ")";
 }
 
 // EXPECT_TRUE(FailsWith(client->Put("", v), ErrorCode::kInvalidKey)).
@@ -70,13 +69,20 @@ template <typename T>
     return ::testing::AssertionFailure() << "succeeded; expected " << ToString(expected);
   }
   if (r.error() != expected) {
-    return ::testing::AssertionFailure() << "failed with " << ToString(r.error()) << " ("
-                                         << static_cast<int32_t>(r.error()) << "); expected "
-                                         << ToString(expected) << " ("
-                                         << static_cast<int32_t>(expected) << ")";
+    return ::testing::AssertionFailure()
+           << "failed with " << ToString(r.error()) << " (" << static_cast<int32_t>(r.error())
+           << "); expected " << ToString(expected) << " (" << static_cast<int32_t>(expected) << ")";
   }
   return ::testing::AssertionSuccess();
 }
+
+// Expects client.Get(key) to return exactly `expected`; names the first
+// differing offset otherwise.
+::testing::AssertionResult ReadsBack(Client& client, const std::string& key,
+                                     const std::string& expected);
+
+// One line describing an Inspect answer, for failure messages.
+std::string Describe(const Result<ObjectInspection>& info);
 
 // Tiers and knobs of one worker. Capacities are bytes.
 struct WorkerOptions {
@@ -94,8 +100,7 @@ struct CliResult {
 };
 
 // Polls `pred` every `poll` until it returns true or `timeout` passes.
-bool Eventually(const std::function<bool()>& pred,
-                std::chrono::milliseconds timeout = 10s,
+bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 10s,
                 std::chrono::milliseconds poll = 50ms);
 
 // A port on 127.0.0.1 nothing listens on (bound, then released).
@@ -169,8 +174,7 @@ class TestCluster {
 
   // Starts mooncake-worker `node_id` registered with the master, SSD under
   // <dir>/<node_id>/ssd, and waits until it announced itself (ready file).
-  ::testing::AssertionResult StartWorker(const std::string& node_id,
-                                         WorkerOptions options = {});
+  ::testing::AssertionResult StartWorker(const std::string& node_id, WorkerOptions options = {});
   // Sends `sig` to the worker and reaps it (SIGTERM: bounded, then SIGKILL).
   void KillWorker(const std::string& node_id, int sig = SIGKILL);
   // Starts a stopped worker again with the same node id, options and SSD path.
@@ -184,8 +188,7 @@ class TestCluster {
   // Runs mooncake-cli with `--master 127.0.0.1:<port>` prepended (unless
   // `with_master` is false), feeding `stdin_data`, bounded by `timeout`.
   CliResult RunCli(const std::vector<std::string>& args, std::string_view stdin_data = {},
-                   bool with_master = true,
-                   const std::vector<std::string>& extra_env = {},
+                   bool with_master = true, const std::vector<std::string>& extra_env = {},
                    std::chrono::milliseconds timeout = 60s);
 
   int master_port() const { return master_.port; }
