@@ -1,5 +1,6 @@
 #include "http/admin_settings.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -20,6 +21,20 @@ std::string_view Trim(std::string_view text) {
 }
 
 }  // namespace
+
+void AddAdminOptions(CLI::App& app, const AdminFlags& flags) {
+  app.add_option("--admin-host", flags.host, "Address to bind the REST admin server to")
+      ->capture_default_str();
+  app.add_option("--admin-port", flags.port,
+                 "REST admin port (health, stats, /metrics); 0 picks a free port, -1 disables "
+                 "it. Left at the default while --port is 0, a free port is picked")
+      ->capture_default_str();
+  app.add_option("--admin-token", flags.token,
+                 "Bearer token required by mutating admin requests (reads stay open)");
+  app.add_option("--admin-token-file", flags.token_file,
+                 "Read the admin token from this file (trimmed); --admin-token wins")
+      ->type_name("FILE");
+}
 
 std::string AdminSettingsProblem(const std::string& host, int admin_port, int rpc_port,
                                  const std::string& token) {

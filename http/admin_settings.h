@@ -11,7 +11,23 @@
 
 #include "common/status.h"
 
+namespace CLI {
+class App;
+}
+
 namespace mooncake {
+
+// The admin fields of a process's config struct, for AddAdminOptions.
+struct AdminFlags {
+  std::string& host;
+  int& port;
+  std::string& token;
+  std::string& token_file;
+};
+
+// Registers --admin-host, --admin-port, --admin-token and --admin-token-file
+// on `app`, bound to `flags`: one spelling and help text for every binary.
+void AddAdminOptions(CLI::App& app, const AdminFlags& flags);
 
 // Why the admin flags are unacceptable, or empty when they are fine. Port
 // -1 disables the admin server; 0 picks a free port.

@@ -33,17 +33,8 @@ void AddOptions(CLI::App& app, MasterConfig& config) {
   app.add_option("--log-level", config.log_level,
                  "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();
-  app.add_option("--admin-host", config.admin_host, "Address to bind the REST admin server to")
-      ->capture_default_str();
-  app.add_option("--admin-port", config.admin_port,
-                 "REST admin port (health, nodes, keys, /metrics); 0 picks a free port, -1 "
-                 "disables it. Left at the default while --port is 0, a free port is picked")
-      ->capture_default_str();
-  app.add_option("--admin-token", config.admin_token,
-                 "Bearer token required by mutating admin requests (reads stay open)");
-  app.add_option("--admin-token-file", config.admin_token_file,
-                 "Read the admin token from this file (trimmed); --admin-token wins")
-      ->type_name("FILE");
+  AddAdminOptions(
+      app, {config.admin_host, config.admin_port, config.admin_token, config.admin_token_file});
   app.set_config("--config", "", "Read these options from a TOML/INI file (same key names)")
       ->type_name("FILE");
   // A misspelt key in a config file should fail loudly, not be ignored.

@@ -79,17 +79,7 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
   app.add_option("--ready-file", c.ready_file,
                  "Once registered with the master, write two lines here (atomically): the "
                  "bound RPC port, then the bound admin port (-1 if disabled)");
-  app.add_option("--admin-host", c.admin_host, "Address to bind the REST admin server to")
-      ->capture_default_str();
-  app.add_option("--admin-port", c.admin_port,
-                 "REST admin port; 0 picks a free port, -1 disables it. Left at the default "
-                 "while --port is 0, a free port is picked")
-      ->capture_default_str();
-  app.add_option("--admin-token", c.admin_token,
-                 "Bearer token required by mutating admin requests (reads stay open)");
-  app.add_option("--admin-token-file", c.admin_token_file,
-                 "Read the admin token from this file (trimmed); --admin-token wins")
-      ->type_name("FILE");
+  AddAdminOptions(app, {c.admin_host, c.admin_port, c.admin_token, c.admin_token_file});
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();
   app.set_config("--config", "", "Read these options from a TOML/INI file (same key names)")
