@@ -1043,10 +1043,10 @@ Result<ObjectSnapshot> TieredCacheBackend::Inspect(const std::string& key) const
   return snapshot;
 }
 
-BackendStats TieredCacheBackend::Stats() const {
+BackendStats TieredCacheBackend::Stats(bool with_pinned_bytes) const {
   BackendStats stats;
   std::vector<uint64_t> pinned(tiers_.size(), 0);
-  {
+  if (with_pinned_bytes) {
     std::lock_guard lock(mu_);
     for (const auto& [key, object] : objects_) {
       if (object.options.hard_pin && object.allocation) pinned[object.tier] += object.size;

@@ -219,7 +219,9 @@ class TieredCacheBackend {
   Result<uint64_t> EvictTier(std::string_view tier_name, double target_ratio);
 
   Result<ObjectSnapshot> Inspect(const std::string& key) const;
-  BackendStats Stats() const;
+  // Counters and usage. `with_pinned_bytes` scans every object under the
+  // lock; the once-a-second heartbeat passes false.
+  BackendStats Stats(bool with_pinned_bytes = true) const;
   // Keys of every complete object, for re-announcing to a restarted master.
   std::vector<std::string> Keys() const;
 
