@@ -114,6 +114,48 @@ struct ObjectInspection {
   int64_t idle_ms = 0;
 };
 
+// How a process on a worker's node reaches one of its memory tiers without a
+// copy through the worker. Map it with SharedMapping (client/shared_mapping.h).
+struct MemoryRegionHandle {
+  enum class Kind {
+    kNone,       // not mappable (SSD): read through Get
+    kHostFile,   // the DRAM arena: a path to open and mmap (same node and user)
+    kDeviceIpc,  // the VRAM arena: a HIP IPC memory handle
+  };
+  Kind kind = Kind::kNone;
+  std::string path;
+  std::string ipc_handle;  // the bytes of a hipIpcMemHandle_t
+  int device_index = -1;
+  uint64_t region_size = 0;  // offsets below are relative to the region
+};
+
+// A plan-based write: write `size` bytes at `offset` of `memory`, then
+// Commit. Uncommitted after `timeout_ms`, the worker discards it.
+struct WritePlan {
+  std::string key;
+  std::string node_id;
+  std::string tier;
+  MemoryRegionHandle memory;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  int64_t epoch = 0;
+  int64_t timeout_ms = 0;
+};
+
+// Where an object lives (get_location). A reader on the owner's node may map
+// `memory` and read [offset, offset + size) while `hold_ms` lasts (the object
+// is neither moved nor evicted), then compare `version` with a second
+// GetLocation to be sure no upsert rewrote it meanwhile.
+struct ObjectPlacement {
+  std::string node_id;
+  std::string tier;
+  MemoryRegionHandle memory;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  int64_t version = 0;
+  int64_t hold_ms = 0;
+};
+
 class Client {
  public:
   // Connects to the master; kRpcFail if it cannot be reached.
@@ -156,6 +198,21 @@ class Client {
   std::vector<Result<ObjectValue>> BatchGet(const std::vector<std::string>& keys);
   std::vector<Result<bool>> BatchExist(const std::vector<std::string>& keys, bool prefetch = false);
   std::vector<Result<void>> BatchRemove(const std::vector<std::string>& keys, bool force = false);
+
+  // Plan-based write (DESIGN.md section 4) for a producer on the target
+  // node: reserves `size` bytes in a memory tier (VRAM, else DRAM) of
+  // options.preferred_node, else local_node, else the master's pick.
+  // `upsert` replaces an existing object, routed to its owner.
+  // kTierNotFound when the node has no memory tier it can share.
+  Result<WritePlan> OpenForWrite(std::string_view key, uint64_t size,
+                                 const PutOptions& options = {}, bool upsert = false);
+  // Publishes the plan's bytes. kIllegalClient when the plan was pre-empted
+  // by another write of the key or discarded after its timeout.
+  Result<void> Commit(const WritePlan& plan);
+  // Gives the plan's space back without publishing anything.
+  Result<void> Revoke(const WritePlan& plan);
+  // Owner, tier and placement of an object; see ObjectPlacement.
+  Result<ObjectPlacement> GetLocation(std::string_view key);
 
   Result<std::vector<NodeRecord>> ListNodes();
   Result<WorkerCounters> Stats(const std::string& node_id);

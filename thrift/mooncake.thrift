@@ -109,6 +109,90 @@ struct GetResult {
 struct PutStartResult {
   1: ErrorCode code,
   2: i64 handle,
+  // Where the space was allocated: lets an RDMA sender write straight into
+  // a registered arena (AdoptStart). Empty tier / -1 when not applicable.
+  3: string tier = "",
+  4: i64 tier_offset = -1,
+}
+
+// How a process on the worker's own node reaches a memory tier's bytes
+// without a copy through the worker.
+enum MemoryHandleKind {
+  // Not mappable (the SSD tier): read through Get.
+  NONE = 0,
+  // The host (DRAM) arena: open `path` and mmap it; same node, same user.
+  HOST_FILE = 1,
+  // The VRAM arena: hipIpcOpenMemHandle(ipc_handle) on device `device_index`.
+  DEVICE_IPC = 2,
+}
+
+struct MemoryHandle {
+  1: MemoryHandleKind kind = MemoryHandleKind.NONE,
+  2: string path = "",
+  // The runtime's IPC memory handle (the bytes of a hipIpcMemHandle_t).
+  3: binary ipc_handle,
+  4: i32 device_index = -1,
+  // Bytes of the whole region; offsets below are relative to its start.
+  5: i64 region_size = 0,
+}
+
+// A plan-based write (DESIGN.md section 4): the producer writes `size` bytes
+// at `offset` of `memory` itself, then calls Commit(key, epoch). A plan not
+// committed within `timeout_ms` is discarded like any two-phase write.
+struct WritePlan {
+  1: ErrorCode code,
+  2: string node_id,
+  3: string tier,
+  4: MemoryHandle memory,
+  5: i64 offset,
+  6: i64 size,
+  // Identifies this write; Commit and PutRevoke take it.
+  7: i64 epoch,
+  8: i64 timeout_ms,
+}
+
+// Where an object lives, for readers on the owner's node (device readers).
+// The placement holds (the object is neither moved nor evicted) for
+// `hold_ms`; a reader re-checks `version` after reading to detect an upsert.
+struct Placement {
+  1: ErrorCode code,
+  2: string node_id,
+  3: string tier,
+  4: MemoryHandle memory,
+  5: i64 offset,
+  6: i64 size,
+  7: i64 version,
+  8: i64 hold_ms,
+  // With NOT_OWNER: the node id that owns the key now, when known.
+  9: string owner_hint,
+}
+
+// One side of an RDMA reliable connection (ibverbs RC queue pair).
+struct RdmaEndpoint {
+  1: i32 lid,
+  // 16 bytes; all zero when the port is addressed by LID only.
+  2: binary gid,
+  3: i32 qp_num,
+  4: i32 psn,
+  // An ibv_mtu value.
+  5: i32 mtu,
+}
+
+// A memory region registered for remote access.
+struct RdmaRegion {
+  1: string tier,
+  2: i64 addr,
+  3: i64 length,
+  4: i32 rkey,
+}
+
+struct RdmaConnectResult {
+  // TIER_NOT_FOUND when this worker has no RDMA device; `reason` says why
+  // and the caller falls back to TCP (PutChunk / Get).
+  1: ErrorCode code,
+  2: RdmaEndpoint endpoint,
+  3: list<RdmaRegion> regions,
+  4: string reason,
 }
 
 struct PutItem {
@@ -190,6 +274,26 @@ service WorkerService {
   // until the master's UpdateOwner names this node; AdoptAbort drops it.
   PutStartResult AdoptStart(1: string key, 2: i64 size, 3: ReplicateConfig config,
                             4: i64 version),
-  ErrorCode AdoptEnd(1: i64 handle),
+  // `written_directly`: the sender wrote the bytes itself (RDMA WRITE into
+  // the allocation AdoptStart reported) instead of sending PutChunks.
+  ErrorCode AdoptEnd(1: i64 handle, 2: bool written_directly = false),
   ErrorCode AdoptAbort(1: string key),
+
+  // Plan-based writes by producers on this node (DESIGN.md section 4).
+  // Allocates in a memory tier (VRAM first, else DRAM; config.preferred_tier
+  // narrows it) and returns where to write. `upsert` replaces an existing
+  // object as Upsert does.
+  WritePlan OpenForWrite(1: string key, 2: i64 size, 3: ReplicateConfig config,
+                         4: bool upsert = false),
+  // Publishes a plan's bytes. ILLEGAL_CLIENT when the plan was pre-empted,
+  // discarded after its timeout, or names another key.
+  ErrorCode Commit(1: string key, 2: i64 epoch),
+  // Owner, tier and placement of a complete object; grants a lease and holds
+  // the placement for Placement.hold_ms.
+  Placement GetPlacement(1: string key),
+
+  // Sets up an RDMA connection from `initiator_node` to this worker: returns
+  // this side's queue pair, connected to `initiator`, and the regions the
+  // initiator may READ/WRITE.
+  RdmaConnectResult RdmaConnect(1: string initiator_node, 2: RdmaEndpoint initiator),
 }

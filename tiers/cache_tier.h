@@ -43,6 +43,21 @@ struct DurableObjectMeta {
   bool soft_pinned = false;
 };
 
+// How another process on this node reaches a memory tier's bytes directly,
+// without a copy through the worker: producers of plan-based writes and
+// device readers map the whole region once and use TierLocation offsets.
+struct SharedRegion {
+  enum class Kind {
+    kHostFile,   // open(path) + mmap(MAP_SHARED): same node, same user
+    kDeviceIpc,  // hipIpcOpenMemHandle(ipc_handle) on device_index
+  };
+  Kind kind = Kind::kHostFile;
+  std::string path;
+  std::string ipc_handle;  // the bytes of a hipIpcMemHandle_t
+  int device_index = -1;
+  uint64_t size = 0;  // bytes of the whole region
+};
+
 class CacheTier {
  public:
   virtual ~CacheTier() = default;
@@ -65,6 +80,10 @@ class CacheTier {
   // Copies [offset, offset + out.size()) of the location into `out`.
   virtual Result<void> Read(const TierLocation& location, uint64_t offset,
                             std::span<std::byte> out) const = 0;
+
+  // The region other local processes may map, for tiers that can share
+  // their memory; kTierNotFound for those that cannot (SSD).
+  virtual Result<SharedRegion> ExportRegion() const { return Err(ErrorCode::kTierNotFound); }
 
   // Durable tiers record `meta` so that Recover() returns it after a restart;
   // volatile tiers accept and ignore it.

@@ -1,8 +1,10 @@
 #pragma once
 
-// A host-memory tier: one anonymous mmap'd arena carved up by an
-// ArenaAllocator, so objects cost no malloc and the whole arena can be
-// registered for RDMA once (arena_base()/arena_size()).
+// A host-memory tier: one mmap'd arena carved up by an ArenaAllocator, so
+// objects cost no malloc and the whole arena can be registered for RDMA once
+// (arena_base()/arena_size()). The arena is a memfd, so producers on this
+// node can map it and write objects in place (ExportRegion, plan-based
+// writes); where memfd is unavailable it is anonymous memory, not shared.
 //
 // Thread-safety: Allocate/Free/accounting are serialised by the allocator's
 // mutex. Read/Write take no lock: they copy into disjoint ranges of the arena,
@@ -28,7 +30,8 @@ class DramTier : public CacheTier {
   static constexpr uint64_t kAlignment = 64;
 
   // Maps an arena of `capacity` bytes (> 0). Pages are reserved lazily
-  // (MAP_NORESERVE), so a large capacity costs nothing until written.
+  // (MAP_NORESERVE, a sparse memfd), so a large capacity costs nothing
+  // until written.
   static Result<std::unique_ptr<DramTier>> Create(std::string name, uint64_t capacity);
 
   ~DramTier() override;
@@ -47,6 +50,8 @@ class DramTier : public CacheTier {
                      std::span<const std::byte> data) override;
   Result<void> Read(const TierLocation& location, uint64_t offset,
                     std::span<std::byte> out) const override;
+  // The memfd as /proc/<pid>/fd/<n>; kTierNotFound when not shareable.
+  Result<SharedRegion> ExportRegion() const override;
 
   // The arena, owned by this tier for its whole lifetime; the transport
   // registers it for RDMA. Valid until the tier is destroyed.
@@ -54,7 +59,7 @@ class DramTier : public CacheTier {
   uint64_t arena_size() const { return arena_size_; }
 
  private:
-  DramTier(std::string name, std::byte* base, uint64_t size);
+  DramTier(std::string name, std::byte* base, uint64_t size, int fd);
 
   // True when [offset, offset + len) lies inside the location and the
   // location inside the arena; written to be overflow-safe.
@@ -63,6 +68,7 @@ class DramTier : public CacheTier {
   const std::string name_;
   std::byte* const arena_base_;
   const uint64_t arena_size_;
+  const int arena_fd_;  // the memfd behind the arena, or -1
   ArenaAllocator allocator_;
 };
 

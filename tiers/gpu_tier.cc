@@ -74,6 +74,9 @@ struct GpuTier::Device {
   // after the copy that last used it.
   std::byte* staging = nullptr;
   hipEvent_t half_done[2] = {nullptr, nullptr};
+  // The arena's IPC handle (bytes of hipIpcMemHandle_t); empty when the
+  // runtime cannot export it, and then plan-based writes skip this tier.
+  std::string ipc_handle;
 
   ~Device() {
     // Best effort: nothing useful can be done with a failure at teardown.
@@ -191,6 +194,13 @@ Result<std::unique_ptr<GpuTier>> GpuTier::Create(std::string name, uint64_t capa
     return fail(fmt::format("hipHostMalloc({} bytes)", kStagingBytes), e);
   }
   device->staging = static_cast<std::byte*>(staging);
+  hipIpcMemHandle_t ipc{};
+  if (hipError_t e = hipIpcGetMemHandle(&ipc, device->arena); e == hipSuccess) {
+    device->ipc_handle.assign(reinterpret_cast<const char*>(&ipc), sizeof(ipc));
+  } else {
+    (void)hipGetLastError();
+    MC_LOG_WARN("vram arena cannot be exported for IPC tier={} error={}", name, HipErrorText(e));
+  }
 
   try {
     auto* tier = new GpuTier(std::move(name), device_index, capacity, std::move(device));
@@ -215,6 +225,14 @@ GpuTier::GpuTier(std::string name, int device_index, uint64_t size, std::unique_
 GpuTier::~GpuTier() = default;
 
 void* GpuTier::device_base() const { return device_->arena; }
+
+Result<SharedRegion> GpuTier::ExportRegion() const {
+  if (device_->ipc_handle.empty()) return Err(ErrorCode::kTierNotFound);
+  return SharedRegion{.kind = SharedRegion::Kind::kDeviceIpc,
+                      .ipc_handle = device_->ipc_handle,
+                      .device_index = device_index_,
+                      .size = arena_size_};
+}
 
 Result<void> GpuTier::Write(const TierLocation& location, uint64_t offset,
                             std::span<const std::byte> data) {
@@ -334,6 +352,8 @@ GpuTier::GpuTier(std::string name, int device_index, uint64_t size, std::unique_
 GpuTier::~GpuTier() = default;
 
 void* GpuTier::device_base() const { return nullptr; }
+
+Result<SharedRegion> GpuTier::ExportRegion() const { return Err(ErrorCode::kTierNotFound); }
 
 Result<void> GpuTier::Write(const TierLocation&, uint64_t, std::span<const std::byte>) {
   return Err(ErrorCode::kInternalError);

@@ -2,8 +2,8 @@
 
 // A device-memory (VRAM) tier over the HIP runtime API: one device arena
 // (a single hipMalloc) carved up by the same ArenaAllocator as the DRAM tier,
-// so objects cost no device allocation and the whole arena can later be
-// exported once for IPC (device_base()/arena_size()).
+// so objects cost no device allocation and the whole arena is exported once
+// for IPC (ExportRegion) to producers and readers in other processes.
 //
 // Transfers go through a pinned host staging buffer (hipHostMalloc) on one
 // non-blocking stream: Write copies the caller's bytes into the staging
@@ -90,6 +90,10 @@ class GpuTier : public CacheTier {
                      std::span<const std::byte> data) override;
   Result<void> Read(const TierLocation& location, uint64_t offset,
                     std::span<std::byte> out) const override;
+  // The arena's IPC handle (hipIpcGetMemHandle, taken once at Create), for
+  // producers and readers in other processes on this node. kTierNotFound
+  // when the runtime could not export it.
+  Result<SharedRegion> ExportRegion() const override;
 
   // The device arena (a device pointer: never dereference it on the host),
   // owned by this tier for its whole lifetime; for IPC export and direct

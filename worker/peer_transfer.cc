@@ -100,7 +100,7 @@ Result<void> ThriftPeerTransfer::SendTo(WorkerChannel& channel, const std::strin
     }
   }
   auto ended =
-      channel.rpc.Call([&](rpc::WorkerServiceClient& c) { return c.AdoptEnd(started.handle); });
+      channel.rpc.Call([&](rpc::WorkerServiceClient& c) { return c.AdoptEnd(started.handle, false); });
   if (!ended) return Err(ended.error());
   return ToResult(*ended);
 }

@@ -35,6 +35,9 @@ struct TieredCacheBackend::Object {
   bool transferring = false;  // being handed to another node
   bool removing = false;      // Remove is telling the master
   bool promotion_queued = false;
+  // A reader on this node was told where the object lives (Locate): it is
+  // not moved before this.
+  SteadyClock::time_point placement_held_until;
   // Adopted from another node; ours once the master names us.
   bool adopted_unconfirmed = false;
   SteadyClock::time_point adopted_at;
@@ -59,6 +62,7 @@ struct TieredCacheBackend::PendingWrite {
   bool in_place = false;       // an upsert writing over the object's own bytes
   bool was_published = false;  // the key was owned here before this write
   uint64_t adopted_version = 0;
+  bool direct = false;  // a producer writes the bytes itself (plan-based write)
   ObjectOptions options;
   SteadyClock::time_point deadline;
 };
@@ -84,7 +88,14 @@ TieredCacheBackend::TieredCacheBackend(std::vector<std::unique_ptr<CacheTier>> t
     : tiers_(std::move(tiers)),
       directory_(directory),
       options_(options),
-      counters_(new TierCounters[tiers_.size()]) {}
+      counters_(new TierCounters[tiers_.size()]) {
+  for (const auto& tier : tiers_) {
+    auto region = tier->ExportRegion();
+    shared_regions_.push_back(region ? std::optional(*region) : std::nullopt);
+  }
+  // Handles double as plan epochs, which must not repeat across restarts.
+  next_handle_ = static_cast<uint64_t>(WallMillis()) * 1000;
+}
 
 TieredCacheBackend::~TieredCacheBackend() {
   std::lock_guard lock(mu_);
@@ -159,6 +170,12 @@ Result<void> TieredCacheBackend::WriteWhole(const std::string& key, std::string_
 Result<uint64_t> TieredCacheBackend::PutStart(const std::string& key, uint64_t size,
                                               const ObjectOptions& options, WriteMode mode,
                                               uint64_t adopted_version) {
+  return StartWrite(key, size, options, mode, adopted_version, /*direct=*/false);
+}
+
+Result<uint64_t> TieredCacheBackend::StartWrite(const std::string& key, uint64_t size,
+                                                const ObjectOptions& options, WriteMode mode,
+                                                uint64_t adopted_version, bool direct) {
   if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
   if (size == 0) return Err(ErrorCode::kInvalidParams);
   if (options.preferred_tier >= static_cast<int>(tiers_.size())) {
@@ -177,6 +194,7 @@ Result<uint64_t> TieredCacheBackend::PutStart(const std::string& key, uint64_t s
   pending.mode = mode;
   pending.options = options;
   pending.adopted_version = adopted_version;
+  pending.direct = direct;
   pending.deadline = SteadyClock::now() + options_.put_start_discard_timeout;
   std::vector<AllocationPtr> released;  // freed after the lock is dropped
   {
@@ -203,14 +221,19 @@ Result<uint64_t> TieredCacheBackend::PutStart(const std::string& key, uint64_t s
         auto previous = pending_.find(old.write_handle);
         if (previous != pending_.end()) {
           pending.was_published |= previous->second.was_published;
-          released.push_back(previous->second.allocation);
+          if (previous->second.direct) {
+            QuarantineLocked(previous->second.allocation);
+          } else {
+            released.push_back(previous->second.allocation);
+          }
           pending_.erase(previous);
         }
       }
       // In place only over a complete object: a pre-empted writer may still
       // be copying a chunk into the location of a write in flight, so that
       // location is never handed to the next writer.
-      pending.in_place = old.complete && old.allocation && old.size == size;
+      pending.in_place = old.complete && old.allocation && old.size == size &&
+                         (!direct || shared_regions_[old.tier].has_value());
       if (pending.in_place) {
         pending.allocation = old.allocation;
         pending.tier = old.tier;
@@ -243,6 +266,7 @@ Result<uint64_t> TieredCacheBackend::PutStart(const std::string& key, uint64_t s
   size_t first = options.preferred_tier >= 0 ? options.preferred_tier : 0;
   size_t last =
       mode == WriteMode::kAdopt && options.preferred_tier >= 0 ? first : tiers_.size() - 1;
+  if (direct) last = std::min<size_t>(last, LastShareableTier());
   auto placed = AllocateIn(first, last, size, /*allow_drop=*/mode != WriteMode::kAdopt);
   std::optional<std::string> release_key;
   Result<uint64_t> outcome = handle;
@@ -251,7 +275,7 @@ Result<uint64_t> TieredCacheBackend::PutStart(const std::string& key, uint64_t s
     auto it = pending_.find(handle);
     if (it == pending_.end()) return Err(ErrorCode::kIllegalClient);  // pre-empted meanwhile
     if (!placed) {
-      release_key = RevokeLocked(handle);
+      release_key = RevokeLocked(handle, /*writer_gone=*/true);
       outcome = Err(placed.error());
     } else {
       auto& [tier, allocation] = *placed;
@@ -395,6 +419,80 @@ TieredCacheBackend::AllocationPtr TieredCacheBackend::WriteThrough(const std::st
   return copy;
 }
 
+// ---------------------------------------------------------------------------
+// Plan-based writes
+
+int TieredCacheBackend::LastShareableTier() const {
+  int last = -1;
+  for (size_t t = 0; t < shared_regions_.size(); ++t) {
+    if (shared_regions_[t]) last = static_cast<int>(t);
+  }
+  return last;
+}
+
+Result<DirectWritePlan> TieredCacheBackend::OpenForWrite(const std::string& key, uint64_t size,
+                                                         const ObjectOptions& options,
+                                                         WriteMode mode) {
+  if (mode == WriteMode::kAdopt) return Err(ErrorCode::kInvalidParams);
+  int last = LastShareableTier();
+  if (last < 0 || options.preferred_tier > last) return Err(ErrorCode::kTierNotFound);
+  if (options.preferred_tier >= 0 && !shared_regions_[options.preferred_tier]) {
+    return Err(ErrorCode::kTierNotFound);
+  }
+  auto handle = StartWrite(key, size, options, mode, /*adopted_version=*/0, /*direct=*/true);
+  if (!handle) return Err(handle.error());
+  auto target = PendingWriteTarget(*handle);
+  if (!target) return Err(target.error());
+  return DirectWritePlan{.epoch = *handle,
+                         .target = *target,
+                         .region = *shared_regions_[target->tier],
+                         .timeout = options_.put_start_discard_timeout};
+}
+
+Result<WriteTarget> TieredCacheBackend::PendingWriteTarget(uint64_t handle) const {
+  std::lock_guard lock(mu_);
+  auto pending = pending_.find(handle);
+  if (pending == pending_.end() || !pending->second.allocation) {
+    return Err(ErrorCode::kIllegalClient);
+  }
+  const PendingWrite& write = pending->second;
+  return WriteTarget{.tier = write.tier,
+                     .tier_name = std::string(tiers_[write.tier]->name()),
+                     .location = write.allocation->location};
+}
+
+Result<void> TieredCacheBackend::CommitDirect(uint64_t handle, std::string_view key) {
+  {
+    std::lock_guard lock(mu_);
+    auto pending = pending_.find(handle);
+    if (pending == pending_.end() || (!key.empty() && pending->second.key != key)) {
+      return Err(ErrorCode::kIllegalClient);
+    }
+    // Only writes opened for direct placement may skip counting bytes.
+    if (!pending->second.direct && pending->second.mode != WriteMode::kAdopt) {
+      return Err(ErrorCode::kInvalidParams);
+    }
+    pending->second.bytes_written = pending->second.size;
+  }
+  return PutEnd(handle);
+}
+
+void TieredCacheBackend::QuarantineLocked(AllocationPtr allocation) {
+  if (!allocation) return;
+  quarantine_.push_back(
+      {SteadyClock::now() + options_.put_start_discard_timeout, std::move(allocation)});
+}
+
+void TieredCacheBackend::ReleaseQuarantine() {
+  std::vector<AllocationPtr> released;  // freed after the lock is dropped
+  std::lock_guard lock(mu_);
+  auto now = SteadyClock::now();
+  while (!quarantine_.empty() && quarantine_.front().until <= now) {
+    released.push_back(std::move(quarantine_.front().allocation));
+    quarantine_.pop_front();
+  }
+}
+
 Result<void> TieredCacheBackend::PutRevoke(uint64_t handle) {
   std::optional<std::string> release_key;
   {
@@ -403,15 +501,16 @@ Result<void> TieredCacheBackend::PutRevoke(uint64_t handle) {
     if (pending == pending_.end() || pending->second.committing) {
       return Err(ErrorCode::kIllegalClient);
     }
-    release_key = RevokeLocked(handle);
+    release_key = RevokeLocked(handle, /*writer_gone=*/true);
   }
   if (release_key) ReleaseAbandonedOwnership({*release_key});
   return {};
 }
 
-std::optional<std::string> TieredCacheBackend::RevokeLocked(uint64_t handle) {
+std::optional<std::string> TieredCacheBackend::RevokeLocked(uint64_t handle, bool writer_gone) {
   auto pending = pending_.find(handle);
   if (pending == pending_.end()) return std::nullopt;
+  if (pending->second.direct && !writer_gone) QuarantineLocked(pending->second.allocation);
   std::optional<std::string> release_key;
   if (pending->second.was_published) release_key = pending->second.key;
   EraseIfSameLocked(pending->second.key, pending->second.object_id);
@@ -521,6 +620,30 @@ Result<bool> TieredCacheBackend::Exist(const std::string& key, bool prefetch,
   prefetch_started_.fetch_add(1, std::memory_order_relaxed);
   QueuePromotionLocked(object, {.key = key, .requester_node = requester_node, .prefetch = true});
   return true;
+}
+
+Result<ObjectPlacement> TieredCacheBackend::Locate(const std::string& key) {
+  if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
+  std::lock_guard lock(mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return Err(ErrorCode::kObjectNotFound);
+  Object& object = it->second;
+  if (!object.complete || object.moving || object.transferring) {
+    return Err(ErrorCode::kReplicaIsNotReady);
+  }
+  auto now = SteadyClock::now();
+  object.last_access = now;
+  object.lease_until = now + options_.kv_lease_ttl;
+  ObjectPlacement placement{
+      .where = {.tier = object.tier,
+                .tier_name = std::string(tiers_[object.tier]->name()),
+                .location = object.allocation->location},
+      .size = object.size,
+      .version = object.version,
+      .region = shared_regions_[object.tier],
+      .hold = options_.kv_lease_ttl};
+  if (placement.region) object.placement_held_until = now + options_.kv_lease_ttl;
+  return placement;
 }
 
 std::string TieredCacheBackend::MovedTo(const std::string& key) const {
@@ -703,7 +826,7 @@ bool TieredCacheBackend::MoveObject(const std::string& key, size_t first_tier, s
     std::lock_guard lock(mu_);
     auto it = objects_.find(key);
     if (it == objects_.end() || !it->second.complete || it->second.moving ||
-        it->second.transferring) {
+        it->second.transferring || it->second.placement_held_until > SteadyClock::now()) {
       return false;
     }
     Object& object = it->second;
@@ -778,7 +901,8 @@ Result<void> TieredCacheBackend::TransferOut(const std::string& key, const std::
     Object& object = it->second;
     // Hard-pinned objects never leave their node.
     if (!object.complete || !object.published || object.moving || object.transferring ||
-        object.adopted_unconfirmed || object.removing || object.options.hard_pin) {
+        object.adopted_unconfirmed || object.removing || object.options.hard_pin ||
+        object.placement_held_until > SteadyClock::now()) {
       return Err(ErrorCode::kObjectReplicaBusy);
     }
     object.transferring = true;
@@ -877,6 +1001,7 @@ Result<uint64_t> TieredCacheBackend::EvictTier(std::string_view tier_name, doubl
 
 void TieredCacheBackend::RunMaintenance() {
   DiscardExpiredWrites();
+  ReleaseQuarantine();
   RunQueuedPromotions();
   DemoteAboveWatermarks();
   ConfirmAdoptedObjects();
@@ -939,12 +1064,21 @@ void TieredCacheBackend::RunPromotion(const PromotionTask& task) {
       return;
     }
   }
-  // A promotion may push colder objects down, but never out of the node.
-  bool promoted = MoveObject(task.key, 0, tier - 1, /*allow_drop=*/false);
+  // A promotion may push colder objects down, but never out of the node. A
+  // prefetch brings the object to DRAM (DESIGN.md "Exist"), not above it.
+  size_t top = task.prefetch ? std::min(PrefetchTier(), tier - 1) : 0;
+  bool promoted = MoveObject(task.key, top, tier - 1, /*allow_drop=*/false);
   if (!task.prefetch) return;
   auto& counter = promoted ? prefetch_succeeded_ : prefetch_failed_;
   counter.fetch_add(1, std::memory_order_relaxed);
   if (!promoted) MC_LOG_WARN("prefetch failed key={} reason=no_dram_room", task.key);
+}
+
+size_t TieredCacheBackend::PrefetchTier() const {
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    if (tiers_[t]->kind() == TierKind::kDram) return t;
+  }
+  return 0;
 }
 
 void TieredCacheBackend::DemoteAboveWatermarks() {
@@ -1005,7 +1139,7 @@ void TieredCacheBackend::DiscardExpiredWrites() {
     for (uint64_t handle : expired) {
       MC_LOG_WARN("discarded abandoned write key={} size={}", pending_[handle].key,
                   pending_[handle].size);
-      if (auto key = RevokeLocked(handle)) release.push_back(*key);
+      if (auto key = RevokeLocked(handle, /*writer_gone=*/false)) release.push_back(*key);
     }
   }
   ReleaseAbandonedOwnership(release);

@@ -117,6 +117,34 @@ struct ReadSlice {
   uint64_t version = 0;
 };
 
+// Where a write's space was allocated.
+struct WriteTarget {
+  size_t tier = 0;
+  std::string tier_name;
+  TierLocation location;
+};
+
+// A plan-based write (DESIGN.md section 4): a producer on this node maps
+// `region` and writes the object's bytes at `target.location` itself, then
+// commits with `epoch`.
+struct DirectWritePlan {
+  uint64_t epoch = 0;  // the write's handle: CommitDirect and PutRevoke take it
+  WriteTarget target;
+  SharedRegion region;
+  Millis timeout{0};  // discarded unless committed within this
+};
+
+// Where a complete object lives, for readers on this node. While `hold`
+// lasts the object is neither moved nor evicted; an upsert may still
+// rewrite it, which a reader detects by `version` changing.
+struct ObjectPlacement {
+  WriteTarget where;
+  uint64_t size = 0;
+  uint64_t version = 0;
+  std::optional<SharedRegion> region;  // absent for tiers that cannot share (SSD)
+  Millis hold{0};
+};
+
 struct ObjectSnapshot {
   std::string tier;
   uint64_t offset = 0;
@@ -190,7 +218,29 @@ class TieredCacheBackend {
                             WriteMode mode = WriteMode::kCreate, uint64_t adopted_version = 0);
   Result<void> PutChunk(uint64_t handle, uint64_t offset, std::string_view data);
   Result<void> PutEnd(uint64_t handle);
+  // Revoking means the writer is done with the space: it is freed at once.
   Result<void> PutRevoke(uint64_t handle);
+
+  // Plan-based write: PutStart restricted to tiers that can share their
+  // memory with other local processes (VRAM, DRAM), returning where to
+  // write. kTierNotFound when no such tier exists (or preferred_tier names
+  // one that cannot share). A plan that is discarded (timeout) or
+  // pre-empted keeps its space quarantined for another timeout, so a late
+  // producer never writes into another object.
+  Result<DirectWritePlan> OpenForWrite(const std::string& key, uint64_t size,
+                                       const ObjectOptions& options,
+                                       WriteMode mode = WriteMode::kCreate);
+  // Publishes a write whose bytes were placed directly (a plan, or an RDMA
+  // WRITE into an adopted allocation): PutEnd without counting PutChunks.
+  // kIllegalClient when the handle is unknown (pre-empted, discarded) or
+  // belongs to another key; an empty `key` skips that check (AdoptEnd).
+  Result<void> CommitDirect(uint64_t handle, std::string_view key);
+  // Where a pending write's space lies (for senders that write directly).
+  Result<WriteTarget> PendingWriteTarget(uint64_t handle) const;
+  // Owner-side get_location: grants a lease and, for shareable tiers, holds
+  // the placement for the lease. kReplicaIsNotReady while it is written or
+  // moved.
+  Result<ObjectPlacement> Locate(const std::string& key);
 
   // Creates or replaces an object in one call (DESIGN.md "Upsert").
   Result<void> Upsert(const std::string& key, std::string_view value, const ObjectOptions& options);
@@ -239,6 +289,11 @@ class TieredCacheBackend {
   struct TierCounters;
   using AllocationPtr = std::shared_ptr<Allocation>;
 
+  struct QuarantinedSpace {
+    SteadyClock::time_point until;
+    AllocationPtr allocation;
+  };
+
   struct PromotionTask {
     std::string key;
     std::string requester_node;  // prefetch target; empty: this node
@@ -246,6 +301,13 @@ class TieredCacheBackend {
   };
 
   // PutStart + PutChunk (in RPC-sized pieces) + PutEnd, revoking on failure.
+  Result<uint64_t> StartWrite(const std::string& key, uint64_t size, const ObjectOptions& options,
+                              WriteMode mode, uint64_t adopted_version, bool direct);
+  // Last tier a plan-based write may use, or -1 when none can share.
+  int LastShareableTier() const;
+  size_t PrefetchTier() const;
+  void QuarantineLocked(AllocationPtr allocation);
+  void ReleaseQuarantine();
   Result<void> WriteWhole(const std::string& key, std::string_view value,
                           const ObjectOptions& options, WriteMode mode);
   Result<std::pair<size_t, AllocationPtr>> AllocateIn(size_t first_tier, size_t last_tier,
@@ -279,7 +341,9 @@ class TieredCacheBackend {
   void EraseIfSameLocked(const std::string& key, uint64_t object_id);
   // Drops a pending write; returns the key if its object was published and
   // so must be released at the master (a revoked upsert leaves it absent).
-  std::optional<std::string> RevokeLocked(uint64_t handle);
+  // `writer_gone`: the writer itself revoked, so a direct write's space may
+  // be reused at once; otherwise it is quarantined.
+  std::optional<std::string> RevokeLocked(uint64_t handle, bool writer_gone);
   bool IsEvictableLocked(const Object& object, SteadyClock::time_point now, int pass) const;
   void QueuePromotionLocked(Object& object, PromotionTask task);
   void RememberMoveLocked(const std::string& key, const std::string& node);
@@ -287,6 +351,9 @@ class TieredCacheBackend {
   const std::vector<std::unique_ptr<CacheTier>> tiers_;
   OwnerDirectory* const directory_;
   const BackendOptions options_;
+  // Per tier: the region local processes may map, if it can share (fixed
+  // for the tier's lifetime, so read without the lock).
+  std::vector<std::optional<SharedRegion>> shared_regions_;
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
@@ -294,6 +361,7 @@ class TieredCacheBackend {
   std::unordered_map<uint64_t, PendingWrite> pending_;     // guarded by mu_
   std::deque<PromotionTask> promotions_;                   // guarded by mu_
   std::unordered_map<std::string, std::string> moved_to_;  // guarded by mu_
+  std::deque<QuarantinedSpace> quarantine_;                // guarded by mu_
   std::deque<std::string> moved_order_;                    // guarded by mu_
   bool work_queued_ = false;                               // guarded by mu_
   uint64_t next_handle_ = 1;                               // guarded by mu_

@@ -18,11 +18,24 @@ ErrorCode CodeOfExist(int32_t answer) {
   return answer < 0 ? ErrorCodeFromInt(answer) : ErrorCode::kOk;
 }
 
+rpc::MemoryHandle ToRpc(const SharedRegion& region) {
+  rpc::MemoryHandle handle;
+  handle.kind = region.kind == SharedRegion::Kind::kDeviceIpc ? rpc::MemoryHandleKind::DEVICE_IPC
+                                                              : rpc::MemoryHandleKind::HOST_FILE;
+  handle.path = region.path;
+  handle.ipc_handle = region.ipc_handle;
+  handle.device_index = region.device_index;
+  handle.region_size = static_cast<int64_t>(region.size);
+  return handle;
+}
+
 }  // namespace
 
 std::vector<std::string> WorkerHandler::OperationNames() {
-  return {"put",   "upsert", "put_start", "put_chunk",   "put_end",     "put_revoke", "get",
-          "exist", "remove", "inspect",   "adopt_start", "adopt_abort", "stats"};
+  return {"put",          "upsert",  "put_start",     "put_chunk",    "put_end",
+          "put_revoke",   "get",     "exist",         "remove",       "inspect",
+          "adopt_start",  "adopt_end", "adopt_abort", "open_for_write", "commit",
+          "get_placement", "rdma_connect", "stats"};
 }
 
 Result<ObjectOptions> WorkerHandler::ToObjectOptions(const rpc::ReplicateConfig& config) const {
@@ -78,6 +91,12 @@ void WorkerHandler::StartWriteUntimed(rpc::PutStartResult& result, const std::st
                                   static_cast<uint64_t>(version));
   result.code = handle ? rpc::ErrorCode::OK : ToRpc(handle.error());
   result.handle = handle ? static_cast<int64_t>(*handle) : 0;
+  if (!handle || mode != WriteMode::kAdopt) return;
+  // An RDMA sender may write straight into the allocation.
+  if (auto target = backend_.PendingWriteTarget(*handle)) {
+    result.tier = target->tier_name;
+    result.tier_offset = static_cast<int64_t>(target->location.offset);
+  }
 }
 
 void WorkerHandler::PutStart(rpc::PutStartResult& result, const std::string& key, int64_t size,
@@ -90,7 +109,94 @@ void WorkerHandler::AdoptStart(rpc::PutStartResult& result, const std::string& k
   StartWrite(result, key, size, config, WriteMode::kAdopt, version);
 }
 
-rpc::ErrorCode::type WorkerHandler::AdoptEnd(int64_t handle) { return PutEnd(handle); }
+rpc::ErrorCode::type WorkerHandler::AdoptEnd(int64_t handle, bool written_directly) {
+  if (!written_directly) return PutEnd(handle);
+  RequestTimer timer(requests_, "adopt_end");
+  auto code = handle <= 0 ? rpc::ErrorCode::ILLEGAL_CLIENT
+                          : ToRpc(backend_.CommitDirect(static_cast<uint64_t>(handle), ""));
+  timer.Finish(CodeOf(code));
+  return code;
+}
+
+void WorkerHandler::OpenForWrite(rpc::WritePlan& result, const std::string& key, int64_t size,
+                                 const rpc::ReplicateConfig& config, bool upsert) {
+  RequestTimer timer(requests_, "open_for_write");
+  OpenForWriteUntimed(result, key, size, config, upsert);
+  timer.Finish(CodeOf(result.code));
+}
+
+void WorkerHandler::OpenForWriteUntimed(rpc::WritePlan& result, const std::string& key,
+                                        int64_t size, const rpc::ReplicateConfig& config,
+                                        bool upsert) {
+  auto options = ToObjectOptions(config);
+  if (size <= 0 || !options) {
+    result.code = options ? rpc::ErrorCode::INVALID_PARAMS : ToRpc(options.error());
+    return;
+  }
+  auto plan = backend_.OpenForWrite(key, static_cast<uint64_t>(size), *options,
+                                    upsert ? WriteMode::kUpsert : WriteMode::kCreate);
+  if (!plan) {
+    result.code = ToRpc(plan.error());
+    return;
+  }
+  result.code = rpc::ErrorCode::OK;
+  result.node_id = node_id_;
+  result.tier = plan->target.tier_name;
+  result.memory = ToRpc(plan->region);
+  result.offset = static_cast<int64_t>(plan->target.location.offset);
+  result.size = size;
+  result.epoch = static_cast<int64_t>(plan->epoch);
+  result.timeout_ms = plan->timeout.count();
+}
+
+rpc::ErrorCode::type WorkerHandler::Commit(const std::string& key, int64_t epoch) {
+  RequestTimer timer(requests_, "commit");
+  auto code = epoch <= 0     ? rpc::ErrorCode::ILLEGAL_CLIENT
+              : key.empty() ? rpc::ErrorCode::INVALID_KEY
+                            : ToRpc(backend_.CommitDirect(static_cast<uint64_t>(epoch), key));
+  timer.Finish(CodeOf(code));
+  return code;
+}
+
+void WorkerHandler::GetPlacement(rpc::Placement& result, const std::string& key) {
+  RequestTimer timer(requests_, "get_placement");
+  GetPlacementUntimed(result, key);
+  timer.Finish(CodeOf(result.code));
+}
+
+void WorkerHandler::GetPlacementUntimed(rpc::Placement& result, const std::string& key) {
+  if (!serving_reads_.load()) {
+    result.code = rpc::ErrorCode::REPLICA_IS_NOT_READY;
+    return;
+  }
+  auto placement = backend_.Locate(key);
+  if (!placement) {
+    result.code = ToRpc(placement.error());
+    std::string owner = result.code == rpc::ErrorCode::OBJECT_NOT_FOUND ? backend_.MovedTo(key)
+                                                                         : std::string();
+    if (!owner.empty()) {
+      result.code = rpc::ErrorCode::NOT_OWNER;
+      result.owner_hint = owner;
+    }
+    return;
+  }
+  result.code = rpc::ErrorCode::OK;
+  result.node_id = node_id_;
+  result.tier = placement->where.tier_name;
+  if (placement->region) result.memory = ToRpc(*placement->region);
+  result.offset = static_cast<int64_t>(placement->where.location.offset);
+  result.size = static_cast<int64_t>(placement->size);
+  result.version = static_cast<int64_t>(placement->version);
+  result.hold_ms = placement->hold.count();
+}
+
+void WorkerHandler::RdmaConnect(rpc::RdmaConnectResult& result, const std::string& initiator_node,
+                                const rpc::RdmaEndpoint& initiator) {
+  RequestTimer timer(requests_, "rdma_connect");
+  result.code = rpc::ErrorCode::TIER_NOT_FOUND;
+  result.reason = "this worker has no RDMA transport";
+  timer.Finish(CodeOf(result.code));
+}
 
 rpc::ErrorCode::type WorkerHandler::AdoptAbort(const std::string& key) {
   RequestTimer timer(requests_, "adopt_abort");

@@ -58,8 +58,14 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   void Stats(rpc::WorkerStats& result) override;
   void AdoptStart(rpc::PutStartResult& result, const std::string& key, int64_t size,
                   const rpc::ReplicateConfig& config, int64_t version) override;
-  rpc::ErrorCode::type AdoptEnd(int64_t handle) override;
+  rpc::ErrorCode::type AdoptEnd(int64_t handle, bool written_directly) override;
   rpc::ErrorCode::type AdoptAbort(const std::string& key) override;
+  void OpenForWrite(rpc::WritePlan& result, const std::string& key, int64_t size,
+                    const rpc::ReplicateConfig& config, bool upsert) override;
+  rpc::ErrorCode::type Commit(const std::string& key, int64_t epoch) override;
+  void GetPlacement(rpc::Placement& result, const std::string& key) override;
+  void RdmaConnect(rpc::RdmaConnectResult& result, const std::string& initiator_node,
+                   const rpc::RdmaEndpoint& initiator) override;
 
  private:
   // Translates a ReplicateConfig; kTierNotFound for an unknown tier name.
@@ -68,6 +74,9 @@ class WorkerHandler : public rpc::WorkerServiceIf {
                   const rpc::ReplicateConfig& config, WriteMode mode, int64_t version);
   void StartWriteUntimed(rpc::PutStartResult& result, const std::string& key, int64_t size,
                          const rpc::ReplicateConfig& config, WriteMode mode, int64_t version);
+  void OpenForWriteUntimed(rpc::WritePlan& result, const std::string& key, int64_t size,
+                           const rpc::ReplicateConfig& config, bool upsert);
+  void GetPlacementUntimed(rpc::Placement& result, const std::string& key);
   void GetUntimed(rpc::GetResult& result, const std::string& key, int64_t offset, int64_t length);
   // Fills a NOT_OWNER answer with the new owner when this node handed it off.
   void HintMovedKey(rpc::GetResult& result, const std::string& key) const;
