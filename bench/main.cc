@@ -5,6 +5,9 @@
 //             --hot-cache-bytes the client hot cache serves the hot ones
 //   prefetch  get latency of DRAM hits, SSD hits, and SSD hits after
 //             BatchExist(prefetch) plus --prefetch-wait-ms of other work
+// and two modes that need no cluster, measured on this machine's devices:
+//   vram      VRAM tier put/get (host<->device) vs plain hipMemcpy
+//   transfer  RDMA WRITE/READ between two queue pairs vs a TCP socket
 
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -28,6 +31,8 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/transfer_bench.h"
+#include "bench/vram_bench.h"
 #include "client/client.h"
 
 namespace mooncake::bench {
@@ -58,6 +63,11 @@ struct BenchOptions {
   size_t location_cache_entries = 65536;
   int64_t prefetch_wait_ms = 200;
   uint64_t prefetch_samples = 200;  // keys per latency group
+  // vram and transfer modes.
+  std::vector<std::string> device_sizes_text;
+  int iterations = 20;
+  int gpu_device = 0;
+  TransferBenchOptions transfer;
 };
 
 // Keys per BatchExist call and the most keys the prefetch mode loads.
@@ -509,11 +519,26 @@ void PrintJson(const BenchOptions& o, const std::string& run, std::vector<PhaseR
 // Parses flags; returns an exit code when the process should stop now.
 std::optional<int> ParseFlags(int argc, char** argv, BenchOptions& o) {
   if (const char* env = std::getenv("MOONCAKE_MASTER"); env && *env) o.master = env;
-  CLI::App app{"mooncake-bench: load keys, then a timed workload (mixed, zipf or prefetch)",
-               "mooncake-bench"};
-  app.add_option("--workload", o.workload, "mixed, zipf or prefetch")
+  CLI::App app{
+      "mooncake-bench: load keys, then a timed workload (mixed, zipf or prefetch); or measure "
+      "this machine's VRAM tier (vram) or RDMA vs TCP transfers (transfer)",
+      "mooncake-bench"};
+  app.add_option("--workload", o.workload, "mixed, zipf, prefetch, vram or transfer")
       ->capture_default_str()
-      ->check(CLI::IsMember({"mixed", "zipf", "prefetch"}));
+      ->check(CLI::IsMember({"mixed", "zipf", "prefetch", "vram", "transfer"}));
+  app.add_option("--sizes", o.device_sizes_text,
+                 "vram/transfer: transfer sizes (default 64KiB,1MiB,64MiB)")
+      ->delimiter(',');
+  app.add_option("--iterations", o.iterations, "vram/transfer: timed transfers per size and path")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--gpu-device", o.gpu_device, "vram: HIP device index")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--rdma-device", o.transfer.rdma_device, "transfer: RDMA device (first if empty)");
+  app.add_option("--rdma-port", o.transfer.rdma_port, "transfer: RDMA port")->capture_default_str();
+  app.add_option("--rdma-gid-index", o.transfer.rdma_gid_index, "transfer: GID index (-1 auto)")
+      ->capture_default_str();
   app.add_option("--zipf-theta", o.zipf_theta, "Skew of the zipf workload (0 uniform .. <1)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.9999));
@@ -566,7 +591,9 @@ std::optional<int> ParseFlags(int argc, char** argv, BenchOptions& o) {
       "  mooncake-bench --workload zipf --keys 10000 --value-size 16KiB --duration-s 10 "
       "--hot-cache-bytes 64MiB\n"
       "  mooncake-bench --workload prefetch --node worker-1 --value-size 256KiB "
-      "--prefetch-wait-ms 200");
+      "--prefetch-wait-ms 200\n"
+      "  mooncake-bench --workload vram --sizes 64KiB,1MiB,64MiB --iterations 50\n"
+      "  mooncake-bench --workload transfer --sizes 64KiB,1MiB,64MiB");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -592,7 +619,30 @@ std::optional<int> ParseFlags(int argc, char** argv, BenchOptions& o) {
     }
     o.hot_cache_bytes = *budget;
   }
+  std::vector<uint64_t> sizes;
+  for (const std::string& text : o.device_sizes_text) {
+    auto parsed = ParseSize(text);
+    if (!parsed) {
+      std::fprintf(stderr, "error: usage: --sizes '%s' is not a size like 64KiB\n", text.c_str());
+      return 2;
+    }
+    sizes.push_back(*parsed);
+  }
+  if (!sizes.empty()) o.transfer.sizes = sizes;
+  o.transfer.iterations = o.iterations;
+  o.transfer.json = o.json;
   return std::nullopt;
+}
+
+// The modes that measure this machine's devices; no cluster involved.
+int RunDeviceBench(const BenchOptions& o) {
+  if (o.workload == "transfer") return RunTransferBench(o.transfer);
+  VramBenchOptions vram;
+  if (!o.device_sizes_text.empty()) vram.sizes = o.transfer.sizes;
+  vram.iterations = o.iterations;
+  vram.device_index = o.gpu_device;
+  vram.json = o.json;
+  return RunVramBench(vram);
 }
 
 ClientConfig ToClientConfig(const BenchOptions& o, bool& ok) {
@@ -615,6 +665,9 @@ int Main(int argc, char** argv) {
   logger->set_level(spdlog::level::warn);
   spdlog::set_default_logger(logger);
   apache::thrift::GlobalOutput.setOutputFunction([](const char*) {});
+  if (options.workload == "vram" || options.workload == "transfer") {
+    return RunDeviceBench(options);
+  }
 
   bool address_ok = false;
   ClientConfig config = ToClientConfig(options, address_ok);

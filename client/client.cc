@@ -771,8 +771,8 @@ Result<void> Client::Commit(const WritePlan& plan) {
 Result<void> Client::Revoke(const WritePlan& plan) {
   auto node = impl_->router.Node(plan.node_id);
   if (!node) return Err(node.error());
-  return Flatten(node->channel->Call(
-      [&](rpc::WorkerServiceClient& c) { return c.PutRevoke(plan.epoch); }));
+  return Flatten(
+      node->channel->Call([&](rpc::WorkerServiceClient& c) { return c.PutRevoke(plan.epoch); }));
 }
 
 Result<ObjectPlacement> Client::GetLocation(std::string_view key) {

@@ -126,8 +126,8 @@ Result<void> SharedMapping::CopyIn(uint64_t offset, std::span<const std::byte> d
   }
 #if defined(MOONCAKE_HAVE_GPU)
   (void)hipSetDevice(device_index_);
-  if (hipError_t e = hipMemcpy(device_range_ + offset, data.data(), data.size(),
-                               hipMemcpyHostToDevice);
+  if (hipError_t e =
+          hipMemcpy(device_range_ + offset, data.data(), data.size(), hipMemcpyHostToDevice);
       e != hipSuccess) {
     MC_LOG_WARN("plan copy to device failed error={}", hipGetErrorString(e));
     return Err(ErrorCode::kTransferFail);

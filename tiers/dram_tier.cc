@@ -23,9 +23,9 @@ std::byte* MapArena(const std::string& name, uint64_t capacity, int* fd) {
     close(*fd);
     *fd = -1;
   }
-  void* base = *fd >= 0 ? mmap(nullptr, capacity, PROT_READ | PROT_WRITE,
-                               MAP_SHARED | MAP_NORESERVE, *fd, 0)
-                        : MAP_FAILED;
+  void* base =
+      *fd >= 0 ? mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, *fd, 0)
+               : MAP_FAILED;
   if (base == MAP_FAILED) {
     if (*fd >= 0) close(*fd);
     *fd = -1;
@@ -47,8 +47,7 @@ Result<std::unique_ptr<DramTier>> DramTier::Create(std::string name, uint64_t ca
   }
   try {
     auto* tier = new DramTier(std::move(name), base, capacity, fd);
-    MC_LOG_INFO("dram tier ready tier={} capacity={} shareable={}", tier->name_, capacity,
-                fd >= 0);
+    MC_LOG_INFO("dram tier ready tier={} capacity={} shareable={}", tier->name_, capacity, fd >= 0);
     return std::unique_ptr<DramTier>(tier);
   } catch (...) {
     // The tier never took ownership, so the mapping is ours to undo.
@@ -74,10 +73,10 @@ Result<SharedRegion> DramTier::ExportRegion() const {
   if (arena_fd_ < 0) return Err(ErrorCode::kTierNotFound);
   // Another process of the same user opens the memfd through procfs; the
   // kernel checks it may inspect this process, so other users cannot.
-  return SharedRegion{.kind = SharedRegion::Kind::kHostFile,
-                      .path = "/proc/" + std::to_string(getpid()) + "/fd/" +
-                              std::to_string(arena_fd_),
-                      .size = arena_size_};
+  return SharedRegion{
+      .kind = SharedRegion::Kind::kHostFile,
+      .path = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(arena_fd_),
+      .size = arena_size_};
 }
 
 Result<TierLocation> DramTier::Allocate(uint64_t size) {

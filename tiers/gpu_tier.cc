@@ -1,8 +1,9 @@
 #include "tiers/gpu_tier.h"
 
+#include <spdlog/fmt/fmt.h>
+
 #include <algorithm>
 #include <cstring>
-#include <spdlog/fmt/fmt.h>
 #include <new>
 #include <utility>
 
@@ -149,8 +150,8 @@ Result<std::unique_ptr<GpuTier>> GpuTier::Create(std::string name, uint64_t capa
 
   // Every failure below releases what was obtained through ~Device.
   auto fail = [&](std::string_view call, hipError_t error) {
-    std::string text = fmt::format("{} on device {} failed: {}", call, device_index,
-                                   HipErrorText(error));
+    std::string text =
+        fmt::format("{} on device {} failed: {}", call, device_index, HipErrorText(error));
     (void)hipGetLastError();  // do not leave the error for an unrelated caller
     MC_LOG_ERROR("vram tier {} cannot open: {}", name, text);
     SetWhy(why, std::move(text));
@@ -299,8 +300,8 @@ Result<void> GpuTier::Read(const TierLocation& location, uint64_t offset,
     // Hand the chunk that used this half two steps ago to the caller while
     // the previous chunk's DMA is still running.
     if ((error = drain(half)) != hipSuccess) break;
-    error = hipMemcpyAsync(d.staging + half * kHalf, src + done, n, hipMemcpyDeviceToHost,
-                           d.stream);
+    error =
+        hipMemcpyAsync(d.staging + half * kHalf, src + done, n, hipMemcpyDeviceToHost, d.stream);
     if (error == hipSuccess) error = hipEventRecord(d.half_done[half], d.stream);
     if (error == hipSuccess) pending[half] = {.out_offset = done, .size = n, .active = true};
     done += n;

@@ -99,8 +99,8 @@ Result<void> ThriftPeerTransfer::SendTo(WorkerChannel& channel, const std::strin
       return Err(ErrorCode::kTransferFail);
     }
   }
-  auto ended =
-      channel.rpc.Call([&](rpc::WorkerServiceClient& c) { return c.AdoptEnd(started.handle, false); });
+  auto ended = channel.rpc.Call(
+      [&](rpc::WorkerServiceClient& c) { return c.AdoptEnd(started.handle, false); });
   if (!ended) return Err(ended.error());
   return ToResult(*ended);
 }

@@ -622,7 +622,7 @@ Result<bool> TieredCacheBackend::Exist(const std::string& key, bool prefetch,
   return true;
 }
 
-Result<ObjectPlacement> TieredCacheBackend::Locate(const std::string& key) {
+Result<LocatedObject> TieredCacheBackend::Locate(const std::string& key) {
   if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
   std::lock_guard lock(mu_);
   auto it = objects_.find(key);
@@ -634,14 +634,13 @@ Result<ObjectPlacement> TieredCacheBackend::Locate(const std::string& key) {
   auto now = SteadyClock::now();
   object.last_access = now;
   object.lease_until = now + options_.kv_lease_ttl;
-  ObjectPlacement placement{
-      .where = {.tier = object.tier,
-                .tier_name = std::string(tiers_[object.tier]->name()),
-                .location = object.allocation->location},
-      .size = object.size,
-      .version = object.version,
-      .region = shared_regions_[object.tier],
-      .hold = options_.kv_lease_ttl};
+  LocatedObject placement{.where = {.tier = object.tier,
+                                    .tier_name = std::string(tiers_[object.tier]->name()),
+                                    .location = object.allocation->location},
+                          .size = object.size,
+                          .version = object.version,
+                          .region = shared_regions_[object.tier],
+                          .hold = options_.kv_lease_ttl};
   if (placement.region) object.placement_held_until = now + options_.kv_lease_ttl;
   return placement;
 }

@@ -137,7 +137,7 @@ struct DirectWritePlan {
 // Where a complete object lives, for readers on this node. While `hold`
 // lasts the object is neither moved nor evicted; an upsert may still
 // rewrite it, which a reader detects by `version` changing.
-struct ObjectPlacement {
+struct LocatedObject {
   WriteTarget where;
   uint64_t size = 0;
   uint64_t version = 0;
@@ -240,7 +240,7 @@ class TieredCacheBackend {
   // Owner-side get_location: grants a lease and, for shareable tiers, holds
   // the placement for the lease. kReplicaIsNotReady while it is written or
   // moved.
-  Result<ObjectPlacement> Locate(const std::string& key);
+  Result<LocatedObject> Locate(const std::string& key);
 
   // Creates or replaces an object in one call (DESIGN.md "Upsert").
   Result<void> Upsert(const std::string& key, std::string_view value, const ObjectOptions& options);

@@ -32,9 +32,9 @@ rpc::MemoryHandle ToRpc(const SharedRegion& region) {
 }  // namespace
 
 std::vector<std::string> WorkerHandler::OperationNames() {
-  return {"put",          "upsert",  "put_start",     "put_chunk",    "put_end",
-          "put_revoke",   "get",     "exist",         "remove",       "inspect",
-          "adopt_start",  "adopt_end", "adopt_abort", "open_for_write", "commit",
+  return {"put",           "upsert",       "put_start",   "put_chunk",      "put_end",
+          "put_revoke",    "get",          "exist",       "remove",         "inspect",
+          "adopt_start",   "adopt_end",    "adopt_abort", "open_for_write", "commit",
           "get_placement", "rdma_connect", "stats"};
 }
 
@@ -151,7 +151,7 @@ void WorkerHandler::OpenForWriteUntimed(rpc::WritePlan& result, const std::strin
 
 rpc::ErrorCode::type WorkerHandler::Commit(const std::string& key, int64_t epoch) {
   RequestTimer timer(requests_, "commit");
-  auto code = epoch <= 0     ? rpc::ErrorCode::ILLEGAL_CLIENT
+  auto code = epoch <= 0    ? rpc::ErrorCode::ILLEGAL_CLIENT
               : key.empty() ? rpc::ErrorCode::INVALID_KEY
                             : ToRpc(backend_.CommitDirect(static_cast<uint64_t>(epoch), key));
   timer.Finish(CodeOf(code));
@@ -172,8 +172,8 @@ void WorkerHandler::GetPlacementUntimed(rpc::Placement& result, const std::strin
   auto placement = backend_.Locate(key);
   if (!placement) {
     result.code = ToRpc(placement.error());
-    std::string owner = result.code == rpc::ErrorCode::OBJECT_NOT_FOUND ? backend_.MovedTo(key)
-                                                                         : std::string();
+    std::string owner =
+        result.code == rpc::ErrorCode::OBJECT_NOT_FOUND ? backend_.MovedTo(key) : std::string();
     if (!owner.empty()) {
       result.code = rpc::ErrorCode::NOT_OWNER;
       result.owner_hint = owner;
