@@ -712,6 +712,7 @@ MemoryRegionHandle ToRegionHandle(const rpc::MemoryHandle& handle) {
   region.ipc_handle = handle.ipc_handle;
   region.device_index = handle.device_index;
   region.region_size = static_cast<uint64_t>(std::max<int64_t>(handle.region_size, 0));
+  region.machine_id = handle.machine_id;
   return region;
 }
 

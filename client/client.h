@@ -127,6 +127,7 @@ struct MemoryRegionHandle {
   std::string ipc_handle;  // the bytes of a hipIpcMemHandle_t
   int device_index = -1;
   uint64_t region_size = 0;  // offsets below are relative to the region
+  std::string machine_id;    // the worker machine's boot id (MachineId())
 };
 
 // A plan-based write: write `size` bytes at `offset` of `memory`, then

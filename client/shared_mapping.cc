@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +10,7 @@
 #include <string_view>
 
 #include "common/log.h"
+#include "common/machine_id.h"
 
 #if defined(MOONCAKE_HAVE_GPU)
 #include <hip/hip_runtime_api.h>
@@ -19,6 +21,21 @@ namespace {
 
 void SetWhy(std::string* why, std::string text) {
   if (why != nullptr) *why = std::move(text);
+}
+
+// A /proc/<pid>/fd/<n> path outlives nothing: if the worker died, the pid
+// may now be another process and the fd another file. Map only a memfd the
+// worker named as its arena, of the advertised size.
+Result<void> CheckIsArena(int fd, const MemoryRegionHandle& region) {
+  char target[256] = {};
+  ssize_t n = readlink(region.path.c_str(), target, sizeof(target) - 1);
+  struct stat st {};
+  if (n <= 0 ||
+      std::string_view(target, static_cast<size_t>(n)).rfind("/memfd:mooncake-", 0) != 0 ||
+      fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != region.region_size) {
+    return Err(ErrorCode::kTransferFail);
+  }
+  return {};
 }
 
 }  // namespace
@@ -34,6 +51,10 @@ Result<std::unique_ptr<SharedMapping>> SharedMapping::Map(const MemoryRegionHand
     SetWhy(why, "range outside the region");
     return Err(ErrorCode::kInvalidParams);
   }
+  if (region.machine_id != MachineId()) {
+    SetWhy(why, "the region belongs to a worker on another machine");
+    return Err(ErrorCode::kInvalidParams);
+  }
   std::unique_ptr<SharedMapping> mapping(new SharedMapping());
   mapping->length_ = length;
   if (region.kind == MemoryRegionHandle::Kind::kHostFile) {
@@ -41,6 +62,11 @@ Result<std::unique_ptr<SharedMapping>> SharedMapping::Map(const MemoryRegionHand
     if (fd < 0) {
       SetWhy(why, "open " + region.path + ": " + std::strerror(errno));
       return Err(ErrorCode::kTransferFail);
+    }
+    if (auto checked = CheckIsArena(fd, region); !checked) {
+      close(fd);
+      SetWhy(why, region.path + " is not the worker's arena (the worker restarted?)");
+      return Err(checked.error());
     }
     // mmap wants a page-aligned file offset: map from the page that holds
     // the range's first byte.

@@ -134,6 +134,8 @@ struct MemoryHandle {
   4: i32 device_index = -1,
   // Bytes of the whole region; offsets below are relative to its start.
   5: i64 region_size = 0,
+  // The exporting machine's boot id: a handle is only valid there.
+  6: string machine_id = "",
 }
 
 // A plan-based write (DESIGN.md section 4): the producer writes `size` bytes

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "common/log.h"
+#include "common/machine_id.h"
 
 namespace mooncake {
 
@@ -76,7 +77,8 @@ Result<SharedRegion> DramTier::ExportRegion() const {
   return SharedRegion{
       .kind = SharedRegion::Kind::kHostFile,
       .path = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(arena_fd_),
-      .size = arena_size_};
+      .size = arena_size_,
+      .machine_id = MachineId()};
 }
 
 Result<TierLocation> DramTier::Allocate(uint64_t size) {

@@ -26,6 +26,7 @@ rpc::MemoryHandle ToRpc(const SharedRegion& region) {
   handle.ipc_handle = region.ipc_handle;
   handle.device_index = region.device_index;
   handle.region_size = static_cast<int64_t>(region.size);
+  handle.machine_id = region.machine_id;
   return handle;
 }
 

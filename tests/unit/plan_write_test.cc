@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <random>
@@ -42,7 +43,8 @@ MemoryRegionHandle ToHandle(const SharedRegion& region) {
           .path = region.path,
           .ipc_handle = region.ipc_handle,
           .device_index = region.device_index,
-          .region_size = region.size};
+          .region_size = region.size,
+          .machine_id = region.machine_id};
 }
 
 // A DRAM arena that reports itself as VRAM: the real GpuTier needs a device,
@@ -293,6 +295,37 @@ TEST(DramTierShareTest, TheArenaIsExportedAsAMappableFile) {
   MemoryRegionHandle gone = ToHandle(*region);
   gone.path = "/proc/self/fd/999999";
   EXPECT_EQ(SharedMapping::Map(gone, 0, 10).error(), ErrorCode::kTransferFail);
+}
+
+// A handle names a process's fd: on another machine, or after the worker
+// died and its pid was reused, the same path is some other file. Mapping
+// must refuse rather than write into it.
+TEST(DramTierShareTest, AHandleMapsOnlyTheWorkersArenaOnItsOwnMachine) {
+  auto tier = DramTier::Create("dram", 4 * kMiB).value();
+  MemoryRegionHandle handle = ToHandle(tier->ExportRegion().value());
+  std::string why;
+
+  MemoryRegionHandle elsewhere = handle;
+  elsewhere.machine_id = "another-machine";
+  EXPECT_EQ(SharedMapping::Map(elsewhere, 0, 10, &why).error(), ErrorCode::kInvalidParams);
+  EXPECT_NE(why.find("another machine"), std::string::npos) << why;
+
+  // An ordinary file of the same size, reached through /proc like an arena.
+  char path[] = "/tmp/mooncake-not-arena-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4 * kMiB), 0);
+  MemoryRegionHandle impostor = handle;
+  impostor.path = "/proc/self/fd/" + std::to_string(fd);
+  EXPECT_EQ(SharedMapping::Map(impostor, 0, 10, &why).error(), ErrorCode::kTransferFail);
+  EXPECT_NE(why.find("not the worker's arena"), std::string::npos) << why;
+  close(fd);
+  unlink(path);
+
+  MemoryRegionHandle wrong_size = handle;
+  wrong_size.region_size = 8 * kMiB;
+  EXPECT_EQ(SharedMapping::Map(wrong_size, 0, 10).error(), ErrorCode::kTransferFail);
+  EXPECT_TRUE(SharedMapping::Map(handle, 0, 10));
 }
 
 }  // namespace
