@@ -36,6 +36,7 @@ struct RawArgs {
   bool soft_pin = false;
   int64_t soft_pin_ttl_ms = 0;
   std::string tier;
+  bool zero_copy = false;
   bool prefetch = false;
   bool force = false;
 };
@@ -57,6 +58,7 @@ struct Subcommands {
   CLI::App* exist = nullptr;
   CLI::App* remove = nullptr;
   CLI::App* inspect = nullptr;
+  CLI::App* locate = nullptr;
   CLI::App* stats = nullptr;
   CLI::App* nodes = nullptr;
 };
@@ -81,6 +83,9 @@ WriteCommand AddWrite(CLI::App& app, RawArgs& raw, const std::string& name,
               ->excludes(hard);
   w.app->add_option("--tier", raw.tier, "Preferred tier: vram, dram or ssd")
       ->check(CLI::IsMember({"vram", "dram", "ssd"}));
+  w.app->add_flag("--zero-copy", raw.zero_copy,
+                  "Write straight into the memory of the target worker, which must run on this "
+                  "machine (name it with --node): a plan-based write");
   return w;
 }
 
@@ -135,6 +140,13 @@ Subcommands Define(CLI::App& app, RawArgs& raw) {
   AddKey(s.inspect, raw);
   s.inspect->footer("Example:\n  mooncake-cli inspect weights/shard0 --json");
 
+  s.locate = app.add_subcommand(
+      "locate",
+      "Show an object's placement for readers on its node (get_location): owner, tier, "
+      "offset, size, version and the memory handle to map");
+  AddKey(s.locate, raw);
+  s.locate->footer("Example:\n  mooncake-cli locate block-7 --json");
+
   s.stats = app.add_subcommand(
       "stats", "Per-tier counters of one node (--node N), or of every node without --node");
   s.stats->footer("Example:\n  mooncake-cli stats --node node-a");
@@ -178,6 +190,8 @@ std::optional<std::string> FillWrite(const WriteCommand& w, const RawArgs& raw, 
   cmd.hard_pin = raw.hard_pin;
   cmd.soft_pin = raw.soft_pin;
   cmd.tier = raw.tier;
+  cmd.zero_copy = raw.zero_copy;
+  if (cmd.zero_copy && cmd.tier == "ssd") return "--zero-copy writes into memory: not --tier ssd";
   if (w.ttl->count() > 0) {
     if (raw.soft_pin_ttl_ms <= 0 || raw.soft_pin_ttl_ms > kMaxSoftPinTtlMs) {
       return "--soft-pin-ttl-ms must be 1.." + std::to_string(kMaxSoftPinTtlMs) + " (24 h)";
@@ -195,6 +209,7 @@ std::optional<CommandKind> Chosen(const Subcommands& s) {
   if (s.exist->parsed()) return CommandKind::kExist;
   if (s.remove->parsed()) return CommandKind::kRemove;
   if (s.inspect->parsed()) return CommandKind::kInspect;
+  if (s.locate->parsed()) return CommandKind::kLocate;
   if (s.stats->parsed()) return CommandKind::kStats;
   if (s.nodes->parsed()) return CommandKind::kNodes;
   return std::nullopt;
@@ -263,8 +278,8 @@ ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironmen
 }
 
 const std::vector<std::string>& KnownSubcommands() {
-  static const std::vector<std::string> kKnown = {"put",    "upsert",  "get",   "exist",
-                                                  "remove", "inspect", "stats", "nodes"};
+  static const std::vector<std::string> kKnown = {"put",     "upsert", "get",   "exist", "remove",
+                                                  "inspect", "locate", "stats", "nodes"};
   return kKnown;
 }
 

@@ -27,7 +27,7 @@ inline constexpr std::string_view kDefaultMaster = "127.0.0.1:50051";
 // Transfers above this size show a progress bar when stderr is a terminal.
 inline constexpr uint64_t kProgressThresholdBytes = 8ull << 20;
 
-enum class CommandKind { kPut, kUpsert, kGet, kExist, kRemove, kInspect, kStats, kNodes };
+enum class CommandKind { kPut, kUpsert, kGet, kExist, kRemove, kInspect, kLocate, kStats, kNodes };
 enum class ValueSource { kArgument, kFile, kStdin };
 
 // One parsed invocation. Plain data; the runner owns what it does.
@@ -45,6 +45,7 @@ struct CliCommand {
   bool soft_pin = false;
   int64_t soft_pin_ttl_ms = 0;  // 0: the worker's default
   std::string tier;             // put/upsert --tier: "vram", "dram", "ssd" or empty
+  bool zero_copy = false;       // put/upsert --zero-copy: a plan-based write
   bool prefetch = false;        // exist --prefetch
   bool force = false;
 };

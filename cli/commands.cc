@@ -15,10 +15,12 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "cli/progress.h"
 #include "client/client.h"
+#include "client/shared_mapping.h"
 
 namespace mooncake::cli {
 namespace {
@@ -113,6 +115,8 @@ class Runner {
         return Remove();
       case CommandKind::kInspect:
         return Inspect();
+      case CommandKind::kLocate:
+        return Locate();
       case CommandKind::kStats:
         return Stats();
       case CommandKind::kNodes:
@@ -164,13 +168,62 @@ class Runner {
 
   // put never overwrites; upsert creates or replaces. Same sources for both.
   Result<void> Write(std::string_view value) {
+    if (cmd_.zero_copy) {
+      std::istringstream in{std::string(value)};
+      return WritePlanned(in, value.size(), {});
+    }
     return upsert() ? client_.Upsert(cmd_.key, value, Options())
                     : client_.Put(cmd_.key, value, Options());
   }
 
   Result<void> WriteStream(std::istream& in, uint64_t size, const ProgressFn& progress) {
+    if (cmd_.zero_copy) return WritePlanned(in, size, progress);
     return upsert() ? client_.UpsertStream(cmd_.key, in, size, Options(), progress)
                     : client_.PutStream(cmd_.key, in, size, Options(), progress);
+  }
+
+  // --zero-copy: a plan-based write. The input goes straight into the
+  // worker's memory; only the plan and the commit cross the network. Any
+  // failure gives the plan's space back.
+  Result<void> WritePlanned(std::istream& in, uint64_t size, const ProgressFn& progress) {
+    auto plan = client_.OpenForWrite(cmd_.key, size, Options(), upsert());
+    if (!plan) return Err(plan.error());
+    std::string why;
+    auto mapping = SharedMapping::Map(plan->memory, plan->offset, size, &why);
+    if (!mapping) {
+      std::fprintf(stderr, "error: --zero-copy: cannot map %s memory of %s: %s\n",
+                   plan->tier.c_str(), plan->node_id.c_str(), why.c_str());
+      (void)client_.Revoke(*plan);
+      return Err(mapping.error());
+    }
+    if (auto copied = CopyInto(**mapping, in, size, progress); !copied) {
+      (void)client_.Revoke(*plan);
+      return copied;
+    }
+    return client_.Commit(*plan);
+  }
+
+  static Result<void> CopyInto(SharedMapping& mapping, std::istream& in, uint64_t size,
+                               const ProgressFn& progress) {
+    std::string buffer;
+    for (uint64_t done = 0; done < size;) {
+      auto length = static_cast<size_t>(std::min<uint64_t>(kRpcChunkBytes, size - done));
+      std::span<std::byte> host = mapping.host_bytes();
+      // Host memory is filled in place; device memory through a buffer.
+      char* into = host.empty() ? (buffer.resize(length), buffer.data())
+                                : reinterpret_cast<char*>(host.data() + done);
+      in.read(into, static_cast<std::streamsize>(length));
+      if (static_cast<size_t>(in.gcount()) != length) {
+        return Err(in.bad() ? ErrorCode::kTransferFail : ErrorCode::kInvalidParams);
+      }
+      if (host.empty()) {
+        auto copied = mapping.CopyIn(done, std::as_bytes(std::span(buffer.data(), length)));
+        if (!copied) return copied;
+      }
+      done += length;
+      if (progress) progress(done, size);
+    }
+    return {};
   }
 
   int Stored(uint64_t size) {
@@ -388,6 +441,41 @@ class Runner {
     return kExitOk;
   }
 
+  int Locate() {
+    auto placement = client_.GetLocation(cmd_.key);
+    if (!placement) return Fail("locate", placement.error());
+    const ObjectPlacement& p = *placement;
+    const char* kind = p.memory.kind == MemoryRegionHandle::Kind::kHostFile    ? "host_file"
+                       : p.memory.kind == MemoryRegionHandle::Kind::kDeviceIpc ? "device_ipc"
+                                                                               : "none";
+    if (cmd_.json) {
+      std::cout << json{{"ok", true},
+                        {"key", cmd_.key},
+                        {"node_id", p.node_id},
+                        {"tier", p.tier},
+                        {"offset", p.offset},
+                        {"size", p.size},
+                        {"version", p.version},
+                        {"hold_ms", p.hold_ms},
+                        {"memory",
+                         {{"kind", kind},
+                          {"path", p.memory.path},
+                          {"device_index", p.memory.device_index},
+                          {"region_size", p.memory.region_size},
+                          {"ipc_handle_bytes", p.memory.ipc_handle.size()}}}}
+                       .dump()
+                << std::endl;
+      return kExitOk;
+    }
+    std::cout << fmt::format(
+        "key      {}\nowner    {}\ntier     {}\noffset   {}\nsize     {} ({} bytes)\n"
+        "version  {}\nmemory   {}{}\nheld     {} ms\n",
+        cmd_.key, p.node_id, p.tier, p.offset, FormatBytes(p.size), p.size, p.version, kind,
+        p.memory.path.empty() ? "" : " " + p.memory.path, p.hold_ms);
+    std::cout.flush();
+    return kExitOk;
+  }
+
   int Stats() {
     std::vector<std::string> node_ids;
     if (!cmd_.node.empty()) {
@@ -533,6 +621,8 @@ std::string_view CommandName(CommandKind kind) {
       return "remove";
     case CommandKind::kInspect:
       return "inspect";
+    case CommandKind::kLocate:
+      return "locate";
     case CommandKind::kStats:
       return "stats";
     case CommandKind::kNodes:

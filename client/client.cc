@@ -755,6 +755,9 @@ Result<WritePlan> Client::OpenForWrite(std::string_view key, uint64_t size,
   auto opened = upsert ? UpsertRouted(impl_->router, k, size, options, attempt, [] { return true; })
                        : PutPlaced(impl_->router, k, size, options, attempt, [] { return true; });
   if (!opened) return Err(opened.error());
+  // The placement routines remember the target as the owner; until Commit
+  // the key is not readable there, so readers keep asking the master.
+  impl_->router.ForgetOwner(k);
   return plan;
 }
 
