@@ -163,7 +163,8 @@ TEST(CliArgsTest, NewUsageErrorsExitTwo) {
 }
 
 TEST(CliArgsTest, EverySubcommandHelpHasAnExample) {
-  for (const char* sub : {"put", "upsert", "get", "exist", "remove", "inspect", "stats", "nodes"}) {
+  for (const char* sub :
+       {"put", "upsert", "get", "exist", "remove", "inspect", "locate", "stats", "nodes"}) {
     auto outcome = Parse({sub, "--help"});
     EXPECT_EQ(outcome.exit_code, kExitOk) << sub;
     EXPECT_NE(outcome.out.find(std::string("mooncake-cli ") + sub), std::string::npos)
@@ -219,6 +220,28 @@ TEST(CliArgsTest, ConfigMasterParsing) {
   EXPECT_EQ(ConfigMaster("# master = \"x:1\"\n"), std::nullopt);
   EXPECT_EQ(ConfigMaster("masters = \"x:1\"\n"), std::nullopt);
   EXPECT_EQ(ConfigMaster("master = \"\""), "");
+}
+
+TEST(CliArgsTest, ZeroCopyWritesAndLocate) {
+  auto put = Parse({"--node", "w1", "put", "k", "--file", "v.bin", "--zero-copy"});
+  ASSERT_TRUE(put.command) << put.err;
+  EXPECT_TRUE(put.command->zero_copy);
+  EXPECT_EQ(put.command->node, "w1");
+  auto upsert = Parse({"upsert", "k", "v", "--zero-copy", "--tier", "vram"});
+  ASSERT_TRUE(upsert.command) << upsert.err;
+  EXPECT_TRUE(upsert.command->zero_copy);
+  EXPECT_FALSE(Parse({"put", "k", "v"}).command->zero_copy);
+  // The SSD tier cannot be written in place.
+  auto ssd = Parse({"put", "k", "v", "--zero-copy", "--tier", "ssd"});
+  EXPECT_FALSE(ssd.command);
+  EXPECT_EQ(ssd.exit_code, kExitUsage);
+  EXPECT_NE(ssd.err.find("--zero-copy"), std::string::npos) << ssd.err;
+
+  auto locate = Parse({"locate", "k", "--json"});
+  ASSERT_TRUE(locate.command) << locate.err;
+  EXPECT_EQ(locate.command->kind, CommandKind::kLocate);
+  EXPECT_EQ(locate.command->key, "k");
+  EXPECT_EQ(Parse({"locate"}).exit_code, kExitUsage);
 }
 
 }  // namespace
