@@ -100,6 +100,7 @@ Result<std::unique_ptr<SharedMapping>> SharedMapping::Map(const MemoryRegionHand
     return Err(ErrorCode::kTierNotFound);
   }
   if (hipError_t e = hipSetDevice(region.device_index); e != hipSuccess) {
+    (void)hipGetLastError();
     SetWhy(why, std::string("hipSetDevice: ") + hipGetErrorString(e));
     return Err(ErrorCode::kTransferFail);
   }
@@ -152,9 +153,13 @@ Result<void> SharedMapping::CopyIn(uint64_t offset, std::span<const std::byte> d
   }
 #if defined(MOONCAKE_HAVE_GPU)
   (void)hipSetDevice(device_index_);
-  if (hipError_t e =
-          hipMemcpy(device_range_ + offset, data.data(), data.size(), hipMemcpyHostToDevice);
-      e != hipSuccess) {
+  hipError_t e =
+      hipMemcpy(device_range_ + offset, data.data(), data.size(), hipMemcpyHostToDevice);
+  // From pageable memory hipMemcpy may return before the DMA has landed; the
+  // producer commits right after this, and the worker must see the bytes.
+  if (e == hipSuccess) e = hipStreamSynchronize(nullptr);
+  if (e != hipSuccess) {
+    (void)hipGetLastError();
     MC_LOG_WARN("plan copy to device failed error={}", hipGetErrorString(e));
     return Err(ErrorCode::kTransferFail);
   }

@@ -8,11 +8,17 @@
 #include <utility>
 
 #include "common/log.h"
+#include "common/machine_id.h"
 
 #if defined(MOONCAKE_HAVE_GPU) && MOONCAKE_HAVE_GPU
 // On NVIDIA this resolves to the patched copy of HIP's NVIDIA header that
 // cmake/HipNvidia.cmake puts first on this file's include path.
 #include <hip/hip_runtime_api.h>
+#if defined(__HIP_PLATFORM_NVIDIA__)
+// HIP's NVIDIA layer is a thin wrapper over the CUDA runtime: the raw CUDA
+// error names what HIP 5.2 reports as hipErrorUnknown (see HipErrorText).
+#include <cuda_runtime_api.h>
+#endif
 #define MOONCAKE_GPU_TIER_HIP 1
 #else
 #define MOONCAKE_GPU_TIER_HIP 0
@@ -56,9 +62,31 @@ void GpuTier::Free(const TierLocation& location) {
 
 namespace {
 
+// Describes `error`, the code a HIP call just returned, and clears the
+// runtime's last error (so it is not reported again to an unrelated caller):
+// call it once, right after the failure, before other HIP calls that might
+// fail too.
+//
+// HIP 5.2's NVIDIA layer maps every CUDA error it does not know to
+// hipErrorUnknown (999): among them 803 (driver/runtime mismatch), 804
+// (forward compatibility), 46 (devices unavailable), 34 (stub libcuda) and
+// 36. The CUDA runtime's last error still holds the real one, so it is
+// appended then.
 std::string HipErrorText(hipError_t error) {
-  return fmt::format("{} ({}): {}", hipGetErrorName(error), static_cast<int>(error),
-                     hipGetErrorString(error));
+#if defined(__HIP_PLATFORM_NVIDIA__)
+  const cudaError_t raw = cudaGetLastError();  // reads and clears
+#else
+  (void)hipGetLastError();
+#endif
+  std::string text = fmt::format("{} ({}): {}", hipGetErrorName(error), static_cast<int>(error),
+                                 hipGetErrorString(error));
+#if defined(__HIP_PLATFORM_NVIDIA__)
+  if (error == hipErrorUnknown && raw != cudaSuccess && raw != cudaErrorUnknown) {
+    text += fmt::format(" [CUDA {} ({}): {}]", cudaGetErrorName(raw), static_cast<int>(raw),
+                        cudaGetErrorString(raw));
+  }
+#endif
+  return text;
 }
 
 void SetWhy(std::string* why, std::string text) {
@@ -81,8 +109,11 @@ struct GpuTier::Device {
 
   ~Device() {
     // Best effort: nothing useful can be done with a failure at teardown.
-    if (hipSetDevice(index) != hipSuccess) {
-      MC_LOG_WARN("vram teardown cannot select device={}", index);
+    // HipErrorText runs before the log call: it clears the error even if a
+    // build compiled the log statement out.
+    if (hipError_t error = hipSetDevice(index); error != hipSuccess) {
+      const std::string text = HipErrorText(error);
+      MC_LOG_WARN("vram teardown cannot select device={} error={}", index, text);
     }
     if (stream != nullptr) {
       (void)hipStreamSynchronize(stream);
@@ -94,15 +125,20 @@ struct GpuTier::Device {
     if (staging != nullptr) (void)hipHostFree(staging);
     if (arena != nullptr) {
       if (hipError_t error = hipFree(arena); error != hipSuccess) {
-        MC_LOG_WARN("vram arena free failed device={} error={}", index, HipErrorText(error));
+        const std::string text = HipErrorText(error);
+        MC_LOG_WARN("vram arena free failed device={} error={}", index, text);
       }
     }
+    (void)hipGetLastError();  // ignored failures above must not reach a later caller
   }
 };
 
 Result<int> GpuTier::DeviceCount() {
   int count = 0;
-  if (hipGetDeviceCount(&count) != hipSuccess) return Err(ErrorCode::kTierNotFound);
+  if (hipGetDeviceCount(&count) != hipSuccess) {
+    (void)hipGetLastError();  // ProbeReason() asks again and describes it
+    return Err(ErrorCode::kTierNotFound);
+  }
   return count;
 }
 
@@ -110,6 +146,7 @@ std::string GpuTier::ProbeReason() {
   int count = 0;
   hipError_t error = hipGetDeviceCount(&count);
   if (error != hipSuccess) {
+    // HipErrorText also clears the error.
     return fmt::format("no usable HIP device ({} platform): hipGetDeviceCount failed with {}",
                        MOONCAKE_GPU_PLATFORM, HipErrorText(error));
   }
@@ -121,11 +158,11 @@ std::string GpuTier::ProbeReason() {
       fmt::format("{} HIP device(s) on the {} platform:", count, MOONCAKE_GPU_PLATFORM);
   for (int i = 0; i < count; ++i) {
     hipDeviceProp_t prop{};
-    if (hipGetDeviceProperties(&prop, i) == hipSuccess) {
+    if (hipError_t e = hipGetDeviceProperties(&prop, i); e == hipSuccess) {
       text += fmt::format(" [{}] {} ({} MiB)", i, prop.name,
                           static_cast<uint64_t>(prop.totalGlobalMem) >> 20);
     } else {
-      text += fmt::format(" [{}] (properties unavailable)", i);
+      text += fmt::format(" [{}] (properties unavailable: {})", i, HipErrorText(e));
     }
   }
   return text;
@@ -149,13 +186,15 @@ Result<std::unique_ptr<GpuTier>> GpuTier::Create(std::string name, uint64_t capa
   }
 
   // Every failure below releases what was obtained through ~Device.
-  auto fail = [&](std::string_view call, hipError_t error) {
-    std::string text =
-        fmt::format("{} on device {} failed: {}", call, device_index, HipErrorText(error));
-    (void)hipGetLastError();  // do not leave the error for an unrelated caller
+  // `error_text` is HipErrorText of the failure (which cleared it).
+  auto fail_with = [&](std::string_view call, const std::string& error_text) {
+    std::string text = fmt::format("{} on device {} failed: {}", call, device_index, error_text);
     MC_LOG_ERROR("vram tier {} cannot open: {}", name, text);
     SetWhy(why, std::move(text));
     return Err(ErrorCode::kInternalError);
+  };
+  auto fail = [&](std::string_view call, hipError_t error) {
+    return fail_with(call, HipErrorText(error));
   };
 
   std::unique_ptr<Device> device;
@@ -169,14 +208,17 @@ Result<std::unique_ptr<GpuTier>> GpuTier::Create(std::string name, uint64_t capa
   if (hipError_t e = hipSetDevice(device_index); e != hipSuccess) return fail("hipSetDevice", e);
   if (hipError_t e = hipMalloc(&device->arena, capacity); e != hipSuccess) {
     device->arena = nullptr;
+    // Described before hipMemGetInfo, which could overwrite the last error.
+    const std::string error_text = HipErrorText(e);
     size_t free_bytes = 0;
     size_t total_bytes = 0;
-    (void)hipGetLastError();
     std::string call = fmt::format("hipMalloc({} bytes)", capacity);
     if (hipMemGetInfo(&free_bytes, &total_bytes) == hipSuccess) {
       call += fmt::format(" with {} of {} bytes free", free_bytes, total_bytes);
+    } else {
+      (void)hipGetLastError();
     }
-    return fail(call, e);
+    return fail_with(call, error_text);
   }
   if (hipError_t e = hipStreamCreateWithFlags(&device->stream, hipStreamNonBlocking);
       e != hipSuccess) {
@@ -196,18 +238,22 @@ Result<std::unique_ptr<GpuTier>> GpuTier::Create(std::string name, uint64_t capa
   }
   device->staging = static_cast<std::byte*>(staging);
   hipIpcMemHandle_t ipc{};
-  if (hipError_t e = hipIpcGetMemHandle(&ipc, device->arena); e == hipSuccess) {
-    device->ipc_handle.assign(reinterpret_cast<const char*>(&ipc), sizeof(ipc));
-  } else {
-    (void)hipGetLastError();
-    MC_LOG_WARN("vram arena cannot be exported for IPC tier={} error={}", name, HipErrorText(e));
+  const hipError_t ipc_error = hipIpcGetMemHandle(&ipc, device->arena);
+  if (ipc_error != hipSuccess) {
+    const std::string text = HipErrorText(ipc_error);
+    MC_LOG_WARN("vram arena cannot be exported for IPC tier={} error={}", name, text);
   }
 
   try {
-    auto* tier = new GpuTier(std::move(name), device_index, capacity, std::move(device));
+    // Inside the try: copying the handle may throw bad_alloc as well.
+    if (ipc_error == hipSuccess) {
+      device->ipc_handle.assign(reinterpret_cast<const char*>(&ipc), sizeof(ipc));
+    }
+    std::unique_ptr<GpuTier> tier(
+        new GpuTier(std::move(name), device_index, capacity, std::move(device)));
     MC_LOG_INFO("vram tier ready tier={} device={} capacity={} platform={}", tier->name_,
                 device_index, capacity, MOONCAKE_GPU_PLATFORM);
-    return std::unique_ptr<GpuTier>(tier);
+    return tier;
   } catch (const std::bad_alloc&) {
     // `device` may have been moved into the failed constructor's argument;
     // either way its destructor has released the HIP resources.
@@ -229,10 +275,13 @@ void* GpuTier::device_base() const { return device_->arena; }
 
 Result<SharedRegion> GpuTier::ExportRegion() const {
   if (device_->ipc_handle.empty()) return Err(ErrorCode::kTierNotFound);
+  // machine_id: SharedMapping::Map refuses a region from another machine,
+  // and a region without one.
   return SharedRegion{.kind = SharedRegion::Kind::kDeviceIpc,
                       .ipc_handle = device_->ipc_handle,
                       .device_index = device_index_,
-                      .size = arena_size_};
+                      .size = arena_size_,
+                      .machine_id = MachineId()};
 }
 
 Result<void> GpuTier::Write(const TierLocation& location, uint64_t offset,
@@ -260,9 +309,9 @@ Result<void> GpuTier::Write(const TierLocation& location, uint64_t offset,
   hipError_t sync = hipStreamSynchronize(d.stream);
   if (error == hipSuccess) error = sync;
   if (error != hipSuccess) {
-    (void)hipGetLastError();
+    const std::string text = HipErrorText(error);
     MC_LOG_ERROR("vram write failed tier={} offset={} size={} error={}", name_,
-                 location.offset + offset, data.size(), HipErrorText(error));
+                 location.offset + offset, data.size(), text);
     return Err(ErrorCode::kTransferFail);
   }
   return {};
@@ -312,9 +361,9 @@ Result<void> GpuTier::Read(const TierLocation& location, uint64_t offset,
   hipError_t sync = hipStreamSynchronize(d.stream);
   if (error == hipSuccess) error = sync;
   if (error != hipSuccess) {
-    (void)hipGetLastError();
+    const std::string text = HipErrorText(error);
     MC_LOG_ERROR("vram read failed tier={} offset={} size={} error={}", name_,
-                 location.offset + offset, out.size(), HipErrorText(error));
+                 location.offset + offset, out.size(), text);
     return Err(ErrorCode::kTransferFail);
   }
   return {};
