@@ -21,6 +21,7 @@
 #include "client/client.h"
 #include "client/shared_mapping.h"
 #include "common/machine_id.h"
+#include "tests/device_env.h"
 #include "tests/integration/test_cluster.h"
 #include "tiers/gpu_tier.h"
 
@@ -29,21 +30,6 @@ namespace {
 
 constexpr uint64_t kKiB = 1ull << 10;
 constexpr uint64_t kMiB = 1ull << 20;
-
-bool EnvFlag(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' && std::string(value) != "0";
-}
-
-int TestDeviceIndex() {
-  const char* value = std::getenv("MOONCAKE_GPU_DEVICE");
-  return value != nullptr && *value != '\0' ? std::atoi(value) : 0;
-}
-
-bool HaveDevice() {
-  auto count = GpuTier::DeviceCount();
-  return count && *count > 0;
-}
 
 std::span<const std::byte> Bytes(const std::string& s) {
   return std::as_bytes(std::span(s.data(), s.size()));

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/machine_id.h"
+#include "tests/device_env.h"
 #include "tests/unit/in_memory_directory.h"
 #include "tiers/dram_tier.h"
 #include "tiers/gpu_tier.h"
@@ -41,6 +42,10 @@
 
 namespace mooncake {
 namespace {
+
+using mooncake::testing::EnvFlag;
+using mooncake::testing::HaveDevice;
+using mooncake::testing::TestDeviceIndex;
 
 constexpr uint64_t kKiB = 1ull << 10;
 constexpr uint64_t kMiB = 1ull << 20;
@@ -56,21 +61,6 @@ std::string Pattern(uint64_t size, uint64_t seed) {
 
 std::span<const std::byte> Bytes(const std::string& s) {
   return std::as_bytes(std::span(s.data(), s.size()));
-}
-
-bool EnvFlag(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' && std::string(value) != "0";
-}
-
-int TestDeviceIndex() {
-  const char* value = std::getenv("MOONCAKE_GPU_DEVICE");
-  return value != nullptr && *value != '\0' ? std::atoi(value) : 0;
-}
-
-bool HaveDevice() {
-  auto count = GpuTier::DeviceCount();
-  return count && *count > 0;
 }
 
 class GpuBackendTest : public ::testing::Test {

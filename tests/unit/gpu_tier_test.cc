@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/device_env.h"
+
 // Tests of the VRAM tier. Those that need a device skip, printing why, when
 // no HIP device answers (a build without HIP, no driver, no GPU). On a GPU
 // machine where a skip would hide a broken set-up, set MOONCAKE_REQUIRE_GPU=1
@@ -20,6 +22,10 @@
 
 namespace mooncake {
 namespace {
+
+using mooncake::testing::EnvFlag;
+using mooncake::testing::HaveDevice;
+using mooncake::testing::TestDeviceIndex;
 
 constexpr uint64_t KiB = 1ull << 10;
 constexpr uint64_t MiB = 1ull << 20;
@@ -34,21 +40,6 @@ std::vector<std::byte> RandomBytes(size_t n, uint64_t seed) {
   }
   for (; i < n; ++i) out[i] = static_cast<std::byte>(rng());
   return out;
-}
-
-bool EnvFlag(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' && std::string(value) != "0";
-}
-
-int TestDeviceIndex() {
-  const char* value = std::getenv("MOONCAKE_GPU_DEVICE");
-  return value != nullptr && *value != '\0' ? std::atoi(value) : 0;
-}
-
-bool HaveDevice() {
-  auto count = GpuTier::DeviceCount();
-  return count && *count > 0;
 }
 
 // Runs everywhere: with no device, Create must fail with kTierNotFound and a
@@ -166,7 +157,7 @@ TEST_F(GpuTierDeviceTest, RoundTripIsByteExactAtVariousOffsets) {
     auto loc = tier->Allocate(size + max_offset);
     ASSERT_TRUE(loc) << "size " << size;
     for (uint64_t offset : offsets) {
-      SCOPED_TRACE(testing::Message() << "size " << size << " offset " << offset);
+      SCOPED_TRACE(::testing::Message() << "size " << size << " offset " << offset);
       const auto data = RandomBytes(size, seed++);
       ASSERT_TRUE(tier->Write(*loc, offset, data));
       std::vector<std::byte> out(size);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/device_env.h"
+
 // Tests of the RDMA transport. Those that need a device skip, printing why,
 // when no RDMA device is usable (this kernel has none, and soft-RoCE cannot be
 // loaded). On an RDMA machine where a skip would hide a broken set-up, set
@@ -20,13 +22,10 @@
 namespace mooncake {
 namespace {
 
+using mooncake::testing::EnvFlag;
+
 constexpr uint64_t KiB = 1ull << 10;
 constexpr uint64_t MiB = 1ull << 20;
-
-bool EnvFlag(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' && std::string(value) != "0";
-}
 
 std::string TestDeviceName() {
   const char* value = std::getenv("MOONCAKE_RDMA_DEVICE");
@@ -228,7 +227,7 @@ TEST_F(RdmaDeviceTest, WriteThenReadRoundTripsByteExact) {
   const uint64_t src = 3, dst = 20 * MiB + 5, back = 40 * MiB + 1;
   uint64_t seed = 1;
   for (uint64_t size : {4 * KiB, 1 * MiB, 16 * MiB}) {
-    SCOPED_TRACE(testing::Message() << "size " << size);
+    SCOPED_TRACE(::testing::Message() << "size " << size);
     FillRandom(at(src), size, seed++);
     std::memset(at(dst), 0, size);
     std::memset(at(back), 0, size);
