@@ -55,7 +55,7 @@ struct SharedRegion {
   std::string path;
   std::string ipc_handle;  // the bytes of a hipIpcMemHandle_t
   int device_index = -1;
-  uint64_t size = 0;        // bytes of the whole region
+  uint64_t size = 0;       // bytes of the whole region
   std::string machine_id;  // MachineId() of the exporting process
 };
 

@@ -59,11 +59,7 @@ Result<std::unique_ptr<DramTier>> DramTier::Create(std::string name, uint64_t ca
 }
 
 DramTier::DramTier(std::string name, std::byte* base, uint64_t size, int fd)
-    : name_(std::move(name)),
-      arena_base_(base),
-      arena_size_(size),
-      arena_fd_(fd),
-      allocator_(size, kAlignment) {}
+    : ArenaTier(std::move(name), size, kAlignment), arena_base_(base), arena_fd_(fd) {}
 
 DramTier::~DramTier() {
   munmap(arena_base_, arena_size_);
@@ -79,34 +75,6 @@ Result<SharedRegion> DramTier::ExportRegion() const {
       .path = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(arena_fd_),
       .size = arena_size_,
       .machine_id = MachineId()};
-}
-
-Result<TierLocation> DramTier::Allocate(uint64_t size) {
-  if (size == 0) return Err(ErrorCode::kInvalidParams);
-  try {
-    auto offset = allocator_.Allocate(size);
-    if (!offset) return Err(ErrorCode::kNoAvailableHandle);
-    return TierLocation{.offset = *offset, .size = size};
-  } catch (const std::bad_alloc&) {
-    // The allocator's bookkeeping maps could not grow.
-    MC_LOG_ERROR("dram allocate bookkeeping out of memory tier={} size={}", name_, size);
-    return Err(ErrorCode::kInternalError);
-  }
-}
-
-void DramTier::Free(const TierLocation& location) {
-  try {
-    allocator_.Free(location.offset);
-  } catch (const std::bad_alloc&) {
-    // Coalescing needs one map node; if even that fails the block is leaked
-    // rather than the process aborted.
-    MC_LOG_ERROR("dram free bookkeeping out of memory tier={} offset={}", name_, location.offset);
-  }
-}
-
-bool DramTier::InBounds(const TierLocation& location, uint64_t offset, uint64_t len) const {
-  if (location.offset > arena_size_ || location.size > arena_size_ - location.offset) return false;
-  return offset <= location.size && len <= location.size - offset;
 }
 
 Result<void> DramTier::Write(const TierLocation& location, uint64_t offset,

@@ -19,12 +19,11 @@
 #include <string_view>
 
 #include "common/status.h"
-#include "tiers/arena_allocator.h"
-#include "tiers/cache_tier.h"
+#include "tiers/arena_tier.h"
 
 namespace mooncake {
 
-class DramTier : public CacheTier {
+class DramTier : public ArenaTier {
  public:
   // Every allocation is rounded to this many bytes (a cache line).
   static constexpr uint64_t kAlignment = 64;
@@ -38,14 +37,7 @@ class DramTier : public CacheTier {
   DramTier(const DramTier&) = delete;
   DramTier& operator=(const DramTier&) = delete;
 
-  std::string_view name() const override { return name_; }
   TierKind kind() const override { return TierKind::kDram; }
-  uint64_t capacity() const override { return arena_size_; }
-  uint64_t used() const override { return allocator_.used(); }
-  uint64_t object_count() const override { return allocator_.allocation_count(); }
-
-  Result<TierLocation> Allocate(uint64_t size) override;
-  void Free(const TierLocation& location) override;
   Result<void> Write(const TierLocation& location, uint64_t offset,
                      std::span<const std::byte> data) override;
   Result<void> Read(const TierLocation& location, uint64_t offset,
@@ -56,20 +48,12 @@ class DramTier : public CacheTier {
   // The arena, owned by this tier for its whole lifetime; the transport
   // registers it for RDMA. Valid until the tier is destroyed.
   std::byte* arena_base() const { return arena_base_; }
-  uint64_t arena_size() const { return arena_size_; }
 
  private:
   DramTier(std::string name, std::byte* base, uint64_t size, int fd);
 
-  // True when [offset, offset + len) lies inside the location and the
-  // location inside the arena; written to be overflow-safe.
-  bool InBounds(const TierLocation& location, uint64_t offset, uint64_t len) const;
-
-  const std::string name_;
   std::byte* const arena_base_;
-  const uint64_t arena_size_;
   const int arena_fd_;  // the memfd behind the arena, or -1
-  ArenaAllocator allocator_;
 };
 
 }  // namespace mooncake

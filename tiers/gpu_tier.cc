@@ -32,32 +32,6 @@ namespace mooncake {
 
 bool GpuTier::BuiltWithHip() { return MOONCAKE_GPU_TIER_HIP != 0; }
 
-bool GpuTier::InBounds(const TierLocation& location, uint64_t offset, uint64_t len) const {
-  if (location.offset > arena_size_ || location.size > arena_size_ - location.offset) return false;
-  return offset <= location.size && len <= location.size - offset;
-}
-
-Result<TierLocation> GpuTier::Allocate(uint64_t size) {
-  if (size == 0) return Err(ErrorCode::kInvalidParams);
-  try {
-    auto offset = allocator_.Allocate(size);
-    if (!offset) return Err(ErrorCode::kNoAvailableHandle);
-    return TierLocation{.offset = *offset, .size = size};
-  } catch (const std::bad_alloc&) {
-    MC_LOG_ERROR("vram allocate bookkeeping out of memory tier={} size={}", name_, size);
-    return Err(ErrorCode::kInternalError);
-  }
-}
-
-void GpuTier::Free(const TierLocation& location) {
-  try {
-    allocator_.Free(location.offset);
-  } catch (const std::bad_alloc&) {
-    // As in the DRAM tier: leak the block rather than abort.
-    MC_LOG_ERROR("vram free bookkeeping out of memory tier={} offset={}", name_, location.offset);
-  }
-}
-
 #if MOONCAKE_GPU_TIER_HIP
 
 namespace {
@@ -263,10 +237,8 @@ Result<std::unique_ptr<GpuTier>> GpuTier::Create(std::string name, uint64_t capa
 }
 
 GpuTier::GpuTier(std::string name, int device_index, uint64_t size, std::unique_ptr<Device> device)
-    : name_(std::move(name)),
+    : ArenaTier(std::move(name), size, kAlignment),
       device_index_(device_index),
-      arena_size_(size),
-      allocator_(size, kAlignment),
       device_(std::move(device)) {}
 
 GpuTier::~GpuTier() = default;
@@ -393,10 +365,8 @@ Result<std::unique_ptr<GpuTier>> GpuTier::Create(std::string /*name*/, uint64_t 
 }
 
 GpuTier::GpuTier(std::string name, int device_index, uint64_t size, std::unique_ptr<Device> device)
-    : name_(std::move(name)),
+    : ArenaTier(std::move(name), size, kAlignment),
       device_index_(device_index),
-      arena_size_(size),
-      allocator_(size, kAlignment),
       device_(std::move(device)) {}
 
 GpuTier::~GpuTier() = default;

@@ -36,12 +36,11 @@
 #include <string_view>
 
 #include "common/status.h"
-#include "tiers/arena_allocator.h"
-#include "tiers/cache_tier.h"
+#include "tiers/arena_tier.h"
 
 namespace mooncake {
 
-class GpuTier : public CacheTier {
+class GpuTier : public ArenaTier {
  public:
   // Every allocation is rounded to this many bytes (what device copies and
   // later IPC consumers like best; hipMalloc itself aligns to at least 256).
@@ -76,14 +75,7 @@ class GpuTier : public CacheTier {
   GpuTier(const GpuTier&) = delete;
   GpuTier& operator=(const GpuTier&) = delete;
 
-  std::string_view name() const override { return name_; }
   TierKind kind() const override { return TierKind::kVram; }
-  uint64_t capacity() const override { return arena_size_; }
-  uint64_t used() const override { return allocator_.used(); }
-  uint64_t object_count() const override { return allocator_.allocation_count(); }
-
-  Result<TierLocation> Allocate(uint64_t size) override;
-  void Free(const TierLocation& location) override;
   // Copy-in/copy-out through the staging buffer; kTransferFail when a HIP
   // copy or synchronisation fails, kInvalidParams when out of bounds.
   Result<void> Write(const TierLocation& location, uint64_t offset,
@@ -108,14 +100,7 @@ class GpuTier : public CacheTier {
 
   GpuTier(std::string name, int device_index, uint64_t size, std::unique_ptr<Device> device);
 
-  // True when [offset, offset + len) lies inside the location and the
-  // location inside the arena; written to be overflow-safe.
-  bool InBounds(const TierLocation& location, uint64_t offset, uint64_t len) const;
-
-  const std::string name_;
   const int device_index_;
-  const uint64_t arena_size_;
-  ArenaAllocator allocator_;
   // Serialises Read/Write: they share the stream and the staging buffer.
   mutable std::mutex transfer_mu_;
   const std::unique_ptr<Device> device_;  // guarded by transfer_mu_ for transfers
