@@ -1,6 +1,7 @@
 #include "worker/peer_transfer.h"
 
 #include <csignal>
+#include <cstring>
 
 #include "common/log.h"
 #include "mooncake_rpc/WorkerService.h"
@@ -8,12 +9,25 @@
 #include "thrift/rpc_codes.h"
 
 namespace mooncake {
+namespace {
+
+constexpr int32_t kMax24Bit = 0xffffff;  // QP numbers and PSNs are 24-bit
+constexpr int32_t kMaxLid = 0xffff;
+
+}  // namespace
 
 struct ThriftPeerTransfer::WorkerChannel {
   WorkerChannel(const std::string& host, int port)
       : address(host + ":" + std::to_string(port)), rpc(host, port) {}
   std::string address;
   RpcChannel<rpc::WorkerServiceClient> rpc;
+};
+
+// Where AdoptStart placed the object on the target.
+struct ThriftPeerTransfer::Adoption {
+  int64_t handle = 0;
+  std::string tier;          // empty: not directly writable
+  int64_t tier_offset = -1;  // -1: not directly writable
 };
 
 Result<CrashPoint> ParseCrashPoint(std::string_view text) {
@@ -23,8 +37,61 @@ Result<CrashPoint> ParseCrashPoint(std::string_view text) {
   return Err(ErrorCode::kInvalidParams);
 }
 
-ThriftPeerTransfer::ThriftPeerTransfer(MasterLink& master, CrashPoint crash_point)
-    : master_(master), crash_point_(crash_point) {}
+// ---- Wire forms ----
+
+rpc::RdmaEndpoint ToRpcEndpoint(const RdmaEndpointInfo& info) {
+  rpc::RdmaEndpoint out;
+  out.lid = info.lid;
+  out.gid.assign(reinterpret_cast<const char*>(info.gid.data()), info.gid.size());
+  out.qp_num = static_cast<int32_t>(info.qp_num);
+  out.psn = static_cast<int32_t>(info.psn);
+  out.mtu = info.mtu;
+  return out;
+}
+
+Result<RdmaEndpointInfo> FromRpcEndpoint(const rpc::RdmaEndpoint& endpoint) {
+  const auto& e = endpoint;
+  RdmaEndpointInfo info;
+  if ((!e.gid.empty() && e.gid.size() != info.gid.size()) || e.lid < 0 || e.lid > kMaxLid ||
+      e.qp_num <= 0 || e.qp_num > kMax24Bit || e.psn < 0 || e.psn > kMax24Bit || e.mtu < 1 ||
+      e.mtu > 5) {
+    return Err(ErrorCode::kInvalidParams);
+  }
+  info.lid = static_cast<uint16_t>(e.lid);
+  std::memcpy(info.gid.data(), e.gid.data(), e.gid.size());
+  info.qp_num = static_cast<uint32_t>(e.qp_num);
+  info.psn = static_cast<uint32_t>(e.psn);
+  info.mtu = e.mtu;
+  return info;
+}
+
+rpc::RdmaRegion ToRpcRegion(const RdmaExport& region) {
+  rpc::RdmaRegion out;
+  out.tier = region.tier;
+  out.addr = static_cast<int64_t>(region.region.addr);
+  out.length = static_cast<int64_t>(region.region.length);
+  out.rkey = static_cast<int32_t>(region.region.rkey);
+  return out;
+}
+
+Result<RdmaPeerInfo> FromRpcConnectResult(const rpc::RdmaConnectResult& result) {
+  auto endpoint = FromRpcEndpoint(result.endpoint);
+  if (!endpoint) return Err(endpoint.error());
+  RdmaPeerInfo info{.endpoint = *endpoint, .regions = {}};
+  for (const rpc::RdmaRegion& r : result.regions) {
+    if (r.tier.empty() || r.addr == 0 || r.length <= 0) return Err(ErrorCode::kInvalidParams);
+    info.regions.push_back({.tier = r.tier,
+                            .region = {.addr = static_cast<uint64_t>(r.addr),
+                                       .length = static_cast<uint64_t>(r.length),
+                                       .rkey = static_cast<uint32_t>(r.rkey)}});
+  }
+  return info;
+}
+
+// ---- ThriftPeerTransfer ----
+
+ThriftPeerTransfer::ThriftPeerTransfer(MasterLink& master, CrashPoint crash_point, RdmaLink* rdma)
+    : master_(master), crash_point_(crash_point), rdma_(rdma) {}
 
 ThriftPeerTransfer::~ThriftPeerTransfer() = default;
 
@@ -34,6 +101,8 @@ std::shared_ptr<ThriftPeerTransfer::WorkerChannel> ThriftPeerTransfer::Channel(
   std::lock_guard lock(mu_);
   auto& channel = channels_[node.node_id];
   if (!channel || channel->address != address) {
+    // A node that moved (or restarted elsewhere) needs a new RDMA connection too.
+    if (channel && rdma_ != nullptr) rdma_->Forget(node.node_id);
     channel = std::make_shared<WorkerChannel>(node.host, node.port);
   }
   return channel;
@@ -52,7 +121,8 @@ Result<std::string> ThriftPeerTransfer::Transfer(const std::string& key, uint64_
   auto node = target.empty() ? master_.PickNode(size) : master_.FindNode(target);
   if (!node) return Err(node.error());
   auto channel = Channel(*node);
-  if (auto sent = SendTo(*channel, key, size, version, options, read, dram_only); !sent) {
+  if (auto sent = SendTo(*channel, node->node_id, key, size, version, options, read, dram_only);
+      !sent) {
     return Err(sent.error());
   }
   MaybeCrash(CrashPoint::kAfterAdopt);
@@ -67,10 +137,36 @@ Result<std::string> ThriftPeerTransfer::Transfer(const std::string& key, uint64_
   return node->node_id;
 }
 
-Result<void> ThriftPeerTransfer::SendTo(WorkerChannel& channel, const std::string& key,
-                                        uint64_t size, uint64_t version,
+Result<void> ThriftPeerTransfer::SendTo(WorkerChannel& channel, const std::string& node_id,
+                                        const std::string& key, uint64_t size, uint64_t version,
                                         const ObjectOptions& options, const ObjectReader& read,
                                         bool dram_only) {
+  auto adoption = StartAdopt(channel, key, size, version, options, dram_only);
+  if (!adoption) return Err(adoption.error());
+  std::string why;
+  RdmaOutcome outcome = RdmaOutcome::kUnavailable;
+  if (rdma_ != nullptr && rdma_->enabled()) {
+    auto rdma = SendByRdma(channel, node_id, *adoption, size, read, &why);
+    if (!rdma) return Err(rdma.error());
+    outcome = *rdma;
+  } else {
+    why = rdma_ != nullptr ? rdma_->reason() : "no RDMA transport";
+  }
+  if (outcome == RdmaOutcome::kSent) {
+    Count(node_id, Sent::kRdma, size, why);
+    return {};
+  }
+  if (auto sent = SendByTcp(channel, *adoption, size, read); !sent) return sent;
+  Count(node_id, outcome == RdmaOutcome::kFailed ? Sent::kTcpAfterRdmaFailed : Sent::kTcp, size,
+        why);
+  return {};
+}
+
+Result<ThriftPeerTransfer::Adoption> ThriftPeerTransfer::StartAdopt(WorkerChannel& channel,
+                                                                    const std::string& key,
+                                                                    uint64_t size, uint64_t version,
+                                                                    const ObjectOptions& options,
+                                                                    bool dram_only) {
   rpc::ReplicateConfig config;
   config.with_hard_pin = options.hard_pin;
   config.with_soft_pin = options.soft_pin;
@@ -81,8 +177,63 @@ Result<void> ThriftPeerTransfer::SendTo(WorkerChannel& channel, const std::strin
     c.AdoptStart(started, key, static_cast<int64_t>(size), config, static_cast<int64_t>(version));
   });
   if (!call) return Err(call.error());
-  if (auto ok = ToResult(started.code); !ok) return ok;
+  if (auto ok = ToResult(started.code); !ok) return Err(ok.error());
+  return Adoption{
+      .handle = started.handle, .tier = started.tier, .tier_offset = started.tier_offset};
+}
 
+Result<ThriftPeerTransfer::RdmaOutcome> ThriftPeerTransfer::SendByRdma(
+    WorkerChannel& channel, const std::string& node_id, const Adoption& adoption, uint64_t size,
+    const ObjectReader& read, std::string* why) {
+  if (adoption.tier.empty() || adoption.tier_offset < 0) {
+    *why = "the target reported no directly writable allocation";
+    return RdmaOutcome::kUnavailable;
+  }
+  RdmaConnector connect = [this, &channel](const RdmaEndpointInfo& local, std::string* peer_why) {
+    return CallRdmaConnect(channel, local, peer_why);
+  };
+  auto written = rdma_->WriteObject(node_id, connect, adoption.tier,
+                                    static_cast<uint64_t>(adoption.tier_offset), size,
+                                    RdmaSource{.addr = nullptr, .read = read}, why);
+  if (!written) {
+    return written.error() == ErrorCode::kTierNotFound ? RdmaOutcome::kUnavailable
+                                                       : RdmaOutcome::kFailed;
+  }
+  auto ended = channel.rpc.Call(
+      [&](rpc::WorkerServiceClient& c) { return c.AdoptEnd(adoption.handle, true); });
+  if (!ended) return Err(ended.error());
+  if (*ended == rpc::ErrorCode::INVALID_PARAMS) {
+    // The target does not accept direct writes (no RDMA there any more):
+    // its pending write is untouched, so the bytes can still come by TCP.
+    *why = "the target refused the direct commit (INVALID_PARAMS)";
+    return RdmaOutcome::kFailed;
+  }
+  if (auto ok = ToResult(*ended); !ok) return Err(ok.error());
+  return RdmaOutcome::kSent;
+}
+
+Result<RdmaPeerInfo> ThriftPeerTransfer::CallRdmaConnect(WorkerChannel& channel,
+                                                         const RdmaEndpointInfo& local,
+                                                         std::string* why) {
+  rpc::RdmaConnectResult answer;
+  auto call = channel.rpc.Call([&](rpc::WorkerServiceClient& c) {
+    c.RdmaConnect(answer, master_.node_id(), ToRpcEndpoint(local));
+  });
+  if (!call) {
+    *why = "RdmaConnect call failed: " + std::string(ToString(call.error()));
+    return Err(call.error());
+  }
+  if (answer.code != rpc::ErrorCode::OK) {
+    *why = answer.reason;
+    return Err(FromRpc(answer.code));
+  }
+  auto info = FromRpcConnectResult(answer);
+  if (!info) *why = "malformed RdmaConnect answer";
+  return info;
+}
+
+Result<void> ThriftPeerTransfer::SendByTcp(WorkerChannel& channel, const Adoption& adoption,
+                                           uint64_t size, const ObjectReader& read) {
   std::string buffer;
   for (uint64_t offset = 0; offset < size; offset += kRpcChunkBytes) {
     buffer.resize(std::min(kRpcChunkBytes, size - offset));
@@ -90,19 +241,49 @@ Result<void> ThriftPeerTransfer::SendTo(WorkerChannel& channel, const std::strin
     Result<void> step = read(offset, out);
     if (step) {
       auto sent = channel.rpc.Call([&](rpc::WorkerServiceClient& c) {
-        return c.PutChunk(started.handle, static_cast<int64_t>(offset), buffer);
+        return c.PutChunk(adoption.handle, static_cast<int64_t>(offset), buffer);
       });
       step = sent ? ToResult(*sent) : Err(sent.error());
     }
     if (!step) {
-      channel.rpc.Call([&](rpc::WorkerServiceClient& c) { return c.PutRevoke(started.handle); });
+      channel.rpc.Call([&](rpc::WorkerServiceClient& c) { return c.PutRevoke(adoption.handle); });
       return Err(ErrorCode::kTransferFail);
     }
   }
   auto ended = channel.rpc.Call(
-      [&](rpc::WorkerServiceClient& c) { return c.AdoptEnd(started.handle, false); });
+      [&](rpc::WorkerServiceClient& c) { return c.AdoptEnd(adoption.handle, false); });
   if (!ended) return Err(ended.error());
   return ToResult(*ended);
+}
+
+void ThriftPeerTransfer::Count(const std::string& node_id, Sent sent, uint64_t size,
+                               const std::string& why) {
+  const bool rdma = sent == Sent::kRdma;
+  (rdma ? rdma_objects_ : tcp_objects_).fetch_add(1, std::memory_order_relaxed);
+  (rdma ? rdma_bytes_ : tcp_bytes_).fetch_add(size, std::memory_order_relaxed);
+  if (sent == Sent::kTcpAfterRdmaFailed) {
+    rdma_fallbacks_.fetch_add(1, std::memory_order_relaxed);
+    MC_LOG_WARN("rdma transfer failed; object sent over tcp node={} size={} reason=\"{}\"", node_id,
+                size, why);
+  }
+  // One line per peer whenever the transport to it changes.
+  std::lock_guard lock(mu_);
+  auto [it, first] = last_used_rdma_.try_emplace(node_id, rdma);
+  if (!first && it->second == rdma) return;
+  it->second = rdma;
+  if (rdma) {
+    MC_LOG_INFO("peer transfer transport node={} transport=rdma", node_id);
+  } else {
+    MC_LOG_INFO("peer transfer transport node={} transport=tcp reason=\"{}\"", node_id, why);
+  }
+}
+
+PeerTransferStats ThriftPeerTransfer::stats() const {
+  return PeerTransferStats{.rdma_objects = rdma_objects_.load(std::memory_order_relaxed),
+                           .rdma_bytes = rdma_bytes_.load(std::memory_order_relaxed),
+                           .tcp_objects = tcp_objects_.load(std::memory_order_relaxed),
+                           .tcp_bytes = tcp_bytes_.load(std::memory_order_relaxed),
+                           .rdma_fallbacks = rdma_fallbacks_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace mooncake

@@ -1,21 +1,38 @@
 #pragma once
 
-// PeerTransfer over Thrift: streams an object to another worker (AdoptStart,
-// PutChunk, AdoptEnd), then asks the master to swap the owner. DESIGN.md,
-// "Inter-node eviction", steps 1-3; the backend does step 4 (free the copy).
+// PeerTransfer over Thrift: sends an object to another worker, then asks the
+// master to swap the owner. DESIGN.md, "Inter-node eviction", steps 1-3; the
+// backend does step 4 (free the copy).
 //
-// Thread-safety: Transfer may run from several threads; worker channels are
-// cached under mu_ and are themselves thread-safe.
+// Transport per object: AdoptStart reserves space on the target and says
+// where (tier, offset). When this worker's RdmaLink is enabled, the target
+// accepted RdmaConnect and exports that tier, the bytes go by RDMA WRITE into
+// the target's arena and AdoptEnd(handle, written_directly=true) publishes
+// them. Otherwise, or when any RDMA step fails, the whole object goes by
+// PutChunk on the same handle and AdoptEnd(handle, false) (PutChunk counts
+// bytes, so a partial RDMA write is simply overwritten).
+//
+// Thread-safety: Transfer may run from several threads; worker channels and
+// the last transport used per peer are cached under mu_; channels, the
+// RdmaLink and the counters are themselves thread-safe.
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "worker/master_link.h"
+#include "worker/rdma_link.h"
 #include "worker/tiered_cache_backend.h"
 
 namespace mooncake {
+
+namespace rpc {
+class RdmaEndpoint;
+class RdmaRegion;
+class RdmaConnectResult;
+}  // namespace rpc
 
 // Steps at which a test may have the sending worker die (kill -9), to check
 // that a move interrupted anywhere never loses the key's data.
@@ -23,27 +40,79 @@ enum class CrashPoint { kNone, kAfterAdopt, kAfterHandOver };
 
 Result<CrashPoint> ParseCrashPoint(std::string_view text);
 
+// Wire forms of RdmaLink's plain structs (shared with WorkerHandler).
+rpc::RdmaEndpoint ToRpcEndpoint(const RdmaEndpointInfo& info);
+// kInvalidParams for a malformed endpoint: gid neither empty nor 16 bytes,
+// lid, qp_num, psn or mtu out of range.
+Result<RdmaEndpointInfo> FromRpcEndpoint(const rpc::RdmaEndpoint& endpoint);
+rpc::RdmaRegion ToRpcRegion(const RdmaExport& region);
+// A successful RdmaConnect answer as plain structs; kInvalidParams when
+// malformed (bad endpoint, empty tier name, empty region).
+Result<RdmaPeerInfo> FromRpcConnectResult(const rpc::RdmaConnectResult& result);
+
+// Objects sent to other nodes, by transport. A move whose hand-over the
+// master refused afterwards still counts: the bytes were sent.
+struct PeerTransferStats {
+  uint64_t rdma_objects = 0;  // written by RDMA WRITE, published with AdoptEnd(true)
+  uint64_t rdma_bytes = 0;
+  uint64_t tcp_objects = 0;  // sent with PutChunk (no RDMA path, or a fallback)
+  uint64_t tcp_bytes = 0;
+  // Of tcp_objects: an RDMA write was tried and failed (or the target refused
+  // the direct commit), then the object went over TCP.
+  uint64_t rdma_fallbacks = 0;
+};
+
 class ThriftPeerTransfer : public PeerTransfer {
  public:
-  ThriftPeerTransfer(MasterLink& master, CrashPoint crash_point = CrashPoint::kNone);
+  // `rdma` (may be null: TCP only) must outlive this.
+  ThriftPeerTransfer(MasterLink& master, CrashPoint crash_point = CrashPoint::kNone,
+                     RdmaLink* rdma = nullptr);
   ~ThriftPeerTransfer() override;
 
   Result<std::string> Transfer(const std::string& key, uint64_t size, uint64_t version,
                                const ObjectOptions& options, const ObjectReader& read,
                                const std::string& target, bool dram_only) override;
 
+  PeerTransferStats stats() const;
+
  private:
   struct WorkerChannel;
+  struct Adoption;
+  enum class Sent { kRdma, kTcp, kTcpAfterRdmaFailed };
+  enum class RdmaOutcome {
+    kSent,         // written and committed on the target
+    kUnavailable,  // no RDMA path for this object: nothing was written
+    kFailed,       // a write failed part-way, or the target refused the direct commit
+  };
+
   std::shared_ptr<WorkerChannel> Channel(const NodeRecord& node);
-  Result<void> SendTo(WorkerChannel& channel, const std::string& key, uint64_t size,
-                      uint64_t version, const ObjectOptions& options, const ObjectReader& read,
-                      bool dram_only);
+  Result<void> SendTo(WorkerChannel& channel, const std::string& node_id, const std::string& key,
+                      uint64_t size, uint64_t version, const ObjectOptions& options,
+                      const ObjectReader& read, bool dram_only);
+  Result<Adoption> StartAdopt(WorkerChannel& channel, const std::string& key, uint64_t size,
+                              uint64_t version, const ObjectOptions& options, bool dram_only);
+  // RDMA WRITE + AdoptEnd(true); kUnavailable and kFailed fall back to TCP.
+  // An error means the target's commit itself failed: the transfer ends.
+  Result<RdmaOutcome> SendByRdma(WorkerChannel& channel, const std::string& node_id,
+                                 const Adoption& adoption, uint64_t size, const ObjectReader& read,
+                                 std::string* why);
+  // The target's RdmaConnect, as RdmaLink's connector calls it.
+  Result<RdmaPeerInfo> CallRdmaConnect(WorkerChannel& channel, const RdmaEndpointInfo& local,
+                                       std::string* why);
+  // PutChunk of the whole object + AdoptEnd(false); revokes on failure.
+  Result<void> SendByTcp(WorkerChannel& channel, const Adoption& adoption, uint64_t size,
+                         const ObjectReader& read);
+  void Count(const std::string& node_id, Sent sent, uint64_t size, const std::string& why);
   void MaybeCrash(CrashPoint point) const;
 
   MasterLink& master_;
   const CrashPoint crash_point_;
-  std::mutex mu_;
+  RdmaLink* const rdma_;
+  mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<WorkerChannel>> channels_;  // guarded by mu_
+  std::map<std::string, bool> last_used_rdma_;                      // guarded by mu_
+  std::atomic<uint64_t> rdma_objects_{0}, rdma_bytes_{0}, tcp_objects_{0}, tcp_bytes_{0};
+  std::atomic<uint64_t> rdma_fallbacks_{0};
 };
 
 }  // namespace mooncake

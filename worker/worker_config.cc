@@ -8,6 +8,7 @@
 #include "common/units.h"
 #include "http/admin_settings.h"
 #include "worker/peer_transfer.h"
+#include "worker/rdma_link.h"
 
 namespace mooncake {
 namespace {
@@ -71,6 +72,17 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
       ->capture_default_str();
   app.add_option("--adopt-confirm-delay-ms", c.adopt_confirm_delay_ms,
                  "Check an adopted object's owner at the master after this long")
+      ->capture_default_str();
+  app.add_option("--rdma", c.rdma,
+                 "RDMA for inter-node moves: auto (use a device if present), on (require "
+                 "one), off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  app.add_option("--rdma-device", c.rdma_device, "RDMA device name (default: the first one)");
+  app.add_option("--rdma-port", c.rdma_port, "1-based port of the RDMA device")
+      ->capture_default_str();
+  app.add_option("--rdma-gid-index", c.rdma_gid_index,
+                 "GID index (-1 picks the first RoCE v2 IPv4-mapped GID, else 0)")
       ->capture_default_str();
   app.add_option("--test-crash-at", c.test_crash_at,
                  "Test hook: kill this worker at a step of an outgoing move "
@@ -136,6 +148,9 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
     return fail("--soft-pin-ttl-ms must be in 1..86400000 (24 h)");
   }
   if (c.adopt_confirm_delay_ms <= 0) return fail("--adopt-confirm-delay-ms must be positive");
+  if (!ParseRdmaMode(c.rdma)) return fail("--rdma must be auto, on or off");
+  if (c.rdma_port < 1 || c.rdma_port > 255) return fail("--rdma-port must be in 1..255");
+  if (c.rdma_gid_index < -1) return fail("--rdma-gid-index must be -1 (pick) or >= 0");
   if (!ParseCrashPoint(c.test_crash_at)) {
     return fail("--test-crash-at must be after_adopt or after_hand_over");
   }

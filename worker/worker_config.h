@@ -52,6 +52,16 @@ struct WorkerConfig {
   // dropping them from the cluster).
   bool inter_node_eviction = true;
   int64_t adopt_confirm_delay_ms = 30000;
+  // RDMA for inter-node moves: "auto" uses it when a device is usable (else
+  // logs why and uses TCP), "on" refuses to start without one, "off" never
+  // uses it. Peers without RDMA are always reached over TCP.
+  std::string rdma = "auto";
+  // RDMA device name (ibv_devices); empty picks the first one.
+  std::string rdma_device;
+  // 1-based port of the RDMA device.
+  int rdma_port = 1;
+  // GID table index; -1 picks the first RoCE v2 IPv4-mapped GID, else 0.
+  int rdma_gid_index = -1;
   // Test hook: "after_adopt" or "after_hand_over" kills this worker (SIGKILL)
   // at that step of an outgoing inter-node move. Empty in production.
   std::string test_crash_at;

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "thrift/rpc_codes.h"
+#include "worker/peer_transfer.h"
+#include "worker/rdma_link.h"
 
 namespace mooncake {
 namespace {
@@ -113,8 +115,12 @@ void WorkerHandler::AdoptStart(rpc::PutStartResult& result, const std::string& k
 rpc::ErrorCode::type WorkerHandler::AdoptEnd(int64_t handle, bool written_directly) {
   if (!written_directly) return PutEnd(handle);
   RequestTimer timer(requests_, "adopt_end");
-  auto code = handle <= 0 ? rpc::ErrorCode::ILLEGAL_CLIENT
-                          : ToRpc(backend_.CommitDirect(static_cast<uint64_t>(handle), ""));
+  // Without RDMA here nobody could have written the bytes directly: the
+  // pending write stays as it is (the sender may still PutChunk them).
+  const bool rdma = rdma_ != nullptr && rdma_->enabled();
+  auto code = !rdma         ? rpc::ErrorCode::INVALID_PARAMS
+              : handle <= 0 ? rpc::ErrorCode::ILLEGAL_CLIENT
+                            : ToRpc(backend_.CommitDirect(static_cast<uint64_t>(handle), ""));
   timer.Finish(CodeOf(code));
   return code;
 }
@@ -194,8 +200,21 @@ void WorkerHandler::GetPlacementUntimed(rpc::Placement& result, const std::strin
 void WorkerHandler::RdmaConnect(rpc::RdmaConnectResult& result, const std::string& initiator_node,
                                 const rpc::RdmaEndpoint& initiator) {
   RequestTimer timer(requests_, "rdma_connect");
-  result.code = rpc::ErrorCode::TIER_NOT_FOUND;
-  result.reason = "this worker has no RDMA transport";
+  if (rdma_ == nullptr || !rdma_->enabled()) {
+    result.code = rpc::ErrorCode::TIER_NOT_FOUND;
+    result.reason = rdma_ != nullptr ? rdma_->reason() : "this worker has no RDMA transport";
+  } else if (auto endpoint = FromRpcEndpoint(initiator); !endpoint) {
+    result.code = rpc::ErrorCode::INVALID_PARAMS;
+    result.reason = "malformed initiator endpoint";
+  } else if (auto accepted = rdma_->Accept(initiator_node, *endpoint, &result.reason); !accepted) {
+    result.code = ToRpc(accepted.error());
+  } else {
+    result.code = rpc::ErrorCode::OK;
+    result.endpoint = ToRpcEndpoint(accepted->endpoint);
+    for (const RdmaExport& region : accepted->regions) {
+      result.regions.push_back(ToRpcRegion(region));
+    }
+  }
   timer.Finish(CodeOf(result.code));
 }
 

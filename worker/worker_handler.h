@@ -15,6 +15,8 @@
 
 namespace mooncake {
 
+class RdmaLink;
+
 class WorkerHandler : public rpc::WorkerServiceIf {
  public:
   WorkerHandler(TieredCacheBackend& backend, std::string node_id, RequestMetrics& requests)
@@ -31,6 +33,10 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   // Set once the port is bound, before the node registers: until then no
   // client can know this node, so no call reads the id concurrently.
   void set_node_id(std::string node_id) { node_id_ = std::move(node_id); }
+  // The RDMA side RdmaConnect answers from (null or disabled: TIER_NOT_FOUND,
+  // and AdoptEnd refuses written_directly). Set before serving; `rdma` must
+  // outlive the handler's calls.
+  void set_rdma_link(RdmaLink* rdma) { rdma_ = rdma; }
 
   rpc::ErrorCode::type Put(const std::string& key, const std::string& value,
                            const rpc::ReplicateConfig& config) override;
@@ -85,6 +91,7 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   std::string node_id_;
   RequestMetrics& requests_;
   std::atomic<bool> serving_reads_{false};
+  RdmaLink* rdma_ = nullptr;  // set before serving, then read-only
 };
 
 }  // namespace mooncake

@@ -13,6 +13,7 @@
 #include "tiers/ssd_tier.h"
 #include "worker/master_link.h"
 #include "worker/peer_transfer.h"
+#include "worker/rdma_link.h"
 #include "worker/tiered_cache_backend.h"
 #include "worker/worker_handler.h"
 
@@ -71,6 +72,49 @@ Result<std::vector<std::unique_ptr<CacheTier>>> OpenTiers(const WorkerConfig& c)
   return tiers;
 }
 
+// Registers the DRAM arena (and the VRAM arena where GPUDirect works) so
+// peers may RDMA-write adopted objects into them. Under --rdma on a DRAM
+// arena that cannot be registered stops the worker.
+Result<void> ExportArenas(RdmaLink& link, const std::vector<std::unique_ptr<CacheTier>>& tiers) {
+  for (const auto& tier : tiers) {
+    const std::string name(tier->name());
+    if (auto* dram = dynamic_cast<DramTier*>(tier.get())) {
+      auto exported = link.ExportTier(name, dram->arena_base(), dram->arena_size(), false);
+      if (!exported && link.mode() == RdmaMode::kOn) {
+        MC_LOG_ERROR("cannot register the dram arena for rdma tier={} error={}", name,
+                     ToString(exported.error()));
+        return exported;
+      }
+    } else if (auto* gpu = dynamic_cast<GpuTier*>(tier.get())) {
+      // Without GPUDirect the VRAM tier is simply not exported (logged).
+      link.ExportTier(name, gpu->device_base(), gpu->arena_size(), /*device_memory=*/true);
+    }
+  }
+  return {};
+}
+
+// Opens the RDMA side after the tiers exist. Only --rdma on without a usable
+// device fails; auto and off give a disabled link.
+Result<std::unique_ptr<RdmaLink>> OpenRdma(const WorkerConfig& c,
+                                           const std::vector<std::unique_ptr<CacheTier>>& tiers) {
+  RdmaLinkOptions options;
+  options.mode = ParseRdmaMode(c.rdma).value_or(RdmaMode::kAuto);
+  options.device = c.rdma_device;
+  options.port = c.rdma_port;
+  options.gid_index = c.rdma_gid_index;
+  std::string why;
+  auto link = RdmaLink::Open(options, &why);
+  if (!link) {
+    MC_LOG_ERROR("cannot start: --rdma {} but RDMA is unusable error={} reason=\"{}\"", c.rdma,
+                 ToString(link.error()), why);
+    return Err(link.error());
+  }
+  if ((*link)->enabled()) {
+    if (auto exported = ExportArenas(**link, tiers); !exported) return Err(exported.error());
+  }
+  return link;
+}
+
 std::vector<TierUsage> ToUsages(const BackendStats& stats) {
   std::vector<TierUsage> usages;
   for (const TierSnapshot& tier : stats.tiers) {
@@ -92,14 +136,18 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config) {
   std::unique_ptr<WorkerServer> server(new WorkerServer(config));
   auto tiers = OpenTiers(config);
   if (!tiers) return Err(tiers.error());
+  auto rdma = OpenRdma(config, *tiers);  // declared after tiers: destroyed first
+  if (!rdma) return Err(rdma.error());
 
   server->master_ = std::make_unique<MasterLink>(config.master_host(), config.master_port());
   server->backend_ = std::make_unique<TieredCacheBackend>(std::move(*tiers), server->master_.get(),
                                                           ToBackendOptions(config));
+  server->rdma_ = std::move(*rdma);
   server->backend_->Recover();
   if (config.inter_node_eviction) {
     server->peers_ = std::make_unique<ThriftPeerTransfer>(
-        *server->master_, ParseCrashPoint(config.test_crash_at).value_or(CrashPoint::kNone));
+        *server->master_, ParseCrashPoint(config.test_crash_at).value_or(CrashPoint::kNone),
+        server->rdma_.get());
     server->backend_->set_peer_transfer(server->peers_.get());
   }
 
@@ -108,6 +156,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config) {
   server->requests_ = std::make_unique<RequestMetrics>(WorkerHandler::OperationNames());
   auto handler =
       std::make_shared<WorkerHandler>(*server->backend_, config.node_id, *server->requests_);
+  handler->set_rdma_link(server->rdma_.get());
   server->handler_ = handler;
   auto rpc = RpcServer::Start(std::make_shared<rpc::WorkerServiceProcessor>(handler), config.host,
                               config.port);

@@ -22,6 +22,7 @@ namespace mooncake {
 
 class AdminServer;
 class MasterLink;
+class RdmaLink;
 class RequestMetrics;
 class ThriftPeerTransfer;
 class WorkerHandler;
@@ -43,6 +44,10 @@ class WorkerServer {
   int admin_port() const;
   const std::string& node_id() const { return config_.node_id; }
   TieredCacheBackend& backend() { return *backend_; }
+  // The RDMA side (possibly disabled, never null once started).
+  RdmaLink& rdma() { return *rdma_; }
+  // Inter-node transfer counters; null with --inter-node-eviction false.
+  const ThriftPeerTransfer* peer_transfer() const { return peers_.get(); }
   // Blocks until the first registration (with key announcement) succeeded,
   // or `timeout` passed; returns whether it did.
   bool WaitRegistered(Millis timeout);
@@ -61,6 +66,9 @@ class WorkerServer {
   std::unique_ptr<MasterLink> master_;
   std::unique_ptr<ThriftPeerTransfer> peers_;
   std::unique_ptr<TieredCacheBackend> backend_;
+  // Registers the tiers' arenas: declared after backend_ (which owns the
+  // tiers) so it is destroyed, deregistering them, before the tiers go.
+  std::unique_ptr<RdmaLink> rdma_;
   std::unique_ptr<RequestMetrics> requests_;
   std::shared_ptr<WorkerHandler> handler_;
   std::unique_ptr<RpcServer> rpc_;

@@ -394,5 +394,73 @@ TEST(WorkerConfigTest, ValidateAcceptsDefaultsAndNullMessage) {
   EXPECT_TRUE(Parse({"--help"}, nullptr));
 }
 
+TEST(WorkerConfigTest, RdmaDefaultsToAutoOnTheFirstDevice) {
+  std::string message;
+  auto config = Parse({}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->rdma, "auto");
+  EXPECT_EQ(config->rdma_device, "");
+  EXPECT_EQ(config->rdma_port, 1);
+  EXPECT_EQ(config->rdma_gid_index, -1);
+  auto help = Parse({"--help"}, &message);
+  ASSERT_TRUE(help);
+  for (const char* text : {"--rdma", "--rdma-device", "--rdma-port", "--rdma-gid-index"}) {
+    EXPECT_NE(message.find(text), std::string::npos) << text << " missing from:\n" << message;
+  }
+}
+
+TEST(WorkerConfigTest, RdmaFlagsParseFromTheCommandLineAndAFile) {
+  std::string message;
+  for (const char* mode : {"auto", "on", "off"}) {
+    auto config = Parse({"--rdma", mode}, &message);
+    ASSERT_TRUE(config) << mode << ": " << message;
+    EXPECT_EQ(config->rdma, mode);
+  }
+  auto config = Parse(
+      {"--rdma", "on", "--rdma-device", "mlx5_1", "--rdma-port", "2", "--rdma-gid-index", "3"},
+      &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->rdma_device, "mlx5_1");
+  EXPECT_EQ(config->rdma_port, 2);
+  EXPECT_EQ(config->rdma_gid_index, 3);
+  auto edge = Parse({"--rdma-port", "255", "--rdma-gid-index", "0"}, &message);
+  ASSERT_TRUE(edge) << message;
+
+  TempFile file(
+      "rdma = \"off\"\n"
+      "rdma-device = \"rxe0\"\n"
+      "rdma-port = 4\n"
+      "rdma-gid-index = 1\n");
+  auto from_file = Parse({"--config", file.path().c_str(), "--rdma-port", "5"}, &message);
+  ASSERT_TRUE(from_file) << message;
+  EXPECT_EQ(from_file->rdma, "off");
+  EXPECT_EQ(from_file->rdma_device, "rxe0");
+  EXPECT_EQ(from_file->rdma_port, 5) << "flags win over the file";
+  EXPECT_EQ(from_file->rdma_gid_index, 1);
+}
+
+TEST(WorkerConfigTest, RdmaValuesOutOfRangeAreRejectedNamingTheFlag) {
+  struct Case {
+    std::initializer_list<const char*> args;
+    const char* mentions;
+  };
+  for (const Case& c :
+       {Case{{"--rdma", "yes"}, "--rdma"}, Case{{"--rdma", "ON"}, "--rdma"},
+        Case{{"--rdma", ""}, "--rdma"}, Case{{"--rdma-port", "0"}, "--rdma-port"},
+        Case{{"--rdma-port", "256"}, "--rdma-port"}, Case{{"--rdma-port", "x"}, "--rdma-port"},
+        Case{{"--rdma-gid-index", "-2"}, "--rdma-gid-index"}}) {
+    std::string message;
+    auto config = Parse(c.args, &message);
+    ASSERT_FALSE(config) << c.mentions << " " << *(c.args.begin() + 1);
+    EXPECT_EQ(config.error(), ErrorCode::kInvalidParams);
+    EXPECT_NE(message.find(c.mentions), std::string::npos) << message;
+  }
+  WorkerConfig bad;
+  bad.rdma = "sometimes";
+  std::string message;
+  EXPECT_FALSE(ValidateWorkerConfig(bad, &message));
+  EXPECT_NE(message.find("--rdma"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace mooncake
