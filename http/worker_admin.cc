@@ -17,6 +17,7 @@ struct WorkerRoutes {
   TieredCacheBackend& backend;
   const WorkerConfig config;
   const RequestMetrics& requests;
+  const TransportStatsFn transport;
 
   std::string NodeId() const {
     if (!config.node_id.empty()) return config.node_id;
@@ -83,10 +84,18 @@ HttpResponse Stats(const WorkerRoutes& r) {
   auto stats = r.backend.Stats();
   json tiers = json::array();
   for (const auto& t : stats.tiers) tiers.push_back(TierJson(t));
-  return JsonResponse({{"node_id", r.NodeId()},
-                       {"tiers", std::move(tiers)},
-                       {"totals", TotalsJson(stats)},
-                       {"requests", RequestsJson(r.requests)}});
+  json body = {{"node_id", r.NodeId()},
+               {"tiers", std::move(tiers)},
+               {"totals", TotalsJson(stats)},
+               {"requests", RequestsJson(r.requests)}};
+  if (r.transport) {
+    TransportSnapshot t = r.transport();
+    body["transport"] = {{"rdma_enabled", t.rdma_enabled},    {"rdma_reason", t.rdma_reason},
+                         {"rdma_objects", t.rdma_objects},    {"rdma_bytes", t.rdma_bytes},
+                         {"tcp_objects", t.tcp_objects},      {"tcp_bytes", t.tcp_bytes},
+                         {"rdma_fallbacks", t.rdma_fallbacks}};
+  }
+  return JsonResponse(body);
 }
 
 HttpResponse InspectObject(const WorkerRoutes& r, const HttpRequest& req) {
@@ -204,6 +213,10 @@ HttpResponse Config(const WorkerRoutes& r) {
                        {"hard-pin-write-through", c.hard_pin_write_through},
                        {"inter-node-eviction", c.inter_node_eviction},
                        {"adopt-confirm-delay-ms", c.adopt_confirm_delay_ms},
+                       {"rdma", c.rdma},
+                       {"rdma-device", c.rdma_device},
+                       {"rdma-port", c.rdma_port},
+                       {"rdma-gid-index", c.rdma_gid_index},
                        {"vram-capacity", c.vram_capacity},
                        {"gpu-device", c.gpu_device},
                        {"test-crash-at", c.test_crash_at},
@@ -276,11 +289,25 @@ void WriteTotals(PrometheusWriter& w, const BackendStats& s) {
   for (const auto& t : kTotals) w.Counter(t.name, t.help, s.*t.field);
 }
 
+void WriteTransportMetrics(PrometheusWriter& w, const TransportSnapshot& t) {
+  w.BeginCounter("mooncake_worker_peer_transfers", "Objects moved to other nodes, by transport");
+  w.Sample({{"transport", "rdma"}}, t.rdma_objects);
+  w.Sample({{"transport", "tcp"}}, t.tcp_objects);
+  w.BeginCounter("mooncake_worker_peer_transfer_bytes", "Bytes moved to other nodes");
+  w.Sample({{"transport", "rdma"}}, t.rdma_bytes);
+  w.Sample({{"transport", "tcp"}}, t.tcp_bytes);
+  w.Counter("mooncake_worker_rdma_fallbacks", "Moves that fell back from RDMA to TCP",
+            t.rdma_fallbacks);
+  w.Gauge("mooncake_worker_rdma_enabled", "1 when this worker moves data by RDMA",
+          t.rdma_enabled ? 1 : 0);
+}
+
 HttpResponse Metrics(const WorkerRoutes& r) {
   auto stats = r.backend.Stats();
   PrometheusWriter w;
   WriteTierMetrics(w, stats.tiers);
   WriteTotals(w, stats);
+  if (r.transport) WriteTransportMetrics(w, r.transport());
   WriteRequestMetrics(w, "mooncake_worker", r.requests);
   return HttpResponse::Text(200, w.Take(), std::string(PrometheusWriter::kContentType));
 }
@@ -288,8 +315,10 @@ HttpResponse Metrics(const WorkerRoutes& r) {
 }  // namespace
 
 void RegisterWorkerAdminRoutes(AdminServer& server, TieredCacheBackend& backend,
-                               const WorkerConfig& config, const RequestMetrics& requests) {
-  auto r = std::make_shared<const WorkerRoutes>(WorkerRoutes{backend, config, requests});
+                               const WorkerConfig& config, const RequestMetrics& requests,
+                               TransportStatsFn transport) {
+  auto r = std::make_shared<const WorkerRoutes>(
+      WorkerRoutes{backend, config, requests, std::move(transport)});
   server.Route("GET", "/health", [r](const HttpRequest&) { return Health(*r); });
   server.Route("GET", "/stats", [r](const HttpRequest&) { return Stats(*r); });
   server.Route("GET", "/objects/{key...}",

@@ -12,7 +12,9 @@
 //                             "prefetch_started","prefetch_succeeded","prefetch_failed",
 //                             "prefetch_skipped","moved_in","moved_out"},
 //                            "requests":{"<op>":{"requests","errors","codes":{"OK":n,..},
-//                             "p50_ms","p99_ms","mean_ms"}}}
+//                             "p50_ms","p99_ms","mean_ms"}},
+//                            "transport":{"rdma_enabled","rdma_reason","rdma_objects",
+//                             "rdma_bytes","tcp_objects","tcp_bytes","rdma_fallbacks"}}
 //   GET    /objects/{key}   {"key","tier","offset","size","version","hard_pinned",
 //                            "soft_pinned","state","readers","lease_remaining_ms","idle_ms"}
 //                            404 OBJECT_NOT_FOUND, 400 INVALID_KEY
@@ -27,6 +29,8 @@
 // A key containing '/' is sent as %2F. Mutating routes need the admin token
 // when the AdminServer has one.
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/metrics.h"
@@ -36,10 +40,24 @@
 
 namespace mooncake {
 
+// How this worker moves objects to other nodes (inter-node moves).
+struct TransportSnapshot {
+  bool rdma_enabled = false;
+  std::string rdma_reason;  // why RDMA is off, when it is
+  uint64_t rdma_objects = 0;
+  uint64_t rdma_bytes = 0;
+  uint64_t tcp_objects = 0;
+  uint64_t tcp_bytes = 0;
+  uint64_t rdma_fallbacks = 0;  // RDMA tried, then sent over TCP
+};
+using TransportStatsFn = std::function<TransportSnapshot()>;
+
 // Registers the routes above on `server` (before it starts). `config` is
 // copied: pass the effective one (node_id and port resolved). `backend` and
-// `requests` must outlive the server.
+// `requests` must outlive the server; so must what `transport` reads (empty:
+// no transport section).
 void RegisterWorkerAdminRoutes(AdminServer& server, TieredCacheBackend& backend,
-                               const WorkerConfig& config, const RequestMetrics& requests);
+                               const WorkerConfig& config, const RequestMetrics& requests,
+                               TransportStatsFn transport = {});
 
 }  // namespace mooncake

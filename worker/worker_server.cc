@@ -194,7 +194,20 @@ Result<void> WorkerServer::StartAdmin(int port) {
   admin_ = std::make_unique<AdminServer>(std::move(options));
   // /config shows the effective settings; it reports whether a token is set,
   // never the token.
-  RegisterWorkerAdminRoutes(*admin_, *backend_, config_, *requests_);
+  RegisterWorkerAdminRoutes(*admin_, *backend_, config_, *requests_, [this] {
+    TransportSnapshot t;
+    t.rdma_enabled = rdma_ && rdma_->enabled();
+    if (rdma_ && !t.rdma_enabled) t.rdma_reason = rdma_->reason();
+    if (peers_) {
+      PeerTransferStats p = peers_->stats();
+      t.rdma_objects = p.rdma_objects;
+      t.rdma_bytes = p.rdma_bytes;
+      t.tcp_objects = p.tcp_objects;
+      t.tcp_bytes = p.tcp_bytes;
+      t.rdma_fallbacks = p.rdma_fallbacks;
+    }
+    return t;
+  });
   if (auto started = admin_->Start(config_.admin_host, port); !started) {
     MC_LOG_ERROR("worker admin server cannot listen host={} port={}", config_.admin_host, port);
     return started;

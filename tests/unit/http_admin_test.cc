@@ -648,7 +648,8 @@ class WorkerAdminTest : public ::testing::Test {
     AdminServerOptions admin_options;
     admin_options.token = kToken;
     server_ = std::make_unique<AdminServer>(admin_options);
-    RegisterWorkerAdminRoutes(*server_, *backend_, config_, requests_);
+    RegisterWorkerAdminRoutes(*server_, *backend_, config_, requests_,
+                              [this] { return transport_; });
     ASSERT_TRUE(server_->Start("127.0.0.1", 0));
     api_ = std::make_unique<Api>(server_->port());
   }
@@ -670,9 +671,32 @@ class WorkerAdminTest : public ::testing::Test {
   std::unique_ptr<TieredCacheBackend> backend_;
   WorkerConfig config_;
   RequestMetrics requests_{{"put", "get", "exist", "remove", "upsert"}};
+  TransportSnapshot transport_;  // what the worker's transports report
   std::unique_ptr<AdminServer> server_;
   std::unique_ptr<Api> api_;
 };
+
+TEST_F(WorkerAdminTest, StatsAndMetricsReportMovesByTransport) {
+  transport_ = {.rdma_enabled = false,
+                .rdma_reason = "no RDMA device",
+                .rdma_objects = 0,
+                .rdma_bytes = 0,
+                .tcp_objects = 7,
+                .tcp_bytes = 7340032,
+                .rdma_fallbacks = 2};
+  json doc = JsonOf(api_->Get("/stats"));
+  EXPECT_EQ(doc["transport"]["rdma_enabled"], false);
+  EXPECT_EQ(doc["transport"]["rdma_reason"], "no RDMA device");
+  EXPECT_EQ(doc["transport"]["tcp_objects"], 7);
+  EXPECT_EQ(doc["transport"]["tcp_bytes"], 7340032);
+  EXPECT_EQ(doc["transport"]["rdma_fallbacks"], 2);
+  std::string metrics = api_->Get("/metrics").body;
+  EXPECT_NE(metrics.find("mooncake_worker_peer_transfers_total{transport=\"tcp\"} 7"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("mooncake_worker_rdma_fallbacks_total 2"), std::string::npos);
+  EXPECT_NE(metrics.find("mooncake_worker_rdma_enabled 0"), std::string::npos);
+}
 
 TEST_F(WorkerAdminTest, HealthNamesTheNodeAndCountsObjects) {
   Put("a", 1000);
