@@ -65,6 +65,11 @@ struct TieredCacheBackend::PendingWrite {
   bool direct = false;  // a producer writes the bytes itself (plan-based write)
   ObjectOptions options;
   SteadyClock::time_point deadline;
+
+  // Bytes may reach the space from outside this process, past the writer's
+  // last call here: a producer's mapping, or a peer's RDMA WRITE (adopts).
+  // Such space is quarantined, not reused at once, when the write is dropped.
+  bool written_from_outside() const { return direct || mode == WriteMode::kAdopt; }
 };
 
 struct TieredCacheBackend::TierCounters {
@@ -221,7 +226,7 @@ Result<uint64_t> TieredCacheBackend::StartWrite(const std::string& key, uint64_t
         auto previous = pending_.find(old.write_handle);
         if (previous != pending_.end()) {
           pending.was_published |= previous->second.was_published;
-          if (previous->second.direct) {
+          if (previous->second.written_from_outside()) {
             QuarantineLocked(previous->second.allocation);
           } else {
             released.push_back(previous->second.allocation);
@@ -510,7 +515,9 @@ Result<void> TieredCacheBackend::PutRevoke(uint64_t handle) {
 std::optional<std::string> TieredCacheBackend::RevokeLocked(uint64_t handle, bool writer_gone) {
   auto pending = pending_.find(handle);
   if (pending == pending_.end()) return std::nullopt;
-  if (pending->second.direct && !writer_gone) QuarantineLocked(pending->second.allocation);
+  if (pending->second.written_from_outside() && !writer_gone) {
+    QuarantineLocked(pending->second.allocation);
+  }
   std::optional<std::string> release_key;
   if (pending->second.was_published) release_key = pending->second.key;
   EraseIfSameLocked(pending->second.key, pending->second.object_id);

@@ -184,6 +184,23 @@ TEST_F(PlanWriteTest, AnAbandonedPlanIsDiscardedAndItsSpaceQuarantined) {
   EXPECT_EQ(DramUsed(), 0u);
 }
 
+// A peer's RDMA WRITE into an adopted allocation may still land after the
+// adopt was dropped, so its space waits out a timeout like a plan's.
+TEST_F(PlanWriteTest, AnAbandonedAdoptIsQuarantinedLikeAPlan) {
+  BackendOptions options;
+  options.put_start_discard_timeout = Millis(100);
+  Open(8 * kMiB, 32 * kMiB, options);
+  auto adopt = backend_->PutStart("moved", kMiB, {}, WriteMode::kAdopt, /*adopted_version=*/9);
+  ASSERT_TRUE(adopt);
+  std::this_thread::sleep_for(Millis(150));
+  backend_->RunMaintenance();
+  EXPECT_EQ(backend_->CommitDirect(*adopt, "").error(), ErrorCode::kIllegalClient);
+  EXPECT_EQ(DramUsed(), kMiB);
+  std::this_thread::sleep_for(Millis(150));
+  backend_->RunMaintenance();
+  EXPECT_EQ(DramUsed(), 0u);
+}
+
 TEST_F(PlanWriteTest, AnUpsertPreemptsAnOpenPlan) {
   Open(8 * kMiB, 32 * kMiB);
   auto plan = backend_->OpenForWrite("u", kMiB, {});
