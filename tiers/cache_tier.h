@@ -82,6 +82,11 @@ class CacheTier {
   virtual Result<void> Read(const TierLocation& location, uint64_t offset,
                             std::span<std::byte> out) const = 0;
 
+  // Where the location's bytes lie in this process's memory, for tiers of
+  // host memory (DRAM); null for the others. Valid until the location is
+  // freed.
+  virtual const std::byte* HostAddress(const TierLocation& location) const { return nullptr; }
+
   // The region other local processes may map, for tiers that can share
   // their memory; kTierNotFound for those that cannot (SSD).
   virtual Result<SharedRegion> ExportRegion() const { return Err(ErrorCode::kTierNotFound); }

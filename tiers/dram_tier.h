@@ -42,6 +42,9 @@ class DramTier : public ArenaTier {
                      std::span<const std::byte> data) override;
   Result<void> Read(const TierLocation& location, uint64_t offset,
                     std::span<std::byte> out) const override;
+  const std::byte* HostAddress(const TierLocation& location) const override {
+    return arena_base_ + location.offset;
+  }
   // The memfd as /proc/<pid>/fd/<n>; kTierNotFound when not shareable.
   Result<SharedRegion> ExportRegion() const override;
 

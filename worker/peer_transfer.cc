@@ -116,12 +116,12 @@ void ThriftPeerTransfer::MaybeCrash(CrashPoint point) const {
 
 Result<std::string> ThriftPeerTransfer::Transfer(const std::string& key, uint64_t size,
                                                  uint64_t version, const ObjectOptions& options,
-                                                 const ObjectReader& read,
+                                                 const ObjectSource& source,
                                                  const std::string& target, bool dram_only) {
   auto node = target.empty() ? master_.PickNode(size) : master_.FindNode(target);
   if (!node) return Err(node.error());
   auto channel = Channel(*node);
-  if (auto sent = SendTo(*channel, node->node_id, key, size, version, options, read, dram_only);
+  if (auto sent = SendTo(*channel, node->node_id, key, size, version, options, source, dram_only);
       !sent) {
     return Err(sent.error());
   }
@@ -139,14 +139,14 @@ Result<std::string> ThriftPeerTransfer::Transfer(const std::string& key, uint64_
 
 Result<void> ThriftPeerTransfer::SendTo(WorkerChannel& channel, const std::string& node_id,
                                         const std::string& key, uint64_t size, uint64_t version,
-                                        const ObjectOptions& options, const ObjectReader& read,
+                                        const ObjectOptions& options, const ObjectSource& source,
                                         bool dram_only) {
   auto adoption = StartAdopt(channel, key, size, version, options, dram_only);
   if (!adoption) return Err(adoption.error());
   std::string why;
   RdmaOutcome outcome = RdmaOutcome::kUnavailable;
   if (rdma_ != nullptr && rdma_->enabled()) {
-    auto rdma = SendByRdma(channel, node_id, *adoption, size, read, &why);
+    auto rdma = SendByRdma(channel, node_id, *adoption, size, source, &why);
     if (!rdma) return Err(rdma.error());
     outcome = *rdma;
   } else {
@@ -156,7 +156,7 @@ Result<void> ThriftPeerTransfer::SendTo(WorkerChannel& channel, const std::strin
     Count(node_id, Sent::kRdma, size, why);
     return {};
   }
-  if (auto sent = SendByTcp(channel, *adoption, size, read); !sent) return sent;
+  if (auto sent = SendByTcp(channel, *adoption, size, source); !sent) return sent;
   Count(node_id, outcome == RdmaOutcome::kFailed ? Sent::kTcpAfterRdmaFailed : Sent::kTcp, size,
         why);
   return {};
@@ -184,7 +184,7 @@ Result<ThriftPeerTransfer::Adoption> ThriftPeerTransfer::StartAdopt(WorkerChanne
 
 Result<ThriftPeerTransfer::RdmaOutcome> ThriftPeerTransfer::SendByRdma(
     WorkerChannel& channel, const std::string& node_id, const Adoption& adoption, uint64_t size,
-    const ObjectReader& read, std::string* why) {
+    const ObjectSource& source, std::string* why) {
   if (adoption.tier.empty() || adoption.tier_offset < 0) {
     *why = "the target reported no directly writable allocation";
     return RdmaOutcome::kUnavailable;
@@ -192,9 +192,9 @@ Result<ThriftPeerTransfer::RdmaOutcome> ThriftPeerTransfer::SendByRdma(
   RdmaConnector connect = [this, &channel](const RdmaEndpointInfo& local, std::string* peer_why) {
     return CallRdmaConnect(channel, local, peer_why);
   };
-  auto written = rdma_->WriteObject(node_id, connect, adoption.tier,
-                                    static_cast<uint64_t>(adoption.tier_offset), size,
-                                    RdmaSource{.addr = nullptr, .read = read}, why);
+  auto written = rdma_->WriteObject(
+      node_id, connect, adoption.tier, static_cast<uint64_t>(adoption.tier_offset), size,
+      RdmaSource{.addr = source.host_address, .read = source.read}, why);
   if (!written) {
     return written.error() == ErrorCode::kTierNotFound ? RdmaOutcome::kUnavailable
                                                        : RdmaOutcome::kFailed;
@@ -233,12 +233,12 @@ Result<RdmaPeerInfo> ThriftPeerTransfer::CallRdmaConnect(WorkerChannel& channel,
 }
 
 Result<void> ThriftPeerTransfer::SendByTcp(WorkerChannel& channel, const Adoption& adoption,
-                                           uint64_t size, const ObjectReader& read) {
+                                           uint64_t size, const ObjectSource& source) {
   std::string buffer;
   for (uint64_t offset = 0; offset < size; offset += kRpcChunkBytes) {
     buffer.resize(std::min(kRpcChunkBytes, size - offset));
     auto out = std::as_writable_bytes(std::span(buffer.data(), buffer.size()));
-    Result<void> step = read(offset, out);
+    Result<void> step = source.read(offset, out);
     if (step) {
       auto sent = channel.rpc.Call([&](rpc::WorkerServiceClient& c) {
         return c.PutChunk(adoption.handle, static_cast<int64_t>(offset), buffer);

@@ -70,7 +70,7 @@ class ThriftPeerTransfer : public PeerTransfer {
   ~ThriftPeerTransfer() override;
 
   Result<std::string> Transfer(const std::string& key, uint64_t size, uint64_t version,
-                               const ObjectOptions& options, const ObjectReader& read,
+                               const ObjectOptions& options, const ObjectSource& source,
                                const std::string& target, bool dram_only) override;
 
   PeerTransferStats stats() const;
@@ -88,20 +88,20 @@ class ThriftPeerTransfer : public PeerTransfer {
   std::shared_ptr<WorkerChannel> Channel(const NodeRecord& node);
   Result<void> SendTo(WorkerChannel& channel, const std::string& node_id, const std::string& key,
                       uint64_t size, uint64_t version, const ObjectOptions& options,
-                      const ObjectReader& read, bool dram_only);
+                      const ObjectSource& source, bool dram_only);
   Result<Adoption> StartAdopt(WorkerChannel& channel, const std::string& key, uint64_t size,
                               uint64_t version, const ObjectOptions& options, bool dram_only);
   // RDMA WRITE + AdoptEnd(true); kUnavailable and kFailed fall back to TCP.
   // An error means the target's commit itself failed: the transfer ends.
   Result<RdmaOutcome> SendByRdma(WorkerChannel& channel, const std::string& node_id,
-                                 const Adoption& adoption, uint64_t size, const ObjectReader& read,
-                                 std::string* why);
+                                 const Adoption& adoption, uint64_t size,
+                                 const ObjectSource& source, std::string* why);
   // The target's RdmaConnect, as RdmaLink's connector calls it.
   Result<RdmaPeerInfo> CallRdmaConnect(WorkerChannel& channel, const RdmaEndpointInfo& local,
                                        std::string* why);
   // PutChunk of the whole object + AdoptEnd(false); revokes on failure.
   Result<void> SendByTcp(WorkerChannel& channel, const Adoption& adoption, uint64_t size,
-                         const ObjectReader& read);
+                         const ObjectSource& source);
   void Count(const std::string& node_id, Sent sent, uint64_t size, const std::string& why);
   void MaybeCrash(CrashPoint point) const;
 

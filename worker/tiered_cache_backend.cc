@@ -918,10 +918,14 @@ Result<void> TieredCacheBackend::TransferOut(const std::string& key, const std::
     size = object.size;
     object_options = object.options;
   }
-  ObjectReader read = [&source](uint64_t offset, std::span<std::byte> out) {
-    return source->tier->Read(source->location, offset, out);
-  };
-  auto moved = peers_->Transfer(key, size, version, object_options, read, target, dram_only);
+  // `source` keeps the space alive (and unmoved: `transferring`) until the
+  // transfer returns, so its host address stays valid throughout.
+  ObjectSource bytes{.read =
+                         [&source](uint64_t offset, std::span<std::byte> out) {
+                           return source->tier->Read(source->location, offset, out);
+                         },
+                     .host_address = source->tier->HostAddress(source->location)};
+  auto moved = peers_->Transfer(key, size, version, object_options, bytes, target, dram_only);
 
   std::lock_guard lock(mu_);
   auto it = objects_.find(key);

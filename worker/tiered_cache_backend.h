@@ -49,6 +49,15 @@ class OwnerDirectory {
 // Reads bytes [offset, offset + out.size()) of the object being transferred.
 using ObjectReader = std::function<Result<void>(uint64_t offset, std::span<std::byte> out)>;
 
+// The bytes of an object being transferred.
+struct ObjectSource {
+  ObjectReader read;
+  // Where the bytes lie in this process's memory (a DRAM arena), valid for
+  // the whole transfer, so an RDMA sender can write from it without a copy;
+  // null when they must be read (SSD, VRAM).
+  const std::byte* host_address = nullptr;
+};
+
 struct ObjectOptions;
 
 // Hands objects to other nodes (inter-node eviction, prefetch to a client's
@@ -64,7 +73,7 @@ class PeerTransfer {
   // `dram_only` the target must place it in DRAM. Returns the new owner.
   // kNoAvailableHandle when no node has room.
   virtual Result<std::string> Transfer(const std::string& key, uint64_t size, uint64_t version,
-                                       const ObjectOptions& options, const ObjectReader& read,
+                                       const ObjectOptions& options, const ObjectSource& source,
                                        const std::string& target, bool dram_only) = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -557,13 +558,19 @@ class InProcessPeer : public PeerTransfer {
   InProcessPeer(TieredCacheBackend& target, InMemoryDirectory& directory)
       : target_(target), directory_(directory) {}
   Result<std::string> Transfer(const std::string& key, uint64_t size, uint64_t version,
-                               const ObjectOptions& options, const ObjectReader& read,
+                               const ObjectOptions& options, const ObjectSource& source,
                                const std::string&, bool) override {
     auto handle = target_.PutStart(key, size, options, WriteMode::kAdopt, version);
     if (!handle) return Err(handle.error());
     std::string buffer(size, '\0');
-    if (!read(0, std::as_writable_bytes(std::span(buffer.data(), buffer.size())))) {
+    if (!source.read(0, std::as_writable_bytes(std::span(buffer.data(), buffer.size())))) {
       return Err(ErrorCode::kTransferFail);
+    }
+    // An RDMA sender writes straight from this address: it must hold the
+    // same bytes as the reader returns.
+    if (source.host_address != nullptr) {
+      host_sources++;
+      if (std::memcmp(source.host_address, buffer.data(), size) != 0) host_mismatches++;
     }
     if (!target_.PutChunk(*handle, 0, buffer) || !target_.PutEnd(*handle)) {
       return Err(ErrorCode::kTransferFail);
@@ -572,6 +579,8 @@ class InProcessPeer : public PeerTransfer {
     return std::string("peer");  // the directory is shared: ownership is unchanged by name
   }
   int transfers = 0;
+  int host_sources = 0;     // transfers whose source had a host address
+  int host_mismatches = 0;  // ...whose bytes there differed from the reader's
 
  private:
   TieredCacheBackend& target_;
@@ -607,6 +616,37 @@ TEST_F(BackendTest, AFullLastTierHandsObjectsToAnotherNodeInsteadOfDropping) {
   peer.RunMaintenance();
   EXPECT_EQ(peer.Inspect("m0")->state, "complete");
   EXPECT_EQ(peer.Keys().size(), stats.moved_out);
+}
+
+// With DRAM as the last tier, objects leave the node straight from the
+// arena: the transfer gets their host address (an RDMA sender writes from
+// it without a copy); from SSD it gets none.
+TEST_F(BackendTest, TransfersFromDramCarryTheObjectsHostAddress) {
+  std::vector<std::unique_ptr<CacheTier>> tiers;
+  tiers.push_back(std::move(DramTier::Create("dram", 4 * kMiB).value()));
+  TieredCacheBackend dram_only(std::move(tiers), &directory_, DefaultOptions());
+  InMemoryDirectory peer_directory;
+  std::vector<std::unique_ptr<CacheTier>> peer_tiers;
+  peer_tiers.push_back(std::move(DramTier::Create("dram", 32 * kMiB).value()));
+  TieredCacheBackend peer(std::move(peer_tiers), &peer_directory, DefaultOptions());
+  InProcessPeer link(peer, peer_directory);
+  dram_only.set_peer_transfer(&link);
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(dram_only.Put("h" + std::to_string(i), Pattern("h", kMiB, i), {}));
+  }
+  EXPECT_GE(link.transfers, 2);
+  EXPECT_EQ(link.host_sources, link.transfers);
+  EXPECT_EQ(link.host_mismatches, 0);
+  EXPECT_EQ(peer.Get("h0", 0, 0)->data, Pattern("h", kMiB, 0));
+
+  Open(2 * kMiB, 4 * kMiB);  // DRAM + SSD: moves leave from the SSD
+  InProcessPeer ssd_link(peer, peer_directory);
+  backend_->set_peer_transfer(&ssd_link);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(backend_->Put("s" + std::to_string(i), Pattern("s", kMiB, i), {}));
+  }
+  EXPECT_GE(ssd_link.transfers, 1);
+  EXPECT_EQ(ssd_link.host_sources, 0);
 }
 
 TEST_F(BackendTest, AnUpsertOfAKeyHandedToAnotherNodeIsRedirected) {
