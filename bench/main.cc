@@ -61,6 +61,7 @@ struct BenchOptions {
   std::string hot_cache_text = "0";
   uint64_t hot_cache_bytes = 0;
   size_t location_cache_entries = 65536;
+  std::string rdma = "off";  // ClientConfig.rdma: RDMA READ for large gets
   int64_t prefetch_wait_ms = 200;
   uint64_t prefetch_samples = 200;  // keys per latency group
   // vram and transfer modes.
@@ -172,6 +173,7 @@ class Bench {
       Mixed(rows);
     }
     if (options_.cleanup) Cleanup();
+    if (options_.rdma != "off") ReportTransport();
     return rows;
   }
 
@@ -180,6 +182,16 @@ class Bench {
   const json& extra() const { return extra_; }
 
  private:
+  // How the gets travelled (--rdma): RDMA reads, fallbacks, and why not.
+  void ReportTransport() {
+    TransportCounters t = client_.transport_counters();
+    extra_["transport"] = {{"rdma_enabled", t.rdma_enabled},
+                           {"rdma_reason", t.rdma_reason},
+                           {"rdma_gets", t.rdma_gets},
+                           {"rdma_bytes", t.rdma_bytes},
+                           {"rdma_fallbacks", t.rdma_fallbacks}};
+  }
+
   static std::string MakeValue(uint64_t size) {
     std::string value(size, '\0');
     std::mt19937_64 random(42);
@@ -468,6 +480,14 @@ void PrintText(const BenchOptions& o, const std::string& run, std::vector<PhaseR
         h["misses"].get<unsigned long long>(), h["validations"].get<unsigned long long>(),
         h["stale"].get<unsigned long long>(), h["entries"].get<unsigned long long>());
   }
+  if (extra.contains("transport")) {
+    const json& t = extra["transport"];
+    std::printf("transport: rdma %s (%s), rdma gets %llu, rdma bytes %llu, fallbacks %llu\n",
+                t["rdma_enabled"].get<bool>() ? "enabled" : "disabled",
+                t["rdma_reason"].get<std::string>().c_str(),
+                t["rdma_gets"].get<unsigned long long>(), t["rdma_bytes"].get<unsigned long long>(),
+                t["rdma_fallbacks"].get<unsigned long long>());
+  }
   if (extra.contains("groups"))
     std::printf("prefetch groups: %s\n", extra["groups"].dump().c_str());
   if (extra.contains("prefetch_counters")) {
@@ -507,6 +527,7 @@ void PrintJson(const BenchOptions& o, const std::string& run, std::vector<PhaseR
                  {"zipf_theta", o.zipf_theta},
                  {"hot_cache_bytes", o.hot_cache_bytes},
                  {"location_cache_entries", o.location_cache_entries},
+                 {"rdma", o.rdma},
                  {"prefetch_wait_ms", o.prefetch_wait_ms},
                  {"run_prefix", run}};
   json out = {{"config", config}, {"phases", phases}};
@@ -535,7 +556,13 @@ std::optional<int> ParseFlags(int argc, char** argv, BenchOptions& o) {
   app.add_option("--gpu-device", o.gpu_device, "vram: HIP device index")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--rdma-device", o.transfer.rdma_device, "transfer: RDMA device (first if empty)");
+  app.add_option("--rdma", o.rdma,
+                 "Client reads of values over 4 MiB by RDMA READ: off, auto (where a device and "
+                 "the owner allow, else TCP) or on (fail without a device)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "auto", "on"}));
+  app.add_option("--rdma-device", o.transfer.rdma_device,
+                 "RDMA device for --rdma and the transfer workload (first if empty)");
   app.add_option("--rdma-port", o.transfer.rdma_port, "transfer: RDMA port")->capture_default_str();
   app.add_option("--rdma-gid-index", o.transfer.rdma_gid_index, "transfer: GID index (-1 auto)")
       ->capture_default_str();
@@ -655,6 +682,8 @@ ClientConfig ToClientConfig(const BenchOptions& o, bool& ok) {
   config.local_node = o.node;
   config.local_hot_cache_bytes = o.hot_cache_bytes;
   config.location_cache_entries = o.location_cache_entries;
+  config.rdma = o.rdma;
+  config.rdma_device = o.transfer.rdma_device;
   return config;
 }
 

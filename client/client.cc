@@ -12,13 +12,19 @@
 
 #include "client/client_impl.h"
 #include "client/hot_cache.h"
+#include "client/rdma_reads.h"
 #include "common/log.h"
 
 namespace mooncake {
 
 struct Client::Impl {
-  explicit Impl(ClientConfig config)
-      : router(std::move(config)), hot_cache(router.config().local_hot_cache_bytes) {}
+  Impl(ClientConfig config, std::unique_ptr<RdmaReads> rdma_reads)
+      : rdma(std::move(rdma_reads)),
+        router(std::move(config),
+               [reads = rdma.get()](const std::string& node_id) { reads->Forget(node_id); }),
+        hot_cache(router.config().local_hot_cache_bytes) {}
+  // Declared before the router, whose callback uses it.
+  std::unique_ptr<RdmaReads> rdma;
   ClientRouter router;
   HotCache hot_cache;
 };
@@ -156,12 +162,20 @@ void TakeReply(rpc::GetResult& to, rpc::GetResult& from) {
   to.owner_hint.swap(from.owner_hint);
 }
 
-// The state of a chunked read from one owner.
+// The state of a chunked read from one owner. With `rdma`, an object large
+// enough has everything after its first chunk read by RDMA when the owner
+// allows it (client/rdma_reads.h); the ranged Gets then cover only what RDMA
+// did not.
 class ChunkedRead {
  public:
   ChunkedRead(ClientRouter& router, const std::string& key, Owner owner, const ReadSink& sink,
-              const ProgressFn& progress)
-      : router_(router), key_(key), owner_(std::move(owner)), sink_(sink), progress_(progress) {}
+              const ProgressFn& progress, RdmaReads* rdma = nullptr)
+      : router_(router),
+        key_(key),
+        owner_(std::move(owner)),
+        sink_(sink),
+        progress_(progress),
+        rdma_(rdma) {}
 
   // Reads the whole object. `first`, if given, is a reply already received
   // for offset 0 (from BatchGet).
@@ -171,6 +185,8 @@ class ChunkedRead {
     if (first) {
       TakeReply(reply, *first);
       have_reply = true;
+      // Past its frame budget a BatchGet answers only size and version.
+      batch_reply_ = true;
     }
     while (!started_ || offset_ < total_) {
       if (!have_reply) {
@@ -187,7 +203,12 @@ class ChunkedRead {
         if (!call) return Err(call.error());
       }
       have_reply = false;
-      if (auto step = Accept(reply); !step) return Err(step.error());
+      auto step = Accept(reply);
+      batch_reply_ = false;
+      if (!step) return Err(step.error());
+      if (WantsRdma()) {
+        if (auto step = ReadRestByRdma(); !step) return Err(step.error());
+      }
     }
     return ReadDone{total_, version_, owner_.node_id};
   }
@@ -213,8 +234,11 @@ class ChunkedRead {
       version_ = reply.version;
     }
     // An empty slice before the end would loop forever; an overlong one
-    // would corrupt the value. Both are server bugs.
-    if ((reply.data.empty() && offset_ < total_) || offset_ + reply.data.size() > total_) {
+    // would corrupt the value. Both are server bugs, except for the empty
+    // first slice of a batch reply: the ranged Gets fetch it.
+    const bool empty_allowed = batch_reply_ && offset_ == 0;
+    if ((reply.data.empty() && offset_ < total_ && !empty_allowed) ||
+        offset_ + reply.data.size() > total_) {
       MC_LOG_ERROR("bad read slice key={} offset={} bytes={} total={}", key_, offset_,
                    reply.data.size(), total_);
       return Err(ErrorCode::kInternalError);
@@ -233,6 +257,31 @@ class ChunkedRead {
     return {};
   }
 
+  // Once per read, after the first chunk named the version and the size.
+  bool WantsRdma() const {
+    return rdma_ != nullptr && !rdma_tried_ && started_ && offset_ > 0 && offset_ < total_ &&
+           rdma_->Wants(total_);
+  }
+
+  // Hands the rest of the object to the sink by RDMA as far as that goes;
+  // the TCP loop continues after the verified bytes, or from the start when
+  // the sink took bytes that cannot be vouched for.
+  Result<void> ReadRestByRdma() {
+    rdma_tried_ = true;
+    uint64_t position = offset_;
+    auto write = [&](std::string_view data) -> Result<void> {
+      if (auto written = sink_.write(data); !written) return written;
+      position += data.size();
+      if (progress_) progress_(position, total_);
+      return {};
+    };
+    auto outcome = rdma_->Read(owner_, key_, version_, offset_, total_, write);
+    if (!outcome) return Err(outcome.error());
+    if (outcome->discard) return Restart();
+    offset_ += outcome->verified;
+    return {};
+  }
+
   // The object was replaced mid-read; the bytes so far belong to the old one.
   Result<void> Restart() {
     if (restarts_++ >= kMaxReadRestarts) return Err(ErrorCode::kObjectReplicaBusy);
@@ -247,6 +296,9 @@ class ChunkedRead {
   Owner owner_;
   const ReadSink& sink_;
   const ProgressFn progress_;
+  RdmaReads* const rdma_;  // null: TCP only
+  bool rdma_tried_ = false;
+  bool batch_reply_ = false;  // the reply being accepted came from BatchGet
   bool started_ = false;
   uint64_t offset_ = 0;
   uint64_t total_ = 0;
@@ -270,11 +322,12 @@ ReadSink StringSink(std::string& out) {
 
 // Reads one object into memory, continuing from `first` when given.
 // `served_by`, if given, receives the node that answered.
-Result<ObjectValue> ReadValue(ClientRouter& router, const std::string& key, Owner owner,
-                              rpc::GetResult* first, std::string* served_by = nullptr) {
+Result<ObjectValue> ReadValue(ClientRouter& router, RdmaReads* rdma, const std::string& key,
+                              Owner owner, rpc::GetResult* first,
+                              std::string* served_by = nullptr) {
   ObjectValue value;
   ReadSink sink = StringSink(value.data);
-  ChunkedRead read(router, key, std::move(owner), sink, {});
+  ChunkedRead read(router, key, std::move(owner), sink, {}, rdma);
   auto done = read.Run(first);
   if (!done) return Err(done.error());
   value.version = done->version;
@@ -497,7 +550,11 @@ Result<std::unique_ptr<Client>> Client::Create(ClientConfig config) {
   if (config.master_host.empty() || config.master_port <= 0 || config.master_port > 65535) {
     return Err(ErrorCode::kInvalidParams);
   }
-  auto impl = std::make_unique<Impl>(std::move(config));
+  // Before the master: a bad mode or a missing device is the caller's
+  // configuration, whatever the cluster's state.
+  auto rdma = RdmaReads::Open(config);
+  if (!rdma) return Err(rdma.error());
+  auto impl = std::make_unique<Impl>(std::move(config), std::move(*rdma));
   // Checking the master now turns a wrong address into one clear error at
   // startup, and warms the node cache.
   auto nodes = impl->router.FetchNodes();
@@ -621,7 +678,8 @@ Result<ObjectValue> Client::Get(std::string_view key) {
   auto owner = impl_->router.Locate(k);
   if (!owner) return Err(owner.error());
   std::string served_by;
-  auto value = ReadValue(impl_->router, k, std::move(*owner), nullptr, &served_by);
+  auto value =
+      ReadValue(impl_->router, impl_->rdma.get(), k, std::move(*owner), nullptr, &served_by);
   if (value && cache.Admits(value->data.size())) {
     auto data = std::make_shared<const std::string>(value->data);
     cache.Offer(k, HotCache::Entry{std::move(data), std::move(served_by), value->version, started},
@@ -638,7 +696,7 @@ Result<uint64_t> Client::GetStream(std::string_view key, std::ostream& out,
   if (!owner) return Err(owner.error());
   StreamSink stream(out);
   ReadSink sink = stream.Sink();
-  ChunkedRead read(impl_->router, k, std::move(*owner), sink, progress);
+  ChunkedRead read(impl_->router, k, std::move(*owner), sink, progress, impl_->rdma.get());
   auto done = read.Run(nullptr);
   if (!done) return Err(done.error());
   out.flush();
@@ -838,6 +896,8 @@ Result<WorkerCounters> Client::Stats(const std::string& node_id) {
 
 HotCacheCounters Client::hot_cache_counters() const { return impl_->hot_cache.counters(); }
 
+TransportCounters Client::transport_counters() const { return impl_->rdma->counters(); }
+
 // ---- Batches ----
 
 namespace {
@@ -922,7 +982,8 @@ std::vector<Result<ObjectValue>> Client::BatchGet(const std::vector<std::string>
            // Each reply carries at most one chunk; ChunkedRead completes larger
            // values and follows keys that moved.
            for (size_t j = 0; j < slice.size(); ++j) {
-             results[slice[j]] = ReadValue(impl_->router, keys[slice[j]], owner, &replies[j]);
+             results[slice[j]] =
+                 ReadValue(impl_->router, impl_->rdma.get(), keys[slice[j]], owner, &replies[j]);
            }
          });
   return results;

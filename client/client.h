@@ -4,7 +4,9 @@
 // and remove objects in the cluster. It asks the master where a key lives,
 // talks to the owning worker directly, and moves values larger than one RPC
 // (kRpcChunkBytes) in chunks, so objects of any size up to a tier's capacity
-// work and no layer holds more than one extra copy of a value.
+// work and no layer holds more than one extra copy of a value. With
+// ClientConfig.rdma, everything after a large object's first chunk may come
+// by RDMA READ straight from the owner's memory tier instead.
 //
 // Thread-safety: a Client is safe to share between threads; connections are
 // pooled per node.
@@ -45,6 +47,17 @@ struct ClientConfig {
   // hot_cache_max_staleness_ms after they were fetched.
   uint64_t hot_cache_validate_min_bytes = 64 * 1024;
   int64_t hot_cache_max_staleness_ms = 1000;
+  // RDMA READ for large gets: "off" (TCP only), "auto" (RDMA where this
+  // machine has a usable device and the owner exports the object's tier,
+  // else TCP; why not is logged and in transport_counters()), "on" (Create
+  // fails with kTierNotFound when no device can be opened). Anything else:
+  // Create fails with kInvalidParams.
+  std::string rdma = "off";
+  std::string rdma_device;  // "" picks the first device
+  // Objects at least this large have everything after their first chunk
+  // read by RDMA when possible (two small RPCs to the owner pin down the
+  // placement and confirm the version); smaller ones always use TCP.
+  uint64_t rdma_min_bytes = kRpcChunkBytes + 1;
 };
 
 struct PutOptions {
@@ -97,6 +110,16 @@ struct HotCacheCounters {
   uint64_t stale = 0;        // entries found outdated and dropped
   uint64_t bytes = 0;
   uint64_t entries = 0;
+};
+
+// How this client's reads travelled.
+struct TransportCounters {
+  uint64_t rdma_gets = 0;       // reads whose bytes after the first chunk came by RDMA
+  uint64_t rdma_bytes = 0;      // bytes read by RDMA and kept
+  uint64_t rdma_fallbacks = 0;  // RDMA attempts that gave way to TCP (refused or failed)
+  bool rdma_enabled = false;
+  // Why RDMA is off or unusable; when enabled, the device and port in use.
+  std::string rdma_reason;
 };
 
 // Placement and state of one object as its owner sees it.
@@ -159,7 +182,9 @@ struct ObjectPlacement {
 
 class Client {
  public:
-  // Connects to the master; kRpcFail if it cannot be reached.
+  // Connects to the master; kRpcFail if it cannot be reached. Checks the
+  // configuration first (kInvalidParams) and opens the RDMA device when
+  // config.rdma asks for it (kTierNotFound for "on" without one).
   static Result<std::unique_ptr<Client>> Create(ClientConfig config);
   ~Client();
   Client(const Client&) = delete;
@@ -219,6 +244,7 @@ class Client {
   Result<WorkerCounters> Stats(const std::string& node_id);
   Result<ObjectInspection> Inspect(std::string_view key);
   HotCacheCounters hot_cache_counters() const;
+  TransportCounters transport_counters() const;
 
  private:
   struct Impl;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,9 +45,14 @@ struct OwnerGroup {
 
 // Thread-safety: every method is safe from any thread. mu_ guards nodes_; the
 // channels themselves are thread-safe and are used outside the lock.
+// on_readdressed_ is set before the router is shared and never changes.
 class ClientRouter {
  public:
-  explicit ClientRouter(ClientConfig config);
+  // Called, outside the router's lock, with a node whose address changed
+  // (it restarted elsewhere), so per-node transport state can be dropped.
+  using ReaddressedFn = std::function<void(const std::string& node_id)>;
+
+  explicit ClientRouter(ClientConfig config, ReaddressedFn on_readdressed = {});
 
   const ClientConfig& config() const { return config_; }
   MasterChannel& master() { return master_; }
@@ -100,6 +106,7 @@ class ClientRouter {
   std::shared_ptr<WorkerChannel> Cached(const std::string& node_id);
 
   const ClientConfig config_;
+  const ReaddressedFn on_readdressed_;
   const RpcOptions rpc_options_;
   MasterChannel master_;
   std::mutex mu_;

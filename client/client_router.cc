@@ -38,8 +38,9 @@ std::vector<std::vector<size_t>> SliceIndices(const std::vector<size_t>& indices
   return slices;
 }
 
-ClientRouter::ClientRouter(ClientConfig config)
+ClientRouter::ClientRouter(ClientConfig config, ReaddressedFn on_readdressed)
     : config_(std::move(config)),
+      on_readdressed_(std::move(on_readdressed)),
       rpc_options_(ToRpcOptions(config_)),
       master_(config_.master_host, config_.master_port, rpc_options_) {}
 
@@ -58,14 +59,21 @@ std::shared_ptr<WorkerChannel> ClientRouter::Cached(const std::string& node_id) 
 }
 
 Owner ClientRouter::Remember(const std::string& node_id, const std::string& host, int port) {
-  std::lock_guard lock(mu_);
-  NodeEntry& entry = nodes_[node_id];
-  if (!entry.channel || entry.host != host || entry.port != port) {
-    entry.host = host;
-    entry.port = port;
-    entry.channel = std::make_shared<WorkerChannel>(host, port, rpc_options_);
+  bool readdressed = false;
+  Owner owner;
+  {
+    std::lock_guard lock(mu_);
+    NodeEntry& entry = nodes_[node_id];
+    if (!entry.channel || entry.host != host || entry.port != port) {
+      readdressed = entry.channel != nullptr;
+      entry.host = host;
+      entry.port = port;
+      entry.channel = std::make_shared<WorkerChannel>(host, port, rpc_options_);
+    }
+    owner = Owner{node_id, entry.channel};
   }
-  return Owner{node_id, entry.channel};
+  if (readdressed && on_readdressed_) on_readdressed_(node_id);
+  return owner;
 }
 
 Result<Owner> ClientRouter::Node(const std::string& node_id) {

@@ -22,8 +22,8 @@
 #include <mutex>
 #include <string>
 
+#include "transport/rdma_link.h"
 #include "worker/master_link.h"
-#include "worker/rdma_link.h"
 #include "worker/tiered_cache_backend.h"
 
 namespace mooncake {
@@ -39,16 +39,6 @@ class RdmaConnectResult;
 enum class CrashPoint { kNone, kAfterAdopt, kAfterHandOver };
 
 Result<CrashPoint> ParseCrashPoint(std::string_view text);
-
-// Wire forms of RdmaLink's plain structs (shared with WorkerHandler).
-rpc::RdmaEndpoint ToRpcEndpoint(const RdmaEndpointInfo& info);
-// kInvalidParams for a malformed endpoint: gid neither empty nor 16 bytes,
-// lid, qp_num, psn or mtu out of range.
-Result<RdmaEndpointInfo> FromRpcEndpoint(const rpc::RdmaEndpoint& endpoint);
-rpc::RdmaRegion ToRpcRegion(const RdmaExport& region);
-// A successful RdmaConnect answer as plain structs; kInvalidParams when
-// malformed (bad endpoint, empty tier name, empty region).
-Result<RdmaPeerInfo> FromRpcConnectResult(const rpc::RdmaConnectResult& result);
 
 // Objects sent to other nodes, by transport. A move whose hand-over the
 // master refused afterwards still counts: the bytes were sent.

@@ -7,8 +7,8 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "http/admin_settings.h"
+#include "transport/rdma_link.h"
 #include "worker/peer_transfer.h"
-#include "worker/rdma_link.h"
 
 namespace mooncake {
 namespace {

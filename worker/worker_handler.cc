@@ -2,9 +2,10 @@
 
 #include <algorithm>
 
+#include "thrift/rdma_wire.h"
 #include "thrift/rpc_codes.h"
+#include "transport/rdma_link.h"
 #include "worker/peer_transfer.h"
-#include "worker/rdma_link.h"
 
 namespace mooncake {
 namespace {

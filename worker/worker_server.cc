@@ -11,9 +11,9 @@
 #include "tiers/dram_tier.h"
 #include "tiers/gpu_tier.h"
 #include "tiers/ssd_tier.h"
+#include "transport/rdma_link.h"
 #include "worker/master_link.h"
 #include "worker/peer_transfer.h"
-#include "worker/rdma_link.h"
 #include "worker/tiered_cache_backend.h"
 #include "worker/worker_handler.h"
 

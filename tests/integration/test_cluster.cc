@@ -554,14 +554,23 @@ void TestCluster::KillWorker(const std::string& node_id, int sig) {
 }
 
 std::unique_ptr<Client> TestCluster::NewClient(const std::string& local_node) {
+  return NewClient(ClientConfigFor(local_node));
+}
+
+ClientConfig TestCluster::ClientConfigFor(const std::string& local_node) const {
   ClientConfig config;
   config.master_host = "127.0.0.1";
   config.master_port = master_.port;
   config.local_node = local_node;
+  return config;
+}
+
+std::unique_ptr<Client> TestCluster::NewClient(const ClientConfig& config) {
   auto client = Client::Create(config);
   if (!client) {
-    ADD_FAILURE() << "Client::Create(master=" << master_address() << ", local_node='" << local_node
-                  << "') failed: " << ToString(client.error());
+    ADD_FAILURE() << "Client::Create(master=" << config.master_host << ":" << config.master_port
+                  << ", local_node='" << config.local_node << "', rdma=" << config.rdma
+                  << ") failed: " << ToString(client.error());
     return nullptr;
   }
   return std::move(*client);

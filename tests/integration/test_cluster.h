@@ -184,6 +184,12 @@ class TestCluster {
   // A client of this cluster's master; `local_node` is its co-located worker.
   // Fails the current test (and returns null) if the client cannot connect.
   std::unique_ptr<Client> NewClient(const std::string& local_node = "");
+  // The configuration NewClient(local_node) uses, for tests that change a
+  // knob (rdma, caches, timeouts) before building the client.
+  ClientConfig ClientConfigFor(const std::string& local_node = "") const;
+  // A client built from `config` as given; fails the current test (and
+  // returns null) if Client::Create fails.
+  std::unique_ptr<Client> NewClient(const ClientConfig& config);
 
   // Runs mooncake-cli with `--master 127.0.0.1:<port>` prepended (unless
   // `with_master` is false), feeding `stdin_data`, bounded by `timeout`.

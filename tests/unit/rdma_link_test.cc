@@ -1,4 +1,4 @@
-// RdmaLink (worker/rdma_link.h), its wire forms (worker/peer_transfer.h) and
+// RdmaLink (transport/rdma_link.h), its wire forms (worker/peer_transfer.h) and
 // the worker handler's RDMA calls (RdmaConnect, AdoptEnd written_directly).
 //
 // Tests that need an RDMA device skip, printing why, when none is usable
@@ -6,7 +6,7 @@
 // set MOONCAKE_REQUIRE_RDMA=1 to turn those skips into failures;
 // MOONCAKE_RDMA_DEVICE picks the device (default: the first one).
 
-#include "worker/rdma_link.h"
+#include "transport/rdma_link.h"
 
 #include <gtest/gtest.h>
 
@@ -25,6 +25,7 @@
 #include "mooncake_rpc/WorkerService.h"
 #include "tests/device_env.h"
 #include "tests/unit/in_memory_directory.h"
+#include "thrift/rdma_wire.h"
 #include "tiers/dram_tier.h"
 #include "worker/peer_transfer.h"
 #include "worker/tiered_cache_backend.h"
@@ -172,6 +173,49 @@ TEST(RdmaLinkTest, ADisabledLinkRefusesEverythingWithItsReason) {
   const RdmaLinkStats stats = off.stats();
   EXPECT_FALSE(stats.enabled);
   EXPECT_EQ(stats.accepts + stats.connects + stats.objects_written + stats.write_failures, 0u);
+}
+
+// A sink that appends what it is given to `out`, checking that the chunks
+// arrive in order.
+RdmaSink AppendTo(std::string& out, int* calls = nullptr) {
+  return [&out, calls](uint64_t offset, std::span<const std::byte> bytes) -> Result<void> {
+    if (calls != nullptr) ++*calls;
+    if (offset != out.size()) return Err(ErrorCode::kInternalError);
+    out.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return {};
+  };
+}
+
+TEST(RdmaLinkTest, ADisabledLinkReadsNothingAndNeverAsksAPeer) {
+  for (RdmaMode mode : {RdmaMode::kOff, RdmaMode::kAuto}) {
+    auto link = RdmaLink::Open(Options(mode));
+    ASSERT_TRUE(link);
+    if ((*link)->enabled()) continue;  // auto on a device machine: covered below
+    SCOPED_TRACE(std::string(ToString(mode)));
+    RdmaLink& off = **link;
+    int connector_calls = 0;
+    RdmaConnector connect = [&](const RdmaEndpointInfo&, std::string*) -> Result<RdmaPeerInfo> {
+      ++connector_calls;
+      return Err(ErrorCode::kInternalError);
+    };
+    std::string got;
+    int sink_calls = 0;
+    std::string why;
+    auto read = off.ReadObject("w2", connect, "dram", 0, 4 * MiB, AppendTo(got, &sink_calls), &why);
+    ASSERT_FALSE(read);
+    EXPECT_EQ(read.error(), ErrorCode::kTierNotFound);
+    EXPECT_EQ(why, off.reason());
+    why.clear();
+    auto connected = off.Connect("w2", connect, &why);
+    ASSERT_FALSE(connected);
+    EXPECT_EQ(connected.error(), ErrorCode::kTierNotFound);
+    EXPECT_EQ(why, off.reason());
+    EXPECT_EQ(connector_calls, 0) << "a disabled link never asks a peer";
+    EXPECT_EQ(sink_calls, 0);
+    const RdmaLinkStats stats = off.stats();
+    EXPECT_EQ(stats.objects_read + stats.bytes_read + stats.read_failures, 0u);
+    EXPECT_EQ(stats.connects + stats.connect_failures, 0u);
+  }
 }
 
 // ---- Wire forms ----
@@ -451,6 +495,110 @@ TEST_F(RdmaLinkDeviceTest, AReconnectReplacesTheInitiatorsPassiveQueuePair) {
   }
   EXPECT_EQ(target_->stats().accepts, 3u);
   EXPECT_EQ(target_->stats().passive_qps, 1u) << "one passive queue pair per initiator node";
+}
+
+TEST_F(RdmaLinkDeviceTest, ReadsAnExportedArenaByteExactChunkByChunk) {
+  // Given a target whose arena holds a known pattern.
+  ASSERT_TRUE(target_->ExportTier("dram", target_arena_.data(), target_arena_.size(), false));
+  const std::string arena = Pattern(21, target_arena_.size());
+  std::memcpy(target_arena_.data(), arena.data(), arena.size());
+
+  // When the sender reads ranges smaller than, equal to and larger than its
+  // bounce buffer (4 MiB), at odd offsets.
+  int connects = 0;
+  uint64_t offset = 3;
+  uint64_t bytes = 0;
+  for (uint64_t size : {1 * KiB, 4 * MiB, 9 * MiB + 3}) {
+    SCOPED_TRACE(::testing::Message() << "size " << size);
+    std::string got;
+    int chunks = 0;
+    std::string why;
+    ASSERT_TRUE(sender_->ReadObject("target", ConnectToTarget(&connects), "dram", offset, size,
+                                    AppendTo(got, &chunks), &why))
+        << why;
+    // Expect every byte, in order, in bounce-buffer-sized chunks.
+    ASSERT_EQ(got.size(), size);
+    EXPECT_TRUE(got == arena.substr(offset, size));
+    EXPECT_EQ(chunks, static_cast<int>((size + 4 * MiB - 1) / (4 * MiB)));
+    offset += size + 11;
+    bytes += size;
+  }
+  EXPECT_EQ(connects, 1) << "one queue pair per peer, kept";
+  const RdmaLinkStats stats = sender_->stats();
+  EXPECT_EQ(stats.objects_read, 3u);
+  EXPECT_EQ(stats.bytes_read, bytes);
+  EXPECT_EQ(stats.read_failures, 0u);
+  EXPECT_EQ(stats.objects_written, 0u);
+}
+
+TEST_F(RdmaLinkDeviceTest, ReadsOfUnexportedTiersOrRangesOutsideTheRegionCallNoSink) {
+  ASSERT_TRUE(target_->ExportTier("dram", target_arena_.data(), 1 * MiB, false));
+  std::string got;
+  int chunks = 0;
+  std::string why;
+  auto ssd = sender_->ReadObject("target", ConnectToTarget(), "ssd", 0, 64 * KiB,
+                                 AppendTo(got, &chunks), &why);
+  ASSERT_FALSE(ssd);
+  EXPECT_EQ(ssd.error(), ErrorCode::kTierNotFound);
+  EXPECT_NE(why.find("ssd"), std::string::npos) << why;
+  auto past = sender_->ReadObject("target", ConnectToTarget(), "dram", 1 * MiB - 100, 64 * KiB,
+                                  AppendTo(got, &chunks), &why);
+  ASSERT_FALSE(past);
+  EXPECT_EQ(past.error(), ErrorCode::kInvalidParams);
+  auto huge = sender_->ReadObject("target", ConnectToTarget(), "dram", 8, UINT64_MAX - 4,
+                                  AppendTo(got, &chunks), &why);
+  ASSERT_FALSE(huge);
+  EXPECT_EQ(huge.error(), ErrorCode::kInvalidParams) << "overflow-safe range check";
+  EXPECT_EQ(chunks, 0);
+  EXPECT_EQ(sender_->stats().read_failures, 0u) << "refusals are not transfer failures";
+  // The queue pair is still good.
+  EXPECT_TRUE(sender_->ReadObject("target", ConnectToTarget(), "dram", 0, 64 * KiB,
+                                  AppendTo(got, &chunks)));
+  EXPECT_EQ(got.size(), 64 * KiB);
+}
+
+TEST_F(RdmaLinkDeviceTest, ASinkThatRefusesStopsTheReadAndKeepsTheQueuePair) {
+  ASSERT_TRUE(target_->ExportTier("dram", target_arena_.data(), target_arena_.size(), false));
+  int calls = 0;
+  RdmaSink refuse_second = [&calls](uint64_t, std::span<const std::byte>) -> Result<void> {
+    return ++calls == 2 ? Err(ErrorCode::kObjectReplicaBusy) : Result<void>{};
+  };
+  std::string why;
+  auto read =
+      sender_->ReadObject("target", ConnectToTarget(), "dram", 0, 12 * MiB, refuse_second, &why);
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.error(), ErrorCode::kTransferFail);
+  EXPECT_NE(why.find("sink"), std::string::npos) << why;
+  EXPECT_EQ(calls, 2) << "no chunk after the refused one";
+  EXPECT_EQ(sender_->stats().read_failures, 1u);
+  EXPECT_EQ(sender_->stats().active_qps, 1u) << "a sink failure does not break the queue pair";
+  std::string got;
+  EXPECT_TRUE(sender_->ReadObject("target", ConnectToTarget(), "dram", 0, 5 * MiB, AppendTo(got)));
+  EXPECT_EQ(got.size(), 5 * MiB);
+}
+
+TEST_F(RdmaLinkDeviceTest, ConnectKeepsOneQueuePairAndRemembersARefusal) {
+  int calls = 0;
+  ASSERT_TRUE(sender_->Connect("target", ConnectToTarget(&calls)));
+  ASSERT_TRUE(sender_->Connect("target", ConnectToTarget(&calls)));
+  EXPECT_EQ(calls, 1);
+  int refusals = 0;
+  RdmaConnector refuse = [&](const RdmaEndpointInfo&, std::string* why) -> Result<RdmaPeerInfo> {
+    ++refusals;
+    *why = "peer has no RDMA";
+    return Err(ErrorCode::kTierNotFound);
+  };
+  std::string why;
+  for (int i = 0; i < 2; ++i) {
+    auto connected = sender_->Connect("tcp-only", refuse, &why);
+    ASSERT_FALSE(connected);
+    EXPECT_EQ(connected.error(), ErrorCode::kTierNotFound);
+    EXPECT_NE(why.find("peer has no RDMA"), std::string::npos) << why;
+  }
+  std::string got;
+  EXPECT_EQ(sender_->ReadObject("tcp-only", refuse, "dram", 0, 1, AppendTo(got)).error(),
+            ErrorCode::kTierNotFound);
+  EXPECT_EQ(refusals, 1) << "the refusal is remembered for reads too";
 }
 
 TEST_F(RdmaLinkDeviceTest, AnRdmaWrittenAdoptIsPublishedByAdoptEnd) {

@@ -1,4 +1,4 @@
-#include "worker/rdma_link.h"
+#include "transport/rdma_link.h"
 
 #include <spdlog/fmt/fmt.h>
 
@@ -122,7 +122,7 @@ RdmaLink::~RdmaLink() = default;
 Result<std::unique_ptr<RdmaLink>> RdmaLink::Open(const RdmaLinkOptions& options, std::string* why) {
   if (auto valid = CheckOptions(options, why); !valid) return Err(valid.error());
   if (options.mode == RdmaMode::kOff) {
-    MC_LOG_INFO("rdma off (--rdma off): inter-node moves use TCP");
+    MC_LOG_INFO("rdma off (--rdma off): {} use TCP", options.role);
     return std::unique_ptr<RdmaLink>(new RdmaLink(options, nullptr, "RDMA is off (--rdma off)"));
   }
   std::string open_why;
@@ -147,9 +147,9 @@ Result<std::unique_ptr<RdmaLink>> RdmaLink::Unavailable(const RdmaLinkOptions& o
   if (options.mode == RdmaMode::kOn) return Err(code);  // the caller reports it
   const std::string probe = RdmaContext::ProbeReason();
   if (probe.starts_with("no RDMA device")) {
-    MC_LOG_INFO("rdma disabled (--rdma auto): inter-node moves use TCP reason=\"{}\"", reason);
+    MC_LOG_INFO("rdma disabled (--rdma auto): {} use TCP reason=\"{}\"", options.role, reason);
   } else {
-    MC_LOG_WARN("rdma disabled (--rdma auto): inter-node moves use TCP reason=\"{}\" probe=\"{}\"",
+    MC_LOG_WARN("rdma disabled (--rdma auto): {} use TCP reason=\"{}\" probe=\"{}\"", options.role,
                 reason, probe);
   }
   return std::unique_ptr<RdmaLink>(new RdmaLink(options, nullptr, reason));
@@ -261,13 +261,62 @@ void RdmaLink::KeepPassive(const std::string& initiator_node, std::unique_ptr<Rd
 Result<void> RdmaLink::WriteObject(const std::string& peer_node, const RdmaConnector& connect,
                                    const std::string& tier, uint64_t tier_offset, uint64_t size,
                                    const RdmaSource& source, std::string* why) {
+  std::shared_ptr<ActivePeer> peer;
+  auto remote = RemoteRange(peer_node, connect, tier, tier_offset, size, &peer, why);
+  if (!remote) return Err(remote.error());
+  bool direct = false;
+  auto sent = Send(*peer, *remote, tier_offset, size, source, &direct, why);
+  if (!sent) {
+    write_failures_.fetch_add(1, std::memory_order_relaxed);
+    if (!peer->qp->connected()) DropPeer(peer_node, peer.get());
+    return sent;
+  }
+  objects_written_.fetch_add(1, std::memory_order_relaxed);
+  bytes_written_.fetch_add(size, std::memory_order_relaxed);
+  if (direct) direct_writes_.fetch_add(1, std::memory_order_relaxed);
+  return {};
+}
+
+Result<void> RdmaLink::ReadObject(const std::string& peer_node, const RdmaConnector& connect,
+                                  const std::string& tier, uint64_t tier_offset, uint64_t size,
+                                  const RdmaSink& sink, std::string* why) {
+  std::shared_ptr<ActivePeer> peer;
+  auto remote = RemoteRange(peer_node, connect, tier, tier_offset, size, &peer, why);
+  if (!remote) return Err(remote.error());
+  auto read = ReadBounced(*peer, *remote, tier_offset, size, sink, why);
+  if (!read) {
+    read_failures_.fetch_add(1, std::memory_order_relaxed);
+    if (!peer->qp->connected()) DropPeer(peer_node, peer.get());
+    return read;
+  }
+  objects_read_.fetch_add(1, std::memory_order_relaxed);
+  bytes_read_.fetch_add(size, std::memory_order_relaxed);
+  return {};
+}
+
+Result<void> RdmaLink::Connect(const std::string& peer_node, const RdmaConnector& connect,
+                               std::string* why) {
   if (!enabled()) {
     SetWhy(why, reason_);
     return Err(ErrorCode::kTierNotFound);
   }
   auto peer = PeerFor(peer_node, connect, why);
   if (!peer) return Err(peer.error());
-  const auto& regions = (*peer)->regions;
+  return {};
+}
+
+Result<RdmaRemoteRegion> RdmaLink::RemoteRange(const std::string& peer_node,
+                                               const RdmaConnector& connect,
+                                               const std::string& tier, uint64_t tier_offset,
+                                               uint64_t size, std::shared_ptr<ActivePeer>* peer,
+                                               std::string* why) {
+  if (!enabled()) {
+    SetWhy(why, reason_);
+    return Err(ErrorCode::kTierNotFound);
+  }
+  auto kept = PeerFor(peer_node, connect, why);
+  if (!kept) return Err(kept.error());
+  const auto& regions = (*kept)->regions;
   auto target = std::find_if(regions.begin(), regions.end(),
                              [&tier](const RdmaExport& e) { return e.tier == tier; });
   if (target == regions.end()) {
@@ -279,17 +328,8 @@ Result<void> RdmaLink::WriteObject(const std::string& peer_node, const RdmaConne
                             size, peer_node, tier, target->region.length));
     return Err(ErrorCode::kInvalidParams);
   }
-  bool direct = false;
-  auto sent = Send(**peer, target->region, tier_offset, size, source, &direct, why);
-  if (!sent) {
-    write_failures_.fetch_add(1, std::memory_order_relaxed);
-    if (!(*peer)->qp->connected()) DropPeer(peer_node, peer->get());
-    return sent;
-  }
-  objects_written_.fetch_add(1, std::memory_order_relaxed);
-  bytes_written_.fetch_add(size, std::memory_order_relaxed);
-  if (direct) direct_writes_.fetch_add(1, std::memory_order_relaxed);
-  return {};
+  *peer = std::move(*kept);
+  return target->region;
 }
 
 Result<void> RdmaLink::Send(ActivePeer& peer, const RdmaRemoteRegion& remote,
@@ -333,6 +373,34 @@ Result<void> RdmaLink::WriteBounced(ActivePeer& peer, const RdmaRemoteRegion& re
     }
     if (auto ok = peer.qp->Write(bounce.region(), 0, remote, remote_offset + done, n, left); !ok) {
       SetWhy(why, fmt::format("rdma write at offset {} failed: {}", done, ToString(ok.error())));
+      return Err(ErrorCode::kTransferFail);
+    }
+    done += n;
+  }
+  return {};
+}
+
+Result<void> RdmaLink::ReadBounced(ActivePeer& peer, const RdmaRemoteRegion& remote,
+                                   uint64_t remote_offset, uint64_t size, const RdmaSink& sink,
+                                   std::string* why) {
+  const auto deadline = Clock::now() + options_.transfer_timeout;
+  BounceLease bounce = AcquireBounce();
+  const uint64_t chunk = bounce.region().length();
+  for (uint64_t done = 0; done < size;) {
+    const uint64_t n = std::min(chunk, size - done);
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      SetWhy(why, fmt::format("rdma read timed out after {} of {} bytes", done, size));
+      return Err(ErrorCode::kTransferFail);
+    }
+    if (auto ok = peer.qp->Read(bounce.region(), 0, remote, remote_offset + done, n, left); !ok) {
+      SetWhy(why, fmt::format("rdma read at offset {} failed: {}", done, ToString(ok.error())));
+      return Err(ErrorCode::kTransferFail);
+    }
+    if (auto ok = sink(done, bounce.bytes(n)); !ok) {
+      SetWhy(why, fmt::format("the sink refused {} bytes at offset {}: {}", n, done,
+                              ToString(ok.error())));
       return Err(ErrorCode::kTransferFail);
     }
     done += n;
@@ -454,6 +522,9 @@ RdmaLinkStats RdmaLink::stats() const {
   s.bytes_written = bytes_written_.load(std::memory_order_relaxed);
   s.direct_writes = direct_writes_.load(std::memory_order_relaxed);
   s.write_failures = write_failures_.load(std::memory_order_relaxed);
+  s.objects_read = objects_read_.load(std::memory_order_relaxed);
+  s.bytes_read = bytes_read_.load(std::memory_order_relaxed);
+  s.read_failures = read_failures_.load(std::memory_order_relaxed);
   std::lock_guard lock(mu_);
   s.exported_regions = exported_.size();
   s.passive_qps = passive_.size();

@@ -1,7 +1,8 @@
 #pragma once
 
-// RdmaLink: one worker's RDMA side, over transport/rdma_transport.h. Free of
-// Thrift: WorkerHandler::RdmaConnect and ThriftPeerTransfer translate.
+// RdmaLink: one process's RDMA side (a worker's, or a client's), over
+// transport/rdma_transport.h. Free of Thrift: WorkerHandler::RdmaConnect,
+// ThriftPeerTransfer and the client's RDMA reads translate.
 //
 //   context      one RdmaContext, opened at start (--rdma auto|on|off)
 //   exports      the tier arenas registered for remote READ/WRITE (DRAM
@@ -12,23 +13,27 @@
 //                keeps them alive. A reconnect of the same node replaces its
 //                queue pair; past max_passive_qps the least recently
 //                connected is dropped (its initiator reconnects on failure)
-//   active QPs   one per peer node this worker writes to, connected on first
-//                use through a caller-supplied RdmaConnector (the peer's
-//                RdmaConnect over Thrift), dropped when a transfer fails
+//   active QPs   one per peer node this side writes to or reads from,
+//                connected on first use through a caller-supplied
+//                RdmaConnector (the peer's RdmaConnect over Thrift), dropped
+//                when a transfer fails
 //   bounce       registered staging buffers for sources outside a
-//                registered region (SSD objects, VRAM without GPUDirect)
+//                registered region (SSD objects, VRAM without GPUDirect) and
+//                for every RDMA READ (the reader's destination is not
+//                registered)
 //
 // With no usable device the link is disabled (enabled() false, reason() says
 // why): every call answers kTierNotFound and callers use TCP.
 //
 // Ownership: the link owns its context, regions, queue pairs and bounce
 // buffers. Exported memory belongs to the tiers and must outlive the link
-// (destroy the link before the tiers).
+// (destroy the link before the tiers). RdmaReader and RdmaSink callbacks are
+// borrowed for the duration of one call.
 //
 // Thread-safety: every public method may be called from any thread. mu_
 // guards the export list, the passive and active maps and the refusal cache;
 // a queue pair serialises its own transfers; pool_mu_ guards the free bounce
-// buffers. No RDMA transfer and no connector call runs under mu_.
+// buffers. No RDMA transfer, connector call or sink call runs under mu_.
 
 #include <atomic>
 #include <chrono>
@@ -75,8 +80,10 @@ struct RdmaLinkOptions {
   // only after this; meanwhile transfers to it use TCP at once.
   std::chrono::milliseconds retry_refused_after{30'000};
   // Bound on one object's RDMA WRITE (well below the receiver's
-  // put_start_discard_timeout, so its allocation is still ours).
+  // put_start_discard_timeout, so its allocation is still ours) or READ.
   std::chrono::milliseconds transfer_timeout{10'000};
+  // What uses the link, for its log lines ("... inter-node moves use TCP").
+  std::string role = "inter-node moves";
 };
 
 // A registered tier arena, as a peer addresses it.
@@ -101,6 +108,10 @@ using RdmaConnector =
 // same signature as the backend's ObjectReader.
 using RdmaReader = std::function<Result<void>(uint64_t offset, std::span<std::byte> out)>;
 
+// Takes bytes [offset, offset + bytes.size()) of an object being read, in
+// order; `bytes` is valid only during the call. An error stops the read.
+using RdmaSink = std::function<Result<void>(uint64_t offset, std::span<const std::byte> bytes)>;
+
 // What is being sent: `addr`, when set and inside a region this link
 // registered, is written from directly; otherwise `read` fills a bounce
 // buffer chunk by chunk.
@@ -121,6 +132,9 @@ struct RdmaLinkStats {
   uint64_t bytes_written = 0;
   uint64_t direct_writes = 0;  // of objects_written, without a bounce copy
   uint64_t write_failures = 0;
+  uint64_t objects_read = 0;  // whole ranges RDMA-read from peers
+  uint64_t bytes_read = 0;
+  uint64_t read_failures = 0;
 };
 
 class RdmaLink {
@@ -171,6 +185,32 @@ class RdmaLink {
                            const std::string& tier, uint64_t tier_offset, uint64_t size,
                            const RdmaSource& source, std::string* why = nullptr);
 
+  // Active side: RDMA READs `size` bytes of `peer_node`'s exported `tier` at
+  // `tier_offset`, chunk by chunk through a bounce buffer, handing each chunk
+  // to `sink` in order (offsets relative to the start of the range).
+  // Connects as WriteObject does. Errors, with `*why`:
+  //   kTierNotFound   RDMA cannot be used for this (as for WriteObject):
+  //                   nothing was read, the sink was not called
+  //   kInvalidParams  the range does not fit the peer's region: nothing was
+  //                   read, the sink was not called
+  //   kTransferFail   a transfer failed, timed out (transfer_timeout for the
+  //                   whole range) or the sink refused a chunk: the sink may
+  //                   have taken a prefix of the range; a broken queue pair is
+  //                   dropped (the next call reconnects)
+  // The bytes are whatever the peer's memory held while they were read: a
+  // caller that needs one version of an object checks, after reading, that
+  // the peer kept it in place meanwhile.
+  Result<void> ReadObject(const std::string& peer_node, const RdmaConnector& connect,
+                          const std::string& tier, uint64_t tier_offset, uint64_t size,
+                          const RdmaSink& sink, std::string* why = nullptr);
+
+  // Keeps a queue pair to `peer_node`, connecting through `connect` when none
+  // is kept: a caller learns that RDMA to the peer is unusable (kTierNotFound,
+  // with `*why`; a refusal is remembered as for transfers) before spending a
+  // round trip on a transfer's set-up.
+  Result<void> Connect(const std::string& peer_node, const RdmaConnector& connect,
+                       std::string* why = nullptr);
+
   // Drops the active queue pair and any refusal remembered for `peer_node`
   // (its address changed, it restarted).
   void Forget(const std::string& peer_node);
@@ -214,6 +254,13 @@ class RdmaLink {
   Result<void> WriteBounced(ActivePeer& peer, const RdmaRemoteRegion& remote,
                             uint64_t remote_offset, uint64_t size, const RdmaReader& read,
                             std::string* why);
+  // The kept peer's export of `tier`, connecting first when needed, with the
+  // range [tier_offset, tier_offset + size) checked against it.
+  Result<RdmaRemoteRegion> RemoteRange(const std::string& peer_node, const RdmaConnector& connect,
+                                       const std::string& tier, uint64_t tier_offset, uint64_t size,
+                                       std::shared_ptr<ActivePeer>* peer, std::string* why);
+  Result<void> ReadBounced(ActivePeer& peer, const RdmaRemoteRegion& remote, uint64_t remote_offset,
+                           uint64_t size, const RdmaSink& sink, std::string* why);
   // Blocks until a bounce buffer is free.
   BounceLease AcquireBounce();
 
@@ -246,6 +293,7 @@ class RdmaLink {
   std::atomic<uint64_t> accepts_{0}, connects_{0}, connect_failures_{0};
   std::atomic<uint64_t> objects_written_{0}, bytes_written_{0}, direct_writes_{0};
   std::atomic<uint64_t> write_failures_{0};
+  std::atomic<uint64_t> objects_read_{0}, bytes_read_{0}, read_failures_{0};
 };
 
 }  // namespace mooncake
