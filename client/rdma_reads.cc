@@ -22,23 +22,8 @@ using Clock = std::chrono::steady_clock;
 // The owner's RdmaConnect, as the link's connector calls it (synchronously,
 // while `owner` is alive).
 RdmaConnector ConnectorFor(const Owner& owner, const std::string& initiator) {
-  return [&owner, &initiator](const RdmaEndpointInfo& local,
-                              std::string* why) -> Result<RdmaPeerInfo> {
-    rpc::RdmaConnectResult answer;
-    auto call = owner.channel->Call([&](rpc::WorkerServiceClient& c) {
-      c.RdmaConnect(answer, initiator, ToRpcEndpoint(local));
-    });
-    if (!call) {
-      *why = fmt::format("RdmaConnect call failed: {}", ToString(call.error()));
-      return Err(call.error());
-    }
-    if (answer.code != rpc::ErrorCode::OK) {
-      *why = answer.reason;
-      return Err(FromRpc(answer.code));
-    }
-    auto info = FromRpcConnectResult(answer);
-    if (!info) *why = "malformed RdmaConnect answer";
-    return info;
+  return [&owner, &initiator](const RdmaEndpointInfo& local, std::string* why) {
+    return CallRdmaConnect(*owner.channel, initiator, local, why);
   };
 }
 

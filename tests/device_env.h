@@ -32,3 +32,17 @@ inline bool HaveDevice() {
 }
 
 }  // namespace mooncake::testing
+
+// In a test body or SetUp: skips the test, printing why, when no GPU is
+// usable; fails it instead under MOONCAKE_REQUIRE_GPU. A macro because
+// GTEST_SKIP and FAIL return from the enclosing function.
+#define MOONCAKE_SKIP_WITHOUT_GPU()                                     \
+  do {                                                                  \
+    if (!::mooncake::testing::HaveDevice()) {                           \
+      if (::mooncake::testing::EnvFlag("MOONCAKE_REQUIRE_GPU")) {       \
+        FAIL() << "MOONCAKE_REQUIRE_GPU is set but no GPU is usable: "  \
+               << ::mooncake::GpuTier::ProbeReason();                   \
+      }                                                                 \
+      GTEST_SKIP() << "no GPU: " << ::mooncake::GpuTier::ProbeReason(); \
+    }                                                                   \
+  } while (0)

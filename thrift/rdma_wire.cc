@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "thrift/rpc_codes.h"
+
 namespace mooncake {
 namespace {
 
@@ -56,6 +58,26 @@ Result<RdmaPeerInfo> FromRpcConnectResult(const rpc::RdmaConnectResult& result) 
                                        .length = static_cast<uint64_t>(r.length),
                                        .rkey = static_cast<uint32_t>(r.rkey)}});
   }
+  return info;
+}
+
+Result<RdmaPeerInfo> CallRdmaConnect(RpcChannel<rpc::WorkerServiceClient>& channel,
+                                     const std::string& initiator_node,
+                                     const RdmaEndpointInfo& local, std::string* why) {
+  rpc::RdmaConnectResult answer;
+  auto call = channel.Call([&](rpc::WorkerServiceClient& c) {
+    c.RdmaConnect(answer, initiator_node, ToRpcEndpoint(local));
+  });
+  if (!call) {
+    *why = "RdmaConnect call failed: " + std::string(ToString(call.error()));
+    return Err(call.error());
+  }
+  if (answer.code != rpc::ErrorCode::OK) {
+    *why = answer.reason;
+    return Err(FromRpc(answer.code));
+  }
+  auto info = FromRpcConnectResult(answer);
+  if (!info) *why = "malformed RdmaConnect answer";
   return info;
 }
 

@@ -133,7 +133,7 @@ Result<ThriftPeerTransfer::RdmaOutcome> ThriftPeerTransfer::SendByRdma(
     return RdmaOutcome::kUnavailable;
   }
   RdmaConnector connect = [this, &channel](const RdmaEndpointInfo& local, std::string* peer_why) {
-    return CallRdmaConnect(channel, local, peer_why);
+    return CallRdmaConnect(channel.rpc, master_.node_id(), local, peer_why);
   };
   auto written = rdma_->WriteObject(
       node_id, connect, adoption.tier, static_cast<uint64_t>(adoption.tier_offset), size,
@@ -153,26 +153,6 @@ Result<ThriftPeerTransfer::RdmaOutcome> ThriftPeerTransfer::SendByRdma(
   }
   if (auto ok = ToResult(*ended); !ok) return Err(ok.error());
   return RdmaOutcome::kSent;
-}
-
-Result<RdmaPeerInfo> ThriftPeerTransfer::CallRdmaConnect(WorkerChannel& channel,
-                                                         const RdmaEndpointInfo& local,
-                                                         std::string* why) {
-  rpc::RdmaConnectResult answer;
-  auto call = channel.rpc.Call([&](rpc::WorkerServiceClient& c) {
-    c.RdmaConnect(answer, master_.node_id(), ToRpcEndpoint(local));
-  });
-  if (!call) {
-    *why = "RdmaConnect call failed: " + std::string(ToString(call.error()));
-    return Err(call.error());
-  }
-  if (answer.code != rpc::ErrorCode::OK) {
-    *why = answer.reason;
-    return Err(FromRpc(answer.code));
-  }
-  auto info = FromRpcConnectResult(answer);
-  if (!info) *why = "malformed RdmaConnect answer";
-  return info;
 }
 
 Result<void> ThriftPeerTransfer::SendByTcp(WorkerChannel& channel, const Adoption& adoption,

@@ -86,9 +86,6 @@ class ThriftPeerTransfer : public PeerTransfer {
   Result<RdmaOutcome> SendByRdma(WorkerChannel& channel, const std::string& node_id,
                                  const Adoption& adoption, uint64_t size,
                                  const ObjectSource& source, std::string* why);
-  // The target's RdmaConnect, as RdmaLink's connector calls it.
-  Result<RdmaPeerInfo> CallRdmaConnect(WorkerChannel& channel, const RdmaEndpointInfo& local,
-                                       std::string* why);
   // PutChunk of the whole object + AdoptEnd(false); revokes on failure.
   Result<void> SendByTcp(WorkerChannel& channel, const Adoption& adoption, uint64_t size,
                          const ObjectSource& source);

@@ -161,12 +161,7 @@ TEST(GpuWorkerTest, AVramCapacityOnAMachineWithoutAGpuFallsBackToDramAndSsd) {
 class GpuWorkerDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveDevice()) {
-      if (EnvFlag("MOONCAKE_REQUIRE_GPU")) {
-        FAIL() << "MOONCAKE_REQUIRE_GPU is set but no GPU is usable: " << GpuTier::ProbeReason();
-      }
-      GTEST_SKIP() << "no GPU: " << GpuTier::ProbeReason();
-    }
+    MOONCAKE_SKIP_WITHOUT_GPU();
     device_ = TestDeviceIndex();
   }
 

@@ -161,23 +161,6 @@ bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds tim
   }
 }
 
-int UnusedPort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 1;  // port 1 on loopback: nothing listens there
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = 1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 char PatternByte(uint64_t seed, uint64_t offset) {
   return static_cast<char>((PatternWord(seed, offset / 8) >> (8 * (offset % 8))) & 0xff);
 }

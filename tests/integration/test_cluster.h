@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "tests/unused_port.h"
 
 namespace mooncake {
 
@@ -102,9 +103,6 @@ struct CliResult {
 // Polls `pred` every `poll` until it returns true or `timeout` passes.
 bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 10s,
                 std::chrono::milliseconds poll = 50ms);
-
-// A port on 127.0.0.1 nothing listens on (bound, then released).
-int UnusedPort();
 
 // A deterministic pseudo-random byte pattern: byte i of stream `seed` is the
 // same however it is read, so large values can be produced and checked

@@ -33,6 +33,7 @@
 #include "common/machine_id.h"
 #include "tests/device_env.h"
 #include "tests/unit/in_memory_directory.h"
+#include "tests/unused_port.h"
 #include "tiers/dram_tier.h"
 #include "tiers/gpu_tier.h"
 #include "tiers/ssd_tier.h"
@@ -42,6 +43,8 @@
 
 namespace mooncake {
 namespace {
+
+using mooncake::testing::UnusedPort;
 
 using mooncake::testing::EnvFlag;
 using mooncake::testing::HaveDevice;
@@ -66,12 +69,7 @@ std::span<const std::byte> Bytes(const std::string& s) {
 class GpuBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveDevice()) {
-      if (EnvFlag("MOONCAKE_REQUIRE_GPU")) {
-        FAIL() << "MOONCAKE_REQUIRE_GPU is set but no GPU is usable: " << GpuTier::ProbeReason();
-      }
-      GTEST_SKIP() << "no GPU: " << GpuTier::ProbeReason();
-    }
+    MOONCAKE_SKIP_WITHOUT_GPU();
     device_ = TestDeviceIndex();
     char tmpl[] = "/tmp/mooncake-gpu-backend-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
@@ -501,24 +499,6 @@ TEST_F(GpuBackendTest, LocateOfAVramObjectReturnsTheDeviceRegionAndHoldsIt) {
 // ---------------------------------------------------------------------------
 // Runs everywhere: the worker's own tier set-up (WorkerServer::Start ->
 // OpenTiers), in this process, with a VRAM capacity configured.
-
-// A port on 127.0.0.1 nothing listens on (bound, then released).
-int UnusedPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = 1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
 
 class WorkerServerTiersTest : public ::testing::Test {
  protected:

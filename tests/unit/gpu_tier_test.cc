@@ -85,12 +85,7 @@ TEST(GpuTierTest, CreateFailsCleanlyWithoutADeviceAndRejectsBadArguments) {
 class GpuTierDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveDevice()) {
-      if (EnvFlag("MOONCAKE_REQUIRE_GPU")) {
-        FAIL() << "MOONCAKE_REQUIRE_GPU is set but no GPU is usable: " << GpuTier::ProbeReason();
-      }
-      GTEST_SKIP() << "no GPU: " << GpuTier::ProbeReason();
-    }
+    MOONCAKE_SKIP_WITHOUT_GPU();
     device_ = TestDeviceIndex();
   }
 
