@@ -170,6 +170,16 @@ TEST_F(ExampleClientsTest, CppClientExampleSucceeds) {
   EXPECT_NE(run.output.find("every step ok"), std::string::npos) << Show(run);
 }
 
+TEST_F(ExampleClientsTest, ZeroCopyExampleSucceeds) {
+  fs::path binary = BuildDir() / "examples/mooncake-zero-copy-example";
+  ASSERT_TRUE(fs::exists(binary)) << binary << " is not built (target mooncake-zero-copy-example)";
+  auto run =
+      RunCommand(Quote(binary.string()) + " --master " + cluster_.master_address() + " --node w1");
+  EXPECT_EQ(run.exit_code, 0) << Show(run) << cluster_.AllLogTails();
+  EXPECT_NE(run.output.find("every step ok"), std::string::npos) << Show(run);
+  EXPECT_NE(run.output.find("-> dram of w1"), std::string::npos) << Show(run);
+}
+
 TEST_F(ExampleClientsTest, PythonClientSucceeds) {
   fs::path gen_py = BuildDir() / "examples/gen-py";
   ASSERT_TRUE(fs::exists(gen_py / "mooncake_rpc/WorkerService.py"))
