@@ -444,10 +444,21 @@ Result<DirectWritePlan> TieredCacheBackend::OpenForWrite(const std::string& key,
   if (options.preferred_tier >= 0 && !shared_regions_[options.preferred_tier]) {
     return Err(ErrorCode::kTierNotFound);
   }
-  auto handle = StartWrite(key, size, options, mode, /*adopted_version=*/0, /*direct=*/true);
+  // Start at the fastest tier that can share: a VRAM tier whose arena could
+  // not be exported must not take the plan.
+  ObjectOptions placement = options;
+  if (placement.preferred_tier < 0) {
+    while (!shared_regions_[++placement.preferred_tier]) {
+    }
+  }
+  auto handle = StartWrite(key, size, placement, mode, /*adopted_version=*/0, /*direct=*/true);
   if (!handle) return Err(handle.error());
   auto target = PendingWriteTarget(*handle);
-  if (!target) return Err(target.error());
+  if (target && !shared_regions_[target->tier]) target = Err(ErrorCode::kTierNotFound);
+  if (!target) {
+    PutRevoke(*handle);
+    return Err(target.error());
+  }
   return DirectWritePlan{.epoch = *handle,
                          .target = *target,
                          .region = *shared_regions_[target->tier],

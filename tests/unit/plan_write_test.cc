@@ -162,6 +162,21 @@ TEST_F(PlanWriteTest, PlansUseOnlyTiersThatCanShareTheirMemory) {
   EXPECT_EQ(DramUsed(), 0u);
 }
 
+// A fast tier that cannot share its memory (here a VRAM-kind tier whose
+// arena is not exported) is passed over: the plan lands in DRAM.
+TEST_F(PlanWriteTest, APlanSkipsAFasterTierThatCannotShare) {
+  Open(8 * kMiB, 32 * kMiB, {}, /*vram=*/8 * kMiB);
+  auto plan = backend_->OpenForWrite("skip", kMiB, {});
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->target.tier_name, "dram");
+  EXPECT_EQ(plan->region.kind, SharedRegion::Kind::kHostFile);
+  ASSERT_NO_FATAL_FAILURE(Produce(*plan, Pattern(kMiB, 9)));
+  ASSERT_TRUE(backend_->CommitDirect(plan->epoch, "skip"));
+  EXPECT_EQ(backend_->Get("skip", 0, 0)->data, Pattern(kMiB, 9));
+  EXPECT_EQ(backend_->OpenForWrite("v", 10, {.preferred_tier = 0}).error(),
+            ErrorCode::kTierNotFound);
+}
+
 TEST_F(PlanWriteTest, AnAbandonedPlanIsDiscardedAndItsSpaceQuarantined) {
   BackendOptions options;
   options.put_start_discard_timeout = Millis(100);
