@@ -23,8 +23,8 @@ struct TieredCacheBackend::Allocation {
 };
 
 struct TieredCacheBackend::Object {
-  uint64_t id = 0;  // tells apart successive objects stored under one key
-  size_t tier = 0;
+  uint64_t id = 0;           // tells apart successive objects stored under one key
+  size_t tier = 0;           // change through SetTierLocked (the LRU index)
   AllocationPtr allocation;  // null while a write is still allocating
   // Write-through copy of a hard-pinned object in the durable tier.
   AllocationPtr durable_copy;
@@ -46,8 +46,9 @@ struct TieredCacheBackend::Object {
   uint64_t version = 0;
   ObjectOptions options;
   int readers = 0;
-  SteadyClock::time_point last_access;
+  SteadyClock::time_point last_access;  // change through TouchLocked (the LRU index)
   SteadyClock::time_point lease_until;
+  const std::string* key = nullptr;  // the objects_ node's key, set by EmplaceLocked
 };
 
 struct TieredCacheBackend::PendingWrite {
@@ -94,6 +95,7 @@ TieredCacheBackend::TieredCacheBackend(std::vector<std::unique_ptr<CacheTier>> t
       directory_(directory),
       options_(options),
       counters_(new TierCounters[tiers_.size()]) {
+  lru_.resize(tiers_.size());
   for (const auto& tier : tiers_) {
     auto region = tier->ExportRegion();
     shared_regions_.push_back(region ? std::optional(*region) : std::nullopt);
@@ -134,7 +136,7 @@ std::vector<std::string> TieredCacheBackend::Recover() {
       object.soft_pin_until = now + options_.soft_pin_ttl;
       next_version_ = std::max(next_version_, meta.version + 1);
       keys.push_back(meta.key);
-      objects_.emplace(std::move(meta.key), std::move(object));
+      EmplaceLocked(meta.key, std::move(object));
     }
   }
   // Versions only ever rise, also across restarts of this node: DRAM-only
@@ -246,7 +248,7 @@ Result<uint64_t> TieredCacheBackend::StartWrite(const std::string& key, uint64_t
         released.push_back(old.allocation);
       }
       released.push_back(old.durable_copy);
-      objects_.erase(existing);
+      EraseLocked(existing);
     }
     handle = next_handle_++;
     object_id = next_object_id_++;
@@ -259,7 +261,7 @@ Result<uint64_t> TieredCacheBackend::StartWrite(const std::string& key, uint64_t
     placeholder.allocation = pending.allocation;
     placeholder.tier = pending.tier;
     placeholder.last_access = SteadyClock::now();
-    objects_.emplace(key, std::move(placeholder));
+    EmplaceLocked(key, std::move(placeholder));
     pending.object_id = object_id;
     pending_.emplace(handle, pending);
   }
@@ -287,7 +289,7 @@ Result<uint64_t> TieredCacheBackend::StartWrite(const std::string& key, uint64_t
       it->second.tier = tier;
       it->second.allocation = allocation;
       auto object = objects_.find(key);
-      object->second.tier = tier;
+      SetTierLocked(object->second, tier);
       object->second.allocation = allocation;
     }
   }
@@ -357,7 +359,7 @@ Result<void> TieredCacheBackend::PutEnd(uint64_t handle) {
       return Err(ErrorCode::kIllegalClient);
     }
     if (!persisted) {
-      objects_.erase(object);
+      EraseLocked(object);
       return persisted;
     }
     Object& o = object->second;
@@ -365,7 +367,7 @@ Result<void> TieredCacheBackend::PutEnd(uint64_t handle) {
     o.complete = true;
     o.version = version;
     o.write_handle = 0;
-    o.last_access = now;
+    TouchLocked(o, now);
     o.durable_copy = std::move(durable_copy);
     Millis soft_ttl = write.options.soft_pin_ttl.count() > 0
                           ? std::min(write.options.soft_pin_ttl, kMaxSoftPinTtl)
@@ -553,7 +555,7 @@ Result<void> TieredCacheBackend::AdoptAbort(const std::string& key) {
   auto it = objects_.find(key);
   if (it == objects_.end()) return Err(ErrorCode::kObjectNotFound);
   if (!it->second.adopted_unconfirmed) return Err(ErrorCode::kInvalidParams);
-  objects_.erase(it);
+  EraseLocked(it);
   return {};
 }
 
@@ -580,7 +582,7 @@ Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offse
     if (offset > object.size) return Err(ErrorCode::kInvalidParams);
     auto now = SteadyClock::now();
     object.readers++;
-    object.last_access = now;
+    TouchLocked(object, now);
     object.lease_until = now + options_.kv_lease_ttl;
     allocation = object.allocation;
     object_id = object.id;
@@ -623,7 +625,7 @@ Result<bool> TieredCacheBackend::Exist(const std::string& key, bool prefetch,
   }
   Object& object = it->second;
   auto now = SteadyClock::now();
-  object.last_access = now;
+  TouchLocked(object, now);
   object.lease_until = now + options_.kv_lease_ttl;
   if (!prefetch) return true;
   bool only_on_ssd = tiers_.size() > 1 && object.tier == tiers_.size() - 1 &&
@@ -650,7 +652,7 @@ Result<LocatedObject> TieredCacheBackend::Locate(const std::string& key) {
     return Err(ErrorCode::kReplicaIsNotReady);
   }
   auto now = SteadyClock::now();
-  object.last_access = now;
+  TouchLocked(object, now);
   object.lease_until = now + options_.kv_lease_ttl;
   LocatedObject placement{.where = {.tier = object.tier,
                                     .tier_name = std::string(tiers_[object.tier]->name()),
@@ -696,7 +698,7 @@ Result<void> TieredCacheBackend::Remove(const std::string& key, bool force) {
       // was an upsert of an owned key, the master is told below.
       bool was_published = object.published;
       pending_.erase(object.write_handle);
-      objects_.erase(it);
+      EraseLocked(it);
       removes_.fetch_add(1, std::memory_order_relaxed);
       if (!was_published) return {};
       object_id = 0;  // nothing left here once the master is told
@@ -737,12 +739,38 @@ void TieredCacheBackend::DropLocal(const std::string& key) {
   auto it = objects_.find(key);
   if (it == objects_.end()) return;
   if (!it->second.complete) pending_.erase(it->second.write_handle);
-  objects_.erase(it);
+  EraseLocked(it);
 }
 
 void TieredCacheBackend::EraseIfSameLocked(const std::string& key, uint64_t object_id) {
   auto it = objects_.find(key);
-  if (it != objects_.end() && it->second.id == object_id) objects_.erase(it);
+  if (it != objects_.end() && it->second.id == object_id) EraseLocked(it);
+}
+
+TieredCacheBackend::ObjectMap::iterator TieredCacheBackend::EmplaceLocked(const std::string& key,
+                                                                          Object object) {
+  auto [it, inserted] = objects_.emplace(key, std::move(object));
+  it->second.key = &it->first;
+  lru_[it->second.tier].insert({it->second.last_access, it->second.id, it->second.key});
+  return it;
+}
+
+void TieredCacheBackend::EraseLocked(ObjectMap::iterator it) {
+  const Object& object = it->second;
+  lru_[object.tier].erase({object.last_access, object.id, nullptr});
+  objects_.erase(it);
+}
+
+void TieredCacheBackend::TouchLocked(Object& object, SteadyClock::time_point now) {
+  lru_[object.tier].erase({object.last_access, object.id, nullptr});
+  object.last_access = now;
+  lru_[object.tier].insert({object.last_access, object.id, object.key});
+}
+
+void TieredCacheBackend::SetTierLocked(Object& object, size_t tier) {
+  lru_[object.tier].erase({object.last_access, object.id, nullptr});
+  object.tier = tier;
+  lru_[object.tier].insert({object.last_access, object.id, object.key});
 }
 
 int TieredCacheBackend::TierIndex(std::string_view name) const {
@@ -802,33 +830,19 @@ bool TieredCacheBackend::IsEvictableLocked(const Object& object, SteadyClock::ti
 }
 
 std::vector<std::string> TieredCacheBackend::PickVictims(size_t tier, uint64_t bytes) const {
-  struct Candidate {
-    int pass;
-    SteadyClock::time_point last_access;
-    uint64_t size;
-    const std::string* key;
-  };
-  std::vector<Candidate> candidates;
   std::vector<std::string> victims;
+  uint64_t freed = 0;
   std::lock_guard lock(mu_);
   auto now = SteadyClock::now();
-  for (const auto& [key, object] : objects_) {
-    if (object.tier != tier) continue;
-    for (int pass = 0; pass < 2; ++pass) {
-      if (IsEvictableLocked(object, now, pass)) {
-        candidates.push_back({pass, object.last_access, object.size, &key});
-      }
-    }
-  }
   // Unpinned before soft-pinned; within a pass, least recently used first.
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return std::tie(a.pass, a.last_access) < std::tie(b.pass, b.last_access);
-  });
-  uint64_t freed = 0;
-  for (const Candidate& c : candidates) {
-    if (freed >= bytes) break;
-    victims.push_back(*c.key);
-    freed += c.size;
+  for (int pass = 0; pass < 2 && freed < bytes; ++pass) {
+    for (const LruEntry& entry : lru_[tier]) {
+      if (freed >= bytes) break;
+      const Object& object = objects_.find(*entry.key)->second;
+      if (!IsEvictableLocked(object, now, pass)) continue;
+      victims.push_back(*entry.key);
+      freed += object.size;
+    }
   }
   return victims;
 }
@@ -846,6 +860,9 @@ bool TieredCacheBackend::MoveObject(const std::string& key, size_t first_tier, s
         it->second.transferring || it->second.placement_held_until > SteadyClock::now()) {
       return false;
     }
+    // Already where it was to go: two evictors picked the same victim, and
+    // the other one moved it first. Copying it again would only churn.
+    if (it->second.tier >= first_tier && it->second.tier <= last_tier) return false;
     Object& object = it->second;
     object.moving = true;
     source = object.allocation;
@@ -883,7 +900,7 @@ bool TieredCacheBackend::MoveObject(const std::string& key, size_t first_tier, s
                      source->tier->kind() == TierKind::kSsd && !object.durable_copy;
   if (keep_source) object.durable_copy = source;
   object.allocation = target;
-  object.tier = to;
+  SetTierLocked(object, to);
   if (to < from) {
     counters_[to].promotions_in.fetch_add(1, std::memory_order_relaxed);
   } else {
@@ -947,7 +964,7 @@ Result<void> TieredCacheBackend::TransferOut(const std::string& key, const std::
   }
   // The master names the new owner: only now may this copy go (DESIGN.md,
   // inter-node eviction step 4). Readers still copying keep its bytes alive.
-  if (same) objects_.erase(it);
+  if (same) EraseLocked(it);
   RememberMoveLocked(key, *moved);
   moved_out_.fetch_add(1, std::memory_order_relaxed);
   MC_LOG_INFO("moved out key={} to={} size={}", key, *moved, size);
@@ -977,7 +994,7 @@ bool TieredCacheBackend::DropObject(const std::string& key, size_t tier) {
     MC_LOG_WARN("drop failed key={} error={}", key, ToString(released.error()));
     return false;
   }
-  objects_.erase(it);
+  EraseLocked(it);
   counters_[tier].evictions.fetch_add(1, std::memory_order_relaxed);
   dropped_.fetch_add(1, std::memory_order_relaxed);
   MC_LOG_INFO("dropped key={} tier={} reason=no_space", key, tiers_[tier]->name());
@@ -1143,7 +1160,7 @@ void TieredCacheBackend::ConfirmAdoptedObjects() {
       it->second.published = true;
     } else {
       MC_LOG_INFO("dropping adopted copy owned elsewhere key={}", key);
-      objects_.erase(it);
+      EraseLocked(it);
     }
   }
 }

@@ -22,9 +22,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -298,6 +300,19 @@ class TieredCacheBackend {
   struct TierCounters;
   using AllocationPtr = std::shared_ptr<Allocation>;
 
+  // Recency order of one tier's objects: least recently used first. Eviction
+  // walks it from the front, so choosing victims costs what it picks, not
+  // the size of the node (a node holds millions of KV blocks).
+  struct LruEntry {
+    SteadyClock::time_point last_access;
+    uint64_t object_id;
+    const std::string* key;  // the objects_ node's own key: stable until erased
+    bool operator<(const LruEntry& other) const {
+      return std::tie(last_access, object_id) < std::tie(other.last_access, other.object_id);
+    }
+  };
+  using ObjectMap = std::unordered_map<std::string, Object>;
+
   struct QuarantinedSpace {
     SteadyClock::time_point until;
     AllocationPtr allocation;
@@ -348,6 +363,12 @@ class TieredCacheBackend {
   bool AnyTierAboveHighWatermark() const;
   void SignalWorkLocked();
   void EraseIfSameLocked(const std::string& key, uint64_t object_id);
+  // Every change of an object's membership, tier or last access goes through
+  // these, so lru_ always indexes exactly the objects in objects_.
+  ObjectMap::iterator EmplaceLocked(const std::string& key, Object object);
+  void EraseLocked(ObjectMap::iterator it);
+  void TouchLocked(Object& object, SteadyClock::time_point now);
+  void SetTierLocked(Object& object, size_t tier);
   // Drops a pending write; returns the key if its object was published and
   // so must be released at the master (a revoked upsert leaves it absent).
   // `writer_gone`: the writer itself revoked, so a direct write's space may
@@ -366,7 +387,8 @@ class TieredCacheBackend {
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
-  std::unordered_map<std::string, Object> objects_;        // guarded by mu_
+  ObjectMap objects_;                                      // guarded by mu_
+  std::vector<std::set<LruEntry>> lru_;                    // per tier, guarded by mu_
   std::unordered_map<uint64_t, PendingWrite> pending_;     // guarded by mu_
   std::deque<PromotionTask> promotions_;                   // guarded by mu_
   std::unordered_map<std::string, std::string> moved_to_;  // guarded by mu_
