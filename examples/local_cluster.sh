@@ -57,10 +57,14 @@ start_process() {
   rm -f "$ready"
   # setsid + nohup: the process outlives this script and its terminal.
   setsid nohup "$bin" "$@" --ready-file "$ready" >>"$DIR/$name.log" 2>&1 </dev/null &
-  echo $! >"$DIR/$name.pid"
+  local pid=$!
+  echo "$pid" >"$DIR/$name.pid"
   local waited=0
   until [ -s "$ready" ]; do
-    if [ -z "$(live_pid "$name")" ]; then
+    # kill -0 on the PID just started, not live_pid: while the child is
+    # still exec'ing, /proc/PID/cmdline can read empty, and a healthy start
+    # would be reported as a crash.
+    if ! kill -0 "$pid" 2>/dev/null; then
       tail -n 20 "$DIR/$name.log" >&2 || true
       die "$name exited during start-up (log: $DIR/$name.log)"
     fi
