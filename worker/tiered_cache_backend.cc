@@ -96,6 +96,7 @@ TieredCacheBackend::TieredCacheBackend(std::vector<std::unique_ptr<CacheTier>> t
       options_(options),
       counters_(new TierCounters[tiers_.size()]) {
   lru_.resize(tiers_.size());
+  pinned_bytes_.resize(tiers_.size(), 0);
   for (const auto& tier : tiers_) {
     auto region = tier->ExportRegion();
     shared_regions_.push_back(region ? std::optional(*region) : std::nullopt);
@@ -376,6 +377,7 @@ Result<void> TieredCacheBackend::PutEnd(uint64_t handle) {
     if (write.mode == WriteMode::kAdopt) {
       o.adopted_unconfirmed = true;
       o.adopted_at = now;
+      unconfirmed_adopts_.emplace_back(write.key, write.object_id);
       moved_in_.fetch_add(1, std::memory_order_relaxed);
       return {};
     }
@@ -752,12 +754,14 @@ TieredCacheBackend::ObjectMap::iterator TieredCacheBackend::EmplaceLocked(const 
   auto [it, inserted] = objects_.emplace(key, std::move(object));
   it->second.key = &it->first;
   lru_[it->second.tier].insert({it->second.last_access, it->second.id, it->second.key});
+  if (it->second.options.hard_pin) pinned_bytes_[it->second.tier] += it->second.size;
   return it;
 }
 
 void TieredCacheBackend::EraseLocked(ObjectMap::iterator it) {
   const Object& object = it->second;
   lru_[object.tier].erase({object.last_access, object.id, nullptr});
+  if (object.options.hard_pin) pinned_bytes_[object.tier] -= object.size;
   objects_.erase(it);
 }
 
@@ -769,6 +773,10 @@ void TieredCacheBackend::TouchLocked(Object& object, SteadyClock::time_point now
 
 void TieredCacheBackend::SetTierLocked(Object& object, size_t tier) {
   lru_[object.tier].erase({object.last_access, object.id, nullptr});
+  if (object.options.hard_pin) {
+    pinned_bytes_[object.tier] -= object.size;
+    pinned_bytes_[tier] += object.size;
+  }
   object.tier = tier;
   lru_[object.tier].insert({object.last_access, object.id, object.key});
 }
@@ -1140,10 +1148,14 @@ void TieredCacheBackend::ConfirmAdoptedObjects() {
   {
     std::lock_guard lock(mu_);
     auto deadline = SteadyClock::now() - options_.adopt_confirm_delay;
-    for (const auto& [key, object] : objects_) {
-      if (object.adopted_unconfirmed && object.adopted_at <= deadline) {
-        due.emplace_back(key, object.id);
-      }
+    while (!unconfirmed_adopts_.empty()) {
+      const auto& [key, object_id] = unconfirmed_adopts_.front();
+      auto it = objects_.find(key);
+      bool waiting =
+          it != objects_.end() && it->second.id == object_id && it->second.adopted_unconfirmed;
+      if (waiting && it->second.adopted_at > deadline) break;  // and so is every later one
+      if (waiting) due.push_back(std::move(unconfirmed_adopts_.front()));
+      unconfirmed_adopts_.pop_front();
     }
   }
   for (const auto& [key, object_id] : due) {
@@ -1151,8 +1163,11 @@ void TieredCacheBackend::ConfirmAdoptedObjects() {
     // UpdateOwner named us, or if nobody owns the key any more (sender died
     // and was purged); it fails if the sender still owns it (its swap failed).
     auto claimed = directory_->Claim(key);
-    if (!claimed && claimed.error() != ErrorCode::kObjectAlreadyExists) continue;  // retry later
     std::lock_guard lock(mu_);
+    if (!claimed && claimed.error() != ErrorCode::kObjectAlreadyExists) {
+      unconfirmed_adopts_.emplace_back(key, object_id);  // the master is away: retry later
+      continue;
+    }
     auto it = objects_.find(key);
     if (it == objects_.end() || it->second.id != object_id) continue;
     if (claimed) {
@@ -1215,14 +1230,12 @@ Result<ObjectSnapshot> TieredCacheBackend::Inspect(const std::string& key) const
   return snapshot;
 }
 
-BackendStats TieredCacheBackend::Stats(bool with_pinned_bytes) const {
+BackendStats TieredCacheBackend::Stats() const {
   BackendStats stats;
-  std::vector<uint64_t> pinned(tiers_.size(), 0);
-  if (with_pinned_bytes) {
+  std::vector<uint64_t> pinned;
+  {
     std::lock_guard lock(mu_);
-    for (const auto& [key, object] : objects_) {
-      if (object.options.hard_pin && object.allocation) pinned[object.tier] += object.size;
-    }
+    pinned = pinned_bytes_;
   }
   for (size_t t = 0; t < tiers_.size(); ++t) {
     const CacheTier& tier = *tiers_[t];

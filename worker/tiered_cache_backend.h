@@ -280,9 +280,9 @@ class TieredCacheBackend {
   Result<uint64_t> EvictTier(std::string_view tier_name, double target_ratio);
 
   Result<ObjectSnapshot> Inspect(const std::string& key) const;
-  // Counters and usage. `with_pinned_bytes` scans every object under the
-  // lock; the once-a-second heartbeat passes false.
-  BackendStats Stats(bool with_pinned_bytes = true) const;
+  // Counters and usage; cheap (no scan of the objects), so heartbeats and
+  // metric scrapes may call it as often as they like.
+  BackendStats Stats() const;
   // Keys of every complete object, for re-announcing to a restarted master.
   std::vector<std::string> Keys() const;
 
@@ -387,17 +387,22 @@ class TieredCacheBackend {
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
-  ObjectMap objects_;                                      // guarded by mu_
-  std::vector<std::set<LruEntry>> lru_;                    // per tier, guarded by mu_
+  ObjectMap objects_;                    // guarded by mu_
+  std::vector<std::set<LruEntry>> lru_;  // per tier, guarded by mu_
+  // Bytes of hard-pinned objects per tier, kept by the helpers above.
+  std::vector<uint64_t> pinned_bytes_;                     // guarded by mu_
   std::unordered_map<uint64_t, PendingWrite> pending_;     // guarded by mu_
   std::deque<PromotionTask> promotions_;                   // guarded by mu_
   std::unordered_map<std::string, std::string> moved_to_;  // guarded by mu_
   std::deque<QuarantinedSpace> quarantine_;                // guarded by mu_
-  std::deque<std::string> moved_order_;                    // guarded by mu_
-  bool work_queued_ = false;                               // guarded by mu_
-  uint64_t next_handle_ = 1;                               // guarded by mu_
-  uint64_t next_object_id_ = 1;                            // guarded by mu_
-  uint64_t next_version_ = 1;                              // guarded by mu_
+  // Adopted copies awaiting confirmation, (key, object id) in adoption order:
+  // the ones due are always at the front, so no pass scans every object.
+  std::deque<std::pair<std::string, uint64_t>> unconfirmed_adopts_;  // guarded by mu_
+  std::deque<std::string> moved_order_;                              // guarded by mu_
+  bool work_queued_ = false;                                         // guarded by mu_
+  uint64_t next_handle_ = 1;                                         // guarded by mu_
+  uint64_t next_object_id_ = 1;                                      // guarded by mu_
+  uint64_t next_version_ = 1;                                        // guarded by mu_
 
   PeerTransfer* peers_ = nullptr;
   std::unique_ptr<TierCounters[]> counters_;

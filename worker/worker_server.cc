@@ -238,7 +238,7 @@ Result<void> WorkerServer::RegisterAndAnnounce() {
   NodeRecord node{.node_id = config_.node_id,
                   .host = config_.advertise_host,
                   .port = port(),
-                  .tiers = ToUsages(backend_->Stats(/*with_pinned_bytes=*/false))};
+                  .tiers = ToUsages(backend_->Stats())};
   if (auto registered = master_->Register(node); !registered) return registered;
   auto rejected = master_->Announce(backend_->Keys());
   if (!rejected) return Err(rejected.error());
@@ -259,8 +259,7 @@ void WorkerServer::HeartbeatLoop() {
   while (!stopping_) {
     lock.unlock();
     Result<void> outcome =
-        registered ? master_->Heartbeat(ToUsages(backend_->Stats(/*with_pinned_bytes=*/false)))
-                   : RegisterAndAnnounce();
+        registered ? master_->Heartbeat(ToUsages(backend_->Stats())) : RegisterAndAnnounce();
     if (registered && !outcome && outcome.error() == ErrorCode::kNodeNotFound) {
       MC_LOG_WARN("master does not know this node; registering again node={}", config_.node_id);
       outcome = RegisterAndAnnounce();

@@ -226,6 +226,28 @@ TEST_F(BackendTest, HardPinnedObjectsAreNeverMovedAndBlockSpaceCleanly) {
     EXPECT_EQ(backend_->Get("pin" + std::to_string(i), 0, 0)->data, Pattern("pin", kMiB, i));
   }
   EXPECT_EQ(backend_->Stats().dropped, 0u);
+  // Pinned bytes per tier, kept as objects come and go.
+  EXPECT_EQ(Tier(0).pinned_bytes, 2 * kMiB);
+  EXPECT_EQ(Tier(1).pinned_bytes, 2 * kMiB);
+  ASSERT_TRUE(backend_->Remove("pin0", /*force=*/true));
+  ASSERT_TRUE(backend_->Remove("pin3", /*force=*/true));
+  EXPECT_EQ(Tier(0).pinned_bytes, kMiB);
+  EXPECT_EQ(Tier(1).pinned_bytes, kMiB);
+  ASSERT_TRUE(backend_->Put("loose", Pattern("x", kMiB), {}));
+  EXPECT_EQ(Tier(0).pinned_bytes + Tier(1).pinned_bytes, 2 * kMiB);
+}
+
+// A hard-pinned object recovered from SSD is promoted on a read: its pinned
+// bytes move with it (the SSD keeps its durable copy, counted once).
+TEST_F(BackendTest, PinnedBytesFollowAPromotedObject) {
+  Open(2 * kMiB, 64 * kMiB);
+  ASSERT_TRUE(backend_->Put("hp", Pattern("hp", kMiB), {.hard_pin = true, .preferred_tier = 1}));
+  EXPECT_EQ(Tier(1).pinned_bytes, kMiB);
+  ASSERT_TRUE(backend_->Get("hp", 0, 0));
+  backend_->RunMaintenance();
+  ASSERT_EQ(TierOf("hp"), "dram");
+  EXPECT_EQ(Tier(0).pinned_bytes, kMiB);
+  EXPECT_EQ(Tier(1).pinned_bytes, 0u);
 }
 
 TEST_F(BackendTest, SoftPinnedObjectsGoAfterUnpinnedOnes) {
