@@ -10,10 +10,13 @@ here. Framed transport + binary protocol, like every server in the project.
 
 Flow: MasterService.PickNode -> WorkerService.Put on that node,
 MasterService.GetLocation -> WorkerService.Exist(prefetch=True), Get, Upsert,
-Get again, Remove. Exits 0 when every answer matches, 1 otherwise.
+Get again, Remove. Then a zero-copy write, as a producer on the worker's own
+machine does it: OpenForWrite, mmap the worker's DRAM arena, write in place,
+Commit, GetPlacement. Exits 0 when every answer matches, 1 otherwise.
 """
 
 import argparse
+import mmap
 import os
 import sys
 import time
@@ -30,9 +33,9 @@ def import_thrift(gen_py):
     from thrift.protocol import TBinaryProtocol
     from thrift.transport import TSocket, TTransport
     from mooncake_rpc import MasterService, WorkerService
-    from mooncake_rpc.ttypes import ErrorCode, ReplicateConfig
+    from mooncake_rpc.ttypes import ErrorCode, MemoryHandleKind, ReplicateConfig
     return TBinaryProtocol, TSocket, TTransport, MasterService, WorkerService, ErrorCode, \
-        ReplicateConfig
+        ReplicateConfig, MemoryHandleKind
 
 
 class Connection:
@@ -64,9 +67,60 @@ class Checker:
         return ok
 
 
+def machine_id():
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        return f.read().strip()
+
+
+def write_in_place(memory, offset, data):
+    """Writes `data` at `offset` of a worker's DRAM arena (a HOST_FILE handle).
+
+    The checks are the ones client/shared_mapping.cc makes: a handle is a
+    /proc/<pid>/fd/<n> path, meaningful only on the worker's machine and only
+    while that worker lives, so map nothing but its memfd arena.
+    """
+    if memory.machine_id != machine_id():
+        raise RuntimeError("the worker runs on another machine")
+    if not os.readlink(memory.path).startswith("/memfd:mooncake-"):
+        raise RuntimeError("%s is not the worker's arena" % memory.path)
+    fd = os.open(memory.path, os.O_RDWR)
+    try:
+        if os.fstat(fd).st_size != memory.region_size:
+            raise RuntimeError("%s is not the worker's arena" % memory.path)
+        start = offset // mmap.PAGESIZE * mmap.PAGESIZE  # mmap wants a page-aligned offset
+        view = mmap.mmap(fd, offset - start + len(data), offset=start)
+        view[offset - start:] = data
+        view.close()
+    finally:
+        os.close(fd)
+
+
+def zero_copy_steps(check, worker, node_id, key, thrift):
+    ErrorCode, ReplicateConfig, MemoryHandleKind = thrift[5], thrift[6], thrift[7]
+    data = bytes(range(256)) * 4096  # 1 MiB
+    plan = worker.client.OpenForWrite(key, len(data), ReplicateConfig(), False)
+    if not check.expect("OpenForWrite on %s" % node_id, plan.code, ErrorCode.OK):
+        return
+    if plan.memory.kind != MemoryHandleKind.HOST_FILE or plan.memory.machine_id != machine_id():
+        # VRAM plans need HIP in this process; remote workers cannot be mapped.
+        print("%-44s %s" % ("zero-copy write", "skipped (not this machine's DRAM)"))
+        worker.client.PutRevoke(plan.epoch)
+        return
+    write_in_place(plan.memory, plan.offset, data)
+    check.expect("Get before Commit", worker.client.Get(key, 0, 0).code,
+                 ErrorCode.REPLICA_IS_NOT_READY)
+    check.expect("Commit", worker.client.Commit(key, plan.epoch), ErrorCode.OK)
+    got = worker.client.Get(key, 0, 0)
+    check.expect("Get of the zero-copy value", got.data, data)
+    placement = worker.client.GetPlacement(key)
+    check.expect("GetPlacement tier", placement.tier, plan.tier)
+    check.expect("GetPlacement offset", placement.offset, plan.offset)
+    check.expect("Remove (cleanup)", worker.client.Remove(key, True), ErrorCode.OK)
+
+
 def run(args):
     thrift = import_thrift(args.gen_py)
-    MasterService, WorkerService, ErrorCode, ReplicateConfig = thrift[3:]
+    MasterService, WorkerService, ErrorCode, ReplicateConfig = thrift[3:7]
     host, _, port = args.master.rpartition(":")
     master = Connection(thrift, MasterService, host, int(port))
     check = Checker()
@@ -102,6 +156,8 @@ def run(args):
 
         check.expect("Remove (cleanup)", owner.client.Remove(key, True), ErrorCode.OK)
         check.expect("Exist after Remove", owner.client.Exist(key, False, ""), 0)
+
+        zero_copy_steps(check, target, picked.node.node_id, key + "-zero-copy", thrift)
     finally:
         for connection in workers:
             connection.close()

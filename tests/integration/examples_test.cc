@@ -191,6 +191,9 @@ TEST_F(ExampleClientsTest, PythonClientSucceeds) {
                  " --master " + cluster_.master_address() + " --gen-py " + Quote(gen_py.string()));
   EXPECT_EQ(run.exit_code, 0) << Show(run) << cluster_.AllLogTails();
   EXPECT_NE(run.output.find("every step ok"), std::string::npos) << Show(run);
+  // The workers run on this machine: the zero-copy part must really run.
+  EXPECT_EQ(run.output.find("skipped"), std::string::npos) << Show(run);
+  EXPECT_NE(run.output.find("Get of the zero-copy value"), std::string::npos) << Show(run);
 }
 
 }  // namespace
