@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "common/flag_parsing.h"
 #include "http/admin_settings.h"
 
 namespace mooncake {
@@ -82,24 +83,13 @@ Result<MasterConfig> ParseMasterConfig(int argc, const char* const* argv, std::s
   MasterConfig config;
   CLI::App app("mooncake-master: key -> node directory of the tiered cache", "mooncake-master");
   AddOptions(app, config);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    std::ostringstream out;
-    std::ostringstream err;
-    int code = app.exit(e, out, err);
-    if (code == static_cast<int>(CLI::ExitCodes::Success)) {
-      MasterConfig help;
-      help.show_help = true;
-      SetMessage(message, out.str());
-      return help;
-    }
-    SetMessage(message, err.str());
-    return Err(ErrorCode::kInvalidParams);
-  } catch (const std::exception& e) {
-    // CLI11 reports through ParseError; anything else must still not escape.
-    SetMessage(message, std::string("cannot parse flags: ") + e.what() + "\n");
-    return Err(ErrorCode::kInvalidParams);
+  bool help = false;
+  if (auto parsed = ParseFlags(app, argc, argv, &help, message); !parsed)
+    return Err(parsed.error());
+  if (help) {
+    MasterConfig shown;
+    shown.show_help = true;
+    return shown;
   }
   if (auto loaded = LoadAdminToken(config, message); !loaded) return Err(loaded.error());
   if (auto valid = ValidateMasterConfig(config, message); !valid) return Err(valid.error());

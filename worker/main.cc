@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "common/flag_parsing.h"
 #include "common/log.h"
 #include "common/signals.h"
 #include "worker/worker_config.h"
@@ -15,14 +16,7 @@ int main(int argc, char** argv) {
 
   std::string message;
   auto config = ParseWorkerConfig(argc, argv, &message);
-  if (!config) {
-    std::cerr << message << (message.ends_with('\n') ? "" : "\n");
-    return 2;
-  }
-  if (config->show_help) {
-    std::cout << message;
-    return 0;
-  }
+  if (auto exit_code = ExitCodeAfterParse(config, message)) return *exit_code;
   SetLogLevel(config->log_level);
 
   auto server = WorkerServer::Start(*config);

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <sstream>
 
+#include "common/flag_parsing.h"
 #include "common/log.h"
 #include "common/units.h"
 #include "http/admin_settings.h"
@@ -169,23 +170,15 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
 
 Result<WorkerConfig> ParseWorkerConfig(int argc, const char* const* argv, std::string* message) {
   WorkerConfig config;
-  CLI::App app("mooncake-worker: one node's tiered storage (DRAM + SSD)", "mooncake-worker");
+  CLI::App app("mooncake-worker: one node's tiered storage (VRAM, DRAM, SSD)", "mooncake-worker");
   AddOptions(app, config);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    std::ostringstream out, err;
-    if (app.exit(e, out, err) == static_cast<int>(CLI::ExitCodes::Success)) {
-      WorkerConfig help;
-      help.show_help = true;
-      SetMessage(message, out.str());
-      return help;
-    }
-    SetMessage(message, err.str());
-    return Err(ErrorCode::kInvalidParams);
-  } catch (const std::exception& e) {
-    SetMessage(message, std::string("cannot parse flags: ") + e.what());
-    return Err(ErrorCode::kInvalidParams);
+  bool help = false;
+  if (auto parsed = ParseFlags(app, argc, argv, &help, message); !parsed)
+    return Err(parsed.error());
+  if (help) {
+    WorkerConfig shown;
+    shown.show_help = true;
+    return shown;
   }
   // A token read from a file must pass the same checks as one from a flag.
   if (auto loaded = LoadAdminToken(config.admin_token, config.admin_token_file, message); !loaded) {

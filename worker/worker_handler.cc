@@ -59,18 +59,23 @@ Result<ObjectOptions> WorkerHandler::ToObjectOptions(const rpc::ReplicateConfig&
 
 rpc::ErrorCode::type WorkerHandler::Put(const std::string& key, const std::string& value,
                                         const rpc::ReplicateConfig& config) {
-  RequestTimer timer(requests_, "put");
-  auto options = ToObjectOptions(config);
-  auto code = options ? ToRpc(backend_.Put(key, value, *options)) : ToRpc(options.error());
-  timer.Finish(CodeOf(code));
-  return code;
+  return WriteValue("put", key, value, config, WriteMode::kCreate);
 }
 
 rpc::ErrorCode::type WorkerHandler::Upsert(const std::string& key, const std::string& value,
                                            const rpc::ReplicateConfig& config) {
-  RequestTimer timer(requests_, "upsert");
+  return WriteValue("upsert", key, value, config, WriteMode::kUpsert);
+}
+
+rpc::ErrorCode::type WorkerHandler::WriteValue(std::string_view op, const std::string& key,
+                                               const std::string& value,
+                                               const rpc::ReplicateConfig& config, WriteMode mode) {
+  RequestTimer timer(requests_, op);
   auto options = ToObjectOptions(config);
-  auto code = options ? ToRpc(backend_.Upsert(key, value, *options)) : ToRpc(options.error());
+  Result<void> written = !options                     ? Err(options.error())
+                         : mode == WriteMode::kUpsert ? backend_.Upsert(key, value, *options)
+                                                      : backend_.Put(key, value, *options);
+  auto code = ToRpc(written);
   timer.Finish(CodeOf(code));
   return code;
 }

@@ -76,6 +76,10 @@ class WorkerHandler : public rpc::WorkerServiceIf {
  private:
   // Translates a ReplicateConfig; kTierNotFound for an unknown tier name.
   Result<ObjectOptions> ToObjectOptions(const rpc::ReplicateConfig& config) const;
+  // Put and Upsert of a whole value in one call.
+  rpc::ErrorCode::type WriteValue(std::string_view op, const std::string& key,
+                                  const std::string& value, const rpc::ReplicateConfig& config,
+                                  WriteMode mode);
   void StartWrite(rpc::PutStartResult& result, const std::string& key, int64_t size,
                   const rpc::ReplicateConfig& config, WriteMode mode, int64_t version);
   void StartWriteUntimed(rpc::PutStartResult& result, const std::string& key, int64_t size,

@@ -23,6 +23,7 @@
 #include "common/machine_id.h"
 #include "tests/device_env.h"
 #include "tests/integration/test_cluster.h"
+#include "tests/test_bytes.h"
 #include "tiers/gpu_tier.h"
 
 namespace mooncake::testing {
@@ -30,10 +31,6 @@ namespace {
 
 constexpr uint64_t kKiB = 1ull << 10;
 constexpr uint64_t kMiB = 1ull << 20;
-
-std::span<const std::byte> Bytes(const std::string& s) {
-  return std::as_bytes(std::span(s.data(), s.size()));
-}
 
 // Writes `value` into a plan's space the way a producer on the node does.
 ::testing::AssertionResult Produce(const WritePlan& plan, const std::string& value) {

@@ -14,15 +14,12 @@
 #include "client/client.h"
 #include "client/shared_mapping.h"
 #include "tests/integration/test_cluster.h"
+#include "tests/test_bytes.h"
 
 namespace mooncake::testing {
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
-
-std::span<const std::byte> Bytes(const std::string& s) {
-  return std::as_bytes(std::span(s.data(), s.size()));
-}
 
 class PlanWriteProcessTest : public ::testing::Test {
  protected:

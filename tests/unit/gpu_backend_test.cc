@@ -32,6 +32,7 @@
 
 #include "common/machine_id.h"
 #include "tests/device_env.h"
+#include "tests/test_bytes.h"
 #include "tests/unit/in_memory_directory.h"
 #include "tests/unused_port.h"
 #include "tiers/dram_tier.h"
@@ -44,6 +45,9 @@
 namespace mooncake {
 namespace {
 
+using mooncake::testing::Bytes;
+using mooncake::testing::Pattern;
+
 using mooncake::testing::UnusedPort;
 
 using mooncake::testing::EnvFlag;
@@ -54,17 +58,6 @@ constexpr uint64_t kKiB = 1ull << 10;
 constexpr uint64_t kMiB = 1ull << 20;
 
 using mooncake::testing::InMemoryDirectory;
-
-std::string Pattern(uint64_t size, uint64_t seed) {
-  std::string value(size, '\0');
-  std::mt19937_64 rng(seed);
-  for (auto& c : value) c = static_cast<char>(rng());
-  return value;
-}
-
-std::span<const std::byte> Bytes(const std::string& s) {
-  return std::as_bytes(std::span(s.data(), s.size()));
-}
 
 class GpuBackendTest : public ::testing::Test {
  protected:

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "client/shared_mapping.h"
+#include "tests/test_bytes.h"
 #include "tests/unit/in_memory_directory.h"
 #include "tiers/dram_tier.h"
 #include "tiers/ssd_tier.h"
@@ -21,20 +22,12 @@
 namespace mooncake {
 namespace {
 
+using mooncake::testing::Bytes;
+using mooncake::testing::Pattern;
+
 constexpr uint64_t kMiB = 1ull << 20;
 
 using mooncake::testing::InMemoryDirectory;
-
-std::string Pattern(uint64_t size, uint64_t seed) {
-  std::string value(size, '\0');
-  std::mt19937_64 rng(seed);
-  for (auto& c : value) c = static_cast<char>(rng());
-  return value;
-}
-
-std::span<const std::byte> Bytes(const std::string& s) {
-  return std::as_bytes(std::span(s.data(), s.size()));
-}
 
 MemoryRegionHandle ToHandle(const SharedRegion& region) {
   return {.kind = region.kind == SharedRegion::Kind::kHostFile
