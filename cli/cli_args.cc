@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "thrift/rpc_settings.h"
+
 namespace mooncake::cli {
 namespace {
 
@@ -39,6 +41,7 @@ struct RawArgs {
   bool zero_copy = false;
   bool prefetch = false;
   bool force = false;
+  TlsSettings tls;
 };
 
 // A subcommand that writes a value: put or upsert.
@@ -99,6 +102,7 @@ Subcommands Define(CLI::App& app, RawArgs& raw) {
                  "Node id: this client's local node, the put target, "
                  "the node for stats");
   app.add_flag("--json", raw.json, "Machine-readable output");
+  AddTlsOptions(app, raw.tls);
   // Lets global options follow the subcommand: `mooncake-cli stats --node n1`.
   app.fallthrough();
   app.require_subcommand(1);
@@ -248,6 +252,20 @@ std::optional<std::string> ResolveMaster(const Subcommands& s, const RawArgs& ra
   return std::string(kDefaultMaster);
 }
 
+// TLS files: each flag wins over the config file's key of the same name.
+TlsSettings ResolveTls(const Subcommands& s, const RawArgs& raw, const CliEnvironment& env) {
+  TlsSettings tls = raw.tls;
+  std::string path = s.config->count() > 0 ? raw.config : env.default_config_path;
+  if (path.empty() || !env.read_file) return tls;
+  auto text = env.read_file(path);
+  if (!text) return tls;  // ResolveMaster reports an unreadable --config
+  for (auto [field, key] : {std::pair{&tls.cert_file, "tls-cert"}, std::pair{&tls.key_file, "tls-key"},
+                            std::pair{&tls.ca_file, "tls-ca"}}) {
+    if (field->empty()) *field = ConfigValue(*text, key).value_or("");
+  }
+  return tls;
+}
+
 ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironment& env) {
   auto kind = Chosen(s);
   if (!kind) return Usage("a subcommand is required");
@@ -272,6 +290,8 @@ ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironmen
   if (cmd.kind == CommandKind::kGet) cmd.path = raw.output;
   cmd.prefetch = raw.prefetch;
   cmd.force = raw.force;
+  cmd.tls = ResolveTls(s, raw, env);
+  if (std::string why; !ValidateTlsSettings(cmd.tls, &why)) return Usage(why);
   ParseOutcome outcome;
   outcome.command = std::move(cmd);
   return outcome;
@@ -289,7 +309,8 @@ std::optional<std::string> UnknownSubcommand(const std::vector<std::string>& arg
   const auto& known = KnownSubcommands();
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (arg == "--master" || arg == "--node" || arg == "--config") {
+    if (arg == "--master" || arg == "--node" || arg == "--config" || arg == "--tls-cert" ||
+        arg == "--tls-key" || arg == "--tls-ca") {
       ++i;  // skip the option's value
       continue;
     }
@@ -345,7 +366,11 @@ ParseOutcome ParseCli(const std::vector<std::string>& args, const CliEnvironment
 }
 
 std::optional<std::string> ConfigMaster(std::string_view text) {
-  std::optional<std::string> master;
+  return ConfigValue(text, "master");
+}
+
+std::optional<std::string> ConfigValue(std::string_view text, std::string_view key) {
+  std::optional<std::string> found;
   while (!text.empty()) {
     size_t eol = text.find('\n');
     std::string_view line = text.substr(0, eol);
@@ -353,15 +378,15 @@ std::optional<std::string> ConfigMaster(std::string_view text) {
     // A '#' inside quotes would be part of the value; addresses have none.
     line = TrimSpace(line.substr(0, line.find('#')));
     size_t eq = line.find('=');
-    if (eq == std::string_view::npos || TrimSpace(line.substr(0, eq)) != "master") continue;
+    if (eq == std::string_view::npos || TrimSpace(line.substr(0, eq)) != key) continue;
     std::string_view value = TrimSpace(line.substr(eq + 1));
     if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
         value.back() == value.front()) {
       value = value.substr(1, value.size() - 2);
     }
-    master = std::string(TrimSpace(value));  // the last assignment wins
+    found = std::string(TrimSpace(value));  // the last assignment wins
   }
-  return master;
+  return found;
 }
 
 std::optional<std::pair<std::string, int>> ParseHostPort(std::string_view text) {

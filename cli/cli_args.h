@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "thrift/rpc_tls.h"
 
 namespace mooncake::cli {
 
@@ -48,6 +49,9 @@ struct CliCommand {
   bool zero_copy = false;       // put/upsert --zero-copy: a plan-based write
   bool prefetch = false;        // exist --prefetch
   bool force = false;
+  // --tls-cert/--tls-key/--tls-ca, else the config file's tls-cert, tls-key
+  // and tls-ca keys; empty: plain TCP.
+  TlsSettings tls;
 };
 
 // Where the master address may come from besides --master. Precedence:
@@ -76,9 +80,11 @@ struct ParseOutcome {
 ParseOutcome ParseCli(const std::vector<std::string>& args, const char* env_master);
 ParseOutcome ParseCli(const std::vector<std::string>& args, const CliEnvironment& env);
 
-// The `master` value of a cli.toml text: `master = "host:port"` (quotes
-// optional, # comments, other keys ignored). nullopt when the key is absent;
-// an empty string when present but empty.
+// The value of `key` in a cli.toml text: `key = "value"` (quotes optional,
+// # comments, other keys ignored; the last assignment wins). nullopt when
+// the key is absent; an empty string when present but empty.
+std::optional<std::string> ConfigValue(std::string_view text, std::string_view key);
+// ConfigValue(text, "master"): `master = "host:port"`.
 std::optional<std::string> ConfigMaster(std::string_view text);
 
 // "HOST:PORT" or "[V6]:PORT" -> (host, port); nullopt when malformed.

@@ -638,6 +638,7 @@ int RunCommand(const CliCommand& command) {
   config.master_host = command.master_host;
   config.master_port = command.master_port;
   config.local_node = command.node;
+  config.tls = command.tls;
   auto client = Client::Create(config);
   if (!client) {
     return Runner::Fail(command, CommandName(command.kind), client.error(), std::nullopt, true);

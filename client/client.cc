@@ -18,10 +18,13 @@
 namespace mooncake {
 
 struct Client::Impl {
-  Impl(ClientConfig config, std::unique_ptr<RdmaReads> rdma_reads)
+  Impl(ClientConfig config, std::unique_ptr<RdmaReads> rdma_reads,
+       std::shared_ptr<const RpcTlsContext> tls)
       : rdma(std::move(rdma_reads)),
-        router(std::move(config),
-               [reads = rdma.get()](const std::string& node_id) { reads->Forget(node_id); }),
+        router(
+            std::move(config),
+            [reads = rdma.get()](const std::string& node_id) { reads->Forget(node_id); },
+            std::move(tls)),
         hot_cache(router.config().local_hot_cache_bytes) {}
   // Declared before the router, whose callback uses it.
   std::unique_ptr<RdmaReads> rdma;
@@ -554,7 +557,17 @@ Result<std::unique_ptr<Client>> Client::Create(ClientConfig config) {
   // configuration, whatever the cluster's state.
   auto rdma = RdmaReads::Open(config);
   if (!rdma) return Err(rdma.error());
-  auto impl = std::make_unique<Impl>(std::move(config), std::move(*rdma));
+  std::shared_ptr<const RpcTlsContext> tls;
+  if (config.tls.enabled()) {
+    std::string why;
+    auto context = RpcTlsContext::Create(config.tls, /*server=*/false, &why);
+    if (!context) {
+      MC_LOG_ERROR("client TLS files unusable reason=\"{}\"", why);
+      return Err(context.error());
+    }
+    tls = std::move(*context);
+  }
+  auto impl = std::make_unique<Impl>(std::move(config), std::move(*rdma), std::move(tls));
   // Checking the master now turns a wrong address into one clear error at
   // startup, and warms the node cache.
   auto nodes = impl->router.FetchNodes();

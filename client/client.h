@@ -23,6 +23,7 @@
 
 #include "common/node.h"
 #include "common/status.h"
+#include "thrift/rpc_tls.h"
 
 namespace mooncake {
 
@@ -58,6 +59,9 @@ struct ClientConfig {
   // read by RDMA when possible (two small RPCs to the owner pin down the
   // placement and confirm the version); smaller ones always use TCP.
   uint64_t rdma_min_bytes = kRpcChunkBytes + 1;
+  // Mutual TLS to the master and the workers (thrift/rpc_tls.h); off when
+  // empty. Create fails with kInvalidParams when the files are unusable.
+  TlsSettings tls;
 };
 
 struct PutOptions {

@@ -52,7 +52,9 @@ class ClientRouter {
   // (it restarted elsewhere), so per-node transport state can be dropped.
   using ReaddressedFn = std::function<void(const std::string& node_id)>;
 
-  explicit ClientRouter(ClientConfig config, ReaddressedFn on_readdressed = {});
+  // `tls` (may be null: plain TCP) is the client's TLS context.
+  explicit ClientRouter(ClientConfig config, ReaddressedFn on_readdressed = {},
+                        std::shared_ptr<const RpcTlsContext> tls = nullptr);
 
   const ClientConfig& config() const { return config_; }
   MasterChannel& master() { return master_; }

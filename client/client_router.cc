@@ -11,10 +11,11 @@ namespace {
 constexpr size_t kMaxLocateBytes = 4ull << 20;
 constexpr size_t kMaxLocateCount = 4096;
 
-RpcOptions ToRpcOptions(const ClientConfig& config) {
+RpcOptions ToRpcOptions(const ClientConfig& config, std::shared_ptr<const RpcTlsContext> tls) {
   RpcOptions options;
   options.connect_timeout_ms = config.connect_timeout_ms;
   options.io_timeout_ms = config.io_timeout_ms;
+  options.tls = std::move(tls);
   return options;
 }
 
@@ -38,10 +39,11 @@ std::vector<std::vector<size_t>> SliceIndices(const std::vector<size_t>& indices
   return slices;
 }
 
-ClientRouter::ClientRouter(ClientConfig config, ReaddressedFn on_readdressed)
+ClientRouter::ClientRouter(ClientConfig config, ReaddressedFn on_readdressed,
+                           std::shared_ptr<const RpcTlsContext> tls)
     : config_(std::move(config)),
       on_readdressed_(std::move(on_readdressed)),
-      rpc_options_(ToRpcOptions(config_)),
+      rpc_options_(ToRpcOptions(config_, std::move(tls))),
       master_(config_.master_host, config_.master_port, rpc_options_) {}
 
 Result<std::vector<rpc::NodeInfo>> ClientRouter::FetchNodes() {

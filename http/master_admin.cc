@@ -130,7 +130,8 @@ void WriteNodeMetrics(PrometheusWriter& w, const std::vector<NodeRecord>& nodes)
   }
 }
 
-HttpResponse Metrics(const MasterService& service, const RequestMetrics* requests) {
+HttpResponse Metrics(const MasterService& service, const RequestMetrics* requests,
+                     const RpcStatsFn& rpc) {
   auto nodes = service.ListNodes();
   size_t alive = 0, dead = 0;
   for (const auto& node : nodes) ++(node.alive ? alive : dead);
@@ -142,13 +143,14 @@ HttpResponse Metrics(const MasterService& service, const RequestMetrics* request
   w.Sample({{"state", "dead"}}, static_cast<uint64_t>(dead));
   WriteNodeMetrics(w, nodes);
   if (requests) WriteRequestMetrics(w, "mooncake_master", *requests);
+  if (rpc) WriteRpcServerMetrics(w, rpc());
   return HttpResponse::Text(200, w.Take(), std::string(PrometheusWriter::kContentType));
 }
 
 }  // namespace
 
 void RegisterMasterAdminRoutes(AdminServer& server, const MasterService& service,
-                               const RequestMetrics* requests) {
+                               const RequestMetrics* requests, RpcStatsFn rpc) {
   const MasterService* svc = &service;
   server.Route("GET", "/health", [svc](const HttpRequest&) { return Health(*svc); });
   server.Route("GET", "/nodes", [svc](const HttpRequest&) { return Nodes(*svc); });
@@ -156,7 +158,9 @@ void RegisterMasterAdminRoutes(AdminServer& server, const MasterService& service
   server.Route("GET", "/keys/{key...}",
                [svc](const HttpRequest& req) { return KeyLookup(*svc, req); });
   server.Route("GET", "/metrics",
-               [svc, requests](const HttpRequest&) { return Metrics(*svc, requests); });
+               [svc, requests, rpc = std::move(rpc)](const HttpRequest&) {
+                 return Metrics(*svc, requests, rpc);
+               });
 }
 
 }  // namespace mooncake

@@ -15,10 +15,12 @@
 //                     cursor for the next page; null means no more keys.
 //   GET /metrics      Prometheus text: keys, nodes by state, per-node tier
 //                     capacity/used/objects, node up, and request counters and
-//                     latency histograms when `requests` is given.
+//                     latency histograms when `requests` is given, and the
+//                     RPC server's mooncake_rpc_* families when `rpc` is.
 
 #include "common/metrics.h"
 #include "http/admin_server.h"
+#include "http/prometheus_writer.h"
 #include "master/master_service.h"
 
 namespace mooncake {
@@ -26,6 +28,6 @@ namespace mooncake {
 // Registers the routes above on `server` (before it starts). `service` and
 // `requests` (may be null) must outlive the server.
 void RegisterMasterAdminRoutes(AdminServer& server, const MasterService& service,
-                               const RequestMetrics* requests = nullptr);
+                               const RequestMetrics* requests = nullptr, RpcStatsFn rpc = {});
 
 }  // namespace mooncake

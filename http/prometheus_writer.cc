@@ -148,4 +148,24 @@ void WriteRequestMetrics(PrometheusWriter& writer, std::string_view prefix,
   for (const auto& op : ops) writer.Histogram({{"op", op.op}}, op.latency);
 }
 
+void WriteRpcServerMetrics(PrometheusWriter& writer, const RpcServerStats& stats) {
+  writer.Gauge("mooncake_rpc_connections", "RPC connections being served",
+               static_cast<double>(stats.active_connections));
+  writer.Counter("mooncake_rpc_accepted_connections", "RPC connections accepted and served",
+                 stats.accepted_connections);
+  writer.Counter("mooncake_rpc_refused_connections",
+                 "RPC connections closed at once because --max-connections were being served",
+                 stats.refused_connections);
+  writer.Counter("mooncake_rpc_idle_closed_connections",
+                 "RPC connections closed after --rpc-idle-timeout-ms without a request",
+                 stats.fault_count(RpcFault::kIdleTimeout));
+  writer.BeginCounter("mooncake_rpc_rejected_frames",
+                      "RPC connections closed for a frame over a limit or undecodable, by reason");
+  for (size_t i = 0; i < kRpcFaultCount; ++i) {
+    auto fault = static_cast<RpcFault>(i);
+    if (fault == RpcFault::kIdleTimeout) continue;
+    writer.Sample({{"reason", std::string(RpcFaultName(fault))}}, stats.faults[i]);
+  }
+}
+
 }  // namespace mooncake

@@ -11,12 +11,14 @@
 // Thread-safety: none; one writer builds one response.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "common/metrics.h"
+#include "thrift/rpc_limits.h"
 
 namespace mooncake {
 
@@ -66,5 +68,12 @@ class PrometheusWriter {
 // and the `<prefix>_request_duration_seconds{op}` histogram.
 void WriteRequestMetrics(PrometheusWriter& writer, std::string_view prefix,
                          const RequestMetrics& metrics);
+
+// Writes the mooncake_rpc_* families of one process's RPC server:
+// connections (gauge), accepted/refused connections, connections closed idle
+// and rejected frames by reason.
+void WriteRpcServerMetrics(PrometheusWriter& writer, const RpcServerStats& stats);
+// Counters of a process's RPC server, read on each /metrics request.
+using RpcStatsFn = std::function<RpcServerStats()>;
 
 }  // namespace mooncake

@@ -18,6 +18,7 @@ struct WorkerRoutes {
   const WorkerConfig config;
   const RequestMetrics& requests;
   const TransportStatsFn transport;
+  const RpcStatsFn rpc;
 
   std::string NodeId() const {
     if (!config.node_id.empty()) return config.node_id;
@@ -309,6 +310,7 @@ HttpResponse Metrics(const WorkerRoutes& r) {
   WriteTotals(w, stats);
   if (r.transport) WriteTransportMetrics(w, r.transport());
   WriteRequestMetrics(w, "mooncake_worker", r.requests);
+  if (r.rpc) WriteRpcServerMetrics(w, r.rpc());
   return HttpResponse::Text(200, w.Take(), std::string(PrometheusWriter::kContentType));
 }
 
@@ -316,9 +318,9 @@ HttpResponse Metrics(const WorkerRoutes& r) {
 
 void RegisterWorkerAdminRoutes(AdminServer& server, TieredCacheBackend& backend,
                                const WorkerConfig& config, const RequestMetrics& requests,
-                               TransportStatsFn transport) {
+                               TransportStatsFn transport, RpcStatsFn rpc) {
   auto r = std::make_shared<const WorkerRoutes>(
-      WorkerRoutes{backend, config, requests, std::move(transport)});
+      WorkerRoutes{backend, config, requests, std::move(transport), std::move(rpc)});
   server.Route("GET", "/health", [r](const HttpRequest&) { return Health(*r); });
   server.Route("GET", "/stats", [r](const HttpRequest&) { return Stats(*r); });
   server.Route("GET", "/objects/{key...}",

@@ -35,6 +35,7 @@
 
 #include "common/metrics.h"
 #include "http/admin_server.h"
+#include "http/prometheus_writer.h"
 #include "worker/tiered_cache_backend.h"
 #include "worker/worker_config.h"
 
@@ -58,6 +59,7 @@ using TransportStatsFn = std::function<TransportSnapshot()>;
 // no transport section).
 void RegisterWorkerAdminRoutes(AdminServer& server, TieredCacheBackend& backend,
                                const WorkerConfig& config, const RequestMetrics& requests,
-                               TransportStatsFn transport = {});
+                               TransportStatsFn transport = {},
+                               RpcStatsFn rpc = {});
 
 }  // namespace mooncake

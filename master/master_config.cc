@@ -9,6 +9,7 @@
 
 #include "common/flag_parsing.h"
 #include "http/admin_settings.h"
+#include "thrift/rpc_settings.h"
 
 namespace mooncake {
 namespace {
@@ -36,6 +37,8 @@ void AddOptions(CLI::App& app, MasterConfig& config) {
       ->capture_default_str();
   AddAdminOptions(
       app, {config.admin_host, config.admin_port, config.admin_token, config.admin_token_file});
+  AddRpcServerOptions(app, config.rpc_limits);
+  AddTlsOptions(app, config.tls);
   app.set_config("--config", "", "Read these options from a TOML/INI file (same key names)")
       ->type_name("FILE");
   // A misspelt key in a config file should fail loudly, not be ignored.
@@ -73,8 +76,10 @@ Result<void> ValidateMasterConfig(const MasterConfig& config, std::string* messa
                    config.log_level + "\"");
   } else if (auto problem = AdminConfigProblem(config); !problem.empty()) {
     SetMessage(message, std::move(problem));
+  } else if (auto limits = ValidateRpcServerLimits(config.rpc_limits, message); !limits) {
+    return limits;
   } else {
-    return {};
+    return ValidateTlsSettings(config.tls, message);
   }
   return Err(ErrorCode::kInvalidParams);
 }

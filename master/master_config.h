@@ -10,6 +10,8 @@
 #include <string>
 
 #include "common/status.h"
+#include "thrift/rpc_limits.h"
+#include "thrift/rpc_tls.h"
 
 namespace mooncake {
 
@@ -20,6 +22,10 @@ struct MasterConfig {
   std::string host = "127.0.0.1";
   // TCP port; 0 picks a free one (see --ready-file).
   int port = 50051;
+  // Connection limits of the Thrift service.
+  RpcServerLimits rpc_limits;
+  // Mutual TLS on the Thrift service; off when empty.
+  TlsSettings tls;
   // A worker silent for this long is declared dead and its keys dropped.
   int64_t node_ttl_ms = 10000;
   // If set, written once the master listens: two lines, the bound RPC port
@@ -49,7 +55,7 @@ struct MasterConfig {
 
 // Checks ranges: port in 0..65535, admin_port in -1..65535 and not equal to
 // port, node_ttl_ms > 0, a known log level, a token of visible ASCII without
-// spaces. On failure returns kInvalidParams and, if `message` is given, says
+// spaces, positive RPC limits, and all three TLS files or none. On failure returns kInvalidParams and, if `message` is given, says
 // why.
 Result<void> ValidateMasterConfig(const MasterConfig& config, std::string* message);
 
@@ -64,7 +70,8 @@ Result<void> LoadAdminToken(MasterConfig& config, std::string* message);
 
 // Parses command-line flags --host --port --node-ttl-ms --ready-file
 // --log-level --admin-host --admin-port --admin-token --admin-token-file
-// and --config FILE (TOML/INI, same key names as the flags; flags
+// --max-connections --rpc-idle-timeout-ms --rpc-read-timeout-ms --tls-cert
+// --tls-key --tls-ca and --config FILE (TOML/INI, same key names as the flags; flags
 // given on the command line win over the file). On a parse or validation
 // error returns kInvalidParams with the reason in `*message`; on --help
 // returns a config with show_help set and the help text in `*message`.

@@ -41,7 +41,10 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& gi
   server->requests_ = std::make_unique<RequestMetrics>(MasterHandler::OperationNames());
   auto handler = std::make_shared<MasterHandler>(*server->service_, *server->requests_);
   auto processor = std::make_shared<rpc::MasterServiceProcessor>(handler);
-  auto rpc = RpcServer::Start(processor, config.host, config.port);
+  auto rpc = RpcServer::Start(processor, {.host = config.host,
+                                          .port = config.port,
+                                          .limits = config.rpc_limits,
+                                          .tls = config.tls});
   if (!rpc) {
     MC_LOG_ERROR("master cannot listen host={} port={}", config.host, config.port);
     return Err(rpc.error());
@@ -61,7 +64,8 @@ Result<void> MasterServer::StartAdmin(const MasterConfig& config) {
   AdminServerOptions options;
   options.token = config.admin_token;
   admin_ = std::make_unique<AdminServer>(std::move(options));
-  RegisterMasterAdminRoutes(*admin_, *service_, requests_.get());
+  RegisterMasterAdminRoutes(*admin_, *service_, requests_.get(),
+                            [rpc = rpc_.get()] { return rpc->stats(); });
   if (auto started = admin_->Start(config.admin_host, port); !started) {
     MC_LOG_ERROR("master admin server cannot listen host={} port={}", config.admin_host, port);
     return Err(started.error());

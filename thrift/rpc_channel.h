@@ -8,9 +8,6 @@
 // Thread-safety: Call() is safe from any number of threads.
 
 #include <thrift/TApplicationException.h>
-#include <thrift/protocol/TBinaryProtocol.h>
-#include <thrift/transport/TBufferTransports.h>
-#include <thrift/transport/TSocket.h>
 #include <thrift/transport/TTransportException.h>
 
 #include <memory>
@@ -22,6 +19,7 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "thrift/rpc_transport.h"
 
 namespace mooncake {
 
@@ -31,6 +29,9 @@ struct RpcOptions {
   int io_timeout_ms = 30000;
   // Idle connections kept per server.
   size_t max_idle = 32;
+  // Mutual TLS on every connection when set (RpcTlsContext::Create with
+  // server=false); plain TCP when null.
+  std::shared_ptr<const RpcTlsContext> tls;
 };
 
 template <typename ClientT>
@@ -81,19 +82,12 @@ class RpcChannel {
   }
 
   std::pair<ConnectionPtr, bool> Fresh() {
-    using namespace apache::thrift;
     try {
-      auto socket = std::make_shared<transport::TSocket>(host_, port_);
-      socket->setConnTimeout(options_.connect_timeout_ms);
-      socket->setRecvTimeout(options_.io_timeout_ms);
-      socket->setSendTimeout(options_.io_timeout_ms);
-      socket->setNoDelay(true);
-      auto transport = std::make_shared<transport::TFramedTransport>(socket);
-      auto protocol = std::make_shared<protocol::TBinaryProtocol>(transport);
-      transport->open();
+      auto transport = OpenClientTransport(host_, port_, options_.connect_timeout_ms,
+                                           options_.io_timeout_ms, options_.tls);
       auto conn = std::make_unique<Connection>();
       conn->transport = transport;
-      conn->client = std::make_unique<ClientT>(protocol);
+      conn->client = std::make_unique<ClientT>(std::make_shared<BoundedBinaryProtocol>(transport));
       return {std::move(conn), false};
     } catch (const std::exception& e) {
       MC_LOG_DEBUG("rpc connect failed host={} port={} error=\"{}\"", host_, port_, e.what());
@@ -103,7 +97,6 @@ class RpcChannel {
 
   template <typename Fn>
   auto Invoke(ConnectionPtr& conn, Fn& fn) -> Result<std::invoke_result_t<Fn&, ClientT&>> {
-    using apache::thrift::transport::TTransportException;
     if (!conn) return Err(ErrorCode::kRpcFail);
     try {
       if constexpr (std::is_void_v<std::invoke_result_t<Fn&, ClientT&>>) {
@@ -112,15 +105,15 @@ class RpcChannel {
       } else {
         return fn(*conn->client);
       }
-    } catch (const TTransportException& e) {
+    } catch (const std::exception& e) {
+      // A reply that broke a limit, a transport failure, a TLS refusal: the
+      // connection is unusable either way, and nothing was allocated for the
+      // reply beyond what its frame carried.
       conn.reset();
-      bool timed_out = e.getType() == TTransportException::TIMED_OUT;
+      auto fault = ClassifyRpcException(e);
+      bool timed_out = fault == RpcFault::kSlowFrame || fault == RpcFault::kIdleTimeout;
       MC_LOG_DEBUG("rpc failed host={} port={} error=\"{}\"", host_, port_, e.what());
       return Err(timed_out ? ErrorCode::kRpcTimeout : ErrorCode::kRpcFail);
-    } catch (const std::exception& e) {
-      conn.reset();
-      MC_LOG_WARN("rpc error host={} port={} error=\"{}\"", host_, port_, e.what());
-      return Err(ErrorCode::kRpcFail);
     }
   }
 

@@ -1,28 +1,195 @@
 #include "thrift/rpc_server.h"
 
 #include <thrift/TOutput.h>
-#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/TProcessor.h>
+#include <thrift/protocol/TProtocol.h>
 #include <thrift/server/TServer.h>
 #include <thrift/server/TThreadedServer.h>
-#include <thrift/transport/TBufferTransports.h>
+#include <thrift/transport/TSSLSocket.h>
 #include <thrift/transport/TServerSocket.h>
+#include <thrift/transport/TSocket.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
+#include <atomic>
+#include <chrono>
+#include <functional>
 #include <future>
+#include <mutex>
 
 #include "common/log.h"
+#include "thrift/rpc_transport.h"
 
 namespace mooncake {
-namespace {
 
 using apache::thrift::TProcessor;
-using apache::thrift::protocol::TBinaryProtocolFactory;
+using apache::thrift::protocol::TProtocol;
+using apache::thrift::protocol::TProtocolFactory;
 using apache::thrift::server::TServerEventHandler;
 using apache::thrift::server::TThreadedServer;
-using apache::thrift::transport::TFramedTransportFactory;
 using apache::thrift::transport::TServerSocket;
+using apache::thrift::transport::TSocket;
+using apache::thrift::transport::TTransport;
+using apache::thrift::transport::TTransportFactory;
+
+// Counters and limits one server's socket, transports and processor share.
+// All counters are relaxed atomics: they are read only for monitoring.
+class RpcServer::Guard {
+ public:
+  explicit Guard(const RpcServerOptions& options)
+      : max_connections_(options.limits.max_connections),
+        timeouts_{.idle = std::chrono::milliseconds(options.limits.idle_timeout_ms),
+                  .frame = std::chrono::milliseconds(options.limits.read_timeout_ms)},
+        port_(options.port) {}
+
+  const RpcReadTimeouts& timeouts() const { return timeouts_; }
+
+  // Set once the server exists, before it serves.
+  // The server whose connections are counted; null once it is stopped.
+  void WatchServer(const TThreadedServer* server) { server_.store(server); }
+  void SetPort(int port) { port_.store(port, std::memory_order_relaxed); }
+
+  // True when one more connection may be served.
+  bool Admit() {
+    // Only called from the serving thread, while the server exists.
+    if (server_.load()->getConcurrentClientCount() < max_connections_) {
+      accepted_.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+    uint64_t refused = refused_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (ShouldWarn(refused_warned_ms_)) {
+      MC_LOG_WARN("rpc connection refused port={} reason=max_connections limit={} refused_total={}",
+                  port_.load(std::memory_order_relaxed), max_connections_, refused);
+    }
+    return false;
+  }
+
+  // Counts a connection closed for `fault` and logs it: one warning line at
+  // most once a second per fault, so a flood of bad frames cannot flood the
+  // log (the counter has them all).
+  void Record(RpcFault fault, const BoundedFramedTransport* transport, const char* detail) {
+    auto index = static_cast<size_t>(fault);
+    uint64_t total = faults_[index].fetch_add(1, std::memory_order_relaxed) + 1;
+    int port = port_.load(std::memory_order_relaxed);
+    if (fault == RpcFault::kIdleTimeout) {
+      MC_LOG_DEBUG("rpc connection idle, closed port={}", port);
+      return;
+    }
+    if (ShouldWarn(warned_ms_[index])) {
+      MC_LOG_WARN("rpc connection closed port={} peer={} reason={} detail=\"{}\" total={}", port,
+                  transport ? transport->peer() : "unknown", RpcFaultName(fault), detail, total);
+    }
+  }
+
+  RpcServerStats Snapshot() const {
+    RpcServerStats stats;
+    const TThreadedServer* server = server_.load();
+    stats.active_connections = server ? server->getConcurrentClientCount() : 0;
+    stats.accepted_connections = accepted_.load(std::memory_order_relaxed);
+    stats.refused_connections = refused_.load(std::memory_order_relaxed);
+    for (size_t i = 0; i < kRpcFaultCount; ++i) {
+      stats.faults[i] = faults_[i].load(std::memory_order_relaxed);
+    }
+    return stats;
+  }
+
+ private:
+  static bool ShouldWarn(std::atomic<int64_t>& last_ms) {
+    int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count();
+    int64_t last = last_ms.load(std::memory_order_relaxed);
+    return now - last >= 1000 && last_ms.compare_exchange_strong(last, now);
+  }
+
+  const int64_t max_connections_;
+  const RpcReadTimeouts timeouts_;
+  std::atomic<int> port_;
+  std::atomic<const TThreadedServer*> server_{nullptr};
+  std::atomic<uint64_t> accepted_{0};
+  std::atomic<uint64_t> refused_{0};
+  std::array<std::atomic<uint64_t>, kRpcFaultCount> faults_{};
+  std::array<std::atomic<int64_t>, kRpcFaultCount> warned_ms_{};
+  std::atomic<int64_t> refused_warned_ms_{0};
+};
+
+namespace {
+
+// Accepts connections, wraps them in TLS when configured, and closes at once
+// those over the connection limit (instead of letting them queue unseen in
+// the kernel's backlog).
+class GuardedServerSocket : public TServerSocket {
+ public:
+  GuardedServerSocket(const std::string& host, int port, std::shared_ptr<RpcServer::Guard> guard,
+                      std::shared_ptr<const RpcTlsContext> tls)
+      : TServerSocket(host, port), guard_(std::move(guard)), tls_(std::move(tls)) {}
+
+ protected:
+  std::shared_ptr<TTransport> acceptImpl() override {
+    for (;;) {
+      auto client = TServerSocket::acceptImpl();
+      if (guard_->Admit()) return client;
+      client->close();
+    }
+  }
+
+  std::shared_ptr<TSocket> createSocket(THRIFT_SOCKET fd) override {
+    if (tls_) return tls_->factory().createSocket(fd);
+    return TServerSocket::createSocket(fd);
+  }
+
+ private:
+  std::shared_ptr<RpcServer::Guard> guard_;
+  std::shared_ptr<const RpcTlsContext> tls_;
+};
+
+class BoundedTransportFactory : public TTransportFactory {
+ public:
+  explicit BoundedTransportFactory(RpcReadTimeouts timeouts) : timeouts_(timeouts) {}
+
+  std::shared_ptr<TTransport> getTransport(std::shared_ptr<TTransport> client) override {
+    auto socket = std::dynamic_pointer_cast<TSocket>(client);
+    if (!socket) throw std::logic_error("RpcServer accepted a transport that is not a socket");
+    return std::make_shared<BoundedFramedTransport>(std::move(socket), timeouts_);
+  }
+
+ private:
+  const RpcReadTimeouts timeouts_;
+};
+
+class BoundedProtocolFactory : public TProtocolFactory {
+ public:
+  std::shared_ptr<TProtocol> getProtocol(std::shared_ptr<TTransport> transport) override {
+    auto framed = std::dynamic_pointer_cast<BoundedFramedTransport>(transport);
+    if (!framed) throw std::logic_error("BoundedBinaryProtocol needs a BoundedFramedTransport");
+    return std::make_shared<BoundedBinaryProtocol>(std::move(framed));
+  }
+};
+
+// Runs the service's processor; any exception that escapes it (a frame it
+// could not decode, a transport fault, even bad_alloc) closes only this
+// connection and is counted, instead of reaching Thrift's thread and, for a
+// non-Thrift exception, std::terminate.
+class GuardedProcessor : public TProcessor {
+ public:
+  GuardedProcessor(std::shared_ptr<TProcessor> inner, std::shared_ptr<RpcServer::Guard> guard)
+      : inner_(std::move(inner)), guard_(std::move(guard)) {}
+
+  bool process(std::shared_ptr<TProtocol> in, std::shared_ptr<TProtocol> out,
+               void* context) override {
+    try {
+      return inner_->process(in, out, context);
+    } catch (const std::exception& e) {
+      if (auto fault = ClassifyRpcException(e)) {
+        auto* transport = dynamic_cast<const BoundedFramedTransport*>(in->getTransport().get());
+        guard_->Record(*fault, transport, e.what());
+      }
+      return false;
+    }
+  }
+
+ private:
+  std::shared_ptr<TProcessor> inner_;
+  std::shared_ptr<RpcServer::Guard> guard_;
+};
 
 // Signals once the server socket listens (or serve() failed before it).
 class ReadySignal : public TServerEventHandler {
@@ -52,19 +219,38 @@ void RouteThriftLogs() {
 }  // namespace
 
 Result<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor> processor,
-                                                    const std::string& host, int port) {
+                                                    const RpcServerOptions& options) {
   RouteThriftLogs();
-  auto socket = std::make_shared<TServerSocket>(host, port);
-  auto server = std::make_shared<TThreadedServer>(processor, socket,
-                                                  std::make_shared<TFramedTransportFactory>(),
-                                                  std::make_shared<TBinaryProtocolFactory>());
+  std::string why;
+  if (auto valid = ValidateRpcServerLimits(options.limits, &why); !valid) {
+    MC_LOG_ERROR("rpc server options rejected reason=\"{}\"", why);
+    return Err(valid.error());
+  }
+  std::shared_ptr<const RpcTlsContext> tls;
+  if (options.tls.enabled()) {
+    auto context = RpcTlsContext::Create(options.tls, /*server=*/true, &why);
+    if (!context) {
+      MC_LOG_ERROR("rpc server cannot load TLS files reason=\"{}\"", why);
+      return Err(context.error());
+    }
+    tls = std::move(*context);
+  }
+
+  auto guard = std::make_shared<Guard>(options);
+  auto socket = std::make_shared<GuardedServerSocket>(options.host, options.port, guard, tls);
+  auto server = std::make_shared<TThreadedServer>(
+      std::make_shared<GuardedProcessor>(std::move(processor), guard), socket,
+      std::make_shared<BoundedTransportFactory>(guard->timeouts()),
+      std::make_shared<BoundedProtocolFactory>());
+  guard->WatchServer(server.get());
   auto ready = std::make_shared<ReadySignal>();
   server->setServerEventHandler(ready);
   auto ready_future = ready->future();
 
   std::unique_ptr<RpcServer> result(new RpcServer());
+  result->guard_ = guard;
   result->server_ = server;
-  result->thread_ = std::thread([server, ready, host, port] {
+  result->thread_ = std::thread([server, ready, host = options.host, port = options.port] {
     try {
       server->serve();
     } catch (const std::exception& e) {
@@ -78,29 +264,21 @@ Result<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor> 
     return Err(ErrorCode::kRpcFail);
   }
   result->port_ = socket->getPort();
+  guard->SetPort(result->port_);
   return result;
 }
 
 RpcServer::~RpcServer() { Stop(); }
 
+RpcServerStats RpcServer::stats() const {
+  return guard_ ? guard_->Snapshot() : RpcServerStats{};
+}
+
 void RpcServer::Stop() {
   if (server_) server_->stop();
   if (thread_.joinable()) thread_.join();
+  if (guard_) guard_->WatchServer(nullptr);
   server_.reset();
-}
-
-Result<void> WriteReadyFile(const std::string& path, int port) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return Err(ErrorCode::kInvalidParams);
-    out << port << "\n";
-    if (!out.flush()) return Err(ErrorCode::kInternalError);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Err(ErrorCode::kInternalError);
-  return {};
 }
 
 }  // namespace mooncake

@@ -1,15 +1,25 @@
 #pragma once
 
-// A Thrift server on one TCP port, framed transport and binary protocol,
-// one thread per connection. Malformed frames close only their connection.
+// A Thrift server on one TCP port: bounded framed transport, strict binary
+// protocol, optional mutual TLS, one thread per connection.
 //
-// Thread-safety: Start/Stop from one owning thread; port() from any.
+// What it protects against (DESIGN.md section 7): a frame or field over the
+// limits of thrift/rpc_limits.h closes that connection with one warning line
+// and is counted by fault; at most max_connections are served at once (more
+// are accepted, closed at once and counted, while existing clients keep
+// working); a connection that sends nothing for idle_timeout_ms, or takes
+// longer than read_timeout_ms to send a frame it started, is closed.
+//
+// Thread-safety: Start/Stop from one owning thread; port() and stats() from
+// any thread.
 
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "common/status.h"
+#include "thrift/rpc_limits.h"
+#include "thrift/rpc_settings.h"
 
 namespace apache::thrift {
 class TProcessor;
@@ -20,12 +30,22 @@ class TThreadedServer;
 
 namespace mooncake {
 
+struct RpcServerOptions {
+  std::string host = "127.0.0.1";
+  // 0 picks a free port.
+  int port = 0;
+  RpcServerLimits limits;
+  // Off when empty; see thrift/rpc_tls.h.
+  TlsSettings tls;
+};
+
 class RpcServer {
  public:
-  // Binds host:port (port 0 picks a free port) and serves in a background
-  // thread. Returns once the socket listens, or kRpcFail if it cannot bind.
+  // Binds host:port and serves in a background thread. Returns once the
+  // socket listens; kInvalidParams if the TLS files cannot be loaded,
+  // kRpcFail if it cannot bind.
   static Result<std::unique_ptr<RpcServer>> Start(
-      std::shared_ptr<apache::thrift::TProcessor> processor, const std::string& host, int port);
+      std::shared_ptr<apache::thrift::TProcessor> processor, const RpcServerOptions& options);
 
   ~RpcServer();
   RpcServer(const RpcServer&) = delete;
@@ -33,19 +53,20 @@ class RpcServer {
 
   // The bound port (useful when started with port 0).
   int port() const { return port_; }
+  RpcServerStats stats() const;
   // Stops accepting, closes connections and joins the serving thread.
   void Stop();
+
+  // Shared with the accepting socket and the per-connection processor.
+  class Guard;
 
  private:
   RpcServer() = default;
 
+  std::shared_ptr<Guard> guard_;
   std::shared_ptr<apache::thrift::server::TThreadedServer> server_;
   std::thread thread_;
   int port_ = 0;
 };
-
-// Writes `port` to `path` atomically (write + rename), so a process that polls
-// for the file never reads a partial number. Used by --ready-file.
-Result<void> WriteReadyFile(const std::string& path, int port);
 
 }  // namespace mooncake

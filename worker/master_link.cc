@@ -39,8 +39,21 @@ std::vector<rpc::TierUsage> ToRpcUsages(const std::vector<TierUsage>& tiers) {
   return usages;
 }
 
-// Keeps one announcement well inside Thrift's frame limit.
+// Keeps one announcement well inside the RPC frame limit: keys may be up to
+// kMaxKeyBytes each, so the count alone does not bound the bytes.
 constexpr size_t kAnnounceBatchKeys = 8192;
+
+// The end of the batch that starts at `begin`.
+size_t AnnounceBatchEnd(const std::vector<std::string>& keys, size_t begin) {
+  size_t end = begin;
+  uint64_t bytes = 0;
+  while (end < keys.size() && end - begin < kAnnounceBatchKeys &&
+         (end == begin || bytes + keys[end].size() <= kRpcMaxKeyListBytes)) {
+    bytes += keys[end].size();
+    ++end;
+  }
+  return end;
+}
 
 }  // namespace
 
@@ -48,9 +61,11 @@ struct MasterLink::Channel {
   RpcChannel<rpc::MasterServiceClient> rpc;
 };
 
-MasterLink::MasterLink(std::string master_host, int master_port)
+MasterLink::MasterLink(std::string master_host, int master_port,
+                       std::shared_ptr<const RpcTlsContext> tls)
     : channel_(new Channel{RpcChannel<rpc::MasterServiceClient>(
-          std::move(master_host), master_port, RpcOptions{.io_timeout_ms = 10000})}) {}
+          std::move(master_host), master_port,
+          RpcOptions{.io_timeout_ms = 10000, .tls = std::move(tls)})}) {}
 
 MasterLink::~MasterLink() = default;
 
@@ -102,8 +117,8 @@ Result<void> MasterLink::Heartbeat(const std::vector<TierUsage>& tiers) {
 
 Result<std::vector<std::string>> MasterLink::Announce(const std::vector<std::string>& keys) {
   std::vector<std::string> rejected;
-  for (size_t begin = 0; begin < keys.size(); begin += kAnnounceBatchKeys) {
-    size_t end = std::min(keys.size(), begin + kAnnounceBatchKeys);
+  for (size_t begin = 0, end = 0; begin < keys.size(); begin = end) {
+    end = AnnounceBatchEnd(keys, begin);
     std::vector<std::string> batch(keys.begin() + begin, keys.begin() + end);
     auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
       rpc::AnnounceResult result;

@@ -15,9 +15,13 @@
 
 namespace mooncake {
 
+class RpcTlsContext;
+
 class MasterLink : public OwnerDirectory {
  public:
-  MasterLink(std::string master_host, int master_port);
+  // `tls` (may be null: plain TCP) is this process's client TLS context.
+  MasterLink(std::string master_host, int master_port,
+             std::shared_ptr<const RpcTlsContext> tls = nullptr);
   ~MasterLink() override;
 
   // Set once the node id is known (after the port is bound).

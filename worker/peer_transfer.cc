@@ -11,8 +11,9 @@
 
 namespace mooncake {
 struct ThriftPeerTransfer::WorkerChannel {
-  WorkerChannel(const std::string& host, int port)
-      : address(host + ":" + std::to_string(port)), rpc(host, port) {}
+  WorkerChannel(const std::string& host, int port, std::shared_ptr<const RpcTlsContext> tls)
+      : address(host + ":" + std::to_string(port)),
+        rpc(host, port, RpcOptions{.tls = std::move(tls)}) {}
   std::string address;
   RpcChannel<rpc::WorkerServiceClient> rpc;
 };
@@ -33,8 +34,9 @@ Result<CrashPoint> ParseCrashPoint(std::string_view text) {
 
 // ---- ThriftPeerTransfer ----
 
-ThriftPeerTransfer::ThriftPeerTransfer(MasterLink& master, CrashPoint crash_point, RdmaLink* rdma)
-    : master_(master), crash_point_(crash_point), rdma_(rdma) {}
+ThriftPeerTransfer::ThriftPeerTransfer(MasterLink& master, CrashPoint crash_point, RdmaLink* rdma,
+                                       std::shared_ptr<const RpcTlsContext> tls)
+    : master_(master), crash_point_(crash_point), rdma_(rdma), tls_(std::move(tls)) {}
 
 ThriftPeerTransfer::~ThriftPeerTransfer() = default;
 
@@ -46,7 +48,7 @@ std::shared_ptr<ThriftPeerTransfer::WorkerChannel> ThriftPeerTransfer::Channel(
   if (!channel || channel->address != address) {
     // A node that moved (or restarted elsewhere) needs a new RDMA connection too.
     if (channel && rdma_ != nullptr) rdma_->Forget(node.node_id);
-    channel = std::make_shared<WorkerChannel>(node.host, node.port);
+    channel = std::make_shared<WorkerChannel>(node.host, node.port, tls_);
   }
   return channel;
 }

@@ -55,8 +55,9 @@ struct PeerTransferStats {
 class ThriftPeerTransfer : public PeerTransfer {
  public:
   // `rdma` (may be null: TCP only) must outlive this.
+  // `tls` (may be null: plain TCP) is this process's client TLS context.
   ThriftPeerTransfer(MasterLink& master, CrashPoint crash_point = CrashPoint::kNone,
-                     RdmaLink* rdma = nullptr);
+                     RdmaLink* rdma = nullptr, std::shared_ptr<const RpcTlsContext> tls = nullptr);
   ~ThriftPeerTransfer() override;
 
   Result<std::string> Transfer(const std::string& key, uint64_t size, uint64_t version,
@@ -97,6 +98,7 @@ class ThriftPeerTransfer : public PeerTransfer {
   RdmaLink* const rdma_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<WorkerChannel>> channels_;  // guarded by mu_
+  const std::shared_ptr<const RpcTlsContext> tls_;
   std::map<std::string, bool> last_used_rdma_;                      // guarded by mu_
   std::atomic<uint64_t> rdma_objects_{0}, rdma_bytes_{0}, tcp_objects_{0}, tcp_bytes_{0};
   std::atomic<uint64_t> rdma_fallbacks_{0};

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "http/admin_settings.h"
+#include "thrift/rpc_settings.h"
 #include "transport/rdma_link.h"
 #include "worker/peer_transfer.h"
 
@@ -93,6 +94,8 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
                  "Once registered with the master, write two lines here (atomically): the "
                  "bound RPC port, then the bound admin port (-1 if disabled)");
   AddAdminOptions(app, {c.admin_host, c.admin_port, c.admin_token, c.admin_token_file});
+  AddRpcServerOptions(app, c.rpc_limits);
+  AddTlsOptions(app, c.tls);
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();
   app.set_config("--config", "", "Read these options from a TOML/INI file (same key names)")
@@ -165,7 +168,8 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
   if (spdlog::level::from_str(c.log_level) == spdlog::level::off && c.log_level != "off") {
     return fail("--log-level must be one of trace, debug, info, warn, error, critical, off");
   }
-  return {};
+  if (auto limits = ValidateRpcServerLimits(c.rpc_limits, message); !limits) return limits;
+  return ValidateTlsSettings(c.tls, message);
 }
 
 Result<WorkerConfig> ParseWorkerConfig(int argc, const char* const* argv, std::string* message) {

@@ -10,6 +10,8 @@
 #include <string>
 
 #include "common/status.h"
+#include "thrift/rpc_limits.h"
+#include "thrift/rpc_tls.h"
 
 namespace mooncake {
 
@@ -24,6 +26,11 @@ struct WorkerConfig {
   std::string advertise_host;
   // TCP port; 0 picks a free one (see ready_file).
   int port = 50061;
+  // Connection limits of the Thrift service.
+  RpcServerLimits rpc_limits;
+  // Mutual TLS on the Thrift service and on this worker's own calls to the
+  // master and to other workers; off when empty.
+  TlsSettings tls;
   // The master, as HOST:PORT.
   std::string master = "127.0.0.1:50051";
   uint64_t dram_capacity = 256ull << 20;

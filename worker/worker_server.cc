@@ -8,6 +8,7 @@
 #include "http/worker_admin.h"
 #include "mooncake_rpc/WorkerService.h"
 #include "thrift/rpc_server.h"
+#include "thrift/rpc_transport.h"
 #include "tiers/dram_tier.h"
 #include "tiers/gpu_tier.h"
 #include "tiers/ssd_tier.h"
@@ -139,7 +140,19 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config) {
   auto rdma = OpenRdma(config, *tiers);  // declared after tiers: destroyed first
   if (!rdma) return Err(rdma.error());
 
-  server->master_ = std::make_unique<MasterLink>(config.master_host(), config.master_port());
+  // One client TLS context for every call this worker makes (master, peers).
+  std::shared_ptr<const RpcTlsContext> tls;
+  if (config.tls.enabled()) {
+    std::string why;
+    auto context = RpcTlsContext::Create(config.tls, /*server=*/false, &why);
+    if (!context) {
+      MC_LOG_ERROR("cannot start: TLS files unusable reason=\"{}\"", why);
+      return Err(context.error());
+    }
+    tls = std::move(*context);
+  }
+  server->master_ =
+      std::make_unique<MasterLink>(config.master_host(), config.master_port(), tls);
   server->backend_ = std::make_unique<TieredCacheBackend>(std::move(*tiers), server->master_.get(),
                                                           ToBackendOptions(config));
   server->rdma_ = std::move(*rdma);
@@ -147,7 +160,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config) {
   if (config.inter_node_eviction) {
     server->peers_ = std::make_unique<ThriftPeerTransfer>(
         *server->master_, ParseCrashPoint(config.test_crash_at).value_or(CrashPoint::kNone),
-        server->rdma_.get());
+        server->rdma_.get(), tls);
     server->backend_->set_peer_transfer(server->peers_.get());
   }
 
@@ -158,8 +171,11 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config) {
       std::make_shared<WorkerHandler>(*server->backend_, config.node_id, *server->requests_);
   handler->set_rdma_link(server->rdma_.get());
   server->handler_ = handler;
-  auto rpc = RpcServer::Start(std::make_shared<rpc::WorkerServiceProcessor>(handler), config.host,
-                              config.port);
+  auto rpc = RpcServer::Start(std::make_shared<rpc::WorkerServiceProcessor>(handler),
+                              {.host = config.host,
+                               .port = config.port,
+                               .limits = config.rpc_limits,
+                               .tls = config.tls});
   if (!rpc) return Err(rpc.error());
   server->rpc_ = std::move(*rpc);
   if (server->config_.node_id.empty()) {
@@ -207,7 +223,7 @@ Result<void> WorkerServer::StartAdmin(int port) {
       t.rdma_fallbacks = p.rdma_fallbacks;
     }
     return t;
-  });
+  }, [this] { return rpc_->stats(); });
   if (auto started = admin_->Start(config_.admin_host, port); !started) {
     MC_LOG_ERROR("worker admin server cannot listen host={} port={}", config_.admin_host, port);
     return started;

@@ -1,0 +1,83 @@
+#pragma once
+
+// The limits every RPC endpoint decodes under, the faults that close a
+// connection, and the per-server counters of both. Plain values with no
+// Thrift include, so configs and the admin layers can use them.
+//
+// Thread-safety: constants and plain values.
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace mooncake {
+
+// Sized from our largest legitimate message, with 2x headroom: a BatchGet
+// reply carries at most 2 chunks of data (8 MiB); a BatchPut request at most
+// kRpcChunkBytes of values plus 4 MiB of keys; key lists (BatchGetLocation,
+// AnnounceKeys) are sliced to at most 4 MiB of key bytes.
+inline constexpr uint32_t kRpcMaxFrameBytes = 16u << 20;
+static_assert(kRpcMaxFrameBytes >= 3 * kRpcChunkBytes + kRpcChunkBytes / 2);
+// Key bytes one request of a key list carries at most (see above).
+inline constexpr uint64_t kRpcMaxKeyListBytes = 4ull << 20;
+// Our IDL nests structs 3 deep (NodeInfo > TierUsage); skipped unknown
+// fields count too.
+inline constexpr int kRpcMaxDepth = 16;
+
+// Server defaults; each is a flag of the master and the worker.
+// A connection is one thread: this bounds threads and frame buffers.
+inline constexpr int kDefaultRpcMaxConnections = 1024;
+// Pooled client connections sit idle between calls; the client reconnects
+// transparently when one was closed.
+inline constexpr int kDefaultRpcIdleTimeoutMs = 120000;
+// A started frame must arrive whole within this (16 MiB at 1 MB/s).
+inline constexpr int kDefaultRpcReadTimeoutMs = 30000;
+
+// The connection limits of one RPC server (--max-connections,
+// --rpc-idle-timeout-ms, --rpc-read-timeout-ms on the master and the worker).
+struct RpcServerLimits {
+  // Served at once; more are accepted, closed at once and counted.
+  int max_connections = kDefaultRpcMaxConnections;
+  // A connection that starts no frame for this long is closed.
+  int idle_timeout_ms = kDefaultRpcIdleTimeoutMs;
+  // A frame that has started must arrive whole within this.
+  int read_timeout_ms = kDefaultRpcReadTimeoutMs;
+};
+
+// Why a server closed a connection. kIdleTimeout is housekeeping; the others
+// are rejected frames.
+enum class RpcFault : uint8_t {
+  kFrameTooLarge,   // declared frame size over kRpcMaxFrameBytes (or negative)
+  kTruncatedFrame,  // the peer closed the connection inside a frame
+  kSlowFrame,       // a frame did not arrive whole within the read timeout
+  kSizeLimit,       // a string or container larger than the rest of its frame
+  kDepthLimit,      // structs nested deeper than kRpcMaxDepth
+  kMalformed,       // anything else the protocol could not decode
+  kTlsHandshake,    // no TLS, or no certificate signed by our CA
+  kInternal,        // the process failed to handle a frame (e.g. bad_alloc)
+  kIdleTimeout,     // nothing sent for the idle timeout
+};
+inline constexpr size_t kRpcFaultCount = 9;
+
+constexpr std::string_view RpcFaultName(RpcFault fault) {
+  constexpr std::array<std::string_view, kRpcFaultCount> kNames = {
+      "frame_too_large", "truncated_frame", "slow_frame", "size_limit",  "depth_limit",
+      "malformed",       "tls_handshake",   "internal",   "idle_timeout"};
+  return kNames[static_cast<size_t>(fault)];
+}
+
+// A snapshot of one RPC server's connection counters.
+struct RpcServerStats {
+  int64_t active_connections = 0;
+  uint64_t accepted_connections = 0;
+  // Connections closed at once because max_connections were being served.
+  uint64_t refused_connections = 0;
+  // Connections closed, by fault (RpcFault as index).
+  std::array<uint64_t, kRpcFaultCount> faults{};
+
+  uint64_t fault_count(RpcFault fault) const { return faults[static_cast<size_t>(fault)]; }
+};
+
+}  // namespace mooncake

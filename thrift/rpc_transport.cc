@@ -1,0 +1,321 @@
+#include "thrift/rpc_transport.h"
+
+#include <arpa/inet.h>
+#include <thrift/TConfiguration.h>
+#include <thrift/protocol/TProtocolException.h>
+#include <thrift/transport/TSSLSocket.h>
+#include <thrift/transport/TSocket.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "thrift/rpc_settings.h"
+
+namespace mooncake {
+namespace {
+
+using apache::thrift::TConfiguration;
+using apache::thrift::protocol::TMessageType;
+using apache::thrift::protocol::TProtocolException;
+using apache::thrift::protocol::TType;
+using apache::thrift::transport::TSocket;
+using apache::thrift::transport::TSSLException;
+using apache::thrift::transport::TSSLSocketFactory;
+using apache::thrift::transport::TTransportException;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// A frame's buffer starts this small and doubles as its bytes arrive.
+constexpr uint32_t kFirstFrameBuffer = 64u << 10;
+// A connection keeps a buffer up to this size between frames; a larger one
+// is freed when a smaller frame comes, so an idle pooled connection does not
+// pin the memory of its largest transfer.
+constexpr uint32_t kKeptFrameBuffer = 1u << 20;
+
+std::shared_ptr<TConfiguration> BoundedConfiguration() {
+  static const auto config = std::make_shared<TConfiguration>(
+      static_cast<int>(kRpcMaxFrameBytes), static_cast<int>(kRpcMaxFrameBytes), kRpcMaxDepth);
+  return config;
+}
+
+// Smallest encoding of one value of `type` in the binary protocol.
+int64_t MinWireBytes(TType type) {
+  switch (type) {
+    case apache::thrift::protocol::T_BOOL:
+    case apache::thrift::protocol::T_BYTE:
+    case apache::thrift::protocol::T_STRUCT:  // at least its stop byte
+      return 1;
+    case apache::thrift::protocol::T_I16:
+      return 2;
+    case apache::thrift::protocol::T_I32:
+    case apache::thrift::protocol::T_STRING:  // its length
+      return 4;
+    case apache::thrift::protocol::T_I64:
+    case apache::thrift::protocol::T_DOUBLE:
+      return 8;
+    case apache::thrift::protocol::T_SET:
+    case apache::thrift::protocol::T_LIST:  // element type + count
+      return 5;
+    case apache::thrift::protocol::T_MAP:  // key type + value type + count
+      return 6;
+    default:
+      throw TProtocolException(TProtocolException::INVALID_DATA, "unknown element type");
+  }
+}
+
+bool IsTimeout(const TTransportException& e) {
+  return e.getType() == TTransportException::TIMED_OUT;
+}
+
+}  // namespace
+
+RpcFaultError::RpcFaultError(RpcFault fault, const std::string& message)
+    : TTransportException(TTransportException::CORRUPTED_DATA, message), fault_(fault) {}
+
+std::optional<RpcFault> ClassifyRpcException(const std::exception& e) {
+  if (const auto* fault = dynamic_cast<const RpcFaultError*>(&e)) return fault->fault();
+  if (dynamic_cast<const TSSLException*>(&e)) return RpcFault::kTlsHandshake;
+  if (const auto* transport = dynamic_cast<const TTransportException*>(&e)) {
+    switch (transport->getType()) {
+      case TTransportException::END_OF_FILE:
+      case TTransportException::INTERRUPTED:
+      case TTransportException::NOT_OPEN:
+        return std::nullopt;  // the peer hung up, or we are stopping
+      case TTransportException::TIMED_OUT:
+        return RpcFault::kSlowFrame;
+      default:
+        return RpcFault::kMalformed;
+    }
+  }
+  if (const auto* protocol = dynamic_cast<const TProtocolException*>(&e)) {
+    switch (protocol->getType()) {
+      case TProtocolException::SIZE_LIMIT:
+        return RpcFault::kSizeLimit;
+      case TProtocolException::DEPTH_LIMIT:
+        return RpcFault::kDepthLimit;
+      default:
+        return RpcFault::kMalformed;
+    }
+  }
+  if (dynamic_cast<const apache::thrift::TException*>(&e)) return RpcFault::kMalformed;
+  return RpcFault::kInternal;
+}
+
+// ---- BoundedFramedTransport ----
+
+BoundedFramedTransport::BoundedFramedTransport(std::shared_ptr<TSocket> socket,
+                                               RpcReadTimeouts timeouts)
+    : TFramedTransport(socket, BoundedConfiguration()),
+      socket_(std::move(socket)),
+      timeouts_(timeouts) {
+  setMaxFrameSize(kRpcMaxFrameBytes);
+  SetSocketTimeout(timeouts_.idle);
+}
+
+std::string BoundedFramedTransport::peer() const {
+  try {
+    return socket_->getPeerAddress() + ":" + std::to_string(socket_->getPeerPort());
+  } catch (const std::exception&) {
+    return "unknown";  // called while handling another failure: never throw
+  }
+}
+
+void BoundedFramedTransport::SetSocketTimeout(milliseconds timeout) {
+  if (timeout == socket_timeout_) return;
+  socket_->setRecvTimeout(static_cast<int>(timeout.count()));
+  socket_timeout_ = timeout;
+}
+
+bool BoundedFramedTransport::readFrame() {
+  uint32_t size = 0;
+  if (!ReadHeader(&size)) return false;
+  ReadPayload(size);
+  // Thrift counts decoded bytes against the message size; one frame is one
+  // message.
+  resetConsumedMessageSize();
+  resetConsumedMessageSize(size);
+  setReadBuffer(frame_.get(), size);
+  return true;
+}
+
+bool BoundedFramedTransport::ReadHeader(uint32_t* size) {
+  SetSocketTimeout(timeouts_.idle);
+  uint8_t header[4];
+  uint32_t got = 0;
+  while (got < sizeof(header)) {
+    uint32_t n = 0;
+    try {
+      n = socket_->read(header + got, sizeof(header) - got);
+    } catch (const TTransportException& e) {
+      if (!IsTimeout(e)) throw;
+      if (got == 0) throw RpcFaultError(RpcFault::kIdleTimeout, "no frame within the idle timeout");
+      throw RpcFaultError(RpcFault::kSlowFrame, "frame header did not arrive in time");
+    }
+    if (n == 0) {
+      if (got == 0) return false;  // a clean close between frames
+      throw RpcFaultError(RpcFault::kTruncatedFrame, "connection closed inside a frame header");
+    }
+    got += n;
+  }
+  int32_t declared = 0;
+  std::memcpy(&declared, header, sizeof(declared));
+  declared = static_cast<int32_t>(ntohl(static_cast<uint32_t>(declared)));
+  if (declared < 0 || static_cast<uint32_t>(declared) > kRpcMaxFrameBytes) {
+    throw RpcFaultError(RpcFault::kFrameTooLarge,
+                        "frame of " + std::to_string(declared) + " bytes, limit " +
+                            std::to_string(kRpcMaxFrameBytes));
+  }
+  *size = static_cast<uint32_t>(declared);
+  return true;
+}
+
+void BoundedFramedTransport::ReadPayload(uint32_t size) {
+  if (frame_capacity_ > kKeptFrameBuffer && size <= kKeptFrameBuffer) {
+    frame_.reset();
+    frame_capacity_ = 0;
+  }
+  const auto deadline = Clock::now() + timeouts_.frame;
+  uint32_t got = 0;
+  while (got < size) {
+    if (got == frame_capacity_) {
+      // Grow with what arrived, never with what was declared.
+      uint32_t capacity = std::min(size, std::max(kFirstFrameBuffer, 2 * frame_capacity_));
+      auto bigger = std::make_unique_for_overwrite<uint8_t[]>(capacity);
+      if (got > 0) std::memcpy(bigger.get(), frame_.get(), got);
+      frame_ = std::move(bigger);
+      frame_capacity_ = capacity;
+    }
+    if (timeouts_.frame.count() > 0) {
+      auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        throw RpcFaultError(RpcFault::kSlowFrame, "frame did not arrive within the frame timeout");
+      }
+      // Only a frame that needs several reads pays for re-arming the timer.
+      SetSocketTimeout(got == 0 ? timeouts_.frame : std::max(left, milliseconds(1)));
+    }
+    uint32_t n = 0;
+    try {
+      n = socket_->read(frame_.get() + got, std::min(frame_capacity_, size) - got);
+    } catch (const TTransportException& e) {
+      if (!IsTimeout(e)) throw;
+      throw RpcFaultError(RpcFault::kSlowFrame, "frame did not arrive within the frame timeout");
+    }
+    if (n == 0) {
+      throw RpcFaultError(RpcFault::kTruncatedFrame, "connection closed inside a frame");
+    }
+    got += n;
+  }
+}
+
+// ---- BoundedBinaryProtocol ----
+
+BoundedBinaryProtocol::BoundedBinaryProtocol(std::shared_ptr<BoundedFramedTransport> transport)
+    : TVirtualProtocol(transport), framed_(transport.get()) {}
+
+void BoundedBinaryProtocol::RequireFrameBytes(int64_t count, int64_t min_bytes) const {
+  if (count < 0) throw TProtocolException(TProtocolException::NEGATIVE_SIZE);
+  // count < 2^31 and min_bytes <= 8: no overflow in 64 bits.
+  if (count * min_bytes > static_cast<int64_t>(framed_->frame_bytes_left())) {
+    throw TProtocolException(TProtocolException::SIZE_LIMIT,
+                             "declared size exceeds the rest of the frame");
+  }
+}
+
+uint32_t BoundedBinaryProtocol::readMessageBegin(std::string& name, TMessageType& type,
+                                                 int32_t& seqid) {
+  int32_t header = 0;
+  uint32_t bytes = readI32(header);
+  // Strict framing only: every writer of ours, and Thrift's Python, sends
+  // the version word.
+  if (header >= 0 || (header & static_cast<int32_t>(VERSION_MASK)) != VERSION_1) {
+    throw TProtocolException(TProtocolException::BAD_VERSION, "bad version identifier");
+  }
+  type = static_cast<TMessageType>(header & 0x000000ff);
+  bytes += readString(name);
+  bytes += readI32(seqid);
+  return bytes;
+}
+
+uint32_t BoundedBinaryProtocol::readString(std::string& str) {
+  int32_t size = 0;
+  uint32_t bytes = readI32(size);
+  RequireFrameBytes(size, 1);
+  return bytes + readStringBody(str, size);
+}
+
+uint32_t BoundedBinaryProtocol::readBinary(std::string& str) { return readString(str); }
+
+uint32_t BoundedBinaryProtocol::readListBegin(TType& elem_type, uint32_t& size) {
+  int8_t type = 0;
+  int32_t count = 0;
+  uint32_t bytes = readByte(type) + readI32(count);
+  elem_type = static_cast<TType>(type);
+  RequireFrameBytes(count, MinWireBytes(elem_type));
+  size = static_cast<uint32_t>(count);
+  return bytes;
+}
+
+uint32_t BoundedBinaryProtocol::readSetBegin(TType& elem_type, uint32_t& size) {
+  return readListBegin(elem_type, size);
+}
+
+uint32_t BoundedBinaryProtocol::readMapBegin(TType& key_type, TType& value_type, uint32_t& size) {
+  int8_t key = 0;
+  int8_t value = 0;
+  int32_t count = 0;
+  uint32_t bytes = readByte(key) + readByte(value) + readI32(count);
+  key_type = static_cast<TType>(key);
+  value_type = static_cast<TType>(value);
+  RequireFrameBytes(count, MinWireBytes(key_type) + MinWireBytes(value_type));
+  size = static_cast<uint32_t>(count);
+  return bytes;
+}
+
+// ---- TLS ----
+
+RpcTlsContext::~RpcTlsContext() = default;
+
+Result<std::shared_ptr<const RpcTlsContext>> RpcTlsContext::Create(const TlsSettings& settings,
+                                                                   bool server,
+                                                                   std::string* message) {
+  if (auto valid = ValidateTlsSettings(settings, message); !valid) return Err(valid.error());
+  std::shared_ptr<RpcTlsContext> context(new RpcTlsContext());
+  try {
+    auto factory = std::make_shared<TSSLSocketFactory>(apache::thrift::transport::SSLTLS);
+    factory->server(server);
+    // Both sides present a certificate and require one signed by the CA.
+    factory->authenticate(true);
+    factory->loadCertificate(settings.cert_file.c_str());
+    factory->loadPrivateKey(settings.key_file.c_str());
+    factory->loadTrustedCertificates(settings.ca_file.c_str());
+    context->factory_ = std::move(factory);
+  } catch (const std::exception& e) {
+    if (message) *message = e.what();
+    return Err(ErrorCode::kInvalidParams);
+  }
+  return std::shared_ptr<const RpcTlsContext>(std::move(context));
+}
+
+std::shared_ptr<BoundedFramedTransport> OpenClientTransport(
+    const std::string& host, int port, int connect_timeout_ms, int io_timeout_ms,
+    const std::shared_ptr<const RpcTlsContext>& tls) {
+  std::shared_ptr<TSocket> socket;
+  if (tls) {
+    socket = tls->factory().createSocket(host, port);
+  } else {
+    socket = std::make_shared<TSocket>(host, port);
+  }
+  socket->setConnTimeout(connect_timeout_ms);
+  socket->setSendTimeout(io_timeout_ms);
+  socket->setNoDelay(true);
+  // A client waits for its reply as long as the call may take; one timeout
+  // serves both the wait and the frame.
+  auto transport = std::make_shared<BoundedFramedTransport>(
+      socket, RpcReadTimeouts{.idle = milliseconds(io_timeout_ms),
+                              .frame = milliseconds(io_timeout_ms)});
+  transport->open();
+  return transport;
+}
+
+}  // namespace mooncake

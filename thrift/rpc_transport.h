@@ -1,0 +1,154 @@
+#pragma once
+
+// The bounded wire layer every Thrift endpoint of ours speaks: framed
+// transport, strict binary protocol, optional mutual TLS. It decodes only
+// what a frame carries:
+//
+//  * A frame larger than kRpcMaxFrameBytes is refused before any payload is
+//    read. The payload buffer grows with the bytes that actually arrive, so a
+//    header that declares 16 MiB and then sends 10 bytes costs 64 KiB.
+//  * A string, binary or container whose declared size cannot fit in the
+//    rest of its frame is refused before anything is allocated for it.
+//  * Structs nest at most kRpcMaxDepth deep.
+//  * A frame that has started must arrive whole within its frame timeout;
+//    a connection with no frame for its idle timeout is closed.
+//
+// A violation throws RpcFaultError (or Thrift's own protocol exception);
+// servers count it and close the connection, clients turn it into RPC_FAIL.
+// Only thrift/ includes this header: it pulls in Thrift.
+//
+// Thread-safety: a transport and its protocol belong to one connection and
+// are used by one thread at a time. RpcTlsContext is immutable once made and
+// shared by any number of threads.
+
+#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/transport/TBufferTransports.h>
+#include <thrift/transport/TTransportException.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "thrift/rpc_limits.h"
+#include "thrift/rpc_tls.h"
+
+namespace apache::thrift::transport {
+class TSocket;
+class TSSLSocketFactory;
+}  // namespace apache::thrift::transport
+
+namespace mooncake {
+
+
+
+// Thrown by the bounded transport and protocol.
+class RpcFaultError : public apache::thrift::transport::TTransportException {
+ public:
+  RpcFaultError(RpcFault fault, const std::string& message);
+  RpcFault fault() const { return fault_; }
+
+ private:
+  RpcFault fault_;
+};
+
+// Maps an exception that ended a connection to its fault; nullopt for a peer
+// that simply hung up between frames, or a server shutting down.
+std::optional<RpcFault> ClassifyRpcException(const std::exception& e);
+
+// Timeouts of one connection's reads.
+struct RpcReadTimeouts {
+  // Longest wait for the first byte of a frame (0: forever).
+  std::chrono::milliseconds idle{0};
+  // Longest time for a started frame to arrive whole (0: forever).
+  std::chrono::milliseconds frame{0};
+};
+
+// Framed transport over a TSocket (or TSSLSocket) that enforces the frame
+// limits above. Writes are TFramedTransport's.
+class BoundedFramedTransport : public apache::thrift::transport::TFramedTransport {
+ public:
+  BoundedFramedTransport(std::shared_ptr<apache::thrift::transport::TSocket> socket,
+                         RpcReadTimeouts timeouts);
+
+  // Bytes of the current frame not yet decoded.
+  uint32_t frame_bytes_left() const { return static_cast<uint32_t>(rBound_ - rBase_); }
+  // "ip:port" of the other end, without a name lookup.
+  std::string peer() const;
+
+ protected:
+  bool readFrame() override;
+
+ private:
+  bool ReadHeader(uint32_t* size);
+  void ReadPayload(uint32_t size);
+  void SetSocketTimeout(std::chrono::milliseconds timeout);
+
+  std::shared_ptr<apache::thrift::transport::TSocket> socket_;
+  const RpcReadTimeouts timeouts_;
+  std::chrono::milliseconds socket_timeout_{0};
+  std::unique_ptr<uint8_t[]> frame_;
+  uint32_t frame_capacity_ = 0;
+};
+
+// Strict binary protocol whose reads check declared sizes against the bytes
+// left in the frame (Thrift 0.17 checks neither strings nor, without
+// overflow, containers).
+class BoundedBinaryProtocol
+    : public apache::thrift::protocol::TVirtualProtocol<
+          BoundedBinaryProtocol,
+          apache::thrift::protocol::TBinaryProtocolT<apache::thrift::transport::TTransport>> {
+ public:
+  explicit BoundedBinaryProtocol(std::shared_ptr<BoundedFramedTransport> transport);
+
+  uint32_t readMessageBegin(std::string& name, apache::thrift::protocol::TMessageType& type,
+                            int32_t& seqid);
+  uint32_t readString(std::string& str);
+  uint32_t readBinary(std::string& str);
+  uint32_t readListBegin(apache::thrift::protocol::TType& elem_type, uint32_t& size);
+  uint32_t readSetBegin(apache::thrift::protocol::TType& elem_type, uint32_t& size);
+  uint32_t readMapBegin(apache::thrift::protocol::TType& key_type,
+                        apache::thrift::protocol::TType& value_type, uint32_t& size);
+  // Everything else is the plain binary protocol's.
+  using TBinaryProtocolT::readBinary;
+  using TBinaryProtocolT::readString;
+
+ private:
+  // Throws kSizeLimit unless `count` items of at least `min_bytes` each fit
+  // in the rest of the frame.
+  void RequireFrameBytes(int64_t count, int64_t min_bytes) const;
+
+  BoundedFramedTransport* framed_;
+};
+
+// One process's TLS material, loaded once (certificate, key, CA) and shared
+// by every connection. Opaque so that OpenSSL stays out of this header.
+class RpcTlsContext {
+ public:
+  // kInvalidParams (with the reason in `*message`) when the settings are
+  // incomplete, a file cannot be read or loaded, or the key does not match
+  // the certificate.
+  static Result<std::shared_ptr<const RpcTlsContext>> Create(const TlsSettings& settings,
+                                                             bool server,
+                                                             std::string* message);
+  ~RpcTlsContext();
+
+  apache::thrift::transport::TSSLSocketFactory& factory() const { return *factory_; }
+
+ private:
+  RpcTlsContext() = default;
+  std::shared_ptr<apache::thrift::transport::TSSLSocketFactory> factory_;
+};
+
+// Connects to host:port (TLS when `tls` is set) and returns the opened
+// bounded transport. Throws Thrift exceptions on failure; RpcChannel turns
+// them into ErrorCodes.
+std::shared_ptr<BoundedFramedTransport> OpenClientTransport(
+    const std::string& host, int port, int connect_timeout_ms, int io_timeout_ms,
+    const std::shared_ptr<const RpcTlsContext>& tls);
+
+}  // namespace mooncake
