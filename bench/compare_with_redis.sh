@@ -5,6 +5,8 @@
 #   bench/compare_with_redis.sh [SIZES] [CONCURRENCY]
 #   e.g. bench/compare_with_redis.sh "4KiB 1MiB" 16
 #   LOCATION_CACHE=0 bench/compare_with_redis.sh   # every read asks the master
+#   TLS=1 bench/compare_with_redis.sh              # mooncake with mutual TLS on
+#                                                  # every hop (throwaway CA)
 #
 # It starts its own master + one worker (DRAM only large enough for the data,
 # SSD tier as usual) and its own redis-server (no persistence), each on free
@@ -42,15 +44,30 @@ wait_for_file() {
   echo "timed out waiting for $1" >&2; return 1
 }
 
+# With TLS=1 every mooncake process presents a certificate of a throwaway CA.
+TLS_ARGS=()
+SYSTEM=mooncake
+if [ "${TLS:-0}" = "1" ]; then
+  ossl() { openssl "$@" >/dev/null 2>&1; }
+  ossl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=bench-ca \
+    -keyout "$WORK/ca.key" -out "$WORK/ca.crt"
+  ossl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$WORK/node.key" \
+    -out "$WORK/node.csr"
+  ossl x509 -req -in "$WORK/node.csr" -CA "$WORK/ca.crt" -CAkey "$WORK/ca.key" \
+    -CAcreateserial -days 1 -out "$WORK/node.crt"
+  SYSTEM=mooncake+tls
+  TLS_ARGS=(--tls-cert "$WORK/node.crt" --tls-key "$WORK/node.key" --tls-ca "$WORK/ca.crt")
+fi
+
 "$BUILD_DIR/master/mooncake-master" --port 0 --admin-port -1 --ready-file "$WORK/master.port" \
-  >"$WORK/master.log" 2>&1 &
+  "${TLS_ARGS[@]}" >"$WORK/master.log" 2>&1 &
 PIDS+=($!)
 wait_for_file "$WORK/master.port"
 MASTER_PORT="$(head -n1 "$WORK/master.port")"
 "$BUILD_DIR/worker/mooncake-worker" --node-id bench-1 --port 0 --admin-port -1 \
   --master "127.0.0.1:$MASTER_PORT" --dram-capacity 2GiB --ssd-capacity 1GiB \
   --ssd-path "$WORK/ssd" --kv-lease-ttl-ms 0 --ready-file "$WORK/worker.port" \
-  >"$WORK/worker.log" 2>&1 &
+  "${TLS_ARGS[@]}" >"$WORK/worker.log" 2>&1 &
 PIDS+=($!)
 wait_for_file "$WORK/worker.port"
 
@@ -68,15 +85,15 @@ for size in $SIZES; do
   # mooncake: load phase = puts; mixed phase with --get-ratio 1 = gets.
   "$BENCH" --master "127.0.0.1:$MASTER_PORT" --node bench-1 --value-size "$size" --keys "$keys" \
     --concurrency "$CONCURRENCY" --get-ratio 1 --duration-s "$DURATION_S" --cleanup --json \
-    --location-cache-entries "${LOCATION_CACHE:-65536}" \
+    --location-cache-entries "${LOCATION_CACHE:-65536}" "${TLS_ARGS[@]}" \
     >"$WORK/mooncake-$size.json"
-  python3 - "$WORK/mooncake-$size.json" "$size" <<'PY'
+  python3 - "$WORK/mooncake-$size.json" "$size" "$SYSTEM" <<'PY'
 import json, sys
 data = json.load(open(sys.argv[1]))
 for phase in data["phases"]:
     name = {"load/put": "put", "mixed/get": "get"}.get(f'{phase["phase"]}/{phase["op"]}')
     if name:
-        print(f'{sys.argv[2]:<8} {"mooncake":<10} {name:<6} {phase["ops_per_s"]:12.0f} '
+        print(f'{sys.argv[2]:<8} {sys.argv[3]:<10} {name:<6} {phase["ops_per_s"]:12.0f} '
               f'{phase["p50_us"]:10.0f} {phase["p99_us"]:10.0f} {phase["mb_per_s"]:10.1f}')
 PY
   requests=$(( bytes >= 1048576 ? 4000 : 200000 ))

@@ -34,6 +34,7 @@
 #include "bench/transfer_bench.h"
 #include "bench/vram_bench.h"
 #include "client/client.h"
+#include "thrift/rpc_settings.h"
 
 namespace mooncake::bench {
 namespace {
@@ -62,6 +63,7 @@ struct BenchOptions {
   uint64_t hot_cache_bytes = 0;
   size_t location_cache_entries = 65536;
   std::string rdma = "off";  // ClientConfig.rdma: RDMA READ for large gets
+  TlsSettings tls;           // ClientConfig.tls: mutual TLS to the cluster
   int64_t prefetch_wait_ms = 200;
   uint64_t prefetch_samples = 200;  // keys per latency group
   // vram and transfer modes.
@@ -584,6 +586,7 @@ std::optional<int> ParseFlags(int argc, char** argv, BenchOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{100'000}));
   app.add_option("--master", o.master, "Master HOST:PORT")->capture_default_str();
+  AddTlsOptions(app, o.tls);
   app.add_option("--node", o.node, "Local node id (put target)");
   app.add_option("--value-size", o.value_size_text, "Value size: 4096, 4KB, 4KiB, 1MB (1024-based)")
       ->capture_default_str();
@@ -684,6 +687,7 @@ ClientConfig ToClientConfig(const BenchOptions& o, bool& ok) {
   config.location_cache_entries = o.location_cache_entries;
   config.rdma = o.rdma;
   config.rdma_device = o.transfer.rdma_device;
+  config.tls = o.tls;
   return config;
 }
 

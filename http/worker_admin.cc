@@ -227,6 +227,12 @@ HttpResponse Config(const WorkerRoutes& r) {
                        // Whether a token guards mutating routes; never the token itself.
                        {"admin-token-set", !c.admin_token.empty()},
                        {"admin-token-file", c.admin_token_file},
+                       {"max-connections", c.rpc_limits.max_connections},
+                       {"rpc-idle-timeout-ms", c.rpc_limits.idle_timeout_ms},
+                       {"rpc-read-timeout-ms", c.rpc_limits.read_timeout_ms},
+                       {"tls-cert", c.tls.cert_file},
+                       {"tls-key", c.tls.key_file},
+                       {"tls-ca", c.tls.ca_file},
                        {"log-level", c.log_level}});
 }
 

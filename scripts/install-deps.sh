@@ -8,7 +8,7 @@ packages=(
   libcpp-httplib-dev libcli11-dev libthrift-dev thrift-compiler python3-thrift
   libboost-dev libevent-dev libibverbs-dev librdmacm-dev
   libamdhip64-dev librocksdb-dev libtbb-dev libgtest-dev libgmock-dev
-  nlohmann-json3-dev libspdlog-dev libfmt-dev libssl-dev zlib1g-dev libbrotli-dev
+  nlohmann-json3-dev libspdlog-dev libfmt-dev libssl-dev zlib1g-dev libbrotli-dev openssl
 )
 
 missing=()
