@@ -98,7 +98,7 @@ start() {
     sleep 0.1
     waited=$((waited + 1))
   done
-  log "$name running (pid $pid, port $(cat "$ready"), log $VAR/$name.log)"
+  log "$name running (pid $pid, port $(head -n 1 "$ready"), admin port $(sed -n 2p "$ready"), log $VAR/$name.log)"
 }
 
 stop_one() {

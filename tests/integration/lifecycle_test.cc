@@ -434,7 +434,13 @@ TEST_F(LifecycleTest, UpsertInPlaceKeepsTheLocationAndResizingFreesTheOldSpace) 
   EXPECT_TRUE(ReadsBack(*client, "pinned", PatternBytes(7, 128 * kKiB)));
 }
 
-TEST_F(LifecycleTest, UpsertWhileObjectIsBeingReadAnswersBusyAndReadersNeverSeeTornValues) {
+// Whether an upsert meets a read in progress is up to the scheduler here, so
+// this test requires only what holds for every interleaving: no torn or
+// invented value, OBJECT_REPLICA_BUSY or not-ready as the only refusals, and
+// the last accepted value kept. That an upsert meeting an active reader is
+// answered OBJECT_REPLICA_BUSY is pinned deterministically (a read held open)
+// by BackendTest.UpsertDuringReadsAnswersBusyAndReadersSeeWholeValues.
+TEST_F(LifecycleTest, UpsertsDuringContinuousReadsNeverExposeTornValues) {
   ASSERT_TRUE(cluster_.StartMaster());
   ASSERT_TRUE(cluster_.StartWorker("w1", {.dram = 32 * kMiB, .ssd = 32 * kMiB}));
   auto writer = cluster_.NewClient("w1");
@@ -487,40 +493,42 @@ TEST_F(LifecycleTest, UpsertWhileObjectIsBeingReadAnswersBusyAndReadersNeverSeeT
     });
   }
 
-  // ... and another upserts same-sized values for at most 5 s.
+  // ... and another upserts same-sized values until both sides made progress
+  // and an upsert met a reader a few times, for at most 5 s.
   int busy = 0, upserted = 0, other = 0;
   int last_ok = 0;
   std::map<std::string, int> other_errors;
   const auto deadline = Clock::now() + 5s;
-  for (int i = 1; Clock::now() < deadline; ++i) {
-    auto r = writer->Upsert("hot", values[i % values.size()]);
+  int attempt = 1;
+  for (; Clock::now() < deadline; ++attempt) {
+    auto r = writer->Upsert("hot", values[attempt % values.size()]);
     if (r) {
       ++upserted;
-      last_ok = i % static_cast<int>(values.size());
+      last_ok = attempt % static_cast<int>(values.size());
     } else if (r.error() == ErrorCode::kObjectReplicaBusy) {
       ++busy;
     } else {
       ++other;
       other_errors[std::string(ToString(r.error()))]++;
     }
-    if (busy >= 3 && upserted >= 3) break;
+    if (busy >= 3 && upserted >= 3 && reads_ok.load() >= 3) break;
   }
   stop = true;
   for (auto& t : readers) t.join();
   std::cout << "upserts ok=" << upserted << " busy=" << busy << " other=" << other
             << "; reads ok=" << reads_ok << " retryable=" << reads_retryable << "\n";
 
-  // Expect OBJECT_REPLICA_BUSY while readers held it, successful upserts in
-  // between, and never a value nobody wrote.
-  EXPECT_GE(busy, 1) << "no Upsert saw OBJECT_REPLICA_BUSY in 5 s of continuous reads";
-  EXPECT_GE(upserted, 1);
+  // Expect no refusal but OBJECT_REPLICA_BUSY and never a value nobody wrote.
   for (const auto& [code, n] : other_errors) {
     ADD_FAILURE() << "Upsert failed " << n << " times with " << code;
   }
-  EXPECT_GT(reads_ok.load(), 0);
   EXPECT_EQ(torn.load(), 0);
   EXPECT_EQ(unexpected.load(), 0);
   for (size_t i = 0; i < std::min<size_t>(problems.size(), 10); ++i) ADD_FAILURE() << problems[i];
+  // With the readers gone nothing may refuse an upsert, and a read sees it
+  // whole.
+  last_ok = attempt % static_cast<int>(values.size());
+  ASSERT_TRUE(IsOk(writer->Upsert("hot", values[last_ok]))) << "an upsert with no reader left";
   // And the object holds the last value that was accepted.
   EXPECT_TRUE(ReadsBack(*writer, "hot", values[last_ok]));
   auto info = writer->Inspect("hot");
@@ -791,13 +799,25 @@ TEST_F(LifecycleTest, ConcurrentMixedOperationsNeverExposeATornOrInventedValue) 
     if (!ok) problems.push_back(op + " failed with " + std::string(ToString(code)));
   };
   std::atomic<int64_t> reads_checked{0};
-  const auto deadline = Clock::now() + 3s;
+  // The mix runs for 3 s and on until every kind of operation succeeded at
+  // least once (so the checks below are never vacuous), 30 s at most.
+  const auto min_end = Clock::now() + 3s;
+  const auto max_end = Clock::now() + 30s;
+  auto every_kind_succeeded = [&] {
+    std::lock_guard lock(mu);
+    return reads_checked.load() > 0 && outcomes["upsert OK"] > 0 && outcomes["put OK"] > 0 &&
+           outcomes["remove OK"] > 0;
+  };
+  auto keep_going = [&] {
+    const auto now = Clock::now();
+    return now < min_end || (now < max_end && !every_kind_succeeded());
+  };
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       Client& c = *clients[t];
       std::mt19937_64 rng(1234 + t);
-      while (Clock::now() < deadline) {
+      while (keep_going()) {
         std::string key = Key("mixed-", static_cast<int>(rng() % kKeys));
         int op = static_cast<int>(rng() % 100);
         if (op < 35) {

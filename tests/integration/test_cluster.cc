@@ -50,15 +50,29 @@ struct ExecImage {
   std::vector<char*> argv;
   std::vector<char*> envp;
 
+  // The child's environment is ours minus the variables named in `drop` and
+  // in `extra_env` ("NAME=value" entries, which then take their place; of
+  // two for one name the later wins): getenv returns the first match, so a
+  // duplicate must not stay behind.
   ExecImage(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
-            bool drop_master_env) {
+            const std::vector<std::string_view>& drop) {
     argv_s = args;
+    auto name_of = [](std::string_view kv) { return kv.substr(0, kv.find('=')); };
+    // Set in extra_env at or after index `from`?
+    auto set_later = [&](std::string_view name, size_t from) {
+      return std::any_of(extra_env.begin() + static_cast<std::ptrdiff_t>(from), extra_env.end(),
+                         [&](const std::string& e) { return name_of(e) == name; });
+    };
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-      std::string_view kv(*e);
-      if (drop_master_env && kv.starts_with("MOONCAKE_MASTER=")) continue;
+      const std::string_view kv(*e);
+      if (std::ranges::find(drop, name_of(kv)) != drop.end() || set_later(name_of(kv), 0)) {
+        continue;
+      }
       envp_s.emplace_back(kv);
     }
-    for (const auto& kv : extra_env) envp_s.push_back(kv);
+    for (size_t i = 0; i < extra_env.size(); ++i) {
+      if (!set_later(name_of(extra_env[i]), i + 1)) envp_s.push_back(extra_env[i]);
+    }
     for (auto& s : argv_s) argv.push_back(s.data());
     argv.push_back(nullptr);
     for (auto& s : envp_s) envp.push_back(s.data());
@@ -113,12 +127,23 @@ std::optional<int> ReapWithin(pid_t pid, std::chrono::milliseconds timeout) {
   }
 }
 
-std::optional<int> ReadPort(const fs::path& file) {
+// The ports a ready file names: the RPC port on line 1 and, when present,
+// the admin port on line 2 (-1: admin server disabled). Nothing until line 1
+// holds a valid port.
+struct ReadyPorts {
+  int rpc = 0;
+  int admin = 0;  // 0: the file has no second line
+};
+
+std::optional<ReadyPorts> ReadPorts(const fs::path& file) {
   std::ifstream in(file);
   if (!in) return std::nullopt;
   long port = 0;
   if (!(in >> port) || port <= 0 || port > 65535) return std::nullopt;
-  return static_cast<int>(port);
+  ReadyPorts ports{.rpc = static_cast<int>(port)};
+  long admin = 0;
+  if (in >> admin && admin >= -1 && admin <= 65535) ports.admin = static_cast<int>(admin);
+  return ports;
 }
 
 std::string Join(const std::vector<std::string>& args) {
@@ -128,6 +153,21 @@ std::string Join(const std::vector<std::string>& args) {
     out += a;
   }
   return out;
+}
+
+bool HasFlag(const std::vector<std::string>& args, std::string_view flag) {
+  return std::ranges::find(args, flag) != args.end();
+}
+
+// Sets the value after `flag` in `args`; fails if `flag` has no value there.
+::testing::AssertionResult SetFlag(std::vector<std::string>& args, std::string_view flag,
+                                   std::string value) {
+  auto it = std::ranges::find(args, flag);
+  if (it == args.end() || std::next(it) == args.end()) {
+    return ::testing::AssertionFailure() << "args lack " << flag << " VALUE: " << Join(args);
+  }
+  *std::next(it) = std::move(value);
+  return ::testing::AssertionSuccess();
 }
 
 void AppendLine(const fs::path& file, const std::string& line) {
@@ -325,6 +365,11 @@ int TestCluster::worker_port(const std::string& node_id) const {
   return p == nullptr ? 0 : p->port;
 }
 
+int TestCluster::worker_admin_port(const std::string& node_id) const {
+  const ChildProcess* p = Find(node_id);
+  return p == nullptr ? 0 : p->admin_port;
+}
+
 std::string TestCluster::LogTail(const std::string& name, int lines) const {
   const ChildProcess* p = Find(name);
   if (p == nullptr) return "(no process named " + name + ")\n";
@@ -375,7 +420,7 @@ std::string TestCluster::AllLogTails(int lines) const {
     return ::testing::AssertionFailure()
            << "cannot open log " << p.log << ": " << std::strerror(errno);
   }
-  ExecImage image(p.args, {}, /*drop_master_env=*/false);
+  ExecImage image(p.args, {}, /*drop=*/{});
   p.pid = Spawn(image, null_fd, log_fd, log_fd);
   const int spawn_errno = errno;
   close(log_fd);
@@ -395,8 +440,10 @@ std::string TestCluster::AllLogTails(int lines) const {
              << " before it was ready\n  command: " << Join(p.args) << "\n  log tail:\n"
              << LogTail(p.name);
     }
-    if (auto port = ReadPort(p.ready_file)) {
-      p.port = *port;
+    // Written atomically (temp file + rename), so never seen half-done.
+    if (auto ports = ReadPorts(p.ready_file)) {
+      p.port = ports->rpc;
+      p.admin_port = ports->admin;
       return ::testing::AssertionSuccess();
     }
     if (Clock::now() >= deadline) break;
@@ -435,6 +482,10 @@ void TestCluster::Stop(ChildProcess& p, int sig) {
   master_.args = {
       MOONCAKE_MASTER_BIN,         "--host",      "127.0.0.1", "--port", "0", "--ready-file",
       master_.ready_file.string(), "--log-level", "info"};
+  // Explicitly free, not the default 50050 (a local cluster may hold it).
+  if (!HasFlag(extra_args, "--admin-port")) {
+    master_.args.insert(master_.args.end(), {"--admin-port", "0"});
+  }
   master_.args.insert(master_.args.end(), extra_args.begin(), extra_args.end());
   return Launch(master_);
 }
@@ -444,12 +495,14 @@ void TestCluster::KillMaster(int sig) { Stop(master_, sig); }
 ::testing::AssertionResult TestCluster::RestartMaster() {
   if (master_.port <= 0) return ::testing::AssertionFailure() << "master was never started";
   Stop(master_, SIGTERM);
-  // Same port as before, so the workers' --master address is right again.
-  auto it = std::find(master_.args.begin(), master_.args.end(), "--port");
-  if (it == master_.args.end() || std::next(it) == master_.args.end()) {
-    return ::testing::AssertionFailure() << "master args lack --port";
+  // Same RPC port as before, so the workers' --master address is right
+  // again. The admin port must stay explicit: with a non-zero --port and no
+  // --admin-port the master takes the default 50050, which a local cluster
+  // may hold. StartMaster gave it one (0 unless the test chose a port).
+  if (auto st = SetFlag(master_.args, "--port", std::to_string(master_.port)); !st) return st;
+  if (!HasFlag(master_.args, "--admin-port")) {
+    master_.args.insert(master_.args.end(), {"--admin-port", "0"});
   }
-  *std::next(it) = std::to_string(master_.port);
   const int port = master_.port;
   ::testing::AssertionResult result = ::testing::AssertionFailure();
   for (int attempt = 1; attempt <= kMasterRestartAttempts; ++attempt) {
@@ -491,6 +544,8 @@ std::vector<std::string> TestCluster::WorkerArgs(const std::string& node_id) con
       "--log-level",
       "info",
   };
+  // Explicitly free, not the default 50060 (a local cluster may hold it).
+  if (!HasFlag(o.extra_args, "--admin-port")) args.insert(args.end(), {"--admin-port", "0"});
   if (o.ssd > 0) {
     args.push_back("--ssd-path");
     args.push_back((dir_ / node_id / "ssd").string());
@@ -581,7 +636,13 @@ CliResult TestCluster::RunCli(const std::vector<std::string>& args, std::string_
     for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1]}) close(fd);
     return result;
   }
-  ExecImage image(argv, extra_env, /*drop_master_env=*/true);
+  // Neither the caller's MOONCAKE_MASTER nor their ~/.config/mooncake/cli.toml
+  // may point a CLI at a cluster outside this test: XDG_CONFIG_HOME names a
+  // directory of this cluster that holds no mooncake/cli.toml (extra_env
+  // may still set either).
+  std::vector<std::string> env = {"XDG_CONFIG_HOME=" + (dir_ / "xdg-config").string()};
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  ExecImage image(argv, env, /*drop=*/{"MOONCAKE_MASTER"});
   const pid_t pid = Spawn(image, in_pipe[0], out_pipe[1], err_pipe[1]);
   close(in_pipe[0]);
   close(out_pipe[1]);

@@ -12,8 +12,11 @@
 //   cluster.KillWorker("w1", SIGKILL);         // and w1 crashes
 //   ASSERT_TRUE(cluster.RestartWorker("w1"));  // Expect its SSD objects back
 //
-// Every process gets `--port 0 --ready-file <dir>/<name>.port`, its stdout and
-// stderr go to <dir>/<name>.log, and it is stopped by PID (SIGTERM, then
+// Every process gets `--port 0 --admin-port 0 --ready-file <dir>/<name>.port`
+// (a restarted master: its old RPC port, a free admin port), never a default
+// port, so the suite passes beside a cluster on the default ports (the
+// README's scripts/local-cluster.sh). Its stdout and stderr go to
+// <dir>/<name>.log, and it is stopped by PID (SIGTERM, then
 // SIGKILL after a bound). Children die with the test process
 // (PR_SET_PDEATHSIG), so a crashed test leaves nothing running. Every wait is
 // bounded in time. The temp dir is removed at the end unless the environment
@@ -152,8 +155,9 @@ struct ChildProcess {
   std::vector<std::string> args;  // argv[0] is the binary
   std::filesystem::path log;
   std::filesystem::path ready_file;
-  pid_t pid = -1;  // -1 when not running
-  int port = 0;    // bound port read from the ready file
+  pid_t pid = -1;      // -1 when not running
+  int port = 0;        // bound RPC port, line 1 of the ready file
+  int admin_port = 0;  // bound admin port, line 2 (-1: disabled, 0: not read)
 };
 
 class TestCluster {
@@ -167,7 +171,8 @@ class TestCluster {
   ::testing::AssertionResult StartMaster(std::vector<std::string> extra_args = {});
   // Stops the master with `sig` (SIGTERM waits for a clean exit, SIGKILL not).
   void KillMaster(int sig = SIGKILL);
-  // Starts the master again on the SAME port, so workers find it again.
+  // Starts the master again on the SAME RPC port, so workers find it again;
+  // its admin server takes a free port (master_admin_port() has it).
   ::testing::AssertionResult RestartMaster();
 
   // Starts mooncake-worker `node_id` registered with the master, SSD under
@@ -191,13 +196,20 @@ class TestCluster {
 
   // Runs mooncake-cli with `--master 127.0.0.1:<port>` prepended (unless
   // `with_master` is false), feeding `stdin_data`, bounded by `timeout`.
+  // The CLI never sees the caller's MOONCAKE_MASTER or ~/.config/mooncake
+  // (XDG_CONFIG_HOME points into dir()), so without `with_master` it falls
+  // back only to what `args` or `extra_env` name (a test that names neither
+  // would reach the default 127.0.0.1:50051: don't); `extra_env` entries
+  // replace inherited variables of the same name.
   CliResult RunCli(const std::vector<std::string>& args, std::string_view stdin_data = {},
                    bool with_master = true, const std::vector<std::string>& extra_env = {},
                    std::chrono::milliseconds timeout = 60s);
 
   int master_port() const { return master_.port; }
+  int master_admin_port() const { return master_.admin_port; }
   std::string master_address() const;
   int worker_port(const std::string& node_id) const;
+  int worker_admin_port(const std::string& node_id) const;
   const std::filesystem::path& dir() const { return dir_; }
 
   // The last `lines` lines of a process's log ("master" or a node id).

@@ -342,7 +342,8 @@ TEST_F(MasterServiceTest, ExpiryConcurrentWithPutsKeepsLiveKeys) {
 // The real thing over loopback: MasterServer, Thrift framing, the handler.
 TEST(MasterServerTest, ServesThriftClients) {
   MasterConfig config;
-  config.port = 0;
+  config.port = 0;        // never a default port: a local cluster may hold
+  config.admin_port = 0;  // 50051/50050 (scripts/local-cluster.sh)
   config.node_ttl_ms = 60000;
   auto server = MasterServer::Start(config);
   ASSERT_TRUE(server);
@@ -447,6 +448,7 @@ TEST(MasterServerTest, ServesThriftClients) {
 TEST(MasterServerTest, ReaperExpiresSilentNodes) {
   MasterConfig config;
   config.port = 0;
+  config.admin_port = 0;
   config.node_ttl_ms = 100;
   auto server = MasterServer::Start(config);
   ASSERT_TRUE(server);
@@ -463,15 +465,21 @@ TEST(MasterServerTest, ReaperExpiresSilentNodes) {
 
 TEST(MasterServerTest, StartRejectsBadConfigAndBusyPort) {
   MasterConfig bad;
+  bad.port = 0;
+  bad.admin_port = 0;
   bad.node_ttl_ms = 0;
   EXPECT_EQ(MasterServer::Start(bad).error(), ErrorCode::kInvalidParams);
 
   MasterConfig first;
   first.port = 0;
+  first.admin_port = 0;
   auto server = MasterServer::Start(first);
   ASSERT_TRUE(server);
+  // Only the RPC port clashes: left at its default, the admin port would be
+  // 50050 here (the RPC port is not 0), which a local cluster may hold.
   MasterConfig clash;
   clash.port = (*server)->port();
+  clash.admin_port = 0;
   EXPECT_EQ(MasterServer::Start(clash).error(), ErrorCode::kRpcFail);
 }
 

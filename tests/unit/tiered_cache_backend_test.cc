@@ -6,6 +6,8 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -32,6 +34,74 @@ std::string Pattern(const std::string& key, uint64_t size, uint64_t salt = 0) {
   return value;
 }
 
+// A tier that forwards to `inner` but whose reads can be held open: after
+// Close(), every Read blocks (bounded) until Open(). Tests use it to pin an
+// interleaving, e.g. "a read is in progress" while something else runs,
+// instead of hoping threads meet.
+class GatedReadTier : public CacheTier {
+ public:
+  // A read held longer than this goes on anyway, so a test that fails before
+  // Open() cannot hang; such a test fails on its own assertions.
+  static constexpr Millis kMaxHold{30000};
+
+  explicit GatedReadTier(std::unique_ptr<CacheTier> inner) : inner_(std::move(inner)) {}
+
+  void Close() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+  void Open() {
+    {
+      std::lock_guard lock(mu_);
+      closed_ = false;
+    }
+    cv_.notify_all();
+  }
+  // Waits up to `timeout` until `n` reads are held at the gate.
+  bool WaitForHeldReads(int n, Millis timeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return held_ >= n; });
+  }
+
+  std::string_view name() const override { return inner_->name(); }
+  TierKind kind() const override { return inner_->kind(); }
+  uint64_t capacity() const override { return inner_->capacity(); }
+  uint64_t used() const override { return inner_->used(); }
+  uint64_t object_count() const override { return inner_->object_count(); }
+  Result<TierLocation> Allocate(uint64_t size) override { return inner_->Allocate(size); }
+  void Free(const TierLocation& location) override { inner_->Free(location); }
+  Result<void> Write(const TierLocation& location, uint64_t offset,
+                     std::span<const std::byte> data) override {
+    return inner_->Write(location, offset, data);
+  }
+  Result<void> Read(const TierLocation& location, uint64_t offset,
+                    std::span<std::byte> out) const override {
+    {
+      std::unique_lock lock(mu_);
+      if (closed_) {
+        ++held_;
+        cv_.notify_all();
+        cv_.wait_for(lock, kMaxHold, [&] { return !closed_; });
+        --held_;
+      }
+    }
+    return inner_->Read(location, offset, out);
+  }
+  const std::byte* HostAddress(const TierLocation& location) const override {
+    return inner_->HostAddress(location);
+  }
+  Result<SharedRegion> ExportRegion() const override { return inner_->ExportRegion(); }
+  Result<void> Persist(const DurableObjectMeta& meta) override { return inner_->Persist(meta); }
+  std::vector<DurableObjectMeta> Recover() override { return inner_->Recover(); }
+
+ private:
+  std::unique_ptr<CacheTier> inner_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool closed_ = false;   // guarded by mu_
+  mutable int held_ = 0;  // guarded by mu_
+};
+
 class BackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -46,9 +116,24 @@ class BackendTest : public ::testing::Test {
 
   void Open(uint64_t dram, uint64_t ssd, BackendOptions options = DefaultOptions()) {
     backend_.reset();
+    ssd_gate_ = nullptr;
     std::vector<std::unique_ptr<CacheTier>> tiers;
     tiers.push_back(std::move(DramTier::Create("dram", dram).value()));
     tiers.push_back(std::move(SsdTier::Open("ssd", dir_ + "/ssd", ssd).value()));
+    backend_ = std::make_unique<TieredCacheBackend>(std::move(tiers), &directory_, options);
+    recovered_ = backend_->Recover();
+  }
+
+  // Open, with the SSD tier behind a GatedReadTier (ssd_gate_, owned by the
+  // backend).
+  void OpenWithGatedSsd(uint64_t dram, uint64_t ssd, BackendOptions options = DefaultOptions()) {
+    backend_.reset();
+    std::vector<std::unique_ptr<CacheTier>> tiers;
+    tiers.push_back(std::move(DramTier::Create("dram", dram).value()));
+    auto gated = std::make_unique<GatedReadTier>(
+        std::move(SsdTier::Open("ssd", dir_ + "/ssd", ssd).value()));
+    ssd_gate_ = gated.get();
+    tiers.push_back(std::move(gated));
     backend_ = std::make_unique<TieredCacheBackend>(std::move(tiers), &directory_, options);
     recovered_ = backend_->Recover();
   }
@@ -66,6 +151,7 @@ class BackendTest : public ::testing::Test {
   InMemoryDirectory directory_;
   std::unique_ptr<TieredCacheBackend> backend_;
   std::vector<std::string> recovered_;
+  GatedReadTier* ssd_gate_ = nullptr;  // set by OpenWithGatedSsd
 };
 
 TEST_F(BackendTest, PutThenGetRoundTripsAndClaimsOwnership) {
@@ -466,44 +552,54 @@ TEST_F(BackendTest, UpsertKeepsPins) {
 TEST_F(BackendTest, UpsertDuringReadsAnswersBusyAndReadersSeeWholeValues) {
   BackendOptions options = DefaultOptions();
   options.promote_on_get = false;
-  Open(16 * kMiB, 64 * kMiB, options);
-  // On SSD a 4 MiB read takes milliseconds: a wide window for upserts to meet.
-  const uint64_t size = 4 * kMiB;
-  ASSERT_TRUE(backend_->Put("busy", Pattern("busy", size, 0), {.preferred_tier = 1}));
+  OpenWithGatedSsd(16 * kMiB, 64 * kMiB, options);
+  const uint64_t size = 4 * kMiB;  // one RPC chunk: a Get returns it whole
+  const std::string v0 = Pattern("busy", size, 0), v1 = Pattern("busy", size, 1);
+  ASSERT_TRUE(backend_->Put("busy", v0, {.preferred_tier = 1}));
   ASSERT_EQ(TierOf("busy"), "ssd");
-  std::atomic<bool> stop{false};
-  std::atomic<int> torn{0};
-  // Several readers keep a read in progress most of the time.
-  std::vector<std::thread> readers;
-  for (int r = 0; r < 4; ++r) {
-    readers.emplace_back([&] {
-      while (!stop) {
-        auto slice = backend_->Get("busy", 0, 0);
-        if (!slice) {
-          std::this_thread::sleep_for(std::chrono::microseconds(200));
-        } else if (slice->data != Pattern("busy", size, 0) &&
-                   slice->data != Pattern("busy", size, 1)) {
-          torn++;
-        }
-      }
-    });
-  }
-  int busy = 0, done = 0;
-  auto deadline = SteadyClock::now() + Millis(5000);
-  while (SteadyClock::now() < deadline && (busy == 0 || done == 0)) {
-    auto result = backend_->Upsert("busy", Pattern("busy", size, done % 2 == 0 ? 1 : 0), {});
-    if (result) {
-      done++;
-    } else if (result.error() == ErrorCode::kObjectReplicaBusy) {
-      busy++;
+
+  // Given a reader held in the middle of its read (the gate is shut).
+  ssd_gate_->Close();
+  Result<ReadSlice> held = Err(ErrorCode::kInternalError);
+  std::thread reader([&] { held = backend_->Get("busy", 0, 0); });
+  // Whatever happens below, the reader is let go and joined.
+  struct Release {
+    GatedReadTier* gate;
+    std::thread& thread;
+    ~Release() {
+      gate->Open();
+      if (thread.joinable()) thread.join();
     }
-    // Leave the readers a window: an upsert in progress hides the object.
-    std::this_thread::sleep_for(Millis(2));
-  }
-  stop = true;
-  for (auto& reader : readers) reader.join();
-  EXPECT_GT(busy, 0) << "no upsert met an active reader";
-  EXPECT_EQ(torn.load(), 0);
+  } release{ssd_gate_, reader};
+  ASSERT_TRUE(ssd_gate_->WaitForHeldReads(1, Millis(10000))) << "the reader never reached the tier";
+  EXPECT_EQ(backend_->Inspect("busy")->readers, 1);
+
+  // When an upsert meets it, expect OBJECT_REPLICA_BUSY and nothing changed.
+  auto refused = backend_->Upsert("busy", v1, {});
+  ASSERT_FALSE(refused) << "an upsert replaced the value under an active reader";
+  EXPECT_EQ(refused.error(), ErrorCode::kObjectReplicaBusy);
+
+  // Then the reader finishes with the whole old value.
+  ssd_gate_->Open();
+  reader.join();
+  ASSERT_TRUE(held) << ToString(held.error());
+  EXPECT_TRUE(held->data == v0) << "the held reader saw a torn or new value";
+
+  // With no reader left the upsert goes through, and a new reader sees the
+  // whole new value; while an upsert is in flight, readers see no value
+  // rather than part of one.
+  EXPECT_EQ(backend_->Inspect("busy")->readers, 0);
+  auto handle = backend_->PutStart("busy", size, {}, WriteMode::kUpsert);
+  ASSERT_TRUE(handle);
+  ASSERT_TRUE(backend_->PutChunk(*handle, 0, std::string_view(v1).substr(0, size / 2)));
+  auto during = backend_->Get("busy", 0, 0);
+  ASSERT_FALSE(during) << "a read during an upsert returned " << during->data.size() << " bytes";
+  EXPECT_EQ(during.error(), ErrorCode::kReplicaIsNotReady);
+  ASSERT_TRUE(backend_->PutChunk(*handle, size / 2, std::string_view(v1).substr(size / 2)));
+  ASSERT_TRUE(backend_->PutEnd(*handle));
+  auto after = backend_->Get("busy", 0, 0);
+  ASSERT_TRUE(after);
+  EXPECT_TRUE(after->data == v1) << "a reader after the upsert saw a torn or old value";
 }
 
 TEST_F(BackendTest, SoftPinExpiresAfterItsTtl) {
