@@ -22,6 +22,11 @@ inline constexpr uint32_t kRpcMaxFrameBytes = 16u << 20;
 static_assert(kRpcMaxFrameBytes >= 3 * kRpcChunkBytes + kRpcChunkBytes / 2);
 // Key bytes one request of a key list carries at most (see above).
 inline constexpr uint64_t kRpcMaxKeyListBytes = 4ull << 20;
+// Elements one list, set or map may declare. Our longest lists are an
+// announcement's 8192 keys (worker/master_link.cc) and a BatchGetLocation's
+// 4096; a decoded element (a GetResult, say) takes ~200 bytes of memory
+// while its wire form may be 5, so the count needs a bound of its own.
+inline constexpr int64_t kRpcMaxContainerElements = 16384;
 // Our IDL nests structs 3 deep (NodeInfo > TierUsage); skipped unknown
 // fields count too.
 inline constexpr int kRpcMaxDepth = 16;

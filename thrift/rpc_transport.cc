@@ -213,6 +213,15 @@ void BoundedFramedTransport::ReadPayload(uint32_t size) {
 BoundedBinaryProtocol::BoundedBinaryProtocol(std::shared_ptr<BoundedFramedTransport> transport)
     : TVirtualProtocol(transport), framed_(transport.get()) {}
 
+void BoundedBinaryProtocol::RequireElements(int64_t count, int64_t min_bytes) const {
+  if (count > kRpcMaxContainerElements) {
+    throw TProtocolException(TProtocolException::SIZE_LIMIT,
+                             "container of " + std::to_string(count) + " elements, limit " +
+                                 std::to_string(kRpcMaxContainerElements));
+  }
+  RequireFrameBytes(count, min_bytes);
+}
+
 void BoundedBinaryProtocol::RequireFrameBytes(int64_t count, int64_t min_bytes) const {
   if (count < 0) throw TProtocolException(TProtocolException::NEGATIVE_SIZE);
   // count < 2^31 and min_bytes <= 8: no overflow in 64 bits.
@@ -251,7 +260,7 @@ uint32_t BoundedBinaryProtocol::readListBegin(TType& elem_type, uint32_t& size) 
   int32_t count = 0;
   uint32_t bytes = readByte(type) + readI32(count);
   elem_type = static_cast<TType>(type);
-  RequireFrameBytes(count, MinWireBytes(elem_type));
+  RequireElements(count, MinWireBytes(elem_type));
   size = static_cast<uint32_t>(count);
   return bytes;
 }
@@ -267,7 +276,7 @@ uint32_t BoundedBinaryProtocol::readMapBegin(TType& key_type, TType& value_type,
   uint32_t bytes = readByte(key) + readByte(value) + readI32(count);
   key_type = static_cast<TType>(key);
   value_type = static_cast<TType>(value);
-  RequireFrameBytes(count, MinWireBytes(key_type) + MinWireBytes(value_type));
+  RequireElements(count, MinWireBytes(key_type) + MinWireBytes(value_type));
   size = static_cast<uint32_t>(count);
   return bytes;
 }

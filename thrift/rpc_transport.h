@@ -8,7 +8,8 @@
 //    read. The payload buffer grows with the bytes that actually arrive, so a
 //    header that declares 16 MiB and then sends 10 bytes costs 64 KiB.
 //  * A string, binary or container whose declared size cannot fit in the
-//    rest of its frame is refused before anything is allocated for it.
+//    rest of its frame, or a container of more than kRpcMaxContainerElements,
+//    is refused before anything is allocated for it.
 //  * Structs nest at most kRpcMaxDepth deep.
 //  * A frame that has started must arrive whole within its frame timeout;
 //    a connection with no frame for its idle timeout is closed.
@@ -118,9 +119,11 @@ class BoundedBinaryProtocol
   using TBinaryProtocolT::readString;
 
  private:
-  // Throws kSizeLimit unless `count` items of at least `min_bytes` each fit
+  // Throws SIZE_LIMIT unless `count` items of at least `min_bytes` each fit
   // in the rest of the frame.
   void RequireFrameBytes(int64_t count, int64_t min_bytes) const;
+  // RequireFrameBytes, and at most kRpcMaxContainerElements.
+  void RequireElements(int64_t count, int64_t min_bytes) const;
 
   BoundedFramedTransport* framed_;
 };
