@@ -49,6 +49,8 @@ std::string_view CodeForStatus(int status) {
       return "BAD_REQUEST";
     case 404:
       return "ROUTE_NOT_FOUND";
+    case 411:
+      return "LENGTH_REQUIRED";
     case 413:
       return "PAYLOAD_TOO_LARGE";
     case 414:
@@ -66,6 +68,8 @@ std::string ReasonFor(int status) {
       return "malformed HTTP request";
     case 404:
       return "no such path";
+    case 411:
+      return "a request body needs a Content-Length (chunked bodies are not accepted)";
     case 413:
       return "request body too large";
     case 414:
@@ -263,6 +267,10 @@ void AdminServer::Impl::Configure() {
   server.set_read_timeout(options.read_timeout);
   server.set_write_timeout(options.write_timeout);
   server.set_keep_alive_timeout(2);
+  // One request per connection: a refused request's unread body (see the
+  // pre-routing handler below) must never be parsed as a next request, and
+  // admin traffic (scrapes, operators) gains nothing from keep-alive.
+  server.set_keep_alive_max_count(1);
   // httplib's default adds SO_REUSEPORT, which would let a second server
   // bind the same port and silently share its traffic; a busy port must
   // fail instead. SO_REUSEADDR alone still allows a quick restart.
@@ -286,6 +294,22 @@ void AdminServer::Impl::Configure() {
       Apply(HttpResponse::Error(500, "INTERNAL_ERROR", "unknown failure"), res);
     }
   };
+  // httplib 0.11 holds the payload limit against a declared Content-Length
+  // only: a chunked body, or a POST/PUT/PATCH body without a length (read
+  // until the peer closes), is buffered whole before any route or token
+  // check runs. Our routes take small JSON bodies, so such requests are
+  // answered before their body is read, and the connection is closed (its
+  // unread body cannot be parsed as the next request).
+  server.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    bool body_method = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
+    if (!req.has_header("Transfer-Encoding") &&
+        (!body_method || req.has_header("Content-Length"))) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    Apply(HttpResponse::Error(411, CodeForStatus(411), ReasonFor(411)), res);
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   server.Get(kAnyPath, dispatch);
   server.Post(kAnyPath, dispatch);
   server.Put(kAnyPath, dispatch);
