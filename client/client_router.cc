@@ -1,6 +1,7 @@
+#include "client/client_router.h"
+
 #include <utility>
 
-#include "client/client_impl.h"
 #include "common/log.h"
 
 namespace mooncake {
@@ -22,21 +23,28 @@ RpcOptions ToRpcOptions(const ClientConfig& config, std::shared_ptr<const RpcTls
 }  // namespace
 
 std::vector<std::vector<size_t>> SliceIndices(const std::vector<size_t>& indices,
-                                              const std::vector<std::string>& keys,
+                                              const std::function<size_t(size_t)>& size_of,
                                               size_t max_bytes, size_t max_count) {
   std::vector<std::vector<size_t>> slices;
   size_t bytes = 0;
   for (size_t i : indices) {
-    size_t key_bytes = keys[i].size();
+    size_t item_bytes = size_of(i);
     if (slices.empty() || slices.back().size() >= max_count ||
-        (bytes + key_bytes > max_bytes && !slices.back().empty())) {
+        (bytes + item_bytes > max_bytes && !slices.back().empty())) {
       slices.emplace_back();
       bytes = 0;
     }
     slices.back().push_back(i);
-    bytes += key_bytes;
+    bytes += item_bytes;
   }
   return slices;
+}
+
+std::vector<std::vector<size_t>> SliceIndices(const std::vector<size_t>& indices,
+                                              const std::vector<std::string>& keys,
+                                              size_t max_bytes, size_t max_count) {
+  return SliceIndices(
+      indices, [&keys](size_t i) { return keys[i].size(); }, max_bytes, max_count);
 }
 
 ClientRouter::ClientRouter(ClientConfig config, ReaddressedFn on_readdressed,

@@ -3,7 +3,7 @@
 // Private to client/: ClientRouter, the routing half of mooncake::Client. It owns the master
 // channel and one pooled channel per worker node, and answers "which node
 // serves this key" and "which node should take this new object". Thrift types
-// appear only here and in the client's .cc files, never in client.h.
+// appear only in client/'s private headers and .cc files, never in client.h.
 
 #include <cstdint>
 #include <deque>
@@ -124,8 +124,14 @@ inline Result<void> Flatten(const Result<rpc::ErrorCode::type>& result) {
   return ToResult(*result);
 }
 
-// Splits `indices` into runs whose keys total at most `max_bytes` and number
-// at most `max_count`, so no single request outgrows a Thrift frame.
+// Splits `indices`, in order, into runs whose sizes (`size_of(i)`) total at
+// most `max_bytes` and number at most `max_count`, so no single request
+// outgrows a Thrift frame. An index larger than `max_bytes` alone gets a run
+// of its own; no run is empty.
+std::vector<std::vector<size_t>> SliceIndices(const std::vector<size_t>& indices,
+                                              const std::function<size_t(size_t)>& size_of,
+                                              size_t max_bytes, size_t max_count);
+// The same, sized by the keys: keys[i] is the size of i.
 std::vector<std::vector<size_t>> SliceIndices(const std::vector<size_t>& indices,
                                               const std::vector<std::string>& keys,
                                               size_t max_bytes, size_t max_count);

@@ -9,7 +9,7 @@
 #include <span>
 #include <utility>
 
-#include "client/client_impl.h"
+#include "client/client_router.h"
 #include "common/log.h"
 #include "thrift/rdma_wire.h"
 #include "transport/rdma_link.h"

@@ -1,7 +1,9 @@
 #pragma once
 
-// JSON helpers shared by the route files of http/. Internal to http/*.cc:
-// nlohmann/json is heavy, so no header outside http/ includes this one.
+// JSON helpers for the admin server (http/admin_server.cc) and the route
+// files beside the services they expose (master/admin_routes.cc,
+// worker/admin_routes.cc). Included by .cc files only: nlohmann/json is
+// heavy, so no header includes this one.
 
 #include <nlohmann/json.hpp>
 #include <string>

@@ -1,4 +1,4 @@
-#include "http/master_admin.h"
+#include "master/admin_routes.h"
 
 #include <charconv>
 #include <string>

@@ -6,7 +6,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "http/admin_server.h"
-#include "http/master_admin.h"
+#include "master/admin_routes.h"
 #include "master/master_handler.h"
 #include "mooncake_rpc/MasterService.h"
 #include "thrift/rpc_server.h"

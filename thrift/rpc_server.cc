@@ -42,8 +42,8 @@ class RpcServer::Guard {
 
   const RpcReadTimeouts& timeouts() const { return timeouts_; }
 
-  // Set once the server exists, before it serves.
-  // The server whose connections are counted; null once it is stopped.
+  // The server whose connections are counted: set before it serves, null
+  // once it has stopped.
   void WatchServer(const TThreadedServer* server) { server_.store(server); }
   void SetPort(int port) { port_.store(port, std::memory_order_relaxed); }
 

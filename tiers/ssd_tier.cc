@@ -1,15 +1,19 @@
 #include "tiers/ssd_tier.h"
 
 #include <rocksdb/db.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice.h>
 #include <rocksdb/write_batch.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <optional>
+#include <system_error>
 #include <utility>
 
 #include "common/log.h"
@@ -121,32 +125,102 @@ rocksdb::Slice AsSlice(std::span<const std::byte> data) {
   return {reinterpret_cast<const char*>(data.data()), data.size()};
 }
 
+// Every read checks block and blob checksums (RocksDB's default, made
+// explicit): a damaged byte on disk must become an error, never data.
+rocksdb::ReadOptions VerifiedReads() {
+  rocksdb::ReadOptions options;
+  options.verify_checksums = true;
+  return options;
+}
+
+// What a failed RocksDB write means to a caller: no space is the client's
+// NO_AVAILABLE_HANDLE (it may retry elsewhere or later), anything else is an
+// internal error.
+ErrorCode WriteErrorCode(const rocksdb::Status& s) {
+  return s.IsNoSpace() ? ErrorCode::kNoAvailableHandle : ErrorCode::kInternalError;
+}
+
+const char* WriteErrorReason(const rocksdb::Status& s) {
+  if (s.IsNoSpace()) return "No space left on device";
+  if (s.IsCorruption()) return "corruption";
+  return "storage error";
+}
+
+// Turns off RocksDB's own recovery from background errors. For a full disk
+// it waits in a background thread, and meanwhile every DB::Resume() answers
+// Busy; WriteChecked resumes on the next write instead, as soon as there is
+// room again.
+class ManualErrorRecovery : public rocksdb::EventListener {
+ public:
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status,
+                            bool* auto_recovery) override {
+    *auto_recovery = false;
+  }
+};
+
+// True when `dir` holds files that only an existing database writes (a
+// MANIFEST, table, blob or WAL file). Without CURRENT such a directory is a
+// damaged database, not a fresh one: create_if_missing would start a new
+// database over it and silently lose (or later mix up) its files.
+bool HoldsDatabaseFiles(const std::filesystem::path& dir) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.starts_with("MANIFEST-") || name.ends_with(".sst") || name.ends_with(".blob") ||
+        name.ends_with(".log")) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 SsdTier::SsdTier(std::string name, std::string path, uint64_t capacity)
     : name_(std::move(name)), path_(std::move(path)), capacity_(capacity) {}
 
 Result<std::unique_ptr<SsdTier>> SsdTier::Open(std::string name, std::string path,
-                                               uint64_t capacity) {
-  if (capacity == 0 || path.empty()) return Err(ErrorCode::kInvalidParams);
+                                               uint64_t capacity, std::string* error) {
+  std::string ignored;
+  if (error == nullptr) error = &ignored;
+  error->clear();
+  if (capacity == 0 || path.empty()) {
+    *error = "path=" + path + " status=invalid arguments (empty path or zero capacity)";
+    return Err(ErrorCode::kInvalidParams);
+  }
   try {
     std::unique_ptr<SsdTier> tier(new SsdTier(std::move(name), std::move(path), capacity));
-    if (auto r = tier->OpenDb(); !r) return Err(r.error());
-    if (auto r = tier->LoadAndCleanUp(); !r) return Err(r.error());
+    if (auto r = tier->OpenDb(error); !r) return Err(r.error());
+    if (auto r = tier->LoadAndCleanUp(error); !r) return Err(r.error());
     MC_LOG_INFO("ssd tier ready tier={} path={} capacity={} objects={} used={}", tier->name_,
                 tier->path_, capacity, tier->object_count(), tier->used());
     return tier;
   } catch (const std::exception& e) {
     // `path` may have been moved from by now, so only the cause is logged.
     MC_LOG_ERROR("ssd tier open failed error={}", e.what());
+    *error = std::string("status=") + e.what();
     return Err(ErrorCode::kInternalError);
   }
 }
 
-Result<void> SsdTier::OpenDb() {
+Result<void> SsdTier::OpenDb(std::string* error) {
+  if (std::error_code ec; !std::filesystem::exists(std::filesystem::path(path_) / "CURRENT", ec) &&
+                          HoldsDatabaseFiles(path_)) {
+    *error = "path=" + path_ +
+             " status=Corruption: CURRENT is missing but the directory holds database files";
+    MC_LOG_ERROR("ssd tier rocksdb open failed {}", *error);
+    return Err(ErrorCode::kInternalError);
+  }
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
+  // Refuse to open on any inconsistency (missing or truncated files, bad
+  // checksums in the MANIFEST) instead of serving what is left.
+  db_options.paranoid_checks = true;
+  // No preallocation: free space seen by statvfs is then what RocksDB can
+  // still write, which the free-space check before each write relies on.
+  db_options.allow_fallocate = false;
+  db_options.listeners.push_back(std::make_shared<ManualErrorRecovery>());
 
   rocksdb::ColumnFamilyOptions data_options;
   data_options.enable_blob_files = true;
@@ -161,7 +235,8 @@ Result<void> SsdTier::OpenDb() {
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_options, path_, families, &handles, &raw);
   if (!s.ok()) {
-    MC_LOG_ERROR("ssd tier rocksdb open failed path={} status={}", path_, s.ToString());
+    *error = "path=" + path_ + " status=" + s.ToString();
+    MC_LOG_ERROR("ssd tier rocksdb open failed {}", *error);
     return Err(ErrorCode::kInternalError);
   }
   db_.reset(raw);
@@ -184,11 +259,11 @@ SsdTier::~SsdTier() {
   }
 }
 
-Result<void> SsdTier::LoadAndCleanUp() {
+Result<void> SsdTier::LoadAndCleanUp(std::string* error) {
   std::vector<uint64_t> pending;
   rocksdb::WriteBatch cleanup;
   uint64_t max_id = 0;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_cf_));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(VerifiedReads(), meta_cf_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const rocksdb::Slice key = it->key();
     if (key.size() != 9 || (key[0] != kMetaPrefix && key[0] != kPendingPrefix)) {
@@ -214,7 +289,8 @@ Result<void> SsdTier::LoadAndCleanUp() {
     used_ += meta->location.size;
   }
   if (!it->status().ok()) {
-    MC_LOG_ERROR("ssd tier meta scan failed tier={} status={}", name_, it->status().ToString());
+    *error = "path=" + path_ + " status=" + it->status().ToString();
+    MC_LOG_ERROR("ssd tier meta scan failed tier={} {}", name_, *error);
     return Err(ErrorCode::kInternalError);
   }
   it.reset();
@@ -236,8 +312,9 @@ Result<void> SsdTier::LoadAndCleanUp() {
   if (cleanup.Count() > 0) {
     rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &cleanup);
     if (!s.ok()) {
-      MC_LOG_ERROR("ssd tier cleanup failed tier={} status={}", name_, s.ToString());
-      return Err(ErrorCode::kInternalError);
+      *error = "path=" + path_ + " status=" + s.ToString();
+      MC_LOG_ERROR("ssd tier cleanup failed tier={} {}", name_, *error);
+      return Err(WriteErrorCode(s));
     }
   }
   if (orphans > 0) MC_LOG_INFO("ssd tier dropped uncommitted tier={} objects={}", name_, orphans);
@@ -288,7 +365,15 @@ void SsdTier::Free(const TierLocation& location) {
       used_ -= it->second;
       live_.erase(it);
     }
-    (void)DeleteObject(id);
+    if (!DeleteObject(id)) {
+      // The meta record is still on disk: retry later, or a restart would
+      // bring back an object the cache already dropped.
+      std::lock_guard lock(mu_);
+      deferred_deletes_.push_back(id);
+      has_deferred_deletes_.store(true);
+      MC_LOG_WARN("ssd tier delete deferred tier={} id={}", name_, id);
+    }
+    RetryDeferredDeletes();
   } catch (const std::exception& e) {
     MC_LOG_ERROR("ssd tier free failed tier={} id={} error={}", name_, id, e.what());
   }
@@ -299,12 +384,78 @@ Result<void> SsdTier::DeleteObject(uint64_t id) {
   batch.DeleteRange(data_cf_, DataKey(id, 0), DataKey(id + 1, 0));
   batch.Delete(meta_cf_, PrefixedKey(kMetaPrefix, id));
   batch.Delete(meta_cf_, PrefixedKey(kPendingPrefix, id));
-  rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &batch);
-  if (!s.ok()) {
-    MC_LOG_ERROR("ssd tier delete failed tier={} id={} status={}", name_, id, s.ToString());
-    return Err(ErrorCode::kInternalError);
+  return WriteChecked(batch, id, /*data=*/false);
+}
+
+void SsdTier::RetryDeferredDeletes() {
+  if (!has_deferred_deletes_.load()) return;
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard lock(mu_);
+    ids.swap(deferred_deletes_);
+    has_deferred_deletes_.store(false);
   }
-  return {};
+  // The ids are no longer live, so no Persist of them can race these
+  // deletes. Stop at the first failure: the rest would fail the same way.
+  size_t done = 0;
+  while (done < ids.size() && DeleteObject(ids[done])) ++done;
+  if (done == ids.size()) return;
+  std::lock_guard lock(mu_);
+  deferred_deletes_.insert(deferred_deletes_.end(), ids.begin() + done, ids.end());
+  has_deferred_deletes_.store(true);
+}
+
+std::optional<uint64_t> SsdTier::FreeDiskBytes() const {
+  struct statvfs st {};
+  if (statvfs(path_.c_str(), &st) != 0) return std::nullopt;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+Result<void> SsdTier::WriteChecked(rocksdb::WriteBatch& batch, uint64_t id, bool data) {
+  if (needs_resume_.load()) {
+    // After a failed write RocksDB refuses every write until resumed; this
+    // succeeds once the cause (e.g. a full disk) is gone.
+    if (rocksdb::Status s = db_->Resume(); s.ok()) {
+      needs_resume_.store(false);
+      MC_LOG_INFO("ssd tier resumed writes tier={}", name_);
+    } else {
+      MC_LOG_WARN("ssd tier cannot resume writes yet tier={} status={}", name_, s.ToString());
+    }
+  }
+  const uint64_t bytes = batch.GetDataSize();
+  const uint64_t before = in_flight_bytes_.fetch_add(bytes);
+  struct Release {
+    std::atomic<uint64_t>& counter;
+    uint64_t bytes;
+    ~Release() { counter.fetch_sub(bytes); }
+  } release{in_flight_bytes_, bytes};
+
+  if (auto free = FreeDiskBytes()) {
+    // Each byte is written twice before the WAL holding it is deleted: once
+    // to the WAL now and once to a table or blob file when its memtable is
+    // flushed. The memtables' current contents need room for their flush too.
+    uint64_t needed = 2 * (before + bytes);
+    if (data) {
+      uint64_t memtables = 0;
+      db_->GetAggregatedIntProperty("rocksdb.cur-size-all-mem-tables", &memtables);
+      needed += memtables + kDataWriteReserveBytes;
+    } else {
+      needed += kMetaWriteReserveBytes;
+    }
+    if (*free < needed) {
+      MC_LOG_ERROR(
+          "ssd write failed tier={} path={} id={} bytes={} free={} needed={} "
+          "reason=\"No space left on device\"",
+          name_, path_, id, bytes, *free, needed);
+      return Err(ErrorCode::kNoAvailableHandle);
+    }
+  }
+  rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &batch);
+  if (s.ok()) return {};
+  needs_resume_.store(true);
+  MC_LOG_ERROR("ssd write failed tier={} path={} id={} bytes={} status={} reason=\"{}\"", name_,
+               path_, id, bytes, s.ToString(), WriteErrorReason(s));
+  return Err(WriteErrorCode(s));
 }
 
 Result<void> SsdTier::Write(const TierLocation& location, uint64_t offset,
@@ -312,18 +463,17 @@ Result<void> SsdTier::Write(const TierLocation& location, uint64_t offset,
   if (!InObject(location.size, offset, data.size())) return Err(ErrorCode::kInvalidParams);
   const uint64_t id = location.offset;
   try {
+    RetryDeferredDeletes();
     rocksdb::WriteBatch batch;
     batch.Put(meta_cf_, PrefixedKey(kPendingPrefix, id), rocksdb::Slice());
     uint64_t batched_chunks = 0;
     auto flush = [&]() -> Result<void> {
       if (batched_chunks == 0) return {};
-      rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &batch);
+      auto written = WriteChecked(batch, id, /*data=*/true);
       batch.Clear();
       batch.Put(meta_cf_, PrefixedKey(kPendingPrefix, id), rocksdb::Slice());
       batched_chunks = 0;
-      if (s.ok()) return {};
-      MC_LOG_ERROR("ssd tier write failed tier={} id={} status={}", name_, id, s.ToString());
-      return Err(ErrorCode::kInternalError);
+      return written;
     };
 
     uint64_t pos = offset;
@@ -358,7 +508,7 @@ Result<void> SsdTier::WriteChunk(const TierLocation& location, uint64_t chunk,
   const std::string key = DataKey(id, chunk);
   std::lock_guard lock(RmwMutex(id, chunk));
   std::string value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), data_cf_, key, &value);
+  rocksdb::Status s = db_->Get(VerifiedReads(), data_cf_, key, &value);
   if (!s.ok() && !s.IsNotFound()) {
     MC_LOG_ERROR("ssd tier chunk read failed tier={} id={} chunk={} status={}", name_, id, chunk,
                  s.ToString());
@@ -371,13 +521,7 @@ Result<void> SsdTier::WriteChunk(const TierLocation& location, uint64_t chunk,
   rocksdb::WriteBatch batch;
   batch.Put(meta_cf_, PrefixedKey(kPendingPrefix, id), rocksdb::Slice());
   batch.Put(data_cf_, key, value);
-  s = db_->Write(rocksdb::WriteOptions(), &batch);
-  if (!s.ok()) {
-    MC_LOG_ERROR("ssd tier chunk write failed tier={} id={} chunk={} status={}", name_, id, chunk,
-                 s.ToString());
-    return Err(ErrorCode::kInternalError);
-  }
-  return {};
+  return WriteChecked(batch, id, /*data=*/true);
 }
 
 Result<void> SsdTier::Read(const TierLocation& location, uint64_t offset,
@@ -405,12 +549,15 @@ Result<void> SsdTier::ReadChunk(const TierLocation& location, uint64_t chunk,
                                 uint64_t offset_in_chunk, std::span<std::byte> out) const {
   const uint64_t id = location.offset;
   rocksdb::PinnableSlice value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), data_cf_, DataKey(id, chunk), &value);
+  rocksdb::Status s = db_->Get(VerifiedReads(), data_cf_, DataKey(id, chunk), &value);
   if (!s.ok()) {
     // Missing data under a live location means it was never written or was
-    // lost; serving zeros instead would hand out wrong bytes.
-    MC_LOG_ERROR("ssd tier chunk read failed tier={} id={} chunk={} status={}", name_, id, chunk,
-                 s.ToString());
+    // lost; a checksum mismatch means the disk damaged it. Serving zeros or
+    // the damaged bytes instead would hand out wrong data.
+    MC_LOG_ERROR(
+        "ssd read failed tier={} path={} id={} chunk={} status={} reason=\"{}\"", name_, path_, id,
+        chunk, s.ToString(),
+        s.IsCorruption() ? "corrupt data" : (s.IsNotFound() ? "missing data" : "io error"));
     return Err(ErrorCode::kInternalError);
   }
   if (value.size() < offset_in_chunk + out.size()) {
@@ -439,12 +586,7 @@ Result<void> SsdTier::Persist(const DurableObjectMeta& meta) {
     rocksdb::WriteBatch batch;
     batch.Put(meta_cf_, PrefixedKey(kMetaPrefix, id), EncodeMeta(meta));
     batch.Delete(meta_cf_, PrefixedKey(kPendingPrefix, id));
-    rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &batch);
-    if (!s.ok()) {
-      MC_LOG_ERROR("ssd tier persist failed tier={} id={} status={}", name_, id, s.ToString());
-      return Err(ErrorCode::kInternalError);
-    }
-    return {};
+    return WriteChecked(batch, id, /*data=*/false);
   } catch (const std::exception& e) {
     MC_LOG_ERROR("ssd tier persist failed tier={} id={} error={}", name_, id, e.what());
     return Err(ErrorCode::kInternalError);
@@ -454,7 +596,7 @@ Result<void> SsdTier::Persist(const DurableObjectMeta& meta) {
 std::vector<DurableObjectMeta> SsdTier::Recover() {
   std::vector<DurableObjectMeta> metas;
   try {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_cf_));
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(VerifiedReads(), meta_cf_));
     const std::string start(1, kMetaPrefix);
     for (it->Seek(start); it->Valid() && it->key().starts_with(start); it->Next()) {
       if (auto meta = DecodeMeta(it->value().ToStringView())) metas.push_back(std::move(*meta));

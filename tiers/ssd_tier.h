@@ -13,12 +13,22 @@
 // Read-modify-write of a partially written chunk holds one of rmw_mu_ (striped
 // by chunk), so concurrent Writes to different bytes of one chunk do not lose
 // each other's bytes; Persist and Free of one id are ordered by object_mu_.
+//
+// Faults (DESIGN.md section 6): a write that the disk has no room for fails
+// with kNoAvailableHandle and writes nothing, before RocksDB sees ENOSPC
+// (RocksDB stops all writes after a failed WAL append, and an
+// assertion-enabled librocksdb aborts on the next one). Every read verifies
+// block and blob checksums, so damaged bytes become kInternalError, never
+// data. Open fails, with the RocksDB status in *error, on a database it cannot
+// trust (corrupt or missing CURRENT/MANIFEST/table files).
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -33,6 +43,7 @@
 namespace rocksdb {
 class DB;
 class ColumnFamilyHandle;
+class WriteBatch;
 }  // namespace rocksdb
 
 namespace mooncake {
@@ -46,11 +57,21 @@ class SsdTier : public CacheTier {
   // Values at least this large go to blob files instead of the LSM tree.
   static constexpr uint64_t kMinBlobBytes = 64ull << 10;
 
+  // Data writes leave at least this much of the file system free (beyond
+  // what the memtables will need when they are flushed), so RocksDB's own
+  // files (WAL, MANIFEST, LOG) and small metadata writes still fit.
+  static constexpr uint64_t kDataWriteReserveBytes = 1ull << 20;
+  // Metadata writes (Persist, Free) leave at least this much free.
+  static constexpr uint64_t kMetaWriteReserveBytes = 64ull << 10;
+
   // Opens (creating if needed) the database at `path`, deletes chunks of
   // objects that were never persisted, and recomputes used() from the
   // persisted metas. `capacity` (> 0) limits the logical bytes allocated.
+  // A missing or empty directory is a fresh, empty tier. On failure `error`
+  // (if given) gets one line naming the path and the RocksDB status, e.g.
+  // "path=/var/ssd status=Corruption: CURRENT file corrupted".
   static Result<std::unique_ptr<SsdTier>> Open(std::string name, std::string path,
-                                               uint64_t capacity);
+                                               uint64_t capacity, std::string* error = nullptr);
 
   ~SsdTier() override;
   SsdTier(const SsdTier&) = delete;
@@ -70,7 +91,11 @@ class SsdTier : public CacheTier {
   // chunks are read, patched and rewritten.
   Result<void> Write(const TierLocation& location, uint64_t offset,
                      std::span<const std::byte> data) override;
-  // Fails with kInternalError if a chunk in the range was never written.
+  // Writes nothing and fails with kNoAvailableHandle when the file system
+  // lacks room; other storage errors are kInternalError.
+  //
+  // Fails with kInternalError if a chunk in the range was never written or
+  // fails its checksum (corrupt on disk).
   Result<void> Read(const TierLocation& location, uint64_t offset,
                     std::span<std::byte> out) const override;
 
@@ -85,10 +110,21 @@ class SsdTier : public CacheTier {
  private:
   SsdTier(std::string name, std::string path, uint64_t capacity);
 
-  Result<void> OpenDb();
+  // Both set *error to a one-line reason on failure.
+  Result<void> OpenDb(std::string* error);
   // Rebuilds live_/used_/next_id_ from the meta records and drops orphaned
   // chunks. Called once from Open, before the tier is shared.
-  Result<void> LoadAndCleanUp();
+  Result<void> LoadAndCleanUp(std::string* error);
+  // Writes `batch` for object `id` if the file system has room for it (see
+  // kDataWriteReserveBytes; `data` selects the data or the metadata reserve).
+  // kNoAvailableHandle when it has not, or when RocksDB reports no space.
+  Result<void> WriteChecked(rocksdb::WriteBatch& batch, uint64_t id, bool data);
+  // Bytes the file system holding path_ still has for us, or nullopt if
+  // statvfs fails (the check is then skipped: RocksDB's status decides).
+  std::optional<uint64_t> FreeDiskBytes() const;
+  // Deletes objects whose delete failed earlier (no room for the tombstones);
+  // until then their meta would bring them back after a restart.
+  void RetryDeferredDeletes();
   Result<void> WriteChunk(const TierLocation& location, uint64_t chunk, uint64_t offset_in_chunk,
                           std::span<const std::byte> data);
   Result<void> ReadChunk(const TierLocation& location, uint64_t chunk, uint64_t offset_in_chunk,
@@ -111,6 +147,14 @@ class SsdTier : public CacheTier {
   std::unordered_map<uint64_t, uint64_t> live_;  // id -> size, guarded by mu_
   uint64_t used_ = 0;                            // guarded by mu_
   uint64_t next_id_ = 1;                         // guarded by mu_
+  std::vector<uint64_t> deferred_deletes_;       // guarded by mu_
+  std::atomic<bool> has_deferred_deletes_{false};
+
+  // Bytes of batches being written right now: concurrent writers must not
+  // both count the same free space.
+  std::atomic<uint64_t> in_flight_bytes_{0};
+  // Set after RocksDB failed a write: it then refuses writes until Resume().
+  std::atomic<bool> needs_resume_{false};
 
   // Striped locks: rmw_mu_ by (id, chunk) for read-modify-write of partial
   // chunks, object_mu_ by id to order Persist against Free. Lock order:

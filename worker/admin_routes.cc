@@ -1,4 +1,4 @@
-#include "http/worker_admin.h"
+#include "worker/admin_routes.h"
 
 #include <cmath>
 #include <string>

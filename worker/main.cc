@@ -1,6 +1,11 @@
 // mooncake-worker: serves one node's tiers until SIGINT or SIGTERM.
 // Exit codes: 0 after a clean stop or --help, 1 if it cannot start, 2 for a
-// bad configuration.
+// bad configuration, 4 if the SSD tier (--ssd-path) cannot be opened: its
+// RocksDB directory is corrupt (CURRENT, a MANIFEST, a table or WAL file
+// damaged or deleted), locked by another process, or unreadable. The worker
+// then prints one line naming the path and the RocksDB status and serves
+// nothing, rather than risk wrong bytes. A missing or empty --ssd-path is a
+// fresh, empty SSD tier (a new node), not an error.
 
 #include <iostream>
 
@@ -9,6 +14,12 @@
 #include "common/signals.h"
 #include "worker/worker_config.h"
 #include "worker/worker_server.h"
+
+namespace {
+
+constexpr int kExitSsdUnusable = 4;
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace mooncake;
@@ -19,7 +30,13 @@ int main(int argc, char** argv) {
   if (auto exit_code = ExitCodeAfterParse(config, message)) return *exit_code;
   SetLogLevel(config->log_level);
 
-  auto server = WorkerServer::Start(*config);
+  std::string ssd_error;
+  auto server = WorkerServer::Start(*config, &ssd_error);
+  if (!server && !ssd_error.empty()) {
+    std::cerr << "mooncake-worker: ssd tier cannot be opened: " << ssd_error << " (exit code "
+              << kExitSsdUnusable << ")\n";
+    return kExitSsdUnusable;
+  }
   if (!server) {
     std::cerr << "mooncake-worker: cannot start: " << ToString(server.error()) << "\n";
     return 1;

@@ -176,6 +176,10 @@ Result<WorkerConfig> ParseWorkerConfig(int argc, const char* const* argv, std::s
   WorkerConfig config;
   CLI::App app("mooncake-worker: one node's tiered storage (VRAM, DRAM, SSD)", "mooncake-worker");
   AddOptions(app, config);
+  app.footer(
+      "Exit codes: 0 stopped cleanly, 1 cannot start, 2 bad configuration, 4 the SSD tier\n"
+      "cannot be opened (a corrupt, locked or unreadable RocksDB directory under --ssd-path;\n"
+      "a missing or empty directory starts an empty SSD tier).");
   bool help = false;
   if (auto parsed = ParseFlags(app, argc, argv, &help, message); !parsed)
     return Err(parsed.error());

@@ -5,7 +5,6 @@
 #include "http/admin_server.h"
 #include "http/admin_settings.h"
 #include "http/ready_file.h"
-#include "http/worker_admin.h"
 #include "mooncake_rpc/WorkerService.h"
 #include "thrift/rpc_server.h"
 #include "thrift/rpc_transport.h"
@@ -13,6 +12,7 @@
 #include "tiers/gpu_tier.h"
 #include "tiers/ssd_tier.h"
 #include "transport/rdma_link.h"
+#include "worker/admin_routes.h"
 #include "worker/master_link.h"
 #include "worker/peer_transfer.h"
 #include "worker/tiered_cache_backend.h"
@@ -37,7 +37,8 @@ BackendOptions ToBackendOptions(const WorkerConfig& c) {
   return options;
 }
 
-Result<std::vector<std::unique_ptr<CacheTier>>> OpenTiers(const WorkerConfig& c) {
+Result<std::vector<std::unique_ptr<CacheTier>>> OpenTiers(const WorkerConfig& c,
+                                                         std::string* ssd_error) {
   std::vector<std::unique_ptr<CacheTier>> tiers;
   // Fastest first: VRAM, DRAM, SSD.
   if (c.vram_capacity > 0) {
@@ -63,9 +64,12 @@ Result<std::vector<std::unique_ptr<CacheTier>>> OpenTiers(const WorkerConfig& c)
   }
   tiers.push_back(std::move(*dram));
   if (c.ssd_capacity > 0) {
-    auto ssd = SsdTier::Open("ssd", c.ssd_path, c.ssd_capacity);
+    std::string why;
+    auto ssd = SsdTier::Open("ssd", c.ssd_path, c.ssd_capacity, &why);
     if (!ssd) {
-      MC_LOG_ERROR("cannot open ssd tier path={} error={}", c.ssd_path, ToString(ssd.error()));
+      MC_LOG_ERROR("cannot open ssd tier path={} error={} reason=\"{}\"", c.ssd_path,
+                   ToString(ssd.error()), why);
+      if (ssd_error) *ssd_error = why.empty() ? "path=" + c.ssd_path : why;
       return Err(ssd.error());
     }
     tiers.push_back(std::move(*ssd));
@@ -132,10 +136,11 @@ std::vector<TierUsage> ToUsages(const BackendStats& stats) {
 
 WorkerServer::WorkerServer(WorkerConfig config) : config_(std::move(config)) {}
 
-Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config) {
+Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
+                                                         std::string* ssd_error) {
   if (config.advertise_host.empty()) config.advertise_host = config.host;
   std::unique_ptr<WorkerServer> server(new WorkerServer(config));
-  auto tiers = OpenTiers(config);
+  auto tiers = OpenTiers(config, ssd_error);
   if (!tiers) return Err(tiers.error());
   auto rdma = OpenRdma(config, *tiers);  // declared after tiers: destroyed first
   if (!rdma) return Err(rdma.error());

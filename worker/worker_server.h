@@ -33,8 +33,12 @@ class WorkerServer {
  public:
   // Opens the tiers (recovering SSD objects), starts serving, and starts
   // registering with the master in the background. Fails if a tier cannot be
-  // opened or the port cannot be bound.
-  static Result<std::unique_ptr<WorkerServer>> Start(WorkerConfig config);
+  // opened or the port cannot be bound. When the SSD tier cannot be opened
+  // (a damaged or locked RocksDB directory), `ssd_error` (may be null) gets
+  // the path and RocksDB's reason, so main can say so and exit with its own
+  // code.
+  static Result<std::unique_ptr<WorkerServer>> Start(WorkerConfig config,
+                                                     std::string* ssd_error = nullptr);
   ~WorkerServer();
   WorkerServer(const WorkerServer&) = delete;
   WorkerServer& operator=(const WorkerServer&) = delete;

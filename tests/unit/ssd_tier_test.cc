@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 #include <string>
@@ -362,6 +364,268 @@ TEST_F(SsdTierTest, SurvivesKill9) {
   std::vector<std::byte> one(1);
   TierLocation lost{.offset = metas[0].location.offset + 1, .size = kCrashLostSize};
   EXPECT_EQ(tier->Read(lost, 0, one).error(), ErrorCode::kInternalError);
+}
+
+// ---------------------------------------------------------------------------
+// Faults: a damaged database at open and a full disk (DESIGN.md section 6).
+
+namespace fs = std::filesystem;
+
+std::vector<fs::path> FilesEndingWith(const std::string& dir, std::string_view suffix) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename().string().ends_with(suffix)) out.push_back(it->path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<fs::path> FilesStartingWith(const std::string& dir, std::string_view prefix) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename().string().starts_with(prefix)) out.push_back(it->path());
+  }
+  return out;
+}
+
+// Replaces `length` bytes at `offset` of `file` with their complement, so
+// the file keeps its size but every byte of the range is wrong.
+void FlipBytes(const fs::path& file, uint64_t offset, uint64_t length) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f) << file;
+  std::string bytes(length, '\0');
+  f.seekg(static_cast<std::streamoff>(offset));
+  f.read(bytes.data(), static_cast<std::streamsize>(length));
+  ASSERT_EQ(f.gcount(), static_cast<std::streamsize>(length)) << file;
+  for (char& c : bytes) c = static_cast<char>(~c);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(bytes.data(), static_cast<std::streamsize>(length));
+  ASSERT_TRUE(f) << file;
+}
+
+void WriteFile(const fs::path& file, std::string_view content) {
+  std::ofstream f(file, std::ios::binary | std::ios::trunc);
+  f << content;
+  ASSERT_TRUE(f) << file;
+}
+
+class SsdTierFaultTest : public SsdTierTest {
+ protected:
+  // Stores one large object (its chunks go to blob files) and one small one
+  // (inline in a table file), then reopens once so the WAL is flushed into
+  // .sst and .blob files, as on any node that restarted since the writes.
+  void StoreAndFlush() {
+    {
+      auto tier = Open();
+      ASSERT_TRUE(tier);
+      large_ = Store(*tier, "large", large_data_);
+      small_ = Store(*tier, "small", small_data_);
+    }
+    { ASSERT_TRUE(Open()); }
+    ASSERT_FALSE(FilesEndingWith(path_, ".sst").empty());
+    ASSERT_FALSE(FilesEndingWith(path_, ".blob").empty());
+  }
+
+  // Open must fail with a reason naming the path and RocksDB's status.
+  void ExpectOpenFails(std::string_view expected_status) {
+    std::string why;
+    auto tier = SsdTier::Open("ssd0", path_, 64 * kMiB, &why);
+    ASSERT_FALSE(tier.has_value()) << "a damaged database opened";
+    EXPECT_NE(why.find("path=" + path_), std::string::npos) << why;
+    EXPECT_NE(why.find("status="), std::string::npos) << why;
+    EXPECT_NE(why.find(expected_status), std::string::npos) << why;
+    EXPECT_EQ(why.find('\n'), std::string::npos) << "not one line: " << why;
+  }
+
+  const std::vector<std::byte> large_data_ = RandomBytes(2 * kChunk + 321, 81);
+  const std::vector<std::byte> small_data_ = RandomBytes(4000, 82);
+  DurableObjectMeta large_, small_;
+};
+
+TEST_F(SsdTierFaultTest, GarbageCurrentFailsOpenWithPathAndStatus) {
+  ASSERT_NO_FATAL_FAILURE(StoreAndFlush());
+  ASSERT_NO_FATAL_FAILURE(WriteFile(fs::path(path_) / "CURRENT", "\x01garbage-no-newline"));
+  ExpectOpenFails("Corruption");
+}
+
+TEST_F(SsdTierFaultTest, OverwrittenManifestFailsOpen) {
+  ASSERT_NO_FATAL_FAILURE(StoreAndFlush());
+  auto manifests = FilesStartingWith(path_, "MANIFEST-");
+  ASSERT_FALSE(manifests.empty());
+  for (const auto& m : manifests) {
+    ASSERT_NO_FATAL_FAILURE(WriteFile(m, std::string(4096, '\x5a')));
+  }
+  ExpectOpenFails("Corruption");
+}
+
+TEST_F(SsdTierFaultTest, TruncatedTableFileFailsOpen) {
+  ASSERT_NO_FATAL_FAILURE(StoreAndFlush());
+  for (const auto& sst : FilesEndingWith(path_, ".sst")) fs::resize_file(sst, 100);
+  ExpectOpenFails("");
+}
+
+TEST_F(SsdTierFaultTest, DeletedTableFileFailsOpen) {
+  ASSERT_NO_FATAL_FAILURE(StoreAndFlush());
+  auto tables = FilesEndingWith(path_, ".sst");
+  ASSERT_FALSE(tables.empty());
+  fs::remove(tables.front());
+  ExpectOpenFails("");
+}
+
+TEST_F(SsdTierFaultTest, DeletedCurrentWithDataFilesLeftFailsOpen) {
+  ASSERT_NO_FATAL_FAILURE(StoreAndFlush());
+  fs::remove(fs::path(path_) / "CURRENT");
+  ExpectOpenFails("CURRENT is missing");
+  // Refusing must not have started a new database over the old files.
+  EXPECT_FALSE(fs::exists(fs::path(path_) / "CURRENT"));
+}
+
+TEST_F(SsdTierFaultTest, DeletedWholeDirectoryStartsAsAnEmptyTier) {
+  ASSERT_NO_FATAL_FAILURE(StoreAndFlush());
+  fs::remove_all(path_);
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  EXPECT_EQ(tier->object_count(), 0u);
+  EXPECT_EQ(tier->used(), 0u);
+  EXPECT_TRUE(tier->Recover().empty());
+}
+
+TEST_F(SsdTierFaultTest, DamagedBlobBytesFailTheReadInsteadOfServingThem) {
+  ASSERT_NO_FATAL_FAILURE(StoreAndFlush());
+  // Damage the middle of every blob file: value bytes, not headers.
+  for (const auto& blob : FilesEndingWith(path_, ".blob")) {
+    const uint64_t size = fs::file_size(blob);
+    ASSERT_GT(size, 8192u);
+    ASSERT_NO_FATAL_FAILURE(FlipBytes(blob, size / 2, 64));
+  }
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  std::vector<std::byte> out(large_.location.size);
+  EXPECT_EQ(tier->Read(large_.location, 0, out).error(), ErrorCode::kInternalError);
+  // The small object lives in a table file and is still served, exactly.
+  EXPECT_EQ(ReadAll(*tier, small_.location), small_data_);
+}
+
+TEST_F(SsdTierFaultTest, DamagedTableBlockFailsTheReadInsteadOfServingIt) {
+  {
+    auto tier = Open();
+    ASSERT_TRUE(tier);
+    small_ = Store(*tier, "small", small_data_);
+  }
+  { ASSERT_TRUE(Open()); }
+  // The data family's table holds the 4000 value bytes; the meta family's
+  // table is tiny. Damage the first data block of the larger table.
+  auto tables = FilesEndingWith(path_, ".sst");
+  ASSERT_FALSE(tables.empty());
+  auto largest = *std::max_element(tables.begin(), tables.end(), [](const auto& a, const auto& b) {
+    return fs::file_size(a) < fs::file_size(b);
+  });
+  ASSERT_GT(fs::file_size(largest), small_data_.size());
+  ASSERT_NO_FATAL_FAILURE(FlipBytes(largest, 1000, 64));
+  std::string why;
+  auto tier = SsdTier::Open("ssd0", path_, 64 * kMiB, &why);
+  if (!tier) {
+    // Also acceptable: RocksDB caught it at open. Nothing was served.
+    EXPECT_NE(why.find("Corruption"), std::string::npos) << why;
+    return;
+  }
+  std::vector<std::byte> out(small_.location.size);
+  EXPECT_EQ((*tier)->Read(small_.location, 0, out).error(), ErrorCode::kInternalError);
+}
+
+// A tmpfs of a fixed size mounted for one test (root only); unmounted on
+// destruction, lazily if something still holds it.
+class TmpfsMount {
+ public:
+  TmpfsMount(std::string dir, uint64_t bytes) : dir_(std::move(dir)) {
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    const std::string options = "size=" + std::to_string(bytes);
+    if (mount("tmpfs", dir_.c_str(), "tmpfs", 0, options.c_str()) != 0) {
+      error_ = std::string("mount -t tmpfs ") + dir_ + ": " + std::strerror(errno);
+    } else {
+      mounted_ = true;
+    }
+  }
+  ~TmpfsMount() {
+    if (mounted_ && umount(dir_.c_str()) != 0) umount2(dir_.c_str(), MNT_DETACH);
+  }
+  TmpfsMount(const TmpfsMount&) = delete;
+  TmpfsMount& operator=(const TmpfsMount&) = delete;
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string dir_;
+  std::string error_;
+  bool mounted_ = false;
+};
+
+TEST_F(SsdTierFaultTest, FullDiskFailsWritesWithNoSpaceKeepsDataAndRecovers) {
+  TmpfsMount mnt(dir_ + "/mnt", 8 * kMiB);
+  if (!mnt.mounted()) GTEST_SKIP() << "needs root to mount a tmpfs: " << mnt.error();
+  path_ = dir_ + "/mnt/db";
+  const fs::path filler = dir_ + "/mnt/filler";
+  ASSERT_NO_FATAL_FAILURE(WriteFile(filler, std::string(2 * kMiB, 'f')));
+
+  std::vector<std::pair<DurableObjectMeta, std::vector<std::byte>>> stored;
+  {
+    auto tier = Open(256 * kMiB);  // far more logical room than the disk has
+    ASSERT_TRUE(tier);
+    auto big = tier->Allocate(3 * kChunk);
+    ASSERT_TRUE(big);
+    const auto big_data = RandomBytes(3 * kChunk, 99);
+    ASSERT_TRUE(tier->Write(*big, 0, std::span(big_data).first(kChunk)));
+    bool refused = false;
+    for (int i = 0; i < 16 && !refused; ++i) {
+      auto data = RandomBytes(kChunk, 100 + i);
+      auto loc = tier->Allocate(data.size());
+      ASSERT_TRUE(loc);
+      auto written = tier->Write(*loc, 0, data);
+      if (!written) {
+        EXPECT_EQ(written.error(), ErrorCode::kNoAvailableHandle);
+        tier->Free(*loc);  // what the cache does with a failed write
+        refused = true;
+        break;
+      }
+      DurableObjectMeta meta{.key = "k" + std::to_string(i), .location = *loc};
+      ASSERT_TRUE(tier->Persist(meta));
+      stored.emplace_back(meta, std::move(data));
+    }
+    ASSERT_TRUE(refused) << "8 MiB of disk took 16 MiB";
+    ASSERT_FALSE(stored.empty());
+    EXPECT_EQ(tier->object_count(), stored.size() + 1);  // + the unfinished one
+
+    // A multi-chunk object refused part-way (its first chunk fitted before
+    // the disk filled) leaves nothing behind once the cache frees it, even
+    // across a restart (below).
+    auto rest = std::span(big_data).subspan(kChunk);
+    EXPECT_EQ(tier->Write(*big, kChunk, rest).error(), ErrorCode::kNoAvailableHandle);
+    tier->Free(*big);
+    std::vector<std::byte> one(1);
+    EXPECT_EQ(tier->Read(*big, 0, one).error(), ErrorCode::kInternalError);
+
+    for (const auto& [meta, data] : stored) EXPECT_EQ(ReadAll(*tier, meta.location), data);
+
+    // Room again: writes work, and nothing was stuck.
+    fs::remove(filler);
+    auto data = RandomBytes(256 * 1024, 200);
+    auto loc = tier->Allocate(data.size());
+    ASSERT_TRUE(loc);
+    ASSERT_TRUE(tier->Write(*loc, 0, data));
+    DurableObjectMeta meta{.key = "after", .location = *loc};
+    ASSERT_TRUE(tier->Persist(meta));
+    stored.emplace_back(meta, std::move(data));
+  }
+  // After a restart exactly the committed objects come back, byte-exact.
+  auto tier = Open(256 * kMiB);
+  ASSERT_TRUE(tier);
+  auto metas = tier->Recover();
+  EXPECT_EQ(metas.size(), stored.size());
+  for (const auto& [meta, data] : stored) EXPECT_EQ(ReadAll(*tier, meta.location), data);
+  tier.reset();
 }
 
 }  // namespace

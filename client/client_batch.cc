@@ -1,0 +1,343 @@
+// Client::Batch*: one result per input position, in input order. Reads,
+// probes and removes fan out to each key's owner (one master round trip
+// locates them all); writes go to one target chosen for the whole batch
+// (BatchPut) or to each key's owner (BatchUpsert). Keys a batch request
+// cannot settle (moved, racing a write, a full node the client chose) go
+// through the single-key call, which follows them. See client_batch.h.
+
+#include "client/client_batch.h"
+
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <string>
+#include <utility>
+
+#include "client/client_chunked_io.h"
+#include "client/client_impl.h"
+#include "client/client_retry.h"
+#include "client/client_writes.h"
+
+namespace mooncake {
+
+void RunParallel(std::vector<std::function<void()>>& tasks) {
+  if (tasks.size() == 1) {
+    tasks[0]();
+    return;
+  }
+  std::atomic<size_t> next{0};
+  auto drain = [&] {
+    for (size_t i = next++; i < tasks.size(); i = next++) tasks[i]();
+  };
+  size_t threads = std::min(tasks.size(), kMaxBatchParallelism);
+  std::vector<std::future<void>> running;
+  running.reserve(threads);
+  for (size_t t = 0; t < threads; ++t) running.push_back(std::async(std::launch::async, drain));
+  for (auto& f : running) f.wait();
+}
+
+std::vector<OwnerGroup> SliceGroups(const std::map<std::string, OwnerGroup>& groups,
+                                    const std::vector<std::string>& keys) {
+  std::vector<OwnerGroup> requests;
+  for (const auto& [node_id, group] : groups) {
+    for (auto& slice : SliceIndices(group.indices, keys, kMaxBatchKeyBytes, kMaxBatchCount)) {
+      requests.push_back(OwnerGroup{group.owner, std::move(slice)});
+    }
+  }
+  return requests;
+}
+
+std::vector<std::string> KeysAt(const std::vector<std::string>& keys,
+                                const std::vector<size_t>& slice) {
+  std::vector<std::string> out;
+  out.reserve(slice.size());
+  for (size_t i : slice) out.push_back(keys[i]);
+  return out;
+}
+
+std::vector<std::vector<size_t>> PlanPutRequests(
+    const std::vector<std::pair<std::string, std::string>>& items,
+    const std::vector<size_t>& positions, std::vector<size_t>& large) {
+  std::vector<size_t> small;
+  small.reserve(positions.size());
+  for (size_t i : positions) {
+    if (items[i].second.size() > kRpcChunkBytes) {
+      large.push_back(i);
+    } else {
+      small.push_back(i);
+    }
+  }
+  return SliceIndices(
+      small, [&items](size_t i) { return items[i].first.size() + items[i].second.size(); },
+      kMaxBatchPutBytes, kMaxBatchCount);
+}
+
+std::vector<size_t> WritablePositions(const std::vector<std::pair<std::string, std::string>>& items,
+                                      std::vector<Result<void>>& results) {
+  std::vector<size_t> positions;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!ValidateKey(items[i].first)) {
+      results[i] = Err(ErrorCode::kInvalidKey);
+    } else if (items[i].second.empty()) {
+      results[i] = Err(ErrorCode::kInvalidParams);
+    } else {
+      positions.push_back(i);
+    }
+  }
+  return positions;
+}
+
+uint64_t TotalBytes(const std::vector<std::pair<std::string, std::string>>& items,
+                    const std::vector<size_t>& positions) {
+  uint64_t total = 0;
+  for (size_t i : positions) total += items[i].second.size();
+  return total;
+}
+
+namespace {
+
+// One task per (owner, slice of its keys). `per_slice(owner, slice)` fills
+// the results of the slice's positions; slices never share a position.
+template <typename R, typename PerSlice>
+void FanOut(ClientRouter& router, const std::vector<std::string>& keys, std::vector<R>& results,
+            const std::function<void(size_t, ErrorCode)>& on_missing, PerSlice&& per_slice) {
+  std::vector<size_t> todo = ValidIndices(keys, results);
+  if (todo.empty()) return;
+  std::vector<std::pair<size_t, ErrorCode>> missing;
+  auto groups = router.GroupByOwner(keys, todo, missing);
+  if (!groups) {
+    for (size_t i : todo) results[i] = Err(groups.error());
+    return;
+  }
+  for (const auto& [i, code] : missing) on_missing(i, code);
+  std::vector<std::function<void()>> tasks;
+  for (auto& request : SliceGroups(*groups, keys)) {
+    tasks.emplace_back(
+        [&per_slice, request = std::move(request)] { per_slice(request.owner, request.indices); });
+  }
+  RunParallel(tasks);
+}
+
+// Adds tasks that write items[positions] to `target`: bounded BatchPut (or
+// BatchUpsert) requests, and values too big for one request one by one.
+// Tasks hold references to items, config and results: run them before
+// those go away.
+void AddWriteTasks(const Owner& target,
+                   const std::vector<std::pair<std::string, std::string>>& items,
+                   const std::vector<size_t>& positions, const rpc::ReplicateConfig& config,
+                   bool upsert, std::vector<Result<void>>& results,
+                   std::vector<std::function<void()>>& tasks) {
+  std::vector<size_t> large;
+  for (auto& request : PlanPutRequests(items, positions, large)) {
+    tasks.emplace_back([&items, &config, &results, target, upsert, request = std::move(request)] {
+      std::vector<rpc::PutItem> batch(request.size());
+      for (size_t j = 0; j < request.size(); ++j) {
+        batch[j].key = items[request[j]].first;
+        batch[j].value = items[request[j]].second;
+        batch[j].config = config;
+      }
+      std::vector<rpc::ErrorCode::type> codes;
+      auto call = target.channel->Call([&](rpc::WorkerServiceClient& c) {
+        if (upsert) {
+          c.BatchUpsert(codes, batch);
+        } else {
+          c.BatchPut(codes, batch);
+        }
+      });
+      for (size_t j = 0; j < request.size(); ++j) {
+        if (!call || codes.size() != request.size()) {
+          results[request[j]] = Err(call ? ErrorCode::kInternalError : call.error());
+        } else {
+          results[request[j]] = ToResult(codes[j]);
+        }
+      }
+    });
+  }
+  for (size_t i : large) {
+    tasks.emplace_back([&items, &config, &results, target, upsert, i] {
+      const auto& [key, value] = items[i];
+      results[i] =
+          upsert ? UpsertValue(target, key, value, config) : PutValue(target, key, value, config);
+    });
+  }
+}
+
+}  // namespace
+
+std::vector<Result<ObjectValue>> Client::BatchGet(const std::vector<std::string>& keys) {
+  std::vector<Result<ObjectValue>> results(keys.size());
+  auto on_missing = [&](size_t i, ErrorCode code) { results[i] = Err(code); };
+  FanOut(impl_->router, keys, results, on_missing,
+         [&](const Owner& owner, const std::vector<size_t>& slice) {
+           std::vector<rpc::GetResult> replies;
+           auto call = owner.channel->Call(
+               [&](rpc::WorkerServiceClient& c) { c.BatchGet(replies, KeysAt(keys, slice)); });
+           if (!call || replies.size() != slice.size()) {
+             // A transport failure may be a reply too large for one frame;
+             // single reads are chunked, so try them. If one fails in
+             // transport too, the node is down: spare the rest the wait.
+             ErrorCode failure = call ? ErrorCode::kInternalError : call.error();
+             bool singly = failure == ErrorCode::kRpcFail;
+             for (size_t i : slice) {
+               if (!singly) {
+                 results[i] = Err(failure);
+                 continue;
+               }
+               results[i] = Get(keys[i]);
+               if (!results[i] && (results[i].error() == ErrorCode::kRpcFail ||
+                                   results[i].error() == ErrorCode::kRpcTimeout)) {
+                 singly = false;
+                 failure = results[i].error();
+               }
+             }
+             return;
+           }
+           // Each reply carries at most one chunk; ChunkedRead completes larger
+           // values and follows keys that moved.
+           for (size_t j = 0; j < slice.size(); ++j) {
+             results[slice[j]] =
+                 ReadValue(impl_->router, impl_->rdma.get(), keys[slice[j]], owner, &replies[j]);
+           }
+         });
+  return results;
+}
+
+std::vector<Result<bool>> Client::BatchExist(const std::vector<std::string>& keys, bool prefetch) {
+  const std::string& requester = impl_->router.config().local_node;
+  std::vector<Result<bool>> results(keys.size(), false);
+  auto on_missing = [&](size_t i, ErrorCode code) {
+    results[i] = code == ErrorCode::kObjectNotFound ? Result<bool>(false) : Err(code);
+  };
+  FanOut(impl_->router, keys, results, on_missing,
+         [&](const Owner& owner, const std::vector<size_t>& slice) {
+           std::vector<int32_t> answers;
+           auto call = owner.channel->Call([&](rpc::WorkerServiceClient& c) {
+             c.BatchExist(answers, KeysAt(keys, slice), prefetch, requester);
+           });
+           for (size_t j = 0; j < slice.size(); ++j) {
+             size_t i = slice[j];
+             if (!call || answers.size() != slice.size()) {
+               results[i] = Err(call ? ErrorCode::kInternalError : call.error());
+             } else if (answers[j] == 1) {
+               results[i] = true;
+             } else if (answers[j] == 0 || IsMoved(ErrorCodeFromInt(answers[j])) ||
+                        ErrorCodeFromInt(answers[j]) == ErrorCode::kReplicaIsNotReady) {
+               // Moved or racing a write: the single path re-asks the master.
+               results[i] = Exist(keys[i], prefetch);
+             } else {
+               results[i] = Err(ErrorCodeFromInt(answers[j]));
+             }
+           }
+         });
+  return results;
+}
+
+std::vector<Result<void>> Client::BatchRemove(const std::vector<std::string>& keys, bool force) {
+  std::vector<Result<void>> results(keys.size());
+  auto on_missing = [&](size_t i, ErrorCode code) { results[i] = Err(code); };
+  FanOut(impl_->router, keys, results, on_missing,
+         [&](const Owner& owner, const std::vector<size_t>& slice) {
+           std::vector<rpc::ErrorCode::type> codes;
+           auto call = owner.channel->Call([&](rpc::WorkerServiceClient& c) {
+             c.BatchRemove(codes, KeysAt(keys, slice), force);
+           });
+           for (size_t j = 0; j < slice.size(); ++j) {
+             size_t i = slice[j];
+             if (!call || codes.size() != slice.size()) {
+               results[i] = Err(call ? ErrorCode::kInternalError : call.error());
+             } else if (IsMoved(FromRpc(codes[j])) ||
+                        FromRpc(codes[j]) == ErrorCode::kReplicaIsNotReady) {
+               results[i] = Remove(keys[i], force);
+             } else {
+               results[i] = ToResult(codes[j]);
+             }
+           }
+         });
+  for (const auto& key : keys) impl_->hot_cache.Erase(key);
+  return results;
+}
+
+std::vector<Result<void>> Client::BatchPut(
+    const std::vector<std::pair<std::string, std::string>>& items, const PutOptions& options) {
+  std::vector<Result<void>> results(items.size());
+  std::vector<size_t> positions = WritablePositions(items, results);
+  if (positions.empty()) return results;
+  // One placement for the whole batch: one master round trip at most, and
+  // one node takes the batch.
+  bool explicit_choice = false;
+  auto target = impl_->router.PickTarget(TotalBytes(items, positions), options, explicit_choice);
+  if (!target) {
+    for (size_t i : positions) results[i] = Err(target.error());
+    return results;
+  }
+  rpc::ReplicateConfig config = ToRpcConfig(options);
+  std::vector<std::function<void()>> tasks;
+  AddWriteTasks(*target, items, positions, config, /*upsert=*/false, results, tasks);
+  RunParallel(tasks);
+  // A node the client chose may be full; the single path asks the master for
+  // another node, item by item.
+  if (!explicit_choice) {
+    for (size_t i : positions) {
+      if (!results[i] && results[i].error() == ErrorCode::kNoAvailableHandle) {
+        results[i] = Put(items[i].first, items[i].second, options);
+      }
+    }
+  }
+  return results;
+}
+
+std::vector<Result<void>> Client::BatchUpsert(
+    const std::vector<std::pair<std::string, std::string>>& items, const PutOptions& options) {
+  std::vector<Result<void>> results(items.size());
+  std::vector<size_t> positions = WritablePositions(items, results);
+  if (positions.empty()) return results;
+  std::vector<std::string> keys;
+  keys.reserve(items.size());
+  for (const auto& item : items) keys.push_back(item.first);
+  // One master round trip locates every key; keys with an owner are replaced
+  // there, one request stream per owner, all owners in parallel.
+  std::vector<std::pair<size_t, ErrorCode>> missing;
+  auto groups = impl_->router.GroupByOwner(keys, positions, missing);
+  if (!groups) {
+    for (size_t i : positions) results[i] = Err(groups.error());
+    return results;
+  }
+  rpc::ReplicateConfig config = ToRpcConfig(options);
+  std::vector<std::function<void()>> tasks;
+  for (const auto& [node_id, group] : *groups) {
+    AddWriteTasks(group.owner, items, group.indices, config, /*upsert=*/true, results, tasks);
+  }
+  std::vector<size_t> absent;
+  for (const auto& [i, code] : missing) {
+    if (code == ErrorCode::kObjectNotFound) {
+      absent.push_back(i);
+    } else {
+      results[i] = Err(code);
+    }
+  }
+  // Keys without an owner take the put path: one target for all of them.
+  bool explicit_choice = false;
+  if (!absent.empty()) {
+    auto target = impl_->router.PickTarget(TotalBytes(items, absent), options, explicit_choice);
+    if (target) {
+      AddWriteTasks(*target, items, absent, config, /*upsert=*/true, results, tasks);
+    } else {
+      for (size_t i : absent) results[i] = Err(target.error());
+    }
+  }
+  RunParallel(tasks);
+  // Keys that moved, lost a put race or found the chosen node full go
+  // through the single path, which re-locates them once.
+  for (size_t i : positions) {
+    if (results[i]) continue;
+    ErrorCode code = results[i].error();
+    if (IsMoved(code) || code == ErrorCode::kObjectAlreadyExists ||
+        (code == ErrorCode::kNoAvailableHandle && !explicit_choice)) {
+      results[i] = Upsert(items[i].first, items[i].second, options);
+    }
+  }
+  for (const auto& key : keys) impl_->hot_cache.Erase(key);
+  return results;
+}
+
+}  // namespace mooncake

@@ -1,0 +1,45 @@
+#pragma once
+
+// Private to client/: Client::Impl, the state behind mooncake::Client. It is
+// defined here, not in client.cc, because Client's methods are split by
+// concern (as RocksDB splits DBImpl) and every part needs it:
+//
+//   client.cc            Create; Exist, Remove, Inspect; ListNodes, Stats, counters
+//   client_reads.cc      Get and GetStream, with the hot cache in front
+//   client_writes.cc     Put, Upsert and their streams; which node takes a write
+//   client_plans.cc      OpenForWrite, Commit, Revoke (plans) and GetLocation
+//   client_batch.cc      the Batch* calls: slicing and fan-out per owner
+//
+// Shared helpers: client_retry.h (following an object to its owner),
+// client_chunked_io.h (values larger than one RPC), client_router.h (owners
+// and channels). Only client.h is public.
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "client/client.h"
+#include "client/client_router.h"
+#include "client/hot_cache.h"
+#include "client/rdma_reads.h"
+
+namespace mooncake {
+
+// Thread-safety: the members are set at construction and never replaced;
+// each is safe to use from any thread (see its header).
+struct Client::Impl {
+  Impl(ClientConfig config, std::unique_ptr<RdmaReads> rdma_reads,
+       std::shared_ptr<const RpcTlsContext> tls)
+      : rdma(std::move(rdma_reads)),
+        router(
+            std::move(config),
+            [reads = rdma.get()](const std::string& node_id) { reads->Forget(node_id); },
+            std::move(tls)),
+        hot_cache(router.config().local_hot_cache_bytes) {}
+  // Declared before the router, whose callback uses it.
+  std::unique_ptr<RdmaReads> rdma;
+  ClientRouter router;
+  HotCache hot_cache;
+};
+
+}  // namespace mooncake

@@ -1,0 +1,98 @@
+// Client::Get and Client::GetStream: the single-object reads. Get puts the
+// client's hot cache (client/hot_cache.h) in front of the owner and offers
+// what it read back to the cache; GetStream bypasses the cache, since a
+// streamed value is meant not to be held in memory. Both hand the transfer to
+// ReadChunked (client/client_chunked_io.h), which also does the RDMA part.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "client/client.h"
+#include "client/client_chunked_io.h"
+#include "client/client_impl.h"
+
+namespace mooncake {
+
+namespace {
+
+// Serves a hot-cache entry if it is still current; see client/hot_cache.h
+// for the staleness bound this implements.
+std::optional<ObjectValue> ServeCached(ClientRouter& router, HotCache& cache,
+                                       const std::string& key) {
+  auto entry = cache.Lookup(key);
+  if (!entry) {
+    cache.CountMiss();
+    return std::nullopt;
+  }
+  const ClientConfig& config = router.config();
+  auto now = HotCache::Clock::now();
+  bool young = now - entry->fetched < std::chrono::milliseconds(config.hot_cache_max_staleness_ms);
+  if (entry->data->size() >= config.hot_cache_validate_min_bytes || !young) {
+    cache.CountValidation();
+    // Validation must be authoritative: ask the master, not the owner cache.
+    auto owner = router.LocateAtMaster(key);
+    rpc::ObjectInfo info;
+    Result<void> call =
+        owner ? owner->channel->Call([&](rpc::WorkerServiceClient& c) { c.Inspect(info, key); })
+              : Err(owner.error());
+    if (!call || info.code != rpc::ErrorCode::OK || owner->node_id != entry->node_id ||
+        info.version != entry->version) {
+      cache.CountStale();
+      cache.Erase(key);
+      cache.CountMiss();
+      return std::nullopt;
+    }
+    cache.Refresh(key, entry->version, now);
+  }
+  cache.CountHit();
+  return ObjectValue{*entry->data, entry->version};
+}
+
+}  // namespace
+
+Result<ObjectValue> Client::Get(std::string_view key) {
+  if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
+  std::string k(key);
+  HotCache& cache = impl_->hot_cache;
+  if (cache.enabled()) {
+    if (auto cached = ServeCached(impl_->router, cache, k)) return std::move(*cached);
+  }
+  // Ticket and time before the read: the copy is known current only as of
+  // the moment the read started.
+  uint64_t ticket = cache.enabled() ? cache.Ticket() : 0;
+  auto started = HotCache::Clock::now();
+  auto owner = impl_->router.Locate(k);
+  if (!owner) return Err(owner.error());
+  std::string served_by;
+  auto value =
+      ReadValue(impl_->router, impl_->rdma.get(), k, std::move(*owner), nullptr, &served_by);
+  if (value && cache.Admits(value->data.size())) {
+    auto data = std::make_shared<const std::string>(value->data);
+    cache.Offer(k, HotCache::Entry{std::move(data), std::move(served_by), value->version, started},
+                ticket);
+  }
+  return value;
+}
+
+Result<uint64_t> Client::GetStream(std::string_view key, std::ostream& out,
+                                   const ProgressFn& progress) {
+  if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
+  std::string k(key);
+  auto owner = impl_->router.Locate(k);
+  if (!owner) return Err(owner.error());
+  StreamSink stream(out);
+  ReadSink sink = stream.Sink();
+  auto done = ReadChunked(impl_->router, k, std::move(*owner), sink, progress, impl_->rdma.get(),
+                          /*first=*/nullptr);
+  if (!done) return Err(done.error());
+  out.flush();
+  if (!out) return Err(ErrorCode::kTransferFail);
+  return done->total;
+}
+
+}  // namespace mooncake

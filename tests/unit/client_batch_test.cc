@@ -1,0 +1,231 @@
+// How a batch call is cut into requests and run (client/client_batch.h), and
+// the router's slicing it builds on (SliceIndices), without a cluster: which
+// positions a request carries, in which order, within which bounds, and that
+// every task of a fan-out runs exactly once.
+
+#include "client/client_batch.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace mooncake {
+namespace {
+
+using Items = std::vector<std::pair<std::string, std::string>>;
+
+std::vector<size_t> Iota(size_t n, size_t from = 0) {
+  std::vector<size_t> out(n);
+  std::iota(out.begin(), out.end(), from);
+  return out;
+}
+
+std::vector<std::string> NumberedKeys(size_t n) {
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < n; ++i) keys.push_back("key-" + std::to_string(i));
+  return keys;
+}
+
+OwnerGroup Group(const std::string& node_id, std::vector<size_t> indices) {
+  return OwnerGroup{Owner{node_id, nullptr}, std::move(indices)};
+}
+
+// ---- RunParallel ----
+
+TEST(ClientBatchTest, RunParallelRunsEveryTaskExactlyOnce) {
+  constexpr size_t kTasks = 200;
+  std::vector<std::atomic<int>> runs(kTasks);
+  std::vector<std::function<void()>> tasks;
+  for (size_t i = 0; i < kTasks; ++i) tasks.emplace_back([&runs, i] { runs[i]++; });
+  RunParallel(tasks);
+  for (size_t i = 0; i < kTasks; ++i) EXPECT_EQ(runs[i].load(), 1) << "task " << i;
+}
+
+TEST(ClientBatchTest, RunParallelRunsASingleTaskOnTheCallingThread) {
+  std::thread::id ran_on;
+  std::vector<std::function<void()>> tasks{[&] { ran_on = std::this_thread::get_id(); }};
+  RunParallel(tasks);
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
+TEST(ClientBatchTest, RunParallelWithNoTasksReturns) {
+  std::vector<std::function<void()>> tasks;
+  RunParallel(tasks);
+}
+
+TEST(ClientBatchTest, RunParallelUsesAtMostTheParallelismBound) {
+  constexpr size_t kTasks = 64;
+  std::atomic<int> running{0};
+  std::atomic<int> peak{0};
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  std::vector<std::function<void()>> tasks;
+  for (size_t i = 0; i < kTasks; ++i) {
+    tasks.emplace_back([&] {
+      int now = ++running;
+      int seen = peak.load();
+      while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+      }
+      {
+        std::lock_guard lock(mu);
+        threads.insert(std::this_thread::get_id());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      --running;
+    });
+  }
+  RunParallel(tasks);
+  EXPECT_LE(peak.load(), static_cast<int>(kMaxBatchParallelism));
+  EXPECT_LE(threads.size(), kMaxBatchParallelism);
+  EXPECT_GT(peak.load(), 1);  // more than one task at a time
+}
+
+// Each task fills only its own positions, so results come back in input
+// order whatever order the tasks ran in.
+TEST(ClientBatchTest, FanOutResultsLandInInputOrder) {
+  std::vector<std::string> keys = NumberedKeys(3000);
+  std::map<std::string, OwnerGroup> groups;
+  groups.emplace("b", Group("b", {}));
+  groups.emplace("a", Group("a", {}));
+  for (size_t i = 0; i < keys.size(); ++i) groups.at(i % 3 == 0 ? "a" : "b").indices.push_back(i);
+  std::vector<std::string> results(keys.size());
+  std::vector<std::function<void()>> tasks;
+  for (auto& request : SliceGroups(groups, keys)) {
+    tasks.emplace_back([&, request = std::move(request)] {
+      auto sent = KeysAt(keys, request.indices);
+      for (size_t j = 0; j < request.indices.size(); ++j) {
+        results[request.indices[j]] = request.owner.node_id + ":" + sent[j];
+      }
+    });
+  }
+  RunParallel(tasks);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(results[i], std::string(i % 3 == 0 ? "a" : "b") + ":" + keys[i]);
+  }
+}
+
+// ---- Positions and slices ----
+
+TEST(ClientBatchTest, ValidIndicesFailsOnlyInvalidKeys) {
+  std::vector<std::string> keys{"a",
+                                "",
+                                "b",
+                                std::string(kMaxKeyBytes + 1, 'k'),
+                                std::string("c\0d", 3),
+                                std::string(kMaxKeyBytes, 'k')};
+  std::vector<Result<void>> results(keys.size());
+  EXPECT_EQ(ValidIndices(keys, results), (std::vector<size_t>{0, 2, 5}));
+  for (size_t i : {1, 3, 4}) {
+    ASSERT_FALSE(results[i]) << i;
+    EXPECT_EQ(results[i].error(), ErrorCode::kInvalidKey);
+  }
+  for (size_t i : {0, 2, 5}) EXPECT_TRUE(results[i]) << i;
+}
+
+TEST(ClientBatchTest, SliceIndicesHonoursCountAndByteBounds) {
+  std::vector<std::string> keys{"aaaa", "bb", "cccc", "d", "eeeeeeee", "f"};
+  // At most 6 bytes and 2 keys a slice; a key larger than the budget still
+  // gets a slice of its own.
+  auto slices = SliceIndices(Iota(keys.size()), keys, /*max_bytes=*/6, /*max_count=*/2);
+  EXPECT_EQ(slices, (std::vector<std::vector<size_t>>{{0, 1}, {2, 3}, {4}, {5}}));
+  EXPECT_TRUE(SliceIndices({}, keys, 6, 2).empty());
+}
+
+TEST(ClientBatchTest, SliceGroupsCutsEachOwnerByCountInOwnerOrder) {
+  std::vector<std::string> keys = NumberedKeys(2600);
+  std::map<std::string, OwnerGroup> groups;
+  groups.emplace("w2", Group("w2", Iota(2500)));
+  groups.emplace("w1", Group("w1", Iota(100, 2500)));
+  auto requests = SliceGroups(groups, keys);
+  ASSERT_EQ(requests.size(), 4u);
+  EXPECT_EQ(requests[0].owner.node_id, "w1");
+  EXPECT_EQ(requests[0].indices, Iota(100, 2500));
+  std::vector<size_t> sizes;
+  std::vector<size_t> w2;
+  for (size_t r = 1; r < requests.size(); ++r) {
+    EXPECT_EQ(requests[r].owner.node_id, "w2");
+    sizes.push_back(requests[r].indices.size());
+    w2.insert(w2.end(), requests[r].indices.begin(), requests[r].indices.end());
+  }
+  EXPECT_EQ(sizes,
+            (std::vector<size_t>{kMaxBatchCount, kMaxBatchCount, 2500 - 2 * kMaxBatchCount}));
+  EXPECT_EQ(w2, Iota(2500));  // every position once, in input order
+}
+
+TEST(ClientBatchTest, KeysAtFollowsTheSliceOrder) {
+  std::vector<std::string> keys{"k0", "k1", "k2", "k3"};
+  EXPECT_EQ(KeysAt(keys, {3, 0, 2}), (std::vector<std::string>{"k3", "k0", "k2"}));
+  EXPECT_TRUE(KeysAt(keys, {}).empty());
+}
+
+// ---- Batch writes ----
+
+TEST(ClientBatchTest, WritablePositionsRejectsBadKeysAndEmptyValues) {
+  Items items{{"a", "1"}, {"", "2"}, {"c", ""}, {"d", "4"}};
+  std::vector<Result<void>> results(items.size());
+  EXPECT_EQ(WritablePositions(items, results), (std::vector<size_t>{0, 3}));
+  ASSERT_FALSE(results[1]);
+  EXPECT_EQ(results[1].error(), ErrorCode::kInvalidKey);
+  ASSERT_FALSE(results[2]);
+  EXPECT_EQ(results[2].error(), ErrorCode::kInvalidParams);
+}
+
+TEST(ClientBatchTest, TotalBytesCountsValuesOfThePositions) {
+  Items items{{"a", "12"}, {"bb", "345"}, {"c", "6789"}};
+  EXPECT_EQ(TotalBytes(items, {0, 2}), 6u);
+  EXPECT_EQ(TotalBytes(items, {}), 0u);
+}
+
+TEST(ClientBatchTest, PlanPutRequestsBoundsTheItemCount) {
+  Items items;
+  for (size_t i = 0; i < kMaxBatchCount + 1; ++i) items.emplace_back("k" + std::to_string(i), "v");
+  std::vector<size_t> large;
+  auto requests = PlanPutRequests(items, Iota(items.size()), large);
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0], Iota(kMaxBatchCount));
+  EXPECT_EQ(requests[1], (std::vector<size_t>{kMaxBatchCount}));
+  EXPECT_TRUE(large.empty());
+}
+
+TEST(ClientBatchTest, PlanPutRequestsBoundsThePayload) {
+  // 1.5 MiB values: two fit under kMaxBatchPutBytes, a third does not.
+  const std::string value((3u << 20) / 2, 'v');
+  Items items;
+  for (int i = 0; i < 5; ++i) items.emplace_back("k" + std::to_string(i), value);
+  std::vector<size_t> large;
+  auto requests = PlanPutRequests(items, Iota(items.size()), large);
+  EXPECT_EQ(requests, (std::vector<std::vector<size_t>>{{0, 1}, {2, 3}, {4}}));
+  EXPECT_TRUE(large.empty());
+}
+
+TEST(ClientBatchTest, PlanPutRequestsSendsOversizedValuesTheTwoPhaseWay) {
+  Items items{{"small", "s"},
+              {"exact", std::string(kRpcChunkBytes, 'e')},  // one RPC still carries it
+              {"big", std::string(kRpcChunkBytes + 1, 'b')},
+              {"tail", "t"}};
+  std::vector<size_t> large;
+  auto requests = PlanPutRequests(items, {0, 1, 2, 3}, large);
+  // A value at the limit gets a request of its own rather than an empty one.
+  EXPECT_EQ(requests, (std::vector<std::vector<size_t>>{{0}, {1}, {3}}));
+  EXPECT_EQ(large, (std::vector<size_t>{2}));
+}
+
+TEST(ClientBatchTest, PlanPutRequestsKeepsOnlyTheGivenPositions) {
+  Items items{{"a", "1"}, {"b", "2"}, {"c", "3"}};
+  std::vector<size_t> large;
+  EXPECT_EQ(PlanPutRequests(items, {2, 0}, large), (std::vector<std::vector<size_t>>{{2, 0}}));
+  EXPECT_TRUE(PlanPutRequests(items, {}, large).empty());
+}
+
+}  // namespace
+}  // namespace mooncake
