@@ -7,6 +7,7 @@
 #include <thrift/transport/TSocket.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <new>
 
@@ -61,6 +62,17 @@ int64_t MinWireBytes(TType type) {
       return 6;
     default:
       throw TProtocolException(TProtocolException::INVALID_DATA, "unknown element type");
+  }
+}
+
+// OpenSSL writes with send() without MSG_NOSIGNAL (plain TSocket passes it),
+// so a TLS peer that hung up would kill a process that still has SIGPIPE's
+// default action, a CLI or a serving framework, instead of failing a call.
+// A handler the process installed itself is left alone.
+void IgnoreSigpipeIfDefault() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    std::signal(SIGPIPE, SIG_IGN);
   }
 }
 
@@ -289,6 +301,7 @@ Result<std::shared_ptr<const RpcTlsContext>> RpcTlsContext::Create(const TlsSett
                                                                    bool server,
                                                                    std::string* message) {
   if (auto valid = ValidateTlsSettings(settings, message); !valid) return Err(valid.error());
+  IgnoreSigpipeIfDefault();
   std::shared_ptr<RpcTlsContext> context(new RpcTlsContext());
   try {
     auto factory = std::make_shared<TSSLSocketFactory>(apache::thrift::transport::SSLTLS);
