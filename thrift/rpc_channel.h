@@ -111,7 +111,8 @@ class RpcChannel {
       // reply beyond what its frame carried.
       conn.reset();
       auto fault = ClassifyRpcException(e);
-      bool timed_out = fault == RpcFault::kSlowFrame || fault == RpcFault::kIdleTimeout;
+      bool timed_out = fault == RpcFault::kSlowFrame || fault == RpcFault::kIdleTimeout ||
+                       fault == RpcFault::kSlowReader;
       MC_LOG_DEBUG("rpc failed host={} port={} error=\"{}\"", host_, port_, e.what());
       return Err(timed_out ? ErrorCode::kRpcTimeout : ErrorCode::kRpcFail);
     }

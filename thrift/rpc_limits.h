@@ -47,7 +47,9 @@ struct RpcServerLimits {
   int max_connections = kDefaultRpcMaxConnections;
   // A connection that starts no frame for this long is closed.
   int idle_timeout_ms = kDefaultRpcIdleTimeoutMs;
-  // A frame that has started must arrive whole within this.
+  // A frame that has started must arrive whole within this, and a reply
+  // must be taken by the peer within this (a peer that never reads would
+  // otherwise hold its thread and connection slot for good).
   int read_timeout_ms = kDefaultRpcReadTimeoutMs;
 };
 
@@ -63,13 +65,14 @@ enum class RpcFault : uint8_t {
   kTlsHandshake,    // no TLS, or no certificate signed by our CA
   kInternal,        // the process failed to handle a frame (e.g. bad_alloc)
   kIdleTimeout,     // nothing sent for the idle timeout
+  kSlowReader,      // the peer did not take its reply within the read timeout
 };
-inline constexpr size_t kRpcFaultCount = 9;
+inline constexpr size_t kRpcFaultCount = 10;
 
 constexpr std::string_view RpcFaultName(RpcFault fault) {
   constexpr std::array<std::string_view, kRpcFaultCount> kNames = {
       "frame_too_large", "truncated_frame", "slow_frame", "size_limit",  "depth_limit",
-      "malformed",       "tls_handshake",   "internal",   "idle_timeout"};
+      "malformed",       "tls_handshake",   "internal",   "idle_timeout", "slow_reader"};
   return kNames[static_cast<size_t>(fault)];
 }
 

@@ -1,6 +1,5 @@
 #include "thrift/rpc_server.h"
 
-#include <thrift/TOutput.h>
 #include <thrift/TProcessor.h>
 #include <thrift/protocol/TProtocol.h>
 #include <thrift/server/TServer.h>
@@ -148,6 +147,9 @@ class BoundedTransportFactory : public TTransportFactory {
   std::shared_ptr<TTransport> getTransport(std::shared_ptr<TTransport> client) override {
     auto socket = std::dynamic_pointer_cast<TSocket>(client);
     if (!socket) throw std::logic_error("RpcServer accepted a transport that is not a socket");
+    // A peer that stops reading its replies must not park this thread in
+    // send() for good.
+    socket->setSendTimeout(static_cast<int>(timeouts_.frame.count()));
     return std::make_shared<BoundedFramedTransport>(std::move(socket), timeouts_);
   }
 
@@ -208,19 +210,11 @@ class ReadySignal : public TServerEventHandler {
   std::promise<bool> promise_;
 };
 
-void RouteThriftLogs() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    apache::thrift::GlobalOutput.setOutputFunction(
-        [](const char* msg) { MC_LOG_DEBUG("thrift msg=\"{}\"", msg); });
-  });
-}
-
 }  // namespace
 
 Result<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor> processor,
                                                     const RpcServerOptions& options) {
-  RouteThriftLogs();
+  RouteThriftLogsToOurLog();
   std::string why;
   if (auto valid = ValidateRpcServerLimits(options.limits, &why); !valid) {
     MC_LOG_ERROR("rpc server options rejected reason=\"{}\"", why);

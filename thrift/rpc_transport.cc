@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <thrift/TConfiguration.h>
+#include <thrift/TOutput.h>
 #include <thrift/protocol/TProtocolException.h>
 #include <thrift/transport/TSSLSocket.h>
 #include <thrift/transport/TSocket.h>
@@ -9,8 +10,10 @@
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <mutex>
 #include <new>
 
+#include "common/log.h"
 #include "thrift/rpc_settings.h"
 
 namespace mooncake {
@@ -95,7 +98,8 @@ std::optional<RpcFault> ClassifyRpcException(const std::exception& e) {
       case TTransportException::NOT_OPEN:
         return std::nullopt;  // the peer hung up, or we are stopping
       case TTransportException::TIMED_OUT:
-        return RpcFault::kSlowFrame;
+        // Reads time out as RpcFaultError: a plain timeout is a send.
+        return RpcFault::kSlowReader;
       default:
         return RpcFault::kMalformed;
     }
@@ -319,9 +323,18 @@ Result<std::shared_ptr<const RpcTlsContext>> RpcTlsContext::Create(const TlsSett
   return std::shared_ptr<const RpcTlsContext>(std::move(context));
 }
 
+void RouteThriftLogsToOurLog() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    apache::thrift::GlobalOutput.setOutputFunction(
+        [](const char* msg) { MC_LOG_DEBUG("thrift msg=\"{}\"", msg); });
+  });
+}
+
 std::shared_ptr<BoundedFramedTransport> OpenClientTransport(
     const std::string& host, int port, int connect_timeout_ms, int io_timeout_ms,
     const std::shared_ptr<const RpcTlsContext>& tls) {
+  RouteThriftLogsToOurLog();
   std::shared_ptr<TSocket> socket;
   if (tls) {
     socket = tls->factory().createSocket(host, port);

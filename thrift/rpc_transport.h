@@ -147,6 +147,10 @@ class RpcTlsContext {
   std::shared_ptr<apache::thrift::transport::TSSLSocketFactory> factory_;
 };
 
+// Sends Thrift's own messages (which it prints to stderr otherwise) to our
+// log at debug level. Idempotent; every server and client calls it.
+void RouteThriftLogsToOurLog();
+
 // Connects to host:port (TLS when `tls` is set) and returns the opened
 // bounded transport. Throws Thrift exceptions on failure; RpcChannel turns
 // them into ErrorCodes.

@@ -1,0 +1,701 @@
+// The bounded wire layer without processes: an in-process RpcServer (the
+// generated MasterService processor over a do-nothing handler) driven through
+// raw loopback sockets, an RpcChannel against a fake server whose replies
+// break the limits, and the checks of the RPC flags.
+//
+// Every wait is bounded; servers listen on port 0.
+
+#include "thrift/rpc_transport.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "mooncake_rpc/MasterService.h"
+#include "thrift/rpc_channel.h"
+#include "thrift/rpc_limits.h"
+#include "thrift/rpc_server.h"
+#include "thrift/rpc_settings.h"
+
+namespace mooncake {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using apache::thrift::protocol::T_I32;
+using apache::thrift::protocol::T_LIST;
+using apache::thrift::protocol::T_MAP;
+using apache::thrift::protocol::T_STRING;
+using apache::thrift::protocol::T_STRUCT;
+using apache::thrift::protocol::TType;
+
+constexpr int32_t kCallHeader = static_cast<int32_t>(0x80010001);   // VERSION_1 | T_CALL
+constexpr int32_t kReplyHeader = static_cast<int32_t>(0x80010002);  // VERSION_1 | T_REPLY
+constexpr int64_t kMiB = 1 << 20;
+
+// Thrift binary-protocol bytes, built by hand so that tests can say what no
+// well-behaved writer would.
+class Wire {
+ public:
+  Wire& I8(int8_t v) {
+    bytes_.push_back(static_cast<char>(v));
+    return *this;
+  }
+  Wire& I16(int16_t v) { return BigEndian(static_cast<uint16_t>(v), 2); }
+  Wire& I32(int32_t v) { return BigEndian(static_cast<uint32_t>(v), 4); }
+  Wire& Str(std::string_view s) {
+    I32(static_cast<int32_t>(s.size()));
+    return Raw(s);
+  }
+  Wire& Raw(std::string_view s) {
+    bytes_ += s;
+    return *this;
+  }
+  Wire& Message(int32_t header, std::string_view method, int32_t seqid = 1) {
+    return I32(header).Str(method).I32(seqid);
+  }
+  Wire& Call(std::string_view method) { return Message(kCallHeader, method); }
+  Wire& Field(TType type, int16_t id) { return I8(static_cast<int8_t>(type)).I16(id); }
+  Wire& Stop() { return I8(0); }
+
+  // The bytes with the 4-byte frame header that declares their size.
+  std::string Framed() const { return Header(static_cast<uint32_t>(bytes_.size())) + bytes_; }
+  static std::string Header(uint32_t declared) { return Wire().BigEndian(declared, 4).bytes_; }
+
+ private:
+  Wire& BigEndian(uint32_t v, int bytes) {
+    for (int i = bytes - 1; i >= 0; --i) bytes_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    return *this;
+  }
+  std::string bytes_;
+};
+
+// A valid ListNodes call: the smallest request the master answers.
+std::string ListNodesCall() { return Wire().Call("ListNodes").Stop().Framed(); }
+
+// A ListNodes call whose args carry an unknown field of `depth` nested
+// structs (skipped by the server, but counted against kRpcMaxDepth).
+std::string ListNodesWithNestedStructs(int depth) {
+  Wire w;
+  w.Call("ListNodes");
+  for (int i = 0; i < depth; ++i) w.Field(T_STRUCT, 99);
+  for (int i = 0; i < depth; ++i) w.Stop();
+  return w.Stop().Framed();
+}
+
+// Big-endian i32 at `offset` of `bytes`.
+int32_t ReadI32(std::string_view bytes, size_t offset) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(bytes[offset + i]);
+  return static_cast<int32_t>(v);
+}
+
+// One raw TCP connection to 127.0.0.1:port.
+class RawConnection {
+ public:
+  // What the server did with the connection.
+  enum class Outcome { kClosed, kAnswered, kSilent };
+
+  explicit RawConnection(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ >= 0 && connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) Close();
+  }
+  ~RawConnection() { Close(); }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  bool connected() const { return fd_ >= 0; }
+
+  // False once the server has closed the connection (EPIPE, ECONNRESET).
+  bool Send(std::string_view bytes) {
+    while (!bytes.empty()) {
+      ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  // Waits up to `timeout` for the server to answer or hang up. Bytes that
+  // arrive are appended to `*got`.
+  Outcome Await(std::chrono::milliseconds timeout, std::string* got = nullptr) {
+    const auto deadline = Clock::now() + timeout;
+    std::string local;
+    std::string& out = got ? *got : local;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left <= 0ms) return out.empty() ? Outcome::kSilent : Outcome::kAnswered;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      ssize_t n = recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
+      if (n > 0) {
+        out.append(buf, static_cast<size_t>(n));
+        return Outcome::kAnswered;
+      }
+      if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        return out.empty() ? Outcome::kClosed : Outcome::kAnswered;
+      }
+    }
+  }
+
+  // One whole reply frame (payload only), or nullopt if none within `timeout`.
+  std::optional<std::string> ReadFrame(std::chrono::milliseconds timeout = 5s) {
+    const auto deadline = Clock::now() + timeout;
+    std::string got;
+    auto complete = [&] {
+      return got.size() >= 4 && got.size() >= 4 + static_cast<size_t>(ReadI32(got, 0));
+    };
+    while (!complete()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left <= 0ms || Await(left, &got) != Outcome::kAnswered) return std::nullopt;
+    }
+    return got.substr(4, static_cast<size_t>(ReadI32(got, 0)));
+  }
+
+  // Sends a ListNodes call and expects a reply frame.
+  ::testing::AssertionResult RoundTrip() {
+    if (!Send(ListNodesCall())) return ::testing::AssertionFailure() << "send failed";
+    auto reply = ReadFrame();
+    if (!reply) return ::testing::AssertionFailure() << "no reply frame";
+    if (reply->size() < 4 || ReadI32(*reply, 0) != kReplyHeader) {
+      return ::testing::AssertionFailure() << "not a reply: " << reply->size() << " bytes";
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 5s) {
+  const auto deadline = Clock::now() + timeout;
+  while (!pred()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+// Peak resident memory of this process, in KiB (0 if unknown).
+int64_t PeakRssKiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("VmHWM:")) return std::stoll(line.substr(6));
+  }
+  return 0;
+}
+
+// Resets the peak to the current RSS, so that a later PeakRssKiB() shows
+// what happened since (best effort: without it the check is only weaker).
+void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// An RpcServer with the real MasterService processor over a handler that
+// answers everything with defaults.
+class RpcServerTest : public ::testing::Test {
+ protected:
+  void StartServer(RpcServerLimits limits = {}) {
+    auto processor =
+        std::make_shared<rpc::MasterServiceProcessor>(std::make_shared<rpc::MasterServiceNull>());
+    auto started = RpcServer::Start(processor, {.host = "127.0.0.1", .port = 0, .limits = limits});
+    ASSERT_TRUE(started) << ToString(started.error());
+    server_ = std::move(*started);
+    ASSERT_GT(server_->port(), 0);
+  }
+
+  uint64_t Faults(RpcFault fault) const { return server_->stats().fault_count(fault); }
+
+  // Expects the server to close `conn` (no answer) within `timeout` and to
+  // count exactly one `fault`.
+  void ExpectClosedFor(RawConnection& conn, RpcFault fault,
+                       std::chrono::milliseconds timeout = 3s) {
+    std::string got;
+    EXPECT_EQ(conn.Await(timeout, &got), RawConnection::Outcome::kClosed)
+        << "got " << got.size() << " bytes instead of a close";
+    EXPECT_TRUE(Eventually([&] { return Faults(fault) == 1; }))
+        << RpcFaultName(fault) << " counted " << Faults(fault);
+  }
+
+  std::unique_ptr<RpcServer> server_;
+};
+
+TEST_F(RpcServerTest, AnswersAValidCallOnARawSocketAndThroughRpcChannel) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  RawConnection conn(server_->port());
+  ASSERT_TRUE(conn.connected());
+  EXPECT_TRUE(conn.RoundTrip());
+  EXPECT_TRUE(conn.RoundTrip());  // the connection stays open between frames
+
+  RpcChannel<rpc::MasterServiceClient> channel("127.0.0.1", server_->port());
+  auto nodes = channel.Call([](auto& c) {
+    std::vector<rpc::NodeInfo> r;
+    c.ListNodes(r);
+    return r;
+  });
+  ASSERT_TRUE(nodes) << ToString(nodes.error());
+  EXPECT_TRUE(nodes->empty());
+  auto stats = server_->stats();
+  EXPECT_EQ(stats.accepted_connections, 2u);
+  EXPECT_EQ(std::accumulate(stats.faults.begin(), stats.faults.end(), uint64_t{0}), 0u);
+}
+
+TEST_F(RpcServerTest, FrameOverTheLimitIsRefusedBeforeItsPayload) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  RawConnection conn(server_->port());
+  ASSERT_TRUE(conn.Send(Wire::Header(kRpcMaxFrameBytes + 1)));
+  ExpectClosedFor(conn, RpcFault::kFrameTooLarge);
+
+  // A negative size (2 GiB and up as unsigned) too.
+  RawConnection negative(server_->port());
+  ASSERT_TRUE(negative.Send(Wire::Header(0x80000000u)));
+  EXPECT_EQ(negative.Await(3s), RawConnection::Outcome::kClosed);
+  EXPECT_TRUE(Eventually([&] { return Faults(RpcFault::kFrameTooLarge) == 2; }));
+}
+
+TEST_F(RpcServerTest, FrameOfExactlyTheLimitIsRead) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  // A ListNodes call padded with an unknown string field up to 16 MiB.
+  Wire w;
+  w.Call("ListNodes").Field(T_STRING, 7);
+  const size_t head = w.Framed().size() - 4 + 4 /*string length*/ + 1 /*stop*/;
+  w.Str(std::string(kRpcMaxFrameBytes - head, 'x')).Stop();
+  std::string frame = w.Framed();
+  ASSERT_EQ(frame.size(), kRpcMaxFrameBytes + 4);
+  RawConnection conn(server_->port());
+  ASSERT_TRUE(conn.Send(frame));
+  auto reply = conn.ReadFrame(10s);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(ReadI32(*reply, 0), kReplyHeader);
+}
+
+TEST_F(RpcServerTest, StringLargerThanItsFrameIsRefusedWithoutAllocating) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  RawConnection conn(server_->port());
+  // GetLocation(key) whose key declares 0x7FFFFFF0 bytes in a 40-byte frame.
+  std::string frame =
+      Wire().Call("GetLocation").Field(T_STRING, 1).I32(0x7FFFFFF0).Raw("abc").Framed();
+  ResetPeakRss();
+  const int64_t peak_before = PeakRssKiB();
+  ASSERT_TRUE(conn.Send(frame));
+  ExpectClosedFor(conn, RpcFault::kSizeLimit);
+  EXPECT_LT(PeakRssKiB() - peak_before, 64 * 1024) << "KiB of peak RSS grew";
+}
+
+TEST_F(RpcServerTest, ListLargerThanItsFrameIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  RawConnection conn(server_->port());
+  // BatchGetLocation(keys) declaring 0x7FFFFFF0 strings (4 bytes each at least).
+  std::string frame = Wire()
+                          .Call("BatchGetLocation")
+                          .Field(T_LIST, 1)
+                          .I8(T_STRING)
+                          .I32(0x7FFFFFF0)
+                          .Str("k")
+                          .Framed();
+  ResetPeakRss();
+  const int64_t peak_before = PeakRssKiB();
+  ASSERT_TRUE(conn.Send(frame));
+  ExpectClosedFor(conn, RpcFault::kSizeLimit);
+  EXPECT_LT(PeakRssKiB() - peak_before, 64 * 1024) << "KiB of peak RSS grew";
+}
+
+TEST_F(RpcServerTest, MapInAnUnknownFieldIsCheckedToo) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  RawConnection conn(server_->port());
+  // 100 i32 -> i32 pairs need 800 bytes; the frame has a dozen.
+  std::string frame =
+      Wire().Call("ListNodes").Field(T_MAP, 5).I8(T_I32).I8(T_I32).I32(100).I32(1).I32(2).Framed();
+  ASSERT_TRUE(conn.Send(frame));
+  ExpectClosedFor(conn, RpcFault::kSizeLimit);
+}
+
+TEST_F(RpcServerTest, ContainersAreCappedInElementsEvenWhenTheFrameHoldsThem) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  // `count` one-byte bools in an unknown list field: all present in the frame.
+  auto bools = [](int32_t count) {
+    return Wire()
+        .Call("ListNodes")
+        .Field(T_LIST, 5)
+        .I8(apache::thrift::protocol::T_BOOL)
+        .I32(count)
+        .Raw(std::string(static_cast<size_t>(count), '\1'))
+        .Stop()
+        .Framed();
+  };
+  RawConnection at_cap(server_->port());
+  ASSERT_TRUE(at_cap.Send(bools(static_cast<int32_t>(kRpcMaxContainerElements))));
+  auto reply = at_cap.ReadFrame();
+  ASSERT_TRUE(reply) << kRpcMaxContainerElements << " elements were refused";
+  EXPECT_EQ(ReadI32(*reply, 0), kReplyHeader);
+
+  RawConnection over(server_->port());
+  ASSERT_TRUE(over.Send(bools(static_cast<int32_t>(kRpcMaxContainerElements) + 1)));
+  ExpectClosedFor(over, RpcFault::kSizeLimit);
+}
+
+TEST_F(RpcServerTest, NestingBeyondTheDepthLimitIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  // The args struct is level 1: 15 nested unknown structs reach 16, allowed.
+  RawConnection ok(server_->port());
+  ASSERT_TRUE(ok.Send(ListNodesWithNestedStructs(kRpcMaxDepth - 1)));
+  auto reply = ok.ReadFrame();
+  ASSERT_TRUE(reply) << "a request nested " << kRpcMaxDepth << " deep was not answered";
+  EXPECT_EQ(ReadI32(*reply, 0), kReplyHeader);
+
+  RawConnection deep(server_->port());
+  ASSERT_TRUE(deep.Send(ListNodesWithNestedStructs(kRpcMaxDepth)));
+  ExpectClosedFor(deep, RpcFault::kDepthLimit);
+}
+
+TEST_F(RpcServerTest, UnversionedMessageIsMalformed) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  RawConnection conn(server_->port());
+  // The old non-strict form: method name first, no version word.
+  std::string frame = Wire().Str("ListNodes").I8(1).I32(1).Stop().Framed();
+  ASSERT_TRUE(conn.Send(frame));
+  ExpectClosedFor(conn, RpcFault::kMalformed);
+}
+
+TEST_F(RpcServerTest, PeerClosingInsideAFrameIsTruncated) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  {
+    RawConnection conn(server_->port());
+    ASSERT_TRUE(conn.Send(Wire::Header(100) + "only ten b"));
+  }
+  EXPECT_TRUE(Eventually([&] { return Faults(RpcFault::kTruncatedFrame) == 1; }));
+}
+
+TEST_F(RpcServerTest, FrameThatDribblesIsClosedAtTheReadTimeout) {
+  ASSERT_NO_FATAL_FAILURE(StartServer({.read_timeout_ms = 300}));
+  RawConnection conn(server_->port());
+  ASSERT_TRUE(conn.Send(Wire::Header(1000)));
+  // One byte every 50 ms would take 50 s; the server must give up after 300 ms.
+  const auto start = Clock::now();
+  bool closed = false;
+  for (int i = 0; i < 1000 && Clock::now() - start < 5s && !closed; ++i) {
+    closed = !conn.Send("x") || conn.Await(50ms) == RawConnection::Outcome::kClosed;
+  }
+  EXPECT_TRUE(closed) << "still open after " << (Clock::now() - start) / 1ms << " ms";
+  EXPECT_LT(Clock::now() - start, 3s);
+  EXPECT_TRUE(Eventually([&] { return Faults(RpcFault::kSlowFrame) == 1; }));
+}
+
+TEST_F(RpcServerTest, SilentConnectionIsClosedAtTheIdleTimeout) {
+  ASSERT_NO_FATAL_FAILURE(StartServer({.idle_timeout_ms = 200}));
+  RawConnection conn(server_->port());
+  ASSERT_TRUE(conn.RoundTrip());  // idle counts from the last frame too
+  const auto start = Clock::now();
+  EXPECT_EQ(conn.Await(3s), RawConnection::Outcome::kClosed);
+  EXPECT_GE(Clock::now() - start, 150ms);
+  EXPECT_TRUE(Eventually([&] { return Faults(RpcFault::kIdleTimeout) == 1; }));
+  // Idle closes are housekeeping, not rejected frames.
+  EXPECT_EQ(Faults(RpcFault::kSlowFrame), 0u);
+}
+
+TEST_F(RpcServerTest, ConnectionsOverTheLimitAreClosedWhileOthersKeepWorking) {
+  ASSERT_NO_FATAL_FAILURE(StartServer({.max_connections = 2}));
+  RawConnection first(server_->port());
+  RawConnection second(server_->port());
+  ASSERT_TRUE(first.RoundTrip());
+  ASSERT_TRUE(second.RoundTrip());
+  ASSERT_TRUE(Eventually([&] { return server_->stats().active_connections == 2; }));
+
+  // When a third connects and calls, it is closed without an answer.
+  RawConnection third(server_->port());
+  ASSERT_TRUE(third.connected());  // accepted by the kernel, then closed
+  third.Send(ListNodesCall());
+  EXPECT_EQ(third.Await(2s), RawConnection::Outcome::kClosed);
+  EXPECT_TRUE(Eventually([&] { return server_->stats().refused_connections == 1; }));
+
+  // The two served ones still work; once one leaves, a newcomer is served.
+  EXPECT_TRUE(first.RoundTrip());
+  EXPECT_TRUE(second.RoundTrip());
+  first.Close();
+  ASSERT_TRUE(Eventually([&] { return server_->stats().active_connections == 1; }));
+  RawConnection fourth(server_->port());
+  EXPECT_TRUE(fourth.RoundTrip());
+  EXPECT_EQ(server_->stats().refused_connections, 1u);
+  EXPECT_EQ(server_->stats().accepted_connections, 3u);
+}
+
+TEST(RpcServerStartTest, RejectsBadLimitsAndUnreadableTlsFiles) {
+  auto processor =
+      std::make_shared<rpc::MasterServiceProcessor>(std::make_shared<rpc::MasterServiceNull>());
+  auto zero = RpcServer::Start(processor, {.port = 0, .limits = {.max_connections = 0}});
+  ASSERT_FALSE(zero);
+  EXPECT_EQ(zero.error(), ErrorCode::kInvalidParams);
+  auto tls = RpcServer::Start(processor, {.port = 0,
+                                          .tls = {.cert_file = "/nonexistent/c.pem",
+                                                  .key_file = "/nonexistent/k.pem",
+                                                  .ca_file = "/nonexistent/ca.pem"}});
+  ASSERT_FALSE(tls);
+  EXPECT_EQ(tls.error(), ErrorCode::kInvalidParams);
+}
+
+// ---- RpcChannel against a server whose replies break the limits ----
+
+// Answers every request frame on 127.0.0.1 with reply(seqid of the request),
+// one connection at a time, then waits for the next frame on it.
+class FakeServer {
+ public:
+  using ReplyFn = std::function<std::string(int32_t seqid)>;
+
+  explicit FakeServer(ReplyFn reply) : reply_(std::move(reply)) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+        listen(listen_fd_, 8) == 0 &&
+        getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      port_ = ntohs(addr.sin_port);
+    }
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~FakeServer() {
+    stop_ = true;
+    thread_.join();
+    close(listen_fd_);
+  }
+
+  int port() const { return port_; }
+  int requests() const { return requests_.load(); }
+
+ private:
+  // Waits (bounded by stop_) until `fd` is readable.
+  bool Readable(int fd) {
+    while (!stop_) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 50) > 0) return true;
+    }
+    return false;
+  }
+
+  // Reads exactly `n` bytes; false on close or stop.
+  bool ReadExactly(int fd, char* buf, size_t n) {
+    while (n > 0) {
+      if (!Readable(fd)) return false;
+      ssize_t got = recv(fd, buf, n, 0);
+      if (got <= 0) return false;
+      buf += got;
+      n -= static_cast<size_t>(got);
+    }
+    return true;
+  }
+
+  void Serve() {
+    while (Readable(listen_fd_)) {
+      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      char header[4];
+      while (ReadExactly(fd, header, 4)) {
+        std::string frame(static_cast<size_t>(ReadI32(std::string_view(header, 4), 0)), '\0');
+        if (frame.size() > (1u << 20) || !ReadExactly(fd, frame.data(), frame.size())) break;
+        ++requests_;
+        // version word, method name, seqid
+        int32_t seqid = ReadI32(frame, 8 + static_cast<size_t>(ReadI32(frame, 4)));
+        std::string reply = reply_(seqid);
+        send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+      }
+      close(fd);
+    }
+  }
+
+  ReplyFn reply_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+// GetLocation through an RpcChannel with short timeouts.
+Result<rpc::LocationResult> GetLocationFrom(int port) {
+  RpcChannel<rpc::MasterServiceClient> channel("127.0.0.1", port,
+                                               {.connect_timeout_ms = 1000, .io_timeout_ms = 500});
+  return channel.Call([](auto& c) {
+    rpc::LocationResult r;
+    c.GetLocation(r, "key");
+    return r;
+  });
+}
+
+// A GetLocation reply whose LocationResult is `body` (fields, then stop).
+std::string LocationReply(int32_t seqid, const std::function<void(Wire&)>& body) {
+  Wire w;
+  w.Message(kReplyHeader, "GetLocation", seqid).Field(T_STRUCT, 0);
+  body(w);
+  return w.Stop().Stop().Framed();
+}
+
+TEST(RpcChannelLimitsTest, WellFormedReplyFromTheFakeServerDecodes) {
+  // Guards the fake server itself: a good reply must come through.
+  FakeServer server([](int32_t seqid) {
+    return LocationReply(seqid, [](Wire& w) {
+      w.Field(T_I32, 1).I32(0).Field(T_STRING, 2).Str("w1").Field(T_I32, 4).I32(7001);
+    });
+  });
+  auto r = GetLocationFrom(server.port());
+  ASSERT_TRUE(r) << ToString(r.error());
+  EXPECT_EQ(r->node_id, "w1");
+  EXPECT_EQ(r->port, 7001);
+}
+
+TEST(RpcChannelLimitsTest, ReplyDeclaringA2GiBStringFailsWithoutAllocating) {
+  FakeServer server([](int32_t seqid) {
+    return LocationReply(seqid, [](Wire& w) {
+      w.Field(T_I32, 1).I32(0).Field(T_STRING, 2).I32(0x7FFFFFF0).Raw("w1");
+    });
+  });
+  ResetPeakRss();
+  const int64_t peak_before = PeakRssKiB();
+  auto r = GetLocationFrom(server.port());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), ErrorCode::kRpcFail);
+  EXPECT_LT(PeakRssKiB() - peak_before, 64 * 1024) << "KiB of peak RSS grew";
+  EXPECT_EQ(server.requests(), 1);  // a fresh connection's failure is not retried
+}
+
+TEST(RpcChannelLimitsTest, ReplyFrameOverTheLimitFails) {
+  FakeServer server([](int32_t) { return Wire::Header(kRpcMaxFrameBytes + 1) + "xxxx"; });
+  ResetPeakRss();
+  const int64_t peak_before = PeakRssKiB();
+  auto r = GetLocationFrom(server.port());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), ErrorCode::kRpcFail);
+  EXPECT_LT(PeakRssKiB() - peak_before, 64 * 1024) << "KiB of peak RSS grew";
+}
+
+TEST(RpcChannelLimitsTest, UnversionedOrGarbageReplyFails) {
+  FakeServer server(
+      [](int32_t seqid) { return Wire().Str("GetLocation").I8(2).I32(seqid).Stop().Framed(); });
+  auto r = GetLocationFrom(server.port());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), ErrorCode::kRpcFail);
+}
+
+TEST(RpcChannelLimitsTest, ReplyThatStopsHalfWayTimesOut) {
+  // Declares 1 KiB, sends 10 bytes and keeps the connection open.
+  FakeServer server([](int32_t) { return Wire::Header(1024) + "ten bytes!"; });
+  const auto start = Clock::now();
+  auto r = GetLocationFrom(server.port());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), ErrorCode::kRpcTimeout);
+  EXPECT_LT(Clock::now() - start, 5s);
+}
+
+// ---- Flag checks ----
+
+// A file in a fresh temp dir, removed with it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "rpc-transport-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name, const std::string& text) const {
+    auto p = path_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(RpcSettingsTest, ServerLimitsMustBePositive) {
+  std::string why;
+  EXPECT_TRUE(ValidateRpcServerLimits({}, &why));
+  EXPECT_TRUE(ValidateRpcServerLimits(
+      {.max_connections = 1, .idle_timeout_ms = 1, .read_timeout_ms = 1}, nullptr));
+  struct Case {
+    RpcServerLimits limits;
+    std::string flag;
+  };
+  for (const auto& c : {Case{{.max_connections = 0}, "--max-connections"},
+                        Case{{.max_connections = -5}, "--max-connections"},
+                        Case{{.idle_timeout_ms = 0}, "--rpc-idle-timeout-ms"},
+                        Case{{.read_timeout_ms = -1}, "--rpc-read-timeout-ms"}}) {
+    why.clear();
+    auto r = ValidateRpcServerLimits(c.limits, &why);
+    ASSERT_FALSE(r) << c.flag;
+    EXPECT_EQ(r.error(), ErrorCode::kInvalidParams);
+    EXPECT_NE(why.find(c.flag), std::string::npos) << why;
+    EXPECT_FALSE(ValidateRpcServerLimits(c.limits, nullptr));  // message optional
+  }
+}
+
+TEST(RpcSettingsTest, TlsNeedsAllThreeReadableFilesOrNone) {
+  TempDir dir;
+  const std::string cert = dir.File("c.pem", "cert");
+  const std::string key = dir.File("k.pem", "key");
+  const std::string ca = dir.File("ca.pem", "ca");
+  std::string why;
+  EXPECT_TRUE(ValidateTlsSettings({}, &why));
+  EXPECT_FALSE(TlsSettings{}.enabled());
+  EXPECT_TRUE(ValidateTlsSettings({cert, key, ca}, &why)) << why;
+
+  for (const TlsSettings& partial : {TlsSettings{cert, "", ""}, TlsSettings{"", key, ""},
+                                     TlsSettings{"", "", ca}, TlsSettings{cert, key, ""}}) {
+    EXPECT_TRUE(partial.enabled());
+    why.clear();
+    auto r = ValidateTlsSettings(partial, &why);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), ErrorCode::kInvalidParams);
+    EXPECT_NE(why.find("all three"), std::string::npos) << why;
+  }
+  why.clear();
+  auto missing = ValidateTlsSettings({cert, key, "/nonexistent/ca.pem"}, &why);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(why.find("/nonexistent/ca.pem"), std::string::npos) << why;
+  EXPECT_FALSE(ValidateTlsSettings({cert, key, "/nonexistent/ca.pem"}, nullptr));
+}
+
+TEST(RpcSettingsTest, TlsContextRefusesFilesThatAreNotPem) {
+  TempDir dir;
+  TlsSettings garbage{dir.File("c.pem", "not a certificate"), dir.File("k.pem", "not a key"),
+                      dir.File("ca.pem", "not a CA")};
+  for (bool server : {true, false}) {
+    std::string why;
+    auto context = RpcTlsContext::Create(garbage, server, &why);
+    ASSERT_FALSE(context);
+    EXPECT_EQ(context.error(), ErrorCode::kInvalidParams);
+    EXPECT_FALSE(why.empty());
+  }
+}
+
+}  // namespace
+}  // namespace mooncake
