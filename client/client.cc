@@ -48,17 +48,13 @@ Result<std::unique_ptr<Client>> Client::Create(ClientConfig config) {
   // configuration, whatever the cluster's state.
   auto rdma = RdmaReads::Open(config);
   if (!rdma) return Err(rdma.error());
-  std::shared_ptr<const RpcTlsContext> tls;
-  if (config.tls.enabled()) {
-    std::string why;
-    auto context = RpcTlsContext::Create(config.tls, /*server=*/false, &why);
-    if (!context) {
-      MC_LOG_ERROR("client TLS files unusable reason=\"{}\"", why);
-      return Err(context.error());
-    }
-    tls = std::move(*context);
+  std::string why;
+  auto tls = RpcTlsContext::Create(config.tls, /*server=*/false, &why);
+  if (!tls) {
+    MC_LOG_ERROR("client TLS files unusable reason=\"{}\"", why);
+    return Err(tls.error());
   }
-  auto impl = std::make_unique<Impl>(std::move(config), std::move(*rdma), std::move(tls));
+  auto impl = std::make_unique<Impl>(std::move(config), std::move(*rdma), std::move(*tls));
   // Checking the master now turns a wrong address into one clear error at
   // startup, and warms the node cache.
   auto nodes = impl->router.FetchNodes();

@@ -220,18 +220,14 @@ Result<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor> 
     MC_LOG_ERROR("rpc server options rejected reason=\"{}\"", why);
     return Err(valid.error());
   }
-  std::shared_ptr<const RpcTlsContext> tls;
-  if (options.tls.enabled()) {
-    auto context = RpcTlsContext::Create(options.tls, /*server=*/true, &why);
-    if (!context) {
-      MC_LOG_ERROR("rpc server cannot load TLS files reason=\"{}\"", why);
-      return Err(context.error());
-    }
-    tls = std::move(*context);
+  auto tls = RpcTlsContext::Create(options.tls, /*server=*/true, &why);
+  if (!tls) {
+    MC_LOG_ERROR("rpc server cannot load TLS files reason=\"{}\"", why);
+    return Err(tls.error());
   }
 
   auto guard = std::make_shared<Guard>(options);
-  auto socket = std::make_shared<GuardedServerSocket>(options.host, options.port, guard, tls);
+  auto socket = std::make_shared<GuardedServerSocket>(options.host, options.port, guard, *tls);
   auto server = std::make_shared<TThreadedServer>(
       std::make_shared<GuardedProcessor>(std::move(processor), guard), socket,
       std::make_shared<BoundedTransportFactory>(guard->timeouts()),

@@ -305,6 +305,7 @@ Result<std::shared_ptr<const RpcTlsContext>> RpcTlsContext::Create(const TlsSett
                                                                    bool server,
                                                                    std::string* message) {
   if (auto valid = ValidateTlsSettings(settings, message); !valid) return Err(valid.error());
+  if (!settings.enabled()) return nullptr;
   IgnoreSigpipeIfDefault();
   std::shared_ptr<RpcTlsContext> context(new RpcTlsContext());
   try {

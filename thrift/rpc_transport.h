@@ -132,9 +132,9 @@ class BoundedBinaryProtocol
 // by every connection. Opaque so that OpenSSL stays out of this header.
 class RpcTlsContext {
  public:
-  // kInvalidParams (with the reason in `*message`) when the settings are
-  // incomplete, a file cannot be read or loaded, or the key does not match
-  // the certificate.
+  // Null (plain TCP) when `settings` are empty. kInvalidParams (with the
+  // reason in `*message`) when they are incomplete, a file cannot be read or
+  // loaded, or the key does not match the certificate.
   static Result<std::shared_ptr<const RpcTlsContext>> Create(const TlsSettings& settings,
                                                              bool server,
                                                              std::string* message);

@@ -146,18 +146,14 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
   if (!rdma) return Err(rdma.error());
 
   // One client TLS context for every call this worker makes (master, peers).
-  std::shared_ptr<const RpcTlsContext> tls;
-  if (config.tls.enabled()) {
-    std::string why;
-    auto context = RpcTlsContext::Create(config.tls, /*server=*/false, &why);
-    if (!context) {
-      MC_LOG_ERROR("cannot start: TLS files unusable reason=\"{}\"", why);
-      return Err(context.error());
-    }
-    tls = std::move(*context);
+  std::string why;
+  auto tls = RpcTlsContext::Create(config.tls, /*server=*/false, &why);
+  if (!tls) {
+    MC_LOG_ERROR("cannot start: TLS files unusable reason=\"{}\"", why);
+    return Err(tls.error());
   }
   server->master_ =
-      std::make_unique<MasterLink>(config.master_host(), config.master_port(), tls);
+      std::make_unique<MasterLink>(config.master_host(), config.master_port(), *tls);
   server->backend_ = std::make_unique<TieredCacheBackend>(std::move(*tiers), server->master_.get(),
                                                           ToBackendOptions(config));
   server->rdma_ = std::move(*rdma);
@@ -165,7 +161,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
   if (config.inter_node_eviction) {
     server->peers_ = std::make_unique<ThriftPeerTransfer>(
         *server->master_, ParseCrashPoint(config.test_crash_at).value_or(CrashPoint::kNone),
-        server->rdma_.get(), tls);
+        server->rdma_.get(), *tls);
     server->backend_->set_peer_transfer(server->peers_.get());
   }
 
