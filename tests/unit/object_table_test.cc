@@ -1,0 +1,276 @@
+// The object state machine (every legal and illegal transition, as written
+// in worker/object_table.h) and the ObjectTable on its own: LRU order,
+// pinned bytes, readers and leases, victims, keys and versions.
+
+#include "worker/object_table.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <string>
+
+namespace mooncake {
+namespace {
+
+using S = ObjectState;
+using M = MoveState;
+
+constexpr std::array<S, kObjectStateCount> kStates = {S::kWriting,      S::kComplete, S::kAdopted,
+                                                      S::kTransferring, S::kRemoving, S::kRemoved};
+constexpr std::array<M, kMoveStateCount> kMoves = {M::kIdle, M::kCopying, M::kDropping};
+
+// The lifecycle table of object_table.h, cell by cell: [from][to].
+constexpr bool kLegal[kObjectStateCount][kObjectStateCount] = {
+    //            Writing Complete Adopted Transf Removing Removed
+    /* Writing */ {false, true, true, false, false, true},
+    /* Complete */ {false, false, false, true, true, true},
+    /* Adopted */ {false, true, false, false, false, true},
+    /* Transf. */ {false, true, false, false, false, true},
+    /* Removing */ {false, true, false, false, false, true},
+    /* Removed */ {false, false, false, false, false, false},
+};
+
+TEST(ObjectStateMachineTest, EveryLifecycleTransitionIsLegalExactlyAsTheTableSays) {
+  for (S from : kStates) {
+    for (S to : kStates) {
+      EXPECT_EQ(IsLegalTransition(from, to), kLegal[static_cast<int>(from)][static_cast<int>(to)])
+          << StateName(from) << " -> " << StateName(to);
+    }
+  }
+}
+
+TEST(ObjectStateMachineTest, EveryMoverTransitionInEveryLifecycleState) {
+  for (S state : kStates) {
+    for (M from : kMoves) {
+      for (M to : kMoves) {
+        bool live = state != S::kRemoved;
+        bool expected = false;
+        if (from == M::kIdle && to == M::kCopying) {
+          expected = state == S::kComplete || state == S::kAdopted || state == S::kRemoving;
+        } else if (from == M::kIdle && to == M::kDropping) {
+          expected = state == S::kComplete;
+        } else if (from != M::kIdle && to == M::kIdle) {
+          expected = live;
+        }
+        EXPECT_EQ(IsLegalMove(from, to, state), expected)
+            << StateName(from) << " -> " << StateName(to) << " in " << StateName(state);
+      }
+    }
+  }
+}
+
+TEST(ObjectStateMachineTest, CombinationsOfLifecycleMoverAndOwnership) {
+  // Writing and Transferring never with a mover at work.
+  for (M move : {M::kCopying, M::kDropping}) {
+    for (bool published : {false, true}) {
+      EXPECT_FALSE(IsLegalCombination(S::kWriting, move, published));
+      EXPECT_FALSE(IsLegalCombination(S::kTransferring, move, published));
+    }
+  }
+  EXPECT_TRUE(IsLegalCombination(S::kWriting, M::kIdle, false));
+  EXPECT_TRUE(IsLegalCombination(S::kWriting, M::kIdle, true));  // an upsert of an owned key
+  // A hand-over needs ownership; an adopted copy has none yet.
+  EXPECT_TRUE(IsLegalCombination(S::kTransferring, M::kIdle, true));
+  EXPECT_FALSE(IsLegalCombination(S::kTransferring, M::kIdle, false));
+  EXPECT_TRUE(IsLegalCombination(S::kAdopted, M::kIdle, false));
+  EXPECT_TRUE(IsLegalCombination(S::kAdopted, M::kCopying, false));
+  EXPECT_FALSE(IsLegalCombination(S::kAdopted, M::kIdle, true));
+  EXPECT_FALSE(IsLegalCombination(S::kAdopted, M::kDropping, false));
+  // Complete or being removed: a mover may copy; dropping needs ownership.
+  for (S state : {S::kComplete, S::kRemoving}) {
+    EXPECT_TRUE(IsLegalCombination(state, M::kIdle, false));
+    EXPECT_TRUE(IsLegalCombination(state, M::kCopying, false));
+    EXPECT_TRUE(IsLegalCombination(state, M::kDropping, true));
+    EXPECT_FALSE(IsLegalCombination(state, M::kDropping, false));
+  }
+}
+
+TEST(ObjectStateMachineTest, StatesHaveNames) {
+  EXPECT_EQ(StateName(S::kWriting), "writing");
+  EXPECT_EQ(StateName(S::kComplete), "complete");
+  EXPECT_EQ(StateName(S::kAdopted), "adopted");
+  EXPECT_EQ(StateName(S::kTransferring), "transferring");
+  EXPECT_EQ(StateName(S::kRemoving), "removing");
+  EXPECT_EQ(StateName(S::kRemoved), "removed");
+  EXPECT_EQ(StateName(M::kIdle), "idle");
+  EXPECT_EQ(StateName(M::kCopying), "copying");
+  EXPECT_EQ(StateName(M::kDropping), "dropping");
+}
+
+class ObjectTableTest : public ::testing::Test {
+ protected:
+  static constexpr Millis kLease{10000};
+
+  Object& Add(const std::string& key, S state, size_t tier, uint64_t size = 100,
+              ObjectOptions options = {}, bool published = true) {
+    Object object;
+    object.id = table_.NextObjectId();
+    object.size = size;
+    object.options = options;
+    return table_.Emplace(key, std::move(object), state, tier, published, Tick());
+  }
+  // Strictly increasing access times, so LRU order is the order of calls.
+  SteadyClock::time_point Tick() { return start_ + std::chrono::milliseconds(++ticks_); }
+
+  std::vector<std::string> Victims(size_t tier, uint64_t bytes, bool soft = true) {
+    return table_.PickVictims(tier, bytes, Tick(), soft);
+  }
+
+  ObjectTable table_{2};
+  SteadyClock::time_point start_ = SteadyClock::now();
+  int ticks_ = 0;
+};
+
+TEST_F(ObjectTableTest, EmplaceFindAndErase) {
+  Object& a = Add("a", S::kComplete, 0);
+  uint64_t id = a.id;
+  EXPECT_EQ(a.key(), "a");
+  EXPECT_EQ(a.state(), S::kComplete);
+  EXPECT_EQ(a.move(), M::kIdle);
+  EXPECT_TRUE(a.published());
+  EXPECT_EQ(table_.Find("a"), &a);
+  EXPECT_EQ(table_.FindSame("a", id), &a);
+  EXPECT_EQ(table_.FindSame("a", id + 1), nullptr);
+  EXPECT_EQ(table_.Find("b"), nullptr);
+  table_.EraseIfSame("a", id + 1);
+  EXPECT_TRUE(table_.Contains("a"));
+  table_.EraseIfSame("a", id);
+  EXPECT_FALSE(table_.Contains("a"));
+  EXPECT_EQ(table_.size(), 0u);
+  EXPECT_TRUE(Victims(0, 1000).empty());  // the LRU index forgot it too
+}
+
+TEST_F(ObjectTableTest, EveryLegalPathThroughTheLifecycle) {
+  Object& put = Add("put", S::kWriting, 0, 100, {}, /*published=*/false);
+  EXPECT_FALSE(put.complete());
+  table_.SetState(put, S::kComplete);
+  table_.MarkPublished(put);
+  table_.SetState(put, S::kTransferring);
+  EXPECT_TRUE(put.transferring());
+  table_.SetState(put, S::kComplete);
+  table_.SetState(put, S::kRemoving);
+  EXPECT_TRUE(put.removing());
+  table_.SetState(put, S::kComplete);
+  table_.Erase(put);
+
+  Object& adopted = Add("adopted", S::kWriting, 0, 100, {}, /*published=*/false);
+  table_.SetState(adopted, S::kAdopted);
+  EXPECT_TRUE(adopted.adopted());
+  EXPECT_TRUE(adopted.complete());
+  table_.SetMove(adopted, M::kCopying);  // an adopted copy may move up
+  table_.SetState(adopted, S::kComplete);
+  table_.MarkPublished(adopted);
+  table_.SetMove(adopted, M::kIdle);
+  table_.SetMove(adopted, M::kDropping);
+  EXPECT_TRUE(adopted.moving());
+  table_.SetState(adopted, S::kRemoving);  // Remove while a drop is announced
+  table_.SetState(adopted, S::kComplete);
+  table_.SetMove(adopted, M::kIdle);
+  table_.Erase(adopted);
+  EXPECT_EQ(table_.size(), 0u);
+}
+
+TEST_F(ObjectTableTest, IllegalTransitionsFailInDebugBuilds) {
+  Object& writing = Add("w", S::kWriting, 0, 100, {}, /*published=*/false);
+  EXPECT_DEBUG_DEATH(table_.SetState(writing, S::kTransferring), "MC_DCHECK");
+  Object& writing2 = Add("w2", S::kWriting, 0, 100, {}, /*published=*/false);
+  EXPECT_DEBUG_DEATH(table_.SetMove(writing2, M::kCopying), "MC_DCHECK");
+  Object& adopted = Add("a", S::kWriting, 0, 100, {}, /*published=*/false);
+  table_.SetState(adopted, S::kAdopted);
+  EXPECT_DEBUG_DEATH(table_.SetState(adopted, S::kRemoving), "MC_DCHECK");
+  Object& adopted2 = Add("a2", S::kWriting, 0, 100, {}, /*published=*/false);
+  table_.SetState(adopted2, S::kAdopted);
+  EXPECT_DEBUG_DEATH(table_.MarkPublished(adopted2), "MC_DCHECK");
+  Object& complete = Add("c", S::kComplete, 0);
+  table_.SetMove(complete, M::kCopying);
+  EXPECT_DEBUG_DEATH(table_.SetState(complete, S::kTransferring), "MC_DCHECK");
+  Object& complete2 = Add("c2", S::kComplete, 0);
+  EXPECT_DEBUG_DEATH(table_.SetState(complete2, S::kWriting), "MC_DCHECK");
+  Object& complete3 = Add("c3", S::kComplete, 0);
+  EXPECT_DEBUG_DEATH(table_.SetMove(complete3, M::kIdle), "MC_DCHECK");
+  Object& unowned = Add("u", S::kComplete, 0, 100, {}, /*published=*/false);
+  EXPECT_DEBUG_DEATH(table_.SetMove(unowned, M::kDropping), "MC_DCHECK");
+}
+
+TEST_F(ObjectTableTest, VictimsComeLeastRecentlyUsedFirstAndTouchReorders) {
+  Add("old", S::kComplete, 0);
+  Add("mid", S::kComplete, 0);
+  Add("new", S::kComplete, 0);
+  Add("other-tier", S::kComplete, 1);
+  EXPECT_EQ(Victims(0, 150), (std::vector<std::string>{"old", "mid"}));
+  table_.Touch(*table_.Find("old"), Tick());
+  EXPECT_EQ(Victims(0, 150), (std::vector<std::string>{"mid", "new"}));
+  EXPECT_EQ(Victims(0, 1000), (std::vector<std::string>{"mid", "new", "old"}));
+  EXPECT_EQ(Victims(1, 1000), (std::vector<std::string>{"other-tier"}));
+}
+
+TEST_F(ObjectTableTest, SetTierMovesTheLruEntryAndThePinnedBytes) {
+  Object& pinned = Add("pinned", S::kComplete, 0, 300, {.hard_pin = true});
+  Add("plain", S::kComplete, 0, 50);
+  EXPECT_EQ(table_.pinned_bytes(), (std::vector<uint64_t>{300, 0}));
+  table_.SetTier(pinned, 1);
+  EXPECT_EQ(pinned.tier(), 1u);
+  EXPECT_EQ(table_.pinned_bytes(), (std::vector<uint64_t>{0, 300}));
+  Object& plain = *table_.Find("plain");
+  table_.SetTier(plain, 1);
+  EXPECT_EQ(Victims(1, 1000), (std::vector<std::string>{"plain"}));  // hard pins never
+  EXPECT_TRUE(Victims(0, 1000).empty());
+  table_.Erase(pinned);
+  EXPECT_EQ(table_.pinned_bytes(), (std::vector<uint64_t>{0, 0}));
+}
+
+TEST_F(ObjectTableTest, OnlyIdleOwnedUnreadUnleasedObjectsAreVictims) {
+  Add("writing", S::kWriting, 0);
+  Add("unowned", S::kComplete, 0, 100, {}, /*published=*/false);
+  table_.SetMove(Add("moving", S::kComplete, 0), M::kCopying);
+  table_.SetState(Add("transferring", S::kComplete, 0), S::kTransferring);
+  table_.SetState(Add("removing", S::kComplete, 0), S::kRemoving);
+  Object& adopted = Add("adopted", S::kWriting, 0, 100, {}, /*published=*/false);
+  table_.SetState(adopted, S::kAdopted);
+  Object& read = Add("read", S::kComplete, 0);
+  table_.BeginRead(read, start_ - std::chrono::hours(1), kLease);  // lease long gone
+  Object& leased = Add("leased", S::kComplete, 0);
+  table_.GrantLease(leased, SteadyClock::now() + std::chrono::hours(1), kLease);
+  Add("victim", S::kComplete, 0);
+  EXPECT_EQ(Victims(0, 10000), (std::vector<std::string>{"victim"}));
+  table_.EndRead(read);
+  EXPECT_FALSE(ObjectTable::IsLeased(read, SteadyClock::now()));
+  EXPECT_TRUE(ObjectTable::IsLeased(leased, SteadyClock::now()));
+  EXPECT_EQ(Victims(0, 10000), (std::vector<std::string>{"read", "victim"}));
+}
+
+TEST_F(ObjectTableTest, SoftPinnedObjectsComeAfterEveryUnpinnedOneAndOnlyIfAllowed) {
+  Object& soft = Add("soft", S::kComplete, 0, 100, {.soft_pin = true});
+  soft.soft_pin_until = SteadyClock::now() + std::chrono::hours(1);
+  Add("plain", S::kComplete, 0);
+  EXPECT_EQ(Victims(0, 150), (std::vector<std::string>{"plain", "soft"}));
+  EXPECT_EQ(Victims(0, 50), (std::vector<std::string>{"plain"}));
+  EXPECT_EQ(Victims(0, 150, /*soft=*/false), (std::vector<std::string>{"plain"}));
+  soft.soft_pin_until = start_;  // expired: an ordinary object again, oldest first
+  EXPECT_EQ(Victims(0, 150, /*soft=*/false), (std::vector<std::string>{"soft", "plain"}));
+}
+
+TEST_F(ObjectTableTest, KeysListCompleteOwnedObjectsOnly) {
+  Add("writing", S::kWriting, 0);
+  Add("publishing", S::kComplete, 0, 100, {}, /*published=*/false);
+  Add("owned", S::kComplete, 1);
+  table_.SetState(Add("removing", S::kComplete, 0), S::kRemoving);
+  auto keys = table_.Keys();
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{"owned", "removing"}));
+}
+
+TEST_F(ObjectTableTest, VersionsOnlyRise) {
+  uint64_t first = table_.NextVersion();
+  EXPECT_EQ(table_.NextVersion(), first + 1);
+  table_.ObserveVersion(100);
+  EXPECT_EQ(table_.NextVersion(), 101u);
+  table_.ObserveVersion(5);  // an older version does not turn the clock back
+  EXPECT_EQ(table_.NextVersion(), 102u);
+  EXPECT_NE(table_.NextObjectId(), table_.NextObjectId());
+}
+
+}  // namespace
+}  // namespace mooncake

@@ -1,0 +1,200 @@
+// The WritePath on its own (worker/write_path.h): two-phase writes, upserts
+// in place and pre-emption, adoption, plan-based writes, the discard of
+// abandoned writes and the quarantine, driven directly over DRAM tiers.
+
+#include "worker/write_path.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/unit/backend_parts.h"
+
+namespace mooncake {
+namespace {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+
+using testing::BackendParts;
+
+BackendOptions DiscardAtOnce() {
+  BackendOptions options;
+  options.put_start_discard_timeout = Millis{0};
+  return options;
+}
+
+Result<uint64_t> StartPut(BackendParts& parts, const std::string& key, uint64_t size,
+                          WriteMode mode = WriteMode::kCreate) {
+  return parts.writer.Start(key, size, {}, mode, /*adopted_version=*/0, /*direct=*/false);
+}
+
+uint64_t VersionOf(BackendParts& parts, const std::string& key) {
+  uint64_t version = 0;
+  parts.With(key, [&](Object& o) { version = o.version; });
+  return version;
+}
+
+TEST(WritePathTest, PutStartReservesTheKeyAndPutEndPublishesIt) {
+  BackendParts parts({1 * kMiB, 4 * kMiB});
+  auto handle = StartPut(parts, "k", 5);
+  ASSERT_TRUE(handle);
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kWriting);
+  EXPECT_EQ(StartPut(parts, "k", 5).error(), ErrorCode::kObjectAlreadyExists);
+  auto target = parts.writer.Target(*handle);
+  ASSERT_TRUE(target);
+  EXPECT_EQ(target->tier_name, "t0");
+  EXPECT_EQ(parts.writer.End(*handle).error(), ErrorCode::kInvalidParams);  // bytes missing
+  ASSERT_TRUE(parts.writer.Chunk(*handle, 0, "hello"));
+  EXPECT_EQ(parts.writer.Chunk(*handle, 3, "toolong").error(), ErrorCode::kInvalidParams);
+  ASSERT_TRUE(parts.writer.End(*handle));
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kComplete);
+  parts.With("k", [](Object& o) { EXPECT_TRUE(o.published()); });
+  EXPECT_TRUE(parts.directory.Owns("k"));
+  EXPECT_EQ(parts.Read("k"), "hello");
+  EXPECT_EQ(parts.ctx.counters.puts.load(), 1u);
+  EXPECT_EQ(parts.writer.End(*handle).error(), ErrorCode::kIllegalClient);  // done already
+}
+
+TEST(WritePathTest, RevokeErasesTheRecordAndFreesTheSpace) {
+  BackendParts parts({1 * kMiB});
+  auto handle = StartPut(parts, "k", 100 * kKiB);
+  ASSERT_TRUE(handle);
+  EXPECT_GT(parts.ctx.tiers[0]->used(), 0u);
+  ASSERT_TRUE(parts.writer.Revoke(*handle));
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
+  EXPECT_EQ(parts.ctx.tiers[0]->used(), 0u);
+  EXPECT_EQ(parts.writer.Revoke(*handle).error(), ErrorCode::kIllegalClient);
+}
+
+TEST(WritePathTest, AnUpsertOfTheSameSizeRewritesInPlaceWithAHigherVersion) {
+  BackendParts parts({1 * kMiB});
+  ASSERT_TRUE(parts.writer.WriteWhole("k", "first", {}, WriteMode::kCreate));
+  uint64_t offset = 0;
+  parts.With("k", [&](Object& o) { offset = o.allocation->location.offset; });
+  uint64_t version = VersionOf(parts, "k");
+  ASSERT_TRUE(parts.writer.WriteWhole("k", "again", {}, WriteMode::kUpsert));
+  parts.With("k", [&](Object& o) { EXPECT_EQ(o.allocation->location.offset, offset); });
+  EXPECT_GT(VersionOf(parts, "k"), version);
+  EXPECT_EQ(parts.Read("k"), "again");
+  EXPECT_EQ(parts.ctx.counters.upserts.load(), 1u);
+  ASSERT_TRUE(parts.writer.WriteWhole("k", "a new size", {}, WriteMode::kUpsert));
+  EXPECT_EQ(parts.Read("k"), "a new size");
+  EXPECT_TRUE(parts.directory.Owns("k"));
+}
+
+TEST(WritePathTest, AnUpsertPreemptsAWriteInFlightAndRefusesABusyObject) {
+  BackendParts parts({1 * kMiB});
+  auto first = StartPut(parts, "k", 5);
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(parts.writer.WriteWhole("k", "upsrt", {}, WriteMode::kUpsert));
+  EXPECT_EQ(parts.writer.Chunk(*first, 0, "first").error(), ErrorCode::kIllegalClient);
+  EXPECT_EQ(parts.writer.End(*first).error(), ErrorCode::kIllegalClient);
+  EXPECT_EQ(parts.Read("k"), "upsrt");
+
+  parts.With("k", [](Object& o) { o.readers++; });
+  EXPECT_EQ(parts.writer.WriteWhole("k", "again", {}, WriteMode::kUpsert).error(),
+            ErrorCode::kObjectReplicaBusy);
+  parts.With("k", [&](Object& o) {
+    o.readers--;
+    parts.table.SetState(o, ObjectState::kRemoving);
+  });
+  EXPECT_EQ(parts.writer.WriteWhole("k", "again", {}, WriteMode::kUpsert).error(),
+            ErrorCode::kObjectReplicaBusy);
+}
+
+TEST(WritePathTest, AnUpsertOfAKeyHandedToAnotherNodeIsNotOurs) {
+  BackendParts parts({1 * kMiB});
+  testing::FakePeers peers;
+  parts.ctx.peers = &peers;
+  ASSERT_TRUE(parts.writer.WriteWhole("k", "v", {}, WriteMode::kCreate));
+  ASSERT_TRUE(parts.mover.TransferOut("k", "node-b", /*dram_only=*/false));
+  EXPECT_EQ(parts.writer.WriteWhole("k", "w", {}, WriteMode::kUpsert).error(),
+            ErrorCode::kNotOwner);
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
+}
+
+TEST(WritePathTest, AnAdoptedWriteEndsCompleteButUnownedWithTheSendersVersion) {
+  BackendParts parts({1 * kMiB});
+  auto handle = parts.writer.Start("k", 3, {}, WriteMode::kAdopt, /*adopted_version=*/77, false);
+  ASSERT_TRUE(handle);
+  ASSERT_TRUE(parts.writer.Chunk(*handle, 0, "abc"));
+  ASSERT_TRUE(parts.writer.CommitDirect(*handle, ""));
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kAdopted);
+  parts.With("k", [](Object& o) {
+    EXPECT_FALSE(o.published());
+    EXPECT_EQ(o.version, 77u);
+  });
+  EXPECT_FALSE(parts.directory.Owns("k"));
+  EXPECT_EQ(parts.ctx.counters.moved_in.load(), 1u);
+  std::lock_guard lock(parts.ctx.mu);
+  EXPECT_GT(parts.table.NextVersion(), 77u);
+}
+
+TEST(WritePathTest, ALostClaimLeavesNothingBehind) {
+  BackendParts parts({1 * kMiB});
+  parts.directory.ClaimElsewhere("k");
+  EXPECT_EQ(parts.writer.WriteWhole("k", "v", {}, WriteMode::kCreate).error(),
+            ErrorCode::kObjectAlreadyExists);
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
+  EXPECT_EQ(parts.ctx.tiers[0]->used(), 0u);
+}
+
+TEST(WritePathTest, APlanGivesAShareableRegionAndCommitDirectPublishesIt) {
+  BackendParts parts({1 * kMiB, 4 * kMiB});
+  EXPECT_EQ(parts.writer.LastShareableTier(), 1);
+  auto plan = parts.writer.OpenForWrite("k", 4, {}, WriteMode::kCreate);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->target.tier, 0u);
+  EXPECT_FALSE(plan->region.path.empty());
+  // The producer writes the bytes itself.
+  std::string value = "plan";
+  ASSERT_TRUE(parts.ctx.tiers[0]->Write(plan->target.location, 0,
+                                        std::as_bytes(std::span(value.data(), value.size()))));
+  EXPECT_EQ(parts.writer.CommitDirect(plan->epoch, "other").error(), ErrorCode::kIllegalClient);
+  ASSERT_TRUE(parts.writer.CommitDirect(plan->epoch, "k"));
+  EXPECT_EQ(parts.Read("k"), "plan");
+  EXPECT_EQ(parts.writer.OpenForWrite("a", 4, {}, WriteMode::kAdopt).error(),
+            ErrorCode::kInvalidParams);
+  // A write opened for chunks may not skip them.
+  auto handle = StartPut(parts, "chunked", 4);
+  ASSERT_TRUE(handle);
+  EXPECT_EQ(parts.writer.CommitDirect(*handle, "chunked").error(), ErrorCode::kInvalidParams);
+}
+
+TEST(WritePathTest, AnAbandonedWriteIsDiscarded) {
+  BackendParts parts({1 * kMiB}, DiscardAtOnce());
+  auto handle = StartPut(parts, "k", 10);
+  ASSERT_TRUE(handle);
+  parts.writer.DiscardExpiredWrites();
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
+  EXPECT_EQ(parts.writer.Chunk(*handle, 0, "x").error(), ErrorCode::kIllegalClient);
+  EXPECT_EQ(parts.ctx.tiers[0]->used(), 0u);  // written only through us: freed at once
+}
+
+TEST(WritePathTest, ADiscardedPlanKeepsItsSpaceQuarantinedUntilReleased) {
+  BackendParts parts({1 * kMiB}, DiscardAtOnce());
+  auto plan = parts.writer.OpenForWrite("k", 100 * kKiB, {}, WriteMode::kCreate);
+  ASSERT_TRUE(plan);
+  parts.writer.DiscardExpiredWrites();
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
+  EXPECT_GT(parts.ctx.tiers[0]->used(), 0u);  // a late producer may still write there
+  parts.writer.ReleaseQuarantine();
+  EXPECT_EQ(parts.ctx.tiers[0]->used(), 0u);
+}
+
+TEST(WritePathTest, ForgettingAPendingWriteFailsItsWriter) {
+  BackendParts parts({1 * kMiB});
+  auto handle = StartPut(parts, "k", 3);
+  ASSERT_TRUE(handle);
+  {
+    std::lock_guard lock(parts.ctx.mu);
+    parts.writer.ForgetLocked(*handle);
+    parts.table.Erase(*parts.table.Find("k"));
+  }
+  EXPECT_EQ(parts.writer.Chunk(*handle, 0, "abc").error(), ErrorCode::kIllegalClient);
+  EXPECT_EQ(parts.writer.Target(*handle).error(), ErrorCode::kIllegalClient);
+}
+
+}  // namespace
+}  // namespace mooncake

@@ -1,0 +1,371 @@
+#include "worker/mover.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace mooncake {
+
+namespace {
+
+// Rounds of evict-then-allocate before giving up; fragmentation can make one
+// round free enough bytes that are still not contiguous.
+constexpr int kAllocationRounds = 8;
+constexpr uint64_t kCopyBufferBytes = kRpcChunkBytes;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Placement and eviction
+
+Result<std::pair<size_t, AllocationPtr>> Mover::AllocateIn(size_t first_tier, size_t last_tier,
+                                                           uint64_t size, bool allow_drop) {
+  for (size_t t = first_tier; t <= last_tier && t < ctx_.tiers.size(); ++t) {
+    CacheTier& tier = *ctx_.tiers[t];
+    if (size > tier.capacity()) continue;
+    for (int round = 0; round < kAllocationRounds; ++round) {
+      if (auto location = tier.Allocate(size)) {
+        return std::make_pair(t, std::make_shared<Allocation>(&tier, *location));
+      }
+      if (!MakeRoom(t, size, allow_drop)) break;
+    }
+  }
+  return Err(ErrorCode::kNoAvailableHandle);
+}
+
+bool Mover::MakeRoom(size_t tier, uint64_t bytes, bool allow_drop) {
+  bool last = tier == ctx_.last_tier();
+  if (last && !allow_drop) return false;
+  uint64_t capacity = ctx_.tiers[tier]->capacity();
+  uint64_t used = ctx_.tiers[tier]->used();
+  uint64_t free = capacity > used ? capacity - used : 0;
+  // Free at least `bytes` beyond what is free, so a fragmented arena gains a
+  // contiguous block over successive rounds.
+  uint64_t wanted = std::max<uint64_t>(bytes > free ? bytes - free : 0, bytes / 4 + 1);
+  auto victims = PickVictims(tier, wanted);
+  if (victims.empty()) return false;
+  bool any = false;
+  for (const std::string& key : victims) any |= EvictOne(key, tier);
+  return any;
+}
+
+bool Mover::EvictOne(const std::string& key, size_t t) {
+  if (t == ctx_.last_tier()) return EvictFromLastTier(key, t);
+  return MoveObject(key, t + 1, ctx_.last_tier(), /*allow_drop=*/true);
+}
+
+std::vector<std::string> Mover::PickVictims(size_t tier, uint64_t bytes) const {
+  std::lock_guard lock(ctx_.mu);
+  return table_.PickVictims(tier, bytes, SteadyClock::now(), ctx_.options.allow_evict_soft_pinned);
+}
+
+bool Mover::MoveObject(const std::string& key, size_t first_tier, size_t last_tier,
+                       bool allow_drop) {
+  AllocationPtr source;
+  uint64_t object_id, version, size;
+  size_t from;
+  ObjectOptions object_options;
+  {
+    std::lock_guard lock(ctx_.mu);
+    Object* object = table_.Find(key);
+    if (object == nullptr || !object->complete() || object->moving() || object->transferring() ||
+        object->placement_held_until > SteadyClock::now()) {
+      return false;
+    }
+    // Already where it was to go: two evictors picked the same victim, and
+    // the other one moved it first. Copying it again would only churn.
+    if (object->tier() >= first_tier && object->tier() <= last_tier) return false;
+    table_.SetMove(*object, MoveState::kCopying);
+    source = object->allocation;
+    object_id = object->id;
+    version = object->version;
+    size = object->size;
+    from = object->tier();
+    object_options = object->options;
+  }
+  auto finish = [&](bool moved) {
+    std::lock_guard lock(ctx_.mu);
+    if (Object* object = table_.FindSame(key, object_id)) table_.SetMove(*object, MoveState::kIdle);
+    return moved;
+  };
+
+  auto placed = AllocateIn(first_tier, last_tier, size, allow_drop);
+  if (!placed) return finish(false);
+  auto& [to, target] = *placed;
+  if (!CopyBetweenTiers(*source, *target, size)) return finish(false);
+  DurableObjectMeta meta{key, target->location, version, object_options.hard_pin,
+                         object_options.soft_pin};
+  if (!target->tier->Persist(meta)) return finish(false);
+
+  std::lock_guard lock(ctx_.mu);
+  Object* object = table_.FindSame(key, object_id);
+  if (object == nullptr) return false;
+  table_.SetMove(*object, MoveState::kIdle);
+  // Removed, rewritten or re-placed while we copied: our copy is stale.
+  if (object->version != version || object->allocation != source) return false;
+  // A hard-pinned object promoted out of the durable tier keeps its durable
+  // copy there, so it still survives a restart.
+  bool keep_source = object_options.hard_pin && ctx_.options.hard_pin_write_through &&
+                     source->tier->kind() == TierKind::kSsd && !object->durable_copy;
+  if (keep_source) object->durable_copy = source;
+  object->allocation = target;
+  table_.SetTier(*object, to);
+  if (to < from) {
+    ctx_.counters.tier[to].promotions_in.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    ctx_.counters.tier[from].demotions_out.fetch_add(1, std::memory_order_relaxed);
+  }
+  MC_LOG_DEBUG("moved key={} from={} to={} size={}", key, ctx_.tiers[from]->name(),
+               ctx_.tiers[to]->name(), size);
+  return true;
+}
+
+bool Mover::EvictFromLastTier(const std::string& key, size_t tier) {
+  if (ctx_.peers == nullptr) return DropObject(key, tier);
+  auto moved = TransferOut(key, /*target=*/"", /*dram_only=*/false);
+  if (moved) {
+    ctx_.counters.tier[tier].evictions.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  // Only when no node has room does an object leave the cluster.
+  if (moved.error() == ErrorCode::kNoAvailableHandle) return DropObject(key, tier);
+  return false;
+}
+
+Result<void> Mover::TransferOut(const std::string& key, const std::string& target, bool dram_only) {
+  AllocationPtr source;
+  uint64_t object_id, version, size;
+  ObjectOptions object_options;
+  {
+    std::lock_guard lock(ctx_.mu);
+    Object* object = table_.Find(key);
+    if (object == nullptr) return Err(ErrorCode::kObjectNotFound);
+    // Only a complete, owned object that nothing else works on leaves, and
+    // hard-pinned objects never leave their node.
+    if (object->state() != ObjectState::kComplete || !object->published() || object->moving() ||
+        object->options.hard_pin || object->placement_held_until > SteadyClock::now()) {
+      return Err(ErrorCode::kObjectReplicaBusy);
+    }
+    table_.SetState(*object, ObjectState::kTransferring);
+    source = object->allocation;
+    object_id = object->id;
+    version = object->version;
+    size = object->size;
+    object_options = object->options;
+  }
+  // `source` keeps the space alive (and unmoved: kTransferring) until the
+  // transfer returns, so its host address stays valid throughout.
+  ObjectSource bytes{.read =
+                         [&source](uint64_t offset, std::span<std::byte> out) {
+                           return source->tier->Read(source->location, offset, out);
+                         },
+                     .host_address = source->tier->HostAddress(source->location)};
+  auto moved = ctx_.peers->Transfer(key, size, version, object_options, bytes, target, dram_only);
+
+  std::lock_guard lock(ctx_.mu);
+  Object* object = table_.FindSame(key, object_id);
+  if (!moved) {
+    if (object != nullptr) table_.SetState(*object, ObjectState::kComplete);
+    return Err(moved.error());
+  }
+  // The master names the new owner: only now may this copy go (DESIGN.md,
+  // inter-node eviction step 4). Readers still copying keep its bytes alive.
+  if (object != nullptr) table_.Erase(*object);
+  RememberMoveLocked(key, *moved);
+  ctx_.counters.moved_out.fetch_add(1, std::memory_order_relaxed);
+  MC_LOG_INFO("moved out key={} to={} size={}", key, *moved, size);
+  return {};
+}
+
+bool Mover::DropObject(const std::string& key, size_t tier) {
+  uint64_t object_id;
+  {
+    std::lock_guard lock(ctx_.mu);
+    Object* object = table_.Find(key);
+    if (object == nullptr || object->tier() != tier) return false;
+    auto now = SteadyClock::now();
+    bool soft = ctx_.options.allow_evict_soft_pinned;
+    if (!ObjectTable::IsEvictable(*object, now, 0, soft) &&
+        !ObjectTable::IsEvictable(*object, now, 1, soft)) {
+      return false;
+    }
+    // Keeps other evictors off it while we ask the master.
+    table_.SetMove(*object, MoveState::kDropping);
+    object_id = object->id;
+  }
+  auto released = ctx_.directory->Release(key);
+  std::lock_guard lock(ctx_.mu);
+  Object* object = table_.FindSame(key, object_id);
+  if (object == nullptr) return false;
+  if (!released && released.error() != ErrorCode::kObjectNotFound &&
+      released.error() != ErrorCode::kNotOwner) {
+    table_.SetMove(*object, MoveState::kIdle);  // the master still points here; keep the data
+    MC_LOG_WARN("drop failed key={} error={}", key, ToString(released.error()));
+    return false;
+  }
+  table_.Erase(*object);
+  ctx_.counters.tier[tier].evictions.fetch_add(1, std::memory_order_relaxed);
+  ctx_.counters.dropped.fetch_add(1, std::memory_order_relaxed);
+  MC_LOG_INFO("dropped key={} tier={} reason=no_space", key, ctx_.tiers[tier]->name());
+  return true;
+}
+
+Result<void> Mover::CopyBetweenTiers(const Allocation& from, const Allocation& to, uint64_t size) {
+  std::vector<std::byte> buffer(std::min(size, kCopyBufferBytes));
+  for (uint64_t offset = 0; offset < size; offset += buffer.size()) {
+    auto chunk = std::span(buffer.data(), std::min<uint64_t>(buffer.size(), size - offset));
+    if (auto read = from.tier->Read(from.location, offset, chunk); !read) return read;
+    if (auto written = to.tier->Write(to.location, offset, chunk); !written) return written;
+  }
+  return {};
+}
+
+uint64_t Mover::EvictTier(size_t t, double target_ratio) {
+  CacheTier& tier = *ctx_.tiers[t];
+  uint64_t before = tier.used();
+  auto target = static_cast<uint64_t>(target_ratio * tier.capacity());
+  if (before <= target) return 0;
+  for (const std::string& key : PickVictims(t, before - target)) {
+    if (tier.used() <= target) break;
+    EvictOne(key, t);
+  }
+  uint64_t after = tier.used();
+  return before > after ? before - after : 0;
+}
+
+void Mover::DemoteAboveWatermarks() {
+  // The last tier has nowhere below it: it evicts only when an allocation
+  // needs the space, never ahead of time.
+  for (size_t t = 0; t < ctx_.last_tier(); ++t) {
+    CacheTier& tier = *ctx_.tiers[t];
+    double high = ctx_.options.high_watermark * tier.capacity();
+    double low = ctx_.options.low_watermark * tier.capacity();
+    if (tier.used() <= high) continue;
+    auto victims = PickVictims(t, tier.used() - static_cast<uint64_t>(low));
+    for (const std::string& key : victims) {
+      if (tier.used() <= low) break;
+      MoveObject(key, t + 1, ctx_.last_tier(), /*allow_drop=*/true);
+    }
+  }
+}
+
+bool Mover::AnyTierAboveHighWatermark() const {
+  for (size_t t = 0; t < ctx_.last_tier(); ++t) {
+    const CacheTier& tier = *ctx_.tiers[t];
+    if (tier.used() > ctx_.options.high_watermark * tier.capacity()) return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// Promotion and prefetch
+
+void Mover::Promote(const PromotionTask& task) {
+  size_t tier;
+  {
+    std::lock_guard lock(ctx_.mu);
+    Object* object = table_.Find(task.key);
+    if (object == nullptr) {
+      if (task.prefetch) ctx_.counters.prefetch_failed.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    object->promotion_queued = false;
+    tier = object->tier();
+  }
+  if (tier == 0) return;
+  // A prefetch for a client on another node moves the object into that
+  // node's DRAM, ownership included; if that node has no room, it comes up
+  // here instead.
+  if (task.prefetch && !task.requester_node.empty() && ctx_.peers != nullptr) {
+    if (TransferOut(task.key, task.requester_node, /*dram_only=*/true)) {
+      ctx_.counters.prefetch_succeeded.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  // A promotion may push colder objects down, but never out of the node. A
+  // prefetch brings the object to DRAM (DESIGN.md "Exist"), not above it.
+  size_t top = task.prefetch ? std::min(PrefetchTier(), tier - 1) : 0;
+  bool promoted = MoveObject(task.key, top, tier - 1, /*allow_drop=*/false);
+  if (!task.prefetch) return;
+  auto& counter = promoted ? ctx_.counters.prefetch_succeeded : ctx_.counters.prefetch_failed;
+  counter.fetch_add(1, std::memory_order_relaxed);
+  if (!promoted) MC_LOG_WARN("prefetch failed key={} reason=no_dram_room", task.key);
+}
+
+size_t Mover::PrefetchTier() const {
+  for (size_t t = 0; t < ctx_.tiers.size(); ++t) {
+    if (ctx_.tiers[t]->kind() == TierKind::kDram) return t;
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Adopted objects and hand-over memory
+
+Result<void> Mover::AdoptAbort(const std::string& key) {
+  if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
+  std::lock_guard lock(ctx_.mu);
+  Object* object = table_.Find(key);
+  if (object == nullptr) return Err(ErrorCode::kObjectNotFound);
+  if (!object->adopted()) return Err(ErrorCode::kInvalidParams);
+  table_.Erase(*object);
+  return {};
+}
+
+void Mover::NoteAdoptedLocked(const std::string& key, uint64_t object_id) {
+  unconfirmed_adopts_.emplace_back(key, object_id);
+}
+
+void Mover::ConfirmAdoptedObjects() {
+  std::vector<std::pair<std::string, uint64_t>> due;
+  {
+    std::lock_guard lock(ctx_.mu);
+    auto deadline = SteadyClock::now() - ctx_.options.adopt_confirm_delay;
+    while (!unconfirmed_adopts_.empty()) {
+      const auto& [key, object_id] = unconfirmed_adopts_.front();
+      Object* object = table_.FindSame(key, object_id);
+      bool waiting = object != nullptr && object->adopted();
+      if (waiting && object->adopted_at > deadline) break;  // and so is every later one
+      if (waiting) due.push_back(std::move(unconfirmed_adopts_.front()));
+      unconfirmed_adopts_.pop_front();
+    }
+  }
+  for (const auto& [key, object_id] : due) {
+    // Claim is idempotent for the owner: it succeeds if the sender's
+    // UpdateOwner named us, or if nobody owns the key any more (sender died
+    // and was purged); it fails if the sender still owns it (its swap failed).
+    auto claimed = ctx_.directory->Claim(key);
+    std::lock_guard lock(ctx_.mu);
+    if (!claimed && claimed.error() != ErrorCode::kObjectAlreadyExists) {
+      unconfirmed_adopts_.emplace_back(key, object_id);  // the master is away: retry later
+      continue;
+    }
+    Object* object = table_.FindSame(key, object_id);
+    if (object == nullptr) continue;
+    if (claimed) {
+      table_.SetState(*object, ObjectState::kComplete);
+      table_.MarkPublished(*object);
+    } else {
+      MC_LOG_INFO("dropping adopted copy owned elsewhere key={}", key);
+      table_.Erase(*object);
+    }
+  }
+}
+
+std::string Mover::MovedToLocked(const std::string& key) const {
+  auto it = moved_to_.find(key);
+  return it == moved_to_.end() ? std::string() : it->second;
+}
+
+void Mover::RememberMoveLocked(const std::string& key, const std::string& node) {
+  // A bounded memory of recent hand-overs, so a stale client gets a hint
+  // instead of a second master round trip.
+  constexpr size_t kMaxRemembered = 65536;
+  if (moved_to_.insert_or_assign(key, node).second) moved_order_.push_back(key);
+  while (moved_order_.size() > kMaxRemembered) {
+    moved_to_.erase(moved_order_.front());
+    moved_order_.pop_front();
+  }
+}
+
+}  // namespace mooncake

@@ -1,0 +1,99 @@
+#pragma once
+
+// Mover: everything that changes where a complete object lives. It places
+// new allocations (evicting colder objects when a tier is full), promotes,
+// demotes, hands objects to other nodes (inter-node eviction, prefetch to a
+// client's node), drops them from the cluster when no node has room, and
+// confirms adopted objects at the master. It remembers recent hand-overs so
+// a stale client gets a hint.
+//
+// Data copies and calls to the directory or to peers happen without the
+// lock; object records change only under it, and only through the
+// ObjectTable (MoveState kCopying/kDropping, ObjectState kTransferring).
+//
+// Thread-safety: the public methods without "Locked" take BackendContext::mu
+// themselves and must be called without it; "Locked" methods need it held.
+// moved_to_, moved_order_ and unconfirmed_adopts_ are guarded by it.
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/backend_context.h"
+#include "worker/object_table.h"
+
+namespace mooncake {
+
+// A queued promotion (Get of a lower-tier object) or prefetch (Exist).
+struct PromotionTask {
+  std::string key;
+  std::string requester_node;  // prefetch target; empty: this node
+  bool prefetch = false;
+};
+
+class Mover {
+ public:
+  Mover(BackendContext& ctx, ObjectTable& table) : ctx_(ctx), table_(table) {}
+
+  // Allocates `size` bytes in the first of [first_tier, last_tier] that can
+  // take them, demoting (or, with `allow_drop`, moving out of the last tier)
+  // LRU victims when needed. Returns the tier and the space.
+  Result<std::pair<size_t, AllocationPtr>> AllocateIn(size_t first_tier, size_t last_tier,
+                                                      uint64_t size, bool allow_drop);
+  // Copies an object into the first of [first_tier, last_tier] with room and
+  // switches it there, unless it changed meanwhile.
+  bool MoveObject(const std::string& key, size_t first_tier, size_t last_tier, bool allow_drop);
+  // Hands an object to another node; succeeds once the master names it.
+  Result<void> TransferOut(const std::string& key, const std::string& target, bool dram_only);
+  // Demotes (or drops, for the last tier) LRU objects of tier `t` until its
+  // usage is at most `target_ratio` of capacity. Returns bytes freed.
+  uint64_t EvictTier(size_t t, double target_ratio);
+  // Demotes from every tier above its high watermark down to its low one.
+  void DemoteAboveWatermarks();
+  bool AnyTierAboveHighWatermark() const;
+  // Runs one queued promotion or prefetch.
+  void Promote(const PromotionTask& task);
+  // Checks adopted objects that are due against the master: kept (and now
+  // ours) if it names this node, dropped otherwise.
+  void ConfirmAdoptedObjects();
+
+  // Drops an adopted copy whose ownership swap failed.
+  Result<void> AdoptAbort(const std::string& key);
+  // An adopted object awaiting confirmation; due after adopt_confirm_delay.
+  void NoteAdoptedLocked(const std::string& key, uint64_t object_id);
+  // Hand-over memory: the node a key recently moved to ("" if none).
+  std::string MovedToLocked(const std::string& key) const;
+  bool MovedAwayLocked(const std::string& key) const { return moved_to_.contains(key); }
+  void ForgetMoveLocked(const std::string& key) { moved_to_.erase(key); }
+
+  static Result<void> CopyBetweenTiers(const Allocation& from, const Allocation& to, uint64_t size);
+
+ private:
+  // Demotes (or, from the last tier, moves out or drops) LRU victims so
+  // `bytes` may fit.
+  bool MakeRoom(size_t tier, uint64_t bytes, bool allow_drop);
+  std::vector<std::string> PickVictims(size_t tier, uint64_t bytes) const;
+  // Frees an object's space in the last tier: hands it to another node, or
+  // drops it from the cluster when no node has room.
+  bool EvictFromLastTier(const std::string& key, size_t tier);
+  bool DropObject(const std::string& key, size_t tier);
+  // Moves a victim of tier `t` one step down the hierarchy.
+  bool EvictOne(const std::string& key, size_t t);
+  size_t PrefetchTier() const;
+  void RememberMoveLocked(const std::string& key, const std::string& node);
+
+  BackendContext& ctx_;
+  ObjectTable& table_;                                     // guarded by ctx_.mu
+  std::unordered_map<std::string, std::string> moved_to_;  // guarded by ctx_.mu
+  std::deque<std::string> moved_order_;                    // guarded by ctx_.mu
+  // Adopted copies awaiting confirmation, (key, object id) in adoption order:
+  // the ones due are always at the front, so no pass scans every object.
+  std::deque<std::pair<std::string, uint64_t>> unconfirmed_adopts_;  // guarded by ctx_.mu
+};
+
+}  // namespace mooncake

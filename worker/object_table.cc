@@ -1,0 +1,242 @@
+#include "worker/object_table.h"
+
+#include <algorithm>
+
+namespace mooncake {
+
+std::string_view StateName(ObjectState state) {
+  switch (state) {
+    case ObjectState::kWriting:
+      return "writing";
+    case ObjectState::kComplete:
+      return "complete";
+    case ObjectState::kAdopted:
+      return "adopted";
+    case ObjectState::kTransferring:
+      return "transferring";
+    case ObjectState::kRemoving:
+      return "removing";
+    case ObjectState::kRemoved:
+      return "removed";
+  }
+  return "unknown";
+}
+
+std::string_view StateName(MoveState state) {
+  switch (state) {
+    case MoveState::kIdle:
+      return "idle";
+    case MoveState::kCopying:
+      return "copying";
+    case MoveState::kDropping:
+      return "dropping";
+  }
+  return "unknown";
+}
+
+bool IsLegalTransition(ObjectState from, ObjectState to) {
+  using S = ObjectState;
+  if (from == S::kRemoved) return false;
+  if (to == S::kRemoved) return true;  // E, O: erasure ends every live state
+  switch (from) {
+    case S::kWriting:
+      return to == S::kComplete || to == S::kAdopted;  // P, A
+    case S::kComplete:
+      return to == S::kTransferring || to == S::kRemoving;  // T, M
+    case S::kAdopted:
+      return to == S::kComplete;  // C
+    case S::kTransferring:
+    case S::kRemoving:
+      return to == S::kComplete;  // F
+    case S::kRemoved:
+      break;
+  }
+  return false;
+}
+
+bool IsLegalMove(MoveState from, MoveState to, ObjectState state) {
+  using M = MoveState;
+  using S = ObjectState;
+  if (from == M::kIdle && to == M::kCopying) {
+    return state == S::kComplete || state == S::kAdopted || state == S::kRemoving;
+  }
+  if (from == M::kIdle && to == M::kDropping) return state == S::kComplete;
+  // Back to idle from whatever a mover did, in any live state it may have
+  // reached meanwhile.
+  return from != M::kIdle && to == M::kIdle && state != S::kRemoved;
+}
+
+bool IsLegalCombination(ObjectState state, MoveState move, bool published) {
+  using M = MoveState;
+  using S = ObjectState;
+  switch (state) {
+    case S::kWriting:
+      return move == M::kIdle;
+    case S::kTransferring:
+      return move == M::kIdle && published;
+    case S::kAdopted:
+      return move != M::kDropping && !published;
+    case S::kComplete:
+    case S::kRemoving:
+      return move != M::kDropping || published;
+    case S::kRemoved:
+      return true;
+  }
+  return false;
+}
+
+ObjectTable::ObjectTable(size_t tiers) : lru_(tiers), pinned_bytes_(tiers, 0) {}
+
+Object* ObjectTable::Find(const std::string& key) {
+  auto it = objects_.find(key);
+  return it == objects_.end() ? nullptr : &it->second;
+}
+
+const Object* ObjectTable::Find(const std::string& key) const {
+  auto it = objects_.find(key);
+  return it == objects_.end() ? nullptr : &it->second;
+}
+
+Object* ObjectTable::FindSame(const std::string& key, uint64_t object_id) {
+  Object* object = Find(key);
+  return object != nullptr && object->id == object_id ? object : nullptr;
+}
+
+Object& ObjectTable::Emplace(const std::string& key, Object object, ObjectState state, size_t tier,
+                             bool published, SteadyClock::time_point last_access) {
+  MC_DCHECK(state == ObjectState::kWriting || state == ObjectState::kComplete);
+  MC_DCHECK(!objects_.contains(key));
+  MC_DCHECK(tier < lru_.size());
+  object.state_ = state;
+  object.move_ = MoveState::kIdle;
+  object.published_ = published;
+  object.tier_ = tier;
+  object.last_access_ = last_access;
+  auto [it, inserted] = objects_.emplace(key, std::move(object));
+  it->second.key_ = &it->first;
+  Index(it->second);
+  return it->second;
+}
+
+void ObjectTable::Erase(Object& object) {
+  MC_DCHECK(IsLegalTransition(object.state_, ObjectState::kRemoved));
+  Unindex(object);
+  objects_.erase(objects_.find(*object.key_));
+}
+
+void ObjectTable::EraseIfSame(const std::string& key, uint64_t object_id) {
+  if (Object* object = FindSame(key, object_id)) Erase(*object);
+}
+
+void ObjectTable::SetState(Object& object, ObjectState to) {
+  MC_DCHECK(to != ObjectState::kRemoved);  // Erase does that
+  MC_DCHECK(IsLegalTransition(object.state_, to));
+  MC_DCHECK(IsLegalCombination(to, object.move_, object.published_));
+  object.state_ = to;
+}
+
+void ObjectTable::SetMove(Object& object, MoveState to) {
+  MC_DCHECK(IsLegalMove(object.move_, to, object.state_));
+  MC_DCHECK(IsLegalCombination(object.state_, to, object.published_));
+  object.move_ = to;
+}
+
+void ObjectTable::MarkPublished(Object& object) {
+  MC_DCHECK(IsLegalCombination(object.state_, object.move_, true));
+  object.published_ = true;
+}
+
+void ObjectTable::Unindex(const Object& object) {
+  lru_[object.tier_].erase({object.last_access_, object.id, nullptr});
+  if (object.options.hard_pin) pinned_bytes_[object.tier_] -= object.size;
+}
+
+void ObjectTable::Index(const Object& object) {
+  lru_[object.tier_].insert({object.last_access_, object.id, object.key_});
+  if (object.options.hard_pin) pinned_bytes_[object.tier_] += object.size;
+}
+
+void ObjectTable::SetTier(Object& object, size_t tier) {
+  MC_DCHECK(tier < lru_.size());
+  Unindex(object);
+  object.tier_ = tier;
+  Index(object);
+}
+
+void ObjectTable::Touch(Object& object, SteadyClock::time_point now) {
+  lru_[object.tier_].erase({object.last_access_, object.id, nullptr});
+  object.last_access_ = now;
+  lru_[object.tier_].insert({object.last_access_, object.id, object.key_});
+}
+
+void ObjectTable::BeginRead(Object& object, SteadyClock::time_point now, Millis lease) {
+  MC_DCHECK(object.complete());
+  object.readers++;
+  GrantLease(object, now, lease);
+}
+
+void ObjectTable::EndRead(Object& object) {
+  MC_DCHECK(object.readers > 0);
+  object.readers--;
+}
+
+void ObjectTable::GrantLease(Object& object, SteadyClock::time_point now, Millis lease) {
+  Touch(object, now);
+  object.lease_until = now + lease;
+}
+
+bool ObjectTable::IsLeased(const Object& object, SteadyClock::time_point now) {
+  return object.readers > 0 || object.lease_until > now;
+}
+
+bool ObjectTable::IsEvictable(const Object& object, SteadyClock::time_point now, int pass,
+                              bool allow_evict_soft_pinned) {
+  if (object.state_ != ObjectState::kComplete || !object.published_ || object.moving() ||
+      object.readers > 0) {
+    return false;
+  }
+  if (object.options.hard_pin || object.lease_until > now) return false;
+  bool soft_pinned = object.options.soft_pin && object.soft_pin_until > now;
+  if (pass == 0) return !soft_pinned;
+  return soft_pinned && allow_evict_soft_pinned;
+}
+
+std::vector<std::string> ObjectTable::PickVictims(size_t tier, uint64_t bytes,
+                                                  SteadyClock::time_point now,
+                                                  bool allow_evict_soft_pinned) const {
+  std::vector<std::string> victims;
+  uint64_t freed = 0;
+  for (int pass = 0; pass < 2 && freed < bytes; ++pass) {
+    for (const LruEntry& entry : lru_[tier]) {
+      if (freed >= bytes) break;
+      const Object& object = objects_.find(*entry.key)->second;
+      if (!IsEvictable(object, now, pass, allow_evict_soft_pinned)) continue;
+      victims.push_back(*entry.key);
+      freed += object.size;
+    }
+  }
+  return victims;
+}
+
+std::vector<std::string> ObjectTable::Keys() const {
+  std::vector<std::string> keys;
+  keys.reserve(objects_.size());
+  for (const auto& [key, object] : objects_) {
+    if (object.complete() && object.published_) keys.push_back(key);
+  }
+  return keys;
+}
+
+void ObjectTable::KeepCommittedOnRelease() {
+  for (auto& [key, object] : objects_) {
+    if (!object.complete()) continue;
+    if (object.allocation) object.allocation->free_on_release = false;
+    if (object.durable_copy) object.durable_copy->free_on_release = false;
+  }
+}
+
+void ObjectTable::ObserveVersion(uint64_t version) {
+  next_version_ = std::max(next_version_, version + 1);
+}
+
+}  // namespace mooncake

@@ -1,0 +1,244 @@
+#pragma once
+
+// ObjectTable: the worker's index of its own objects. It keeps the key ->
+// object map, the per-tier LRU order, the bytes of hard-pinned objects per
+// tier, reader and lease accounting, and each object's lifecycle as an
+// explicit state machine whose legal transitions are written down once,
+// here, and checked (MC_DCHECK) on every change in debug builds.
+//
+// Object lifecycle (ObjectState). A record starts in kWriting (a pending
+// write: Put, Upsert, Adopt, a plan) or kComplete (recovered from a durable
+// tier) and ends in kRemoved (erased). An upsert never rewrites a record: it
+// erases the old one and creates a new kWriting record, which for an
+// in-place upsert (same size) takes over the old record's allocation.
+//
+//   from \ to      Writing Complete Adopted Transferring Removing Removed
+//   (new record)      S       R        .          .          .        .
+//   kWriting          .       P        A          .          .        E
+//   kComplete         .       .        .          T          M        E
+//   kAdopted          .       C        .          .          .        E
+//   kTransferring     .       F        .          .          .        O
+//   kRemoving         .       F        .          .          .        E
+//   kRemoved          .       .        .          .          .        .
+//
+//   S  StartWrite reserves the key (Put, Upsert, Adopt, OpenForWrite)
+//   R  Recover finds it in a durable tier
+//   P  PutEnd/CommitDirect publishes a Put or Upsert (the directory claim
+//      follows; `published` turns true once it succeeds)
+//   A  PutEnd of an adopted object: complete but not yet ours
+//   C  the master names this node as the adopted object's owner
+//   T  TransferOut starts handing it to another node
+//   M  Remove starts telling the master
+//   F  the transfer or the master's release failed: nothing changed
+//   O  the master named the new owner: the local copy goes
+//   E  erased: revoked, pre-empted, replaced by an upsert, dropped, removed,
+//      adopt aborted or refused, claim failed (allowed from every live state)
+//   .  illegal
+//
+// Mover activity (MoveState) is a second, smaller machine on complete
+// records, because a mover may work while the lifecycle changes under it:
+//
+//   kIdle     -> kCopying   MoveObject copies it to another tier; only in
+//                           kComplete, kAdopted or kRemoving
+//   kCopying  -> kIdle      the copy was switched in or abandoned
+//   kIdle     -> kDropping  DropObject asks the master to forget it; only in
+//                           kComplete with `published`
+//   kDropping -> kIdle      the master refused: the data stays
+//   (a record is erased in any MoveState; a mover then finds it gone)
+//
+// Legal combinations: kWriting and kTransferring only with kIdle (a mover
+// never takes an object being written or handed over, and a hand-over never
+// starts while a mover works); kAdopted never with kDropping. `published`
+// (claimed in the directory) is false in kAdopted and true in kTransferring
+// and kDropping; it only ever turns from false to true.
+//
+// Orthogonal to both machines are the holds, which keep a complete object in
+// place but change no state: `readers` (a Get copying out), `lease_until`
+// (Get, Exist, Locate), `placement_held_until` (Locate for a shareable tier),
+// the pins in `options`, and `promotion_queued`.
+//
+// Thread-safety: none of its own. Every method must be called with the
+// backend's mutex (BackendContext::mu) held.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "tiers/cache_tier.h"
+#include "worker/backend_types.h"
+#include "worker/debug_check.h"
+
+namespace mooncake {
+
+// Tier space held by an object, a pending write or an in-flight copy. The
+// space returns to the tier when the last holder lets go.
+struct Allocation {
+  CacheTier* tier;
+  TierLocation location;
+  // Cleared at shutdown for committed objects, so a durable tier keeps them
+  // for recovery instead of deleting them.
+  std::atomic<bool> free_on_release{true};
+
+  Allocation(CacheTier* t, TierLocation loc) : tier(t), location(loc) {}
+  ~Allocation() {
+    if (free_on_release.load()) tier->Free(location);
+  }
+};
+using AllocationPtr = std::shared_ptr<Allocation>;
+
+enum class ObjectState : uint8_t {
+  kWriting,       // a pending write fills it; readers get kReplicaIsNotReady
+  kComplete,      // readable; ours once `published`
+  kAdopted,       // readable copy handed over by another node, not yet ours
+  kTransferring,  // readable while it is handed to another node
+  kRemoving,      // readable while Remove tells the master
+  kRemoved,       // erased from the table (terminal)
+};
+inline constexpr int kObjectStateCount = 6;
+
+enum class MoveState : uint8_t {
+  kIdle,
+  kCopying,   // a mover copies it to another tier
+  kDropping,  // a mover asks the master to drop it from the cluster
+};
+inline constexpr int kMoveStateCount = 3;
+
+std::string_view StateName(ObjectState state);
+std::string_view StateName(MoveState state);
+
+// The tables above, as code.
+bool IsLegalTransition(ObjectState from, ObjectState to);
+// A mover's transition while the lifecycle is in `state`.
+bool IsLegalMove(MoveState from, MoveState to, ObjectState state);
+// Whether a record may rest in this combination.
+bool IsLegalCombination(ObjectState state, MoveState move, bool published);
+
+struct Object {
+  uint64_t id = 0;           // tells apart successive objects stored under one key
+  AllocationPtr allocation;  // null while a write is still allocating
+  // Write-through copy of a hard-pinned object in the durable tier.
+  AllocationPtr durable_copy;
+  uint64_t size = 0;
+  bool promotion_queued = false;
+  // A reader on this node was told where the object lives (Locate): it is
+  // not moved before this.
+  SteadyClock::time_point placement_held_until;
+  SteadyClock::time_point adopted_at;
+  SteadyClock::time_point soft_pin_until;
+  uint64_t write_handle = 0;  // the pending write, while kWriting
+  uint64_t version = 0;
+  ObjectOptions options;
+  int readers = 0;
+  SteadyClock::time_point lease_until;
+
+  ObjectState state() const { return state_; }
+  MoveState move() const { return move_; }
+  bool published() const { return published_; }
+  size_t tier() const { return tier_; }
+  SteadyClock::time_point last_access() const { return last_access_; }
+  const std::string& key() const { return *key_; }
+
+  bool complete() const { return state_ != ObjectState::kWriting; }
+  bool moving() const { return move_ != MoveState::kIdle; }
+  bool transferring() const { return state_ == ObjectState::kTransferring; }
+  bool removing() const { return state_ == ObjectState::kRemoving; }
+  bool adopted() const { return state_ == ObjectState::kAdopted; }
+
+ private:
+  friend class ObjectTable;
+  // Changed only through ObjectTable, which keeps the LRU index, the pinned
+  // bytes and the state machine consistent with them.
+  ObjectState state_ = ObjectState::kWriting;
+  MoveState move_ = MoveState::kIdle;
+  bool published_ = false;  // claimed in the directory
+  size_t tier_ = 0;
+  SteadyClock::time_point last_access_;
+  const std::string* key_ = nullptr;  // the map node's own key
+};
+
+class ObjectTable {
+ public:
+  using Map = std::unordered_map<std::string, Object>;
+
+  explicit ObjectTable(size_t tiers);
+
+  Object* Find(const std::string& key);
+  const Object* Find(const std::string& key) const;
+  // The record of `key` if it is still the one with `object_id`.
+  Object* FindSame(const std::string& key, uint64_t object_id);
+  bool Contains(const std::string& key) const { return objects_.contains(key); }
+  size_t size() const { return objects_.size(); }
+
+  // Adds a new record in `state` (kWriting or kComplete), placed in `tier`.
+  Object& Emplace(const std::string& key, Object object, ObjectState state, size_t tier,
+                  bool published, SteadyClock::time_point last_access);
+  // Erases the record (-> kRemoved); `object` dangles afterwards. Holders of
+  // its allocation keep the space alive until they let go.
+  void Erase(Object& object);
+  void EraseIfSame(const std::string& key, uint64_t object_id);
+
+  void SetState(Object& object, ObjectState to);
+  void SetMove(Object& object, MoveState to);
+  void MarkPublished(Object& object);
+  void SetTier(Object& object, size_t tier);
+  void Touch(Object& object, SteadyClock::time_point now);
+
+  // Reader and lease accounting. A read pins the object (readers) and
+  // grants a lease; Exist and Locate grant the lease only.
+  void BeginRead(Object& object, SteadyClock::time_point now, Millis lease);
+  void EndRead(Object& object);
+  void GrantLease(Object& object, SteadyClock::time_point now, Millis lease);
+  static bool IsLeased(const Object& object, SteadyClock::time_point now);
+
+  // Pass 0: unpinned objects; pass 1: soft-pinned ones (if allowed).
+  // Objects being written, moved, handed over, removed, read, leased,
+  // adopted or hard-pinned are never victims.
+  static bool IsEvictable(const Object& object, SteadyClock::time_point now, int pass,
+                          bool allow_evict_soft_pinned);
+  // LRU victims of `tier` whose sizes add up to at least `bytes` (or all
+  // that qualify): unpinned before soft-pinned, least recently used first.
+  std::vector<std::string> PickVictims(size_t tier, uint64_t bytes, SteadyClock::time_point now,
+                                       bool allow_evict_soft_pinned) const;
+
+  // Keys of every complete, published object.
+  std::vector<std::string> Keys() const;
+  std::vector<uint64_t> pinned_bytes() const { return pinned_bytes_; }
+  // At shutdown: committed objects stay in durable tiers for recovery.
+  void KeepCommittedOnRelease();
+
+  uint64_t NextObjectId() { return next_object_id_++; }
+  uint64_t NextVersion() { return next_version_++; }
+  // Versions only ever rise: the next one is past `version`.
+  void ObserveVersion(uint64_t version);
+
+ private:
+  // Recency order of one tier's objects: least recently used first. Eviction
+  // walks it from the front, so choosing victims costs what it picks, not
+  // the size of the node (a node holds millions of KV blocks).
+  struct LruEntry {
+    SteadyClock::time_point last_access;
+    uint64_t object_id;
+    const std::string* key;  // the map node's own key: stable until erased
+    bool operator<(const LruEntry& other) const {
+      return std::tie(last_access, object_id) < std::tie(other.last_access, other.object_id);
+    }
+  };
+
+  void Unindex(const Object& object);
+  void Index(const Object& object);
+
+  Map objects_;
+  std::vector<std::set<LruEntry>> lru_;  // per tier: exactly the objects in objects_
+  std::vector<uint64_t> pinned_bytes_;   // per tier: bytes of hard-pinned objects
+  uint64_t next_object_id_ = 1;
+  uint64_t next_version_ = 1;
+};
+
+}  // namespace mooncake

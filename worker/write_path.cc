@@ -1,0 +1,413 @@
+#include "worker/write_path.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/log.h"
+
+namespace mooncake {
+
+WritePath::WritePath(BackendContext& ctx, ObjectTable& table, Mover& mover, WorkQueue& work)
+    : ctx_(ctx), table_(table), mover_(mover), work_(work) {
+  // Handles double as plan epochs, which must not repeat across restarts.
+  next_handle_ = static_cast<uint64_t>(WallMillis()) * 1000;
+}
+
+// ---------------------------------------------------------------------------
+// Two-phase writes
+
+Result<void> WritePath::WriteWhole(const std::string& key, std::string_view value,
+                                   const ObjectOptions& options, WriteMode mode) {
+  auto handle = Start(key, value.size(), options, mode, /*adopted_version=*/0, /*direct=*/false);
+  if (!handle) return Err(handle.error());
+  for (uint64_t offset = 0; offset < value.size(); offset += kRpcChunkBytes) {
+    auto written = Chunk(*handle, offset, value.substr(offset, kRpcChunkBytes));
+    if (!written) {
+      Revoke(*handle);
+      return written;
+    }
+  }
+  return End(*handle);
+}
+
+Result<uint64_t> WritePath::Start(const std::string& key, uint64_t size,
+                                  const ObjectOptions& options, WriteMode mode,
+                                  uint64_t adopted_version, bool direct) {
+  if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
+  if (size == 0) return Err(ErrorCode::kInvalidParams);
+  if (options.preferred_tier >= static_cast<int>(ctx_.tiers.size())) {
+    return Err(ErrorCode::kTierNotFound);
+  }
+  bool fits_somewhere = std::any_of(ctx_.tiers.begin(), ctx_.tiers.end(),
+                                    [size](const auto& tier) { return size <= tier->capacity(); });
+  if (!fits_somewhere) return Err(ErrorCode::kNoAvailableHandle);
+
+  // Reserve the key first so a concurrent Put of it fails fast instead of
+  // allocating (and evicting) for nothing.
+  uint64_t handle, object_id;
+  PendingWrite pending;
+  pending.key = key;
+  pending.size = size;
+  pending.mode = mode;
+  pending.options = options;
+  pending.adopted_version = adopted_version;
+  pending.direct = direct;
+  pending.deadline = SteadyClock::now() + ctx_.options.put_start_discard_timeout;
+  std::vector<AllocationPtr> released;  // freed after the lock is dropped
+  {
+    std::lock_guard lock(ctx_.mu);
+    Object* existing = table_.Find(key);
+    // An upsert of a key this node handed to another one belongs there: the
+    // caller re-locates instead of creating a second object here.
+    if (existing == nullptr && mode == WriteMode::kUpsert && mover_.MovedAwayLocked(key)) {
+      return Err(ErrorCode::kNotOwner);
+    }
+    if (existing != nullptr) {
+      if (mode != WriteMode::kUpsert) return Err(ErrorCode::kObjectAlreadyExists);
+      Object& old = *existing;
+      if (old.readers > 0 || old.moving() || old.transferring() || old.adopted() ||
+          old.removing()) {
+        return Err(ErrorCode::kObjectReplicaBusy);
+      }
+      // Pins are a property of the key: they survive an upsert.
+      pending.options.hard_pin |= old.options.hard_pin;
+      pending.options.soft_pin |= old.options.soft_pin;
+      pending.was_published = old.published();
+      if (!old.complete()) {
+        // Pre-empt the write in flight: its writer's next call fails.
+        auto previous = pending_.find(old.write_handle);
+        if (previous != pending_.end()) {
+          pending.was_published |= previous->second.was_published;
+          if (previous->second.written_from_outside()) {
+            QuarantineLocked(previous->second.allocation);
+          } else {
+            released.push_back(previous->second.allocation);
+          }
+          pending_.erase(previous);
+        }
+      }
+      // In place only over a complete object: a pre-empted writer may still
+      // be copying a chunk into the location of a write in flight, so that
+      // location is never handed to the next writer.
+      pending.in_place = old.complete() && old.allocation && old.size == size &&
+                         (!direct || ctx_.shared_regions[old.tier()].has_value());
+      if (pending.in_place) {
+        pending.allocation = old.allocation;
+        pending.tier = old.tier();
+      } else {
+        released.push_back(old.allocation);
+      }
+      released.push_back(old.durable_copy);
+      table_.Erase(old);
+    }
+    handle = next_handle_++;
+    object_id = table_.NextObjectId();
+    Object placeholder;
+    placeholder.id = object_id;
+    placeholder.size = size;
+    placeholder.write_handle = handle;
+    placeholder.options = pending.options;
+    placeholder.allocation = pending.allocation;
+    table_.Emplace(key, std::move(placeholder), ObjectState::kWriting, pending.tier,
+                   pending.was_published, SteadyClock::now());
+    pending.object_id = object_id;
+    pending_.emplace(handle, pending);
+  }
+  if (pending.in_place) return handle;
+
+  // An adopted object takes only the room the master saw: it never pushes
+  // this node's own objects out of the cluster. A strict tier (adopt with a
+  // preferred tier) must land exactly there.
+  size_t first = options.preferred_tier >= 0 ? options.preferred_tier : 0;
+  size_t last = mode == WriteMode::kAdopt && options.preferred_tier >= 0 ? first : ctx_.last_tier();
+  if (direct) last = std::min<size_t>(last, LastShareableTier());
+  auto placed = mover_.AllocateIn(first, last, size, /*allow_drop=*/mode != WriteMode::kAdopt);
+  std::optional<std::string> release_key;
+  Result<uint64_t> outcome = handle;
+  {
+    std::lock_guard lock(ctx_.mu);
+    auto it = pending_.find(handle);
+    if (it == pending_.end()) return Err(ErrorCode::kIllegalClient);  // pre-empted meanwhile
+    if (!placed) {
+      release_key = RevokeLocked(handle, /*writer_gone=*/true);
+      outcome = Err(placed.error());
+    } else {
+      auto& [tier, allocation] = *placed;
+      it->second.tier = tier;
+      it->second.allocation = allocation;
+      Object* object = table_.Find(key);
+      MC_DCHECK(object != nullptr && object->id == it->second.object_id);
+      table_.SetTier(*object, tier);
+      object->allocation = allocation;
+    }
+  }
+  if (release_key) ReleaseAbandonedOwnership({*release_key});
+  return outcome;
+}
+
+Result<void> WritePath::Chunk(uint64_t handle, uint64_t offset, std::string_view data) {
+  AllocationPtr allocation;
+  {
+    std::lock_guard lock(ctx_.mu);
+    auto pending = pending_.find(handle);
+    if (pending == pending_.end() || pending->second.committing) {
+      return Err(ErrorCode::kIllegalClient);
+    }
+    if (data.empty() || offset > pending->second.size ||
+        data.size() > pending->second.size - offset) {
+      return Err(ErrorCode::kInvalidParams);
+    }
+    allocation = pending->second.allocation;
+  }
+  auto bytes = std::as_bytes(std::span(data.data(), data.size()));
+  if (auto written = allocation->tier->Write(allocation->location, offset, bytes); !written) {
+    return written;
+  }
+  std::lock_guard lock(ctx_.mu);
+  auto pending = pending_.find(handle);
+  if (pending == pending_.end()) return Err(ErrorCode::kIllegalClient);  // pre-empted
+  pending->second.bytes_written += data.size();
+  return {};
+}
+
+Result<void> WritePath::End(uint64_t handle) {
+  PendingWrite write;
+  uint64_t version;
+  {
+    std::lock_guard lock(ctx_.mu);
+    auto pending = pending_.find(handle);
+    if (pending == pending_.end() || pending->second.committing) {
+      return Err(ErrorCode::kIllegalClient);
+    }
+    if (pending->second.bytes_written < pending->second.size) {
+      return Err(ErrorCode::kInvalidParams);  // the writer may still send the rest
+    }
+    pending->second.committing = true;
+    write = pending->second;
+    if (write.mode == WriteMode::kAdopt) {
+      version = write.adopted_version;
+      table_.ObserveVersion(version);
+    } else {
+      version = table_.NextVersion();
+    }
+  }
+
+  DurableObjectMeta meta{write.key, write.allocation->location, version, write.options.hard_pin,
+                         write.options.soft_pin};
+  auto persisted = write.allocation->tier->Persist(meta);
+  AllocationPtr durable_copy;
+  if (persisted && write.options.hard_pin) {
+    durable_copy = WriteThrough(write.key, write.allocation, write.size, version, write.options);
+  }
+  {
+    std::lock_guard lock(ctx_.mu);
+    bool still_ours = pending_.erase(handle) > 0;
+    Object* object = table_.FindSame(write.key, write.object_id);
+    if (!still_ours || object == nullptr) return Err(ErrorCode::kIllegalClient);
+    if (!persisted) {
+      table_.Erase(*object);
+      return persisted;
+    }
+    Object& o = *object;
+    auto now = SteadyClock::now();
+    o.version = version;
+    o.write_handle = 0;
+    table_.Touch(o, now);
+    o.durable_copy = std::move(durable_copy);
+    Millis soft_ttl = write.options.soft_pin_ttl.count() > 0
+                          ? std::min(write.options.soft_pin_ttl, kMaxSoftPinTtl)
+                          : ctx_.options.soft_pin_ttl;
+    o.soft_pin_until = now + soft_ttl;
+    if (write.mode == WriteMode::kAdopt) {
+      table_.SetState(o, ObjectState::kAdopted);
+      o.adopted_at = now;
+      mover_.NoteAdoptedLocked(write.key, write.object_id);
+      ctx_.counters.moved_in.fetch_add(1, std::memory_order_relaxed);
+      return {};
+    }
+    table_.SetState(o, ObjectState::kComplete);
+  }
+  return FinishPublish(write, version);
+}
+
+Result<void> WritePath::FinishPublish(const PendingWrite& write, uint64_t version) {
+  // An upsert of a key this node already owns needs no new claim.
+  auto claimed = write.was_published ? Result<void>{} : ctx_.directory->Claim(write.key);
+  std::lock_guard lock(ctx_.mu);
+  if (!claimed) {
+    table_.EraseIfSame(write.key, write.object_id);
+    return claimed;
+  }
+  if (Object* object = table_.FindSame(write.key, write.object_id)) table_.MarkPublished(*object);
+  mover_.ForgetMoveLocked(write.key);  // owned here again
+  auto& counter = write.mode == WriteMode::kUpsert ? ctx_.counters.upserts : ctx_.counters.puts;
+  counter.fetch_add(1, std::memory_order_relaxed);
+  if (mover_.AnyTierAboveHighWatermark()) work_.SignalLocked();
+  MC_LOG_DEBUG("published key={} version={} in_place={}", write.key, version, write.in_place);
+  return {};
+}
+
+AllocationPtr WritePath::WriteThrough(const std::string& key, const AllocationPtr& primary,
+                                      uint64_t size, uint64_t version,
+                                      const ObjectOptions& options) {
+  if (!ctx_.options.hard_pin_write_through) return nullptr;
+  size_t durable = ctx_.last_tier();
+  if (ctx_.tiers[durable]->kind() != TierKind::kSsd || primary->tier == ctx_.tiers[durable].get()) {
+    return nullptr;
+  }
+  auto placed = mover_.AllocateIn(durable, durable, size, /*allow_drop=*/true);
+  if (!placed) {
+    MC_LOG_WARN("hard pin write-through failed key={} error={}", key, ToString(placed.error()));
+    return nullptr;
+  }
+  auto copy = placed->second;
+  DurableObjectMeta meta{key, copy->location, version, true, options.soft_pin};
+  if (!Mover::CopyBetweenTiers(*primary, *copy, size) || !copy->tier->Persist(meta)) {
+    MC_LOG_WARN("hard pin write-through failed key={} error=copy", key);
+    return nullptr;
+  }
+  return copy;
+}
+
+Result<void> WritePath::Revoke(uint64_t handle) {
+  std::optional<std::string> release_key;
+  {
+    std::lock_guard lock(ctx_.mu);
+    auto pending = pending_.find(handle);
+    if (pending == pending_.end() || pending->second.committing) {
+      return Err(ErrorCode::kIllegalClient);
+    }
+    release_key = RevokeLocked(handle, /*writer_gone=*/true);
+  }
+  if (release_key) ReleaseAbandonedOwnership({*release_key});
+  return {};
+}
+
+std::optional<std::string> WritePath::RevokeLocked(uint64_t handle, bool writer_gone) {
+  auto pending = pending_.find(handle);
+  if (pending == pending_.end()) return std::nullopt;
+  if (pending->second.written_from_outside() && !writer_gone) {
+    QuarantineLocked(pending->second.allocation);
+  }
+  std::optional<std::string> release_key;
+  if (pending->second.was_published) release_key = pending->second.key;
+  table_.EraseIfSame(pending->second.key, pending->second.object_id);
+  pending_.erase(pending);
+  return release_key;
+}
+
+void WritePath::ReleaseAbandonedOwnership(const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) {
+    // The old value was replaced in place or freed: the key is gone here, so
+    // the master must stop pointing at this node.
+    if (auto released = ctx_.directory->Release(key); !released) {
+      MC_LOG_WARN("release after revoked upsert failed key={} error={}", key,
+                  ToString(released.error()));
+    }
+  }
+}
+
+void WritePath::DiscardExpiredWrites() {
+  std::vector<std::string> release;
+  {
+    std::lock_guard lock(ctx_.mu);
+    auto now = SteadyClock::now();
+    std::vector<uint64_t> expired;
+    for (const auto& [handle, pending] : pending_) {
+      if (!pending.committing && pending.deadline <= now) expired.push_back(handle);
+    }
+    for (uint64_t handle : expired) {
+      MC_LOG_WARN("discarded abandoned write key={} size={}", pending_[handle].key,
+                  pending_[handle].size);
+      if (auto key = RevokeLocked(handle, /*writer_gone=*/false)) release.push_back(*key);
+    }
+  }
+  ReleaseAbandonedOwnership(release);
+}
+
+// ---------------------------------------------------------------------------
+// Plan-based writes and quarantine
+
+int WritePath::LastShareableTier() const {
+  int last = -1;
+  for (size_t t = 0; t < ctx_.shared_regions.size(); ++t) {
+    if (ctx_.shared_regions[t]) last = static_cast<int>(t);
+  }
+  return last;
+}
+
+Result<DirectWritePlan> WritePath::OpenForWrite(const std::string& key, uint64_t size,
+                                                const ObjectOptions& options, WriteMode mode) {
+  if (mode == WriteMode::kAdopt) return Err(ErrorCode::kInvalidParams);
+  const auto& regions = ctx_.shared_regions;
+  int last = LastShareableTier();
+  if (last < 0 || options.preferred_tier > last) return Err(ErrorCode::kTierNotFound);
+  if (options.preferred_tier >= 0 && !regions[options.preferred_tier]) {
+    return Err(ErrorCode::kTierNotFound);
+  }
+  // Start at the fastest tier that can share: a VRAM tier whose arena could
+  // not be exported must not take the plan.
+  ObjectOptions placement = options;
+  if (placement.preferred_tier < 0) {
+    while (!regions[++placement.preferred_tier]) {
+    }
+  }
+  auto handle = Start(key, size, placement, mode, /*adopted_version=*/0, /*direct=*/true);
+  if (!handle) return Err(handle.error());
+  auto target = Target(*handle);
+  if (target && !regions[target->tier]) target = Err(ErrorCode::kTierNotFound);
+  if (!target) {
+    Revoke(*handle);
+    return Err(target.error());
+  }
+  return DirectWritePlan{.epoch = *handle,
+                         .target = *target,
+                         .region = *regions[target->tier],
+                         .timeout = ctx_.options.put_start_discard_timeout};
+}
+
+Result<WriteTarget> WritePath::Target(uint64_t handle) const {
+  std::lock_guard lock(ctx_.mu);
+  auto pending = pending_.find(handle);
+  if (pending == pending_.end() || !pending->second.allocation) {
+    return Err(ErrorCode::kIllegalClient);
+  }
+  const PendingWrite& write = pending->second;
+  return WriteTarget{.tier = write.tier,
+                     .tier_name = std::string(ctx_.tiers[write.tier]->name()),
+                     .location = write.allocation->location};
+}
+
+Result<void> WritePath::CommitDirect(uint64_t handle, std::string_view key) {
+  {
+    std::lock_guard lock(ctx_.mu);
+    auto pending = pending_.find(handle);
+    if (pending == pending_.end() || (!key.empty() && pending->second.key != key)) {
+      return Err(ErrorCode::kIllegalClient);
+    }
+    // Only writes opened for direct placement may skip counting bytes.
+    if (!pending->second.direct && pending->second.mode != WriteMode::kAdopt) {
+      return Err(ErrorCode::kInvalidParams);
+    }
+    pending->second.bytes_written = pending->second.size;
+  }
+  return End(handle);
+}
+
+void WritePath::QuarantineLocked(AllocationPtr allocation) {
+  if (!allocation) return;
+  quarantine_.push_back(
+      {SteadyClock::now() + ctx_.options.put_start_discard_timeout, std::move(allocation)});
+}
+
+void WritePath::ReleaseQuarantine() {
+  std::vector<AllocationPtr> released;  // freed after the lock is dropped
+  std::lock_guard lock(ctx_.mu);
+  auto now = SteadyClock::now();
+  while (!quarantine_.empty() && quarantine_.front().until <= now) {
+    released.push_back(std::move(quarantine_.front().allocation));
+    quarantine_.pop_front();
+  }
+}
+
+}  // namespace mooncake

@@ -1,0 +1,111 @@
+#pragma once
+
+// WritePath: every way bytes become an object on this node. Two-phase
+// writes (PutStart / PutChunk / PutEnd / PutRevoke) for Put, Upsert and
+// Adopt, plan-based writes whose bytes a local producer (or a peer's RDMA
+// WRITE) places directly, publication at the directory, hard-pin
+// write-through, the discard of abandoned writes, and the quarantine that
+// keeps space written from outside the process from being reused too soon.
+//
+// A write reserves its key with a kWriting record (ObjectTable) and keeps
+// its own PendingWrite, keyed by handle; publishing turns the record
+// kComplete (or kAdopted), revoking erases it.
+//
+// Thread-safety: the methods without "Locked" take BackendContext::mu
+// themselves and must be called without it; "Locked" ones need it held.
+// pending_, quarantine_ and next_handle_ are guarded by it.
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/backend_context.h"
+#include "worker/maintenance.h"
+#include "worker/mover.h"
+#include "worker/object_table.h"
+
+namespace mooncake {
+
+struct PendingWrite {
+  std::string key;
+  uint64_t object_id = 0;
+  size_t tier = 0;
+  AllocationPtr allocation;
+  uint64_t size = 0;
+  uint64_t bytes_written = 0;
+  bool committing = false;
+  WriteMode mode = WriteMode::kCreate;
+  bool in_place = false;       // an upsert writing over the object's own bytes
+  bool was_published = false;  // the key was owned here before this write
+  uint64_t adopted_version = 0;
+  bool direct = false;  // a producer writes the bytes itself (plan-based write)
+  ObjectOptions options;
+  SteadyClock::time_point deadline;
+
+  // Bytes may reach the space from outside this process, past the writer's
+  // last call here: a producer's mapping, or a peer's RDMA WRITE (adopts).
+  // Such space is quarantined, not reused at once, when the write is dropped.
+  bool written_from_outside() const { return direct || mode == WriteMode::kAdopt; }
+};
+
+class WritePath {
+ public:
+  WritePath(BackendContext& ctx, ObjectTable& table, Mover& mover, WorkQueue& work);
+
+  // The backend's write API; see TieredCacheBackend for each contract.
+  Result<void> WriteWhole(const std::string& key, std::string_view value,
+                          const ObjectOptions& options, WriteMode mode);
+  // PutStart (`direct` false) or the start of a plan (`direct` true).
+  Result<uint64_t> Start(const std::string& key, uint64_t size, const ObjectOptions& options,
+                         WriteMode mode, uint64_t adopted_version, bool direct);
+  Result<void> Chunk(uint64_t handle, uint64_t offset, std::string_view data);
+  Result<void> End(uint64_t handle);
+  Result<void> Revoke(uint64_t handle);
+  Result<DirectWritePlan> OpenForWrite(const std::string& key, uint64_t size,
+                                       const ObjectOptions& options, WriteMode mode);
+  Result<void> CommitDirect(uint64_t handle, std::string_view key);
+  Result<WriteTarget> Target(uint64_t handle) const;
+
+  // Forgets the pending write of a record that Remove or DropLocal erases;
+  // its writer's next call fails.
+  void ForgetLocked(uint64_t handle) { pending_.erase(handle); }
+  // Discards writes not committed within put_start_discard_timeout.
+  void DiscardExpiredWrites();
+  // Frees quarantined space whose time is up.
+  void ReleaseQuarantine();
+  // Last tier a plan-based write may use, or -1 when none can share.
+  int LastShareableTier() const;
+
+ private:
+  Result<void> FinishPublish(const PendingWrite& write, uint64_t version);
+  // Writes a hard-pinned object's bytes to the durable tier as well.
+  AllocationPtr WriteThrough(const std::string& key, const AllocationPtr& primary, uint64_t size,
+                             uint64_t version, const ObjectOptions& options);
+  void QuarantineLocked(AllocationPtr allocation);
+  // Drops a pending write; returns the key if its object was published and
+  // so must be released at the master (a revoked upsert leaves it absent).
+  // `writer_gone`: the writer itself revoked, so a direct write's space may
+  // be reused at once; otherwise it is quarantined.
+  std::optional<std::string> RevokeLocked(uint64_t handle, bool writer_gone);
+  void ReleaseAbandonedOwnership(const std::vector<std::string>& keys);
+
+  struct QuarantinedSpace {
+    SteadyClock::time_point until;
+    AllocationPtr allocation;
+  };
+
+  BackendContext& ctx_;
+  ObjectTable& table_;  // guarded by ctx_.mu
+  Mover& mover_;
+  WorkQueue& work_;
+  std::unordered_map<uint64_t, PendingWrite> pending_;  // guarded by ctx_.mu
+  std::deque<QuarantinedSpace> quarantine_;             // guarded by ctx_.mu
+  uint64_t next_handle_ = 1;                            // guarded by ctx_.mu
+};
+
+}  // namespace mooncake
