@@ -1,0 +1,210 @@
+#include "bench/bench_options.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+
+#include "bench/bench_util.h"
+#include "thrift/rpc_settings.h"
+
+namespace mooncake::bench {
+namespace {
+
+// The flags are registered in groups, in the order --help lists them.
+
+// Which workload runs, and the knobs of the device modes.
+void AddModeFlags(CLI::App& app, BenchOptions& o) {
+  app.add_option("--workload", o.workload, "mixed, zipf, prefetch, vram or transfer")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mixed", "zipf", "prefetch", "vram", "transfer"}));
+  app.add_option("--sizes", o.device_sizes_text,
+                 "vram/transfer: transfer sizes (default 64KiB,1MiB,64MiB)")
+      ->delimiter(',');
+  app.add_option("--iterations", o.iterations, "vram/transfer: timed transfers per size and path")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--gpu-device", o.gpu_device, "vram: HIP device index")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
+// RDMA for the client's large gets and for the transfer mode.
+void AddRdmaFlags(CLI::App& app, BenchOptions& o) {
+  app.add_option("--rdma", o.rdma,
+                 "Client reads of values over 4 MiB by RDMA READ: off, auto (where a device and "
+                 "the owner allow, else TCP) or on (fail without a device)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "auto", "on"}));
+  app.add_option("--rdma-device", o.transfer.rdma_device,
+                 "RDMA device for --rdma and the transfer workload (first if empty)");
+  app.add_option("--rdma-port", o.transfer.rdma_port, "transfer: RDMA port")->capture_default_str();
+  app.add_option("--rdma-gid-index", o.transfer.rdma_gid_index, "transfer: GID index (-1 auto)")
+      ->capture_default_str();
+}
+
+// What shapes the read phases: skew, the client's caches, prefetching.
+void AddReadPathFlags(CLI::App& app, BenchOptions& o) {
+  app.add_option("--zipf-theta", o.zipf_theta, "Skew of the zipf workload (0 uniform .. <1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.9999));
+  app.add_option("--location-cache-entries", o.location_cache_entries,
+                 "Keys whose owner the client remembers (0: ask the master on every read)")
+      ->capture_default_str();
+  app.add_option("--hot-cache-bytes", o.hot_cache_text,
+                 "Client hot cache budget (0 off), e.g. 64MiB; objects > 1/8 of it bypass it")
+      ->capture_default_str();
+  app.add_option("--prefetch-wait-ms", o.prefetch_wait_ms,
+                 "prefetch: other work (sleep) between BatchExist(prefetch) and the gets")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{60'000}));
+  app.add_option("--prefetch-samples", o.prefetch_samples,
+                 "prefetch: keys per latency group (DRAM, SSD, SSD prefetched)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100'000}));
+}
+
+// Where the cluster is and who this client is.
+void AddClusterFlags(CLI::App& app, BenchOptions& o) {
+  app.add_option("--master", o.master, "Master HOST:PORT")->capture_default_str();
+  AddTlsOptions(app, o.tls);
+  app.add_option("--node", o.node, "Local node id (put target)");
+}
+
+// The key set and the size of the run. Returns --duration-s, whose count
+// tells an explicit duration from the default.
+CLI::Option* AddLoadFlags(CLI::App& app, BenchOptions& o) {
+  app.add_option("--value-size", o.value_size_text, "Value size: 4096, 4KB, 4KiB, 1MB (1024-based)")
+      ->capture_default_str();
+  app.add_option("--keys", o.keys, "Objects put in the load phase")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}));
+  app.add_option("--concurrency", o.concurrency, "Threads sharing one client")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--get-ratio", o.get_ratio, "Fraction of gets in the mixed phase (0..1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  auto* duration = app.add_option("--duration-s", o.duration_s, "Mixed phase length in seconds")
+                       ->capture_default_str()
+                       ->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--ops", o.ops, "Mixed phase operation count (0: until --duration-s)");
+  app.add_option("--load-timeout-s", o.load_timeout_s, "Upper bound on the load phase")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86400.0));
+  app.add_option("--key-prefix", o.key_prefix, "Key prefix; a unique run id is appended")
+      ->capture_default_str();
+  return duration;
+}
+
+// Output, cleanup, the config file and the examples under --help.
+void AddOutputFlags(CLI::App& app, BenchOptions& o) {
+  app.add_flag("--json", o.json, "Machine-readable output");
+  app.add_flag("--cleanup", o.cleanup, "Remove the keys this run wrote when done");
+  // The same keys as the long flags, without the dashes (`value-size = "1MiB"`);
+  // flags on the command line win over the file, unknown keys are errors.
+  app.set_config("--config", "", "Read these options from a TOML/INI file (same key names)")
+      ->type_name("FILE");
+  app.allow_config_extras(CLI::config_extras_mode::error);
+  app.footer(
+      "Examples:\n  mooncake-bench --value-size 1MB --keys 2000 --concurrency 8 "
+      "--get-ratio 0.9 --duration-s 30\n"
+      "  mooncake-bench --workload zipf --keys 10000 --value-size 16KiB --duration-s 10 "
+      "--hot-cache-bytes 64MiB\n"
+      "  mooncake-bench --workload prefetch --node worker-1 --value-size 256KiB "
+      "--prefetch-wait-ms 200\n"
+      "  mooncake-bench --workload vram --sizes 64KiB,1MiB,64MiB --iterations 50\n"
+      "  mooncake-bench --workload transfer --sizes 64KiB,1MiB,64MiB");
+}
+
+// The size flags are text so that "4KiB" and "1MB" work; each becomes bytes
+// here. Returns 2 after printing the usage error of the first bad one.
+std::optional<int> ResolveSizes(BenchOptions& o) {
+  auto size = ParseSize(o.value_size_text);
+  if (!size) {
+    std::fprintf(stderr, "error: usage: --value-size '%s' is not a size like 4KB or 1MiB\n",
+                 o.value_size_text.c_str());
+    return 2;
+  }
+  o.value_size = *size;
+  if (o.hot_cache_text != "0") {
+    auto budget = ParseSize(o.hot_cache_text);
+    if (!budget) {
+      std::fprintf(stderr, "error: usage: --hot-cache-bytes '%s' is not a size like 64MiB\n",
+                   o.hot_cache_text.c_str());
+      return 2;
+    }
+    o.hot_cache_bytes = *budget;
+  }
+  std::vector<uint64_t> sizes;
+  for (const std::string& text : o.device_sizes_text) {
+    auto parsed = ParseSize(text);
+    if (!parsed) {
+      std::fprintf(stderr, "error: usage: --sizes '%s' is not a size like 64KiB\n", text.c_str());
+      return 2;
+    }
+    sizes.push_back(*parsed);
+  }
+  if (!sizes.empty()) o.transfer.sizes = sizes;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int> ParseBenchFlags(int argc, char** argv, BenchOptions& o) {
+  if (const char* env = std::getenv("MOONCAKE_MASTER"); env && *env) o.master = env;
+  CLI::App app{
+      "mooncake-bench: load keys, then a timed workload (mixed, zipf or prefetch); or measure "
+      "this machine's VRAM tier (vram) or RDMA vs TCP transfers (transfer)",
+      "mooncake-bench"};
+  AddModeFlags(app, o);
+  AddRdmaFlags(app, o);
+  AddReadPathFlags(app, o);
+  AddClusterFlags(app, o);
+  CLI::Option* duration = AddLoadFlags(app, o);
+  AddOutputFlags(app, o);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: usage: %s\n", e.what());
+    return 2;
+  }
+  o.duration_given = duration->count() > 0;
+  if (auto exit_code = ResolveSizes(o)) return exit_code;
+  // The transfer mode reads its own struct; these flags are shared.
+  o.transfer.iterations = o.iterations;
+  o.transfer.json = o.json;
+  return std::nullopt;
+}
+
+bool IsDeviceWorkload(const BenchOptions& o) {
+  return o.workload == "vram" || o.workload == "transfer";
+}
+
+std::optional<ClientConfig> ToClientConfig(const BenchOptions& o) {
+  size_t colon = o.master.rfind(':');
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  ClientConfig config;
+  config.master_host = o.master.substr(0, colon);
+  config.master_port = std::atoi(o.master.c_str() + colon + 1);
+  config.local_node = o.node;
+  config.local_hot_cache_bytes = o.hot_cache_bytes;
+  config.location_cache_entries = o.location_cache_entries;
+  config.rdma = o.rdma;
+  config.rdma_device = o.transfer.rdma_device;
+  config.tls = o.tls;
+  return config;
+}
+
+VramBenchOptions ToVramOptions(const BenchOptions& o) {
+  VramBenchOptions vram;
+  // ResolveSizes parsed --sizes into o.transfer.sizes.
+  if (!o.device_sizes_text.empty()) vram.sizes = o.transfer.sizes;
+  vram.iterations = o.iterations;
+  vram.device_index = o.gpu_device;
+  vram.json = o.json;
+  return vram;
+}
+
+}  // namespace mooncake::bench

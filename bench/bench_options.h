@@ -1,0 +1,70 @@
+#pragma once
+
+// mooncake-bench's options: one struct with documented defaults (RocksDB
+// db_bench style), filled from flags or a --config file in one place, and
+// turned into the configs of the client and of the device modes.
+//
+// Thread-safety: plain data and pure functions, except that ParseBenchFlags
+// reads MOONCAKE_MASTER and prints help or usage errors.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/transfer_bench.h"
+#include "bench/vram_bench.h"
+#include "client/client.h"
+#include "thrift/rpc_tls.h"
+
+namespace mooncake::bench {
+
+struct BenchOptions {
+  std::string master = "127.0.0.1:50051";
+  std::string node;
+  std::string value_size_text = "4KiB";
+  uint64_t value_size = 4096;
+  uint64_t keys = 1000;
+  int concurrency = 4;
+  double get_ratio = 0.9;
+  double duration_s = 10;
+  bool duration_given = false;
+  uint64_t ops = 0;  // 0: bounded by duration only
+  double load_timeout_s = 300;
+  std::string key_prefix = "bench";
+  bool json = false;
+  bool cleanup = false;
+  std::string workload = "mixed";
+  double zipf_theta = 0.99;
+  std::string hot_cache_text = "0";
+  uint64_t hot_cache_bytes = 0;
+  size_t location_cache_entries = 65536;
+  std::string rdma = "off";  // ClientConfig.rdma: RDMA READ for large gets
+  TlsSettings tls;           // ClientConfig.tls: mutual TLS to the cluster
+  int64_t prefetch_wait_ms = 200;
+  uint64_t prefetch_samples = 200;  // keys per latency group
+  // vram and transfer modes.
+  std::vector<std::string> device_sizes_text;
+  int iterations = 20;
+  int gpu_device = 0;
+  TransferBenchOptions transfer;
+};
+
+// Fills `options` from MOONCAKE_MASTER, then the command line (and --config
+// file), and resolves the size texts. Returns the exit code when the process
+// should stop now: 0 after --help (printed on stdout), 2 for a usage error
+// (one "error: usage: ..." line on stderr); nullopt to go on.
+std::optional<int> ParseBenchFlags(int argc, char** argv, BenchOptions& options);
+
+// The modes that measure this machine's devices and need no cluster.
+bool IsDeviceWorkload(const BenchOptions& options);
+
+// The client of the cluster workloads; nullopt when --master is not
+// HOST:PORT.
+std::optional<ClientConfig> ToClientConfig(const BenchOptions& options);
+
+// --workload vram's options; the sizes stay the mode's default unless --sizes.
+VramBenchOptions ToVramOptions(const BenchOptions& options);
+
+}  // namespace mooncake::bench

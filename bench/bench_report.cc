@@ -1,0 +1,116 @@
+#include "bench/bench_report.h"
+
+#include <cstdio>
+#include <iostream>
+
+namespace mooncake::bench {
+namespace {
+
+using nlohmann::json;
+
+void PrintHeader(const BenchOptions& o, const std::string& run) {
+  std::printf(
+      "mooncake-bench workload=%s master=%s value_size=%llu keys=%llu concurrency=%d "
+      "get_ratio=%.2f zipf_theta=%.2f hot_cache_bytes=%llu run=%s\n",
+      o.workload.c_str(), o.master.c_str(), static_cast<unsigned long long>(o.value_size),
+      static_cast<unsigned long long>(o.keys), o.concurrency, o.get_ratio, o.zipf_theta,
+      static_cast<unsigned long long>(o.hot_cache_bytes), run.c_str());
+}
+
+void PrintRows(std::vector<PhaseRow>& rows) {
+  std::printf("%-8s %-18s %10s %12s %10s %9s %9s %9s %8s\n", "phase", "op", "ops", "ops/s", "MB/s",
+              "p50_us", "p99_us", "p999_us", "errors");
+  for (auto& row : rows) {
+    Summary s = Summarize(row);
+    std::printf("%-8s %-18s %10llu %12.1f %10.1f %9u %9u %9u %8llu\n", row.phase.c_str(),
+                row.op.c_str(), static_cast<unsigned long long>(s.ops), s.ops_per_s, s.mb_per_s,
+                s.p50, s.p99, s.p999, static_cast<unsigned long long>(s.errors));
+  }
+  // The "all" row repeats the get and put rows' errors; list them once.
+  for (const auto& row : rows) {
+    if (row.op != "all" && !row.stats.errors.empty()) {
+      std::printf("errors %s/%s: %s\n", row.phase.c_str(), row.op.c_str(),
+                  ErrorBreakdown(row.stats).c_str());
+    }
+  }
+}
+
+void PrintExtras(const json& extra) {
+  if (extra.contains("hot_cache")) {
+    const json& h = extra["hot_cache"];
+    std::printf(
+        "hot cache: hit ratio %.3f (hits %llu, misses %llu, validations %llu, stale %llu, "
+        "%llu entries)\n",
+        h["hit_ratio"].get<double>(), h["hits"].get<unsigned long long>(),
+        h["misses"].get<unsigned long long>(), h["validations"].get<unsigned long long>(),
+        h["stale"].get<unsigned long long>(), h["entries"].get<unsigned long long>());
+  }
+  if (extra.contains("transport")) {
+    const json& t = extra["transport"];
+    std::printf("transport: rdma %s (%s), rdma gets %llu, rdma bytes %llu, fallbacks %llu\n",
+                t["rdma_enabled"].get<bool>() ? "enabled" : "disabled",
+                t["rdma_reason"].get<std::string>().c_str(),
+                t["rdma_gets"].get<unsigned long long>(), t["rdma_bytes"].get<unsigned long long>(),
+                t["rdma_fallbacks"].get<unsigned long long>());
+  }
+  if (extra.contains("groups"))
+    std::printf("prefetch groups: %s\n", extra["groups"].dump().c_str());
+  if (extra.contains("prefetch_counters")) {
+    std::printf("worker prefetch counters (delta): %s\n",
+                extra["prefetch_counters"].dump().c_str());
+  }
+}
+
+json PhaseJson(PhaseRow& row) {
+  Summary s = Summarize(row);
+  json codes = json::object();
+  for (const auto& [code, count] : row.stats.errors) codes[std::string(ToString(code))] = count;
+  return {{"phase", row.phase},       {"op", row.op},
+          {"seconds", row.seconds},   {"ops", s.ops},
+          {"ops_per_s", s.ops_per_s}, {"mb_per_s", s.mb_per_s},
+          {"bytes", row.stats.bytes}, {"p50_us", s.p50},
+          {"p99_us", s.p99},          {"p999_us", s.p999},
+          {"errors", s.errors},       {"error_codes", codes}};
+}
+
+json ConfigJson(const BenchOptions& o, const std::string& run) {
+  return {{"master", o.master},
+          {"value_size", o.value_size},
+          {"keys", o.keys},
+          {"concurrency", o.concurrency},
+          {"get_ratio", o.get_ratio},
+          {"duration_s", o.duration_s},
+          {"ops", o.ops},
+          {"workload", o.workload},
+          {"zipf_theta", o.zipf_theta},
+          {"hot_cache_bytes", o.hot_cache_bytes},
+          {"location_cache_entries", o.location_cache_entries},
+          {"rdma", o.rdma},
+          {"prefetch_wait_ms", o.prefetch_wait_ms},
+          {"run_prefix", run}};
+}
+
+}  // namespace
+
+void PrintText(const BenchOptions& options, const std::string& run, std::vector<PhaseRow>& rows,
+               const json& extra) {
+  PrintHeader(options, run);
+  PrintRows(rows);
+  PrintExtras(extra);
+}
+
+json ReportJson(const BenchOptions& options, const std::string& run, std::vector<PhaseRow>& rows,
+                const json& extra) {
+  json phases = json::array();
+  for (auto& row : rows) phases.push_back(PhaseJson(row));
+  json out = {{"config", ConfigJson(options, run)}, {"phases", phases}};
+  for (const auto& [name, value] : extra.items()) out[name] = value;
+  return out;
+}
+
+void PrintJson(const BenchOptions& options, const std::string& run, std::vector<PhaseRow>& rows,
+               const json& extra) {
+  std::cout << ReportJson(options, run, rows, extra).dump(2) << std::endl;
+}
+
+}  // namespace mooncake::bench

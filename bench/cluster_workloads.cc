@@ -1,0 +1,324 @@
+#include "bench/cluster_workloads.h"
+
+#include <spdlog/fmt/fmt.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "bench/bench_util.h"
+
+namespace mooncake::bench {
+namespace {
+
+using nlohmann::json;
+
+// Keys per BatchExist call and the most keys the prefetch mode loads.
+constexpr size_t kPrefetchBatch = 500;
+constexpr uint64_t kMaxPrefetchLoad = 2'000'000;
+// Keys per BatchRemove call of --cleanup.
+constexpr size_t kCleanupBatch = 1000;
+
+// The unique part of every key of this run: the prefix, the clock and the pid.
+std::string RunPrefix(const std::string& prefix) {
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
+  return fmt::format("{}-{:x}-{}-", prefix, ns, getpid());
+}
+
+std::string LoadKey(const std::string& run, uint64_t i) { return fmt::format("{}k{}", run, i); }
+std::string WriteKey(const std::string& run, uint64_t i) { return fmt::format("{}w{}", run, i); }
+
+// Random bytes, the same every run, so values do not compress.
+std::string MakeValue(uint64_t size) {
+  std::string value(size, '\0');
+  std::mt19937_64 random(42);
+  for (auto& c : value) c = static_cast<char>(random());
+  return value;
+}
+
+// Runs `body(thread_index, stats)` on `threads` threads and merges the stats.
+template <typename Body>
+ThreadStats RunThreads(int threads, Body&& body) {
+  std::vector<ThreadStats> per_thread(threads);
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([&, t] { body(t, per_thread[t]); });
+  }
+  for (auto& thread : running) thread.join();
+  ThreadStats total;
+  for (auto& s : per_thread) {
+    total.put.Merge(s.put);
+    total.get.Merge(s.get);
+  }
+  return total;
+}
+
+// Runs `op(random, coin, stats)` on `threads` threads until `deadline` or,
+// when `ops` > 0, until that many operations were issued across the threads.
+// Each thread has its own reproducible random stream.
+template <typename Op>
+ThreadStats RunTimedPhase(int threads, Clock::time_point deadline, uint64_t ops, Op&& op) {
+  std::atomic<uint64_t> issued{0};
+  return RunThreads(threads, [&](int t, ThreadStats& mine) {
+    std::mt19937_64 random(0x9e3779b97f4a7c15ull * (t + 1));
+    std::uniform_real_distribution<double> coin(0, 1);
+    while (Clock::now() < deadline && (ops == 0 || issued++ < ops)) op(random, coin, mine);
+  });
+}
+
+}  // namespace
+
+ClusterBench::ClusterBench(const BenchOptions& options, Client& client)
+    : options_(options),
+      client_(client),
+      run_(RunPrefix(options.key_prefix)),
+      value_(MakeValue(options.value_size)) {}
+
+std::vector<PhaseRow> ClusterBench::Run() {
+  std::vector<PhaseRow> rows;
+  load_count_ = options_.keys;
+  if (options_.workload == "prefetch") load_count_ = PrefetchLoadCount();
+  Load(rows);
+  if (loaded_.empty() && (options_.get_ratio > 0 || options_.workload != "mixed")) {
+    std::fprintf(stderr, "error: no key was loaded; skipping the %s phase\n",
+                 options_.workload.c_str());
+  } else if (options_.workload == "zipf") {
+    Zipf(rows);
+  } else if (options_.workload == "prefetch") {
+    Prefetch(rows);
+  } else {
+    Mixed(rows);
+  }
+  if (options_.cleanup) Cleanup();
+  if (options_.rdma != "off") ReportTransport();
+  return rows;
+}
+
+// Phase 1: --keys puts, bounded by --load-timeout-s.
+void ClusterBench::Load(std::vector<PhaseRow>& rows) {
+  std::atomic<uint64_t> next{0};
+  // One byte per key rather than vector<bool>: threads write distinct
+  // elements, which bit-packed storage would make a data race.
+  std::vector<uint8_t> stored(load_count_, 0);
+  auto start = Clock::now();
+  auto deadline = start + std::chrono::duration<double>(options_.load_timeout_s);
+  ThreadStats stats = RunThreads(options_.concurrency, [&](int, ThreadStats& mine) {
+    for (uint64_t i = next++; i < load_count_ && Clock::now() < deadline; i = next++) {
+      auto op_start = Clock::now();
+      auto put = client_.Put(LoadKey(run_, i), value_);
+      mine.put.Record(op_start, put, value_.size());
+      if (put) stored[i] = 1;
+    }
+  });
+  double seconds = Seconds(start);
+  for (uint64_t i = 0; i < load_count_; ++i) {
+    if (stored[i]) loaded_.push_back(i);
+  }
+  rows.push_back(PhaseRow{"load", "put", seconds, std::move(stats.put)});
+}
+
+// Phase 2: gets of loaded keys and puts of new ones, until --duration-s or
+// --ops, whichever comes first.
+void ClusterBench::Mixed(std::vector<PhaseRow>& rows) {
+  std::atomic<uint64_t> writes{0};
+  auto start = Clock::now();
+  ThreadStats stats =
+      RunTimedPhase(options_.concurrency, PhaseDeadline(start), options_.ops,
+                    [&](std::mt19937_64& random, auto& coin, ThreadStats& mine) {
+                      bool is_get = !loaded_.empty() && coin(random) < options_.get_ratio;
+                      auto op_start = Clock::now();
+                      if (is_get) {
+                        uint64_t id = loaded_[random() % loaded_.size()];
+                        mine.get.Record(op_start, CheckedGet(LoadKey(run_, id)), value_.size());
+                      } else {
+                        auto put = client_.Put(WriteKey(run_, writes++), value_);
+                        mine.put.Record(op_start, put, value_.size());
+                      }
+                    });
+  double seconds = Seconds(start);
+  written_ = writes.load();
+  PhaseRow all{"mixed", "all", seconds, {}};
+  all.stats.Merge(stats.get);
+  all.stats.Merge(stats.put);
+  rows.push_back(PhaseRow{"mixed", "get", seconds, std::move(stats.get)});
+  rows.push_back(PhaseRow{"mixed", "put", seconds, std::move(stats.put)});
+  rows.push_back(std::move(all));
+}
+
+// The bound of a read phase: --duration-s, or --ops (then an hour at most).
+Clock::time_point ClusterBench::PhaseDeadline(Clock::time_point start) const {
+  double limit_s = options_.duration_given || options_.ops == 0 ? options_.duration_s : 3600;
+  return start +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit_s));
+}
+
+// Phase 2 of zipf: skewed gets of the loaded keys; rank 0 is the hottest.
+void ClusterBench::Zipf(std::vector<PhaseRow>& rows) {
+  ZipfGenerator zipf(loaded_.size(), options_.zipf_theta);
+  auto start = Clock::now();
+  ThreadStats stats =
+      RunTimedPhase(options_.concurrency, PhaseDeadline(start), options_.ops,
+                    [&](std::mt19937_64& random, auto& coin, ThreadStats& mine) {
+                      uint64_t id = loaded_[zipf.Next(coin(random))];
+                      auto op_start = Clock::now();
+                      mine.get.Record(op_start, CheckedGet(LoadKey(run_, id)), value_.size());
+                    });
+  rows.push_back(PhaseRow{"zipf", "get", Seconds(start), std::move(stats.get)});
+  ReportHotCache();
+}
+
+// How much of the zipf phase the client hot cache (--hot-cache-bytes) served.
+void ClusterBench::ReportHotCache() {
+  HotCacheCounters hot = client_.hot_cache_counters();
+  uint64_t lookups = hot.hits + hot.misses;
+  extra_["hot_cache"] = {{"bytes_budget", options_.hot_cache_bytes},
+                         {"hits", hot.hits},
+                         {"misses", hot.misses},
+                         {"validations", hot.validations},
+                         {"stale", hot.stale},
+                         {"entries", hot.entries},
+                         {"bytes", hot.bytes},
+                         {"hit_ratio", lookups ? static_cast<double>(hot.hits) / lookups : 0.0}};
+}
+
+// How the gets travelled (--rdma): RDMA reads, fallbacks, and why not.
+void ClusterBench::ReportTransport() {
+  TransportCounters t = client_.transport_counters();
+  extra_["transport"] = {{"rdma_enabled", t.rdma_enabled},
+                         {"rdma_reason", t.rdma_reason},
+                         {"rdma_gets", t.rdma_gets},
+                         {"rdma_bytes", t.rdma_bytes},
+                         {"rdma_fallbacks", t.rdma_fallbacks}};
+}
+
+// ---- prefetch ----
+
+// Enough objects to fill DRAM twice, so the first half is demoted to SSD.
+uint64_t ClusterBench::PrefetchLoadCount() {
+  uint64_t dram = 0;
+  if (auto nodes = client_.ListNodes()) {
+    for (const auto& node : *nodes) {
+      if (!node.alive || (!options_.node.empty() && node.node_id != options_.node)) continue;
+      for (const auto& tier : node.tiers) {
+        if (tier.kind == "dram") dram += tier.capacity;
+      }
+    }
+  }
+  uint64_t needed = (2 * dram + options_.value_size - 1) / options_.value_size;
+  return std::clamp<uint64_t>(needed, options_.keys, kMaxPrefetchLoad);
+}
+
+// Where the loaded keys live now: up to 2 * samples SSD-resident keys
+// (oldest first) and up to `samples` DRAM-resident ones (newest first).
+void ClusterBench::Classify(std::vector<uint64_t>& ssd, std::vector<uint64_t>& dram) {
+  uint64_t want = options_.prefetch_samples;
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(options_.load_timeout_s));
+  for (size_t i = 0; i < loaded_.size() && ssd.size() < 2 * want && Clock::now() < deadline; ++i) {
+    auto info = client_.Inspect(LoadKey(run_, loaded_[i]));
+    if (info && info->tier == "ssd") ssd.push_back(loaded_[i]);
+  }
+  for (size_t i = loaded_.size(); i-- > 0 && dram.size() < want && Clock::now() < deadline;) {
+    auto info = client_.Inspect(LoadKey(run_, loaded_[i]));
+    if (info && info->tier == "dram") dram.push_back(loaded_[i]);
+  }
+}
+
+// Times one get per key, one at a time, so latencies are not queueing.
+PhaseRow ClusterBench::TimedGets(const std::string& op, const std::vector<uint64_t>& ids) {
+  PhaseRow row{"prefetch", op, 0, {}};
+  auto start = Clock::now();
+  for (uint64_t id : ids) {
+    auto op_start = Clock::now();
+    row.stats.Record(op_start, CheckedGet(LoadKey(run_, id)), value_.size());
+  }
+  row.seconds = Seconds(start);
+  return row;
+}
+
+// Sum of the prefetch counters over every live node.
+json ClusterBench::PrefetchCounters() {
+  json total = {{"started", 0}, {"succeeded", 0}, {"failed", 0}, {"skipped", 0}};
+  auto nodes = client_.ListNodes();
+  if (!nodes) return total;
+  for (const auto& node : *nodes) {
+    if (!node.alive) continue;
+    auto s = client_.Stats(node.node_id);
+    if (!s) continue;
+    total["started"] = total["started"].get<int64_t>() + s->prefetch_started;
+    total["succeeded"] = total["succeeded"].get<int64_t>() + s->prefetch_succeeded;
+    total["failed"] = total["failed"].get<int64_t>() + s->prefetch_failed;
+    total["skipped"] = total["skipped"].get<int64_t>() + s->prefetch_skipped;
+  }
+  return total;
+}
+
+// BatchExist(prefetch) of the keys, as a serving engine probes before reading.
+void ClusterBench::PrefetchKeys(const std::vector<uint64_t>& ids) {
+  std::vector<std::string> keys;
+  for (uint64_t id : ids) keys.push_back(LoadKey(run_, id));
+  for (size_t i = 0; i < keys.size(); i += kPrefetchBatch) {
+    std::vector<std::string> batch(keys.begin() + i,
+                                   keys.begin() + std::min(keys.size(), i + kPrefetchBatch));
+    client_.BatchExist(batch, /*prefetch=*/true);
+  }
+}
+
+// Three latency groups: DRAM hits, SSD hits, and SSD hits that were
+// prefetched --prefetch-wait-ms earlier. Half the SSD keys stay cold so the
+// two SSD groups are comparable.
+void ClusterBench::Prefetch(std::vector<PhaseRow>& rows) {
+  std::vector<uint64_t> ssd, dram;
+  Classify(ssd, dram);
+  size_t half = ssd.size() / 2;
+  std::vector<uint64_t> cold(ssd.begin(), ssd.begin() + half);
+  std::vector<uint64_t> warmed(ssd.begin() + half, ssd.begin() + 2 * half);
+  extra_["groups"] = {{"loaded", loaded_.size()},
+                      {"dram_keys", dram.size()},
+                      {"ssd_keys", 2 * half},
+                      {"prefetch_wait_ms", options_.prefetch_wait_ms}};
+  if (half == 0) {
+    std::fprintf(stderr,
+                 "warning: no SSD-resident key found; load more (--keys) or check the SSD "
+                 "tier\n");
+  }
+  rows.push_back(TimedGets("get-dram", dram));
+  rows.push_back(TimedGets("get-ssd", cold));
+  json before = PrefetchCounters();
+  PrefetchKeys(warmed);
+  // The "other work" a serving engine does between probing and reading.
+  std::this_thread::sleep_for(std::chrono::milliseconds(options_.prefetch_wait_ms));
+  rows.push_back(TimedGets("get-ssd-prefetched", warmed));
+  json after = PrefetchCounters();
+  json delta;
+  for (const auto& [name, value] : after.items()) {
+    delta[name] = value.get<int64_t>() - before[name].get<int64_t>();
+  }
+  extra_["prefetch_counters"] = delta;
+}
+
+// A get that returns the wrong number of bytes is an error, not a hit.
+Result<void> ClusterBench::CheckedGet(const std::string& key) {
+  auto got = client_.Get(key);
+  if (!got) return Err(got.error());
+  if (got->data.size() != value_.size()) return Err(ErrorCode::kInternalError);
+  return {};
+}
+
+// --cleanup: removes every key this run stored or tried to put.
+void ClusterBench::Cleanup() {
+  std::vector<std::string> keys;
+  for (uint64_t i : loaded_) keys.push_back(LoadKey(run_, i));
+  for (uint64_t i = 0; i < written_; ++i) keys.push_back(WriteKey(run_, i));
+  for (size_t i = 0; i < keys.size(); i += kCleanupBatch) {
+    std::vector<std::string> batch(keys.begin() + i,
+                                   keys.begin() + std::min(keys.size(), i + kCleanupBatch));
+    client_.BatchRemove(batch, /*force=*/true);
+  }
+}
+
+}  // namespace mooncake::bench
