@@ -3,14 +3,8 @@
 // the second line of its ready file (the harness starts everything with
 // --port 0, so the admin ports are picked free as well).
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
+#include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,10 +12,9 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "client/client.h"
 #include "tests/integration/test_cluster.h"
+#include "tests/raw_rpc.h"
 
 namespace mooncake::testing {
 namespace {
@@ -32,101 +25,16 @@ constexpr uint64_t kKiB = 1ull << 10;
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr char kToken[] = "secret";
 
-struct Reply {
-  int status = 0;
-  std::string headers;  // raw header block, names lower-cased
-  std::string body;
-
-  std::optional<json> Json() const {
-    try {
-      return json::parse(body);
-    } catch (const json::exception&) {
-      return std::nullopt;
-    }
-  }
-};
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-// The body of a "Transfer-Encoding: chunked" reply.
-std::string Dechunk(const std::string& raw) {
-  std::string out;
-  size_t pos = 0;
-  while (pos < raw.size()) {
-    size_t eol = raw.find("\r\n", pos);
-    if (eol == std::string::npos) break;
-    size_t size = std::stoul(raw.substr(pos, eol - pos), nullptr, 16);
-    if (size == 0) break;
-    out += raw.substr(eol + 2, size);
-    pos = eol + 2 + size + 2;
-  }
-  return out;
-}
-
-// One HTTP/1.1 request to 127.0.0.1:port with "Connection: close"; nullopt
-// when no complete reply arrives within 5 s. (A small client of its own: the
-// integration tests do not link the http library.)
-std::optional<Reply> Http(int port, const std::string& method, const std::string& target,
-                          const std::string& body = {}, const std::string& token = {}) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return std::nullopt;
-  timeval tv{.tv_sec = 5, .tv_usec = 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
+// The body of `r` as JSON; nullopt when it is not JSON.
+std::optional<json> Json(const HttpReply& r) {
+  try {
+    return json::parse(r.body);
+  } catch (const json::exception&) {
     return std::nullopt;
   }
-  std::string request = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1:" +
-                        std::to_string(port) + "\r\nConnection: close\r\n";
-  if (!token.empty()) request += "Authorization: Bearer " + token + "\r\n";
-  if (!body.empty() || method == "POST") {
-    request += "Content-Type: application/json\r\nContent-Length: " +
-               std::to_string(body.size()) + "\r\n";
-  }
-  request += "\r\n" + body;
-  for (size_t sent = 0; sent < request.size();) {
-    ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) {
-      close(fd);
-      return std::nullopt;
-    }
-    sent += static_cast<size_t>(n);
-  }
-  std::string raw;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n < 0) {
-      close(fd);
-      return std::nullopt;
-    }
-    if (n == 0) break;
-    raw.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  size_t header_end = raw.find("\r\n\r\n");
-  if (header_end == std::string::npos || !raw.starts_with("HTTP/1.")) return std::nullopt;
-  Reply reply;
-  size_t space = raw.find(' ');
-  reply.status = std::atoi(raw.c_str() + space + 1);
-  reply.headers = Lower(raw.substr(0, header_end));
-  reply.body = raw.substr(header_end + 4);
-  if (reply.headers.find("transfer-encoding: chunked") != std::string::npos) {
-    reply.body = Dechunk(reply.body);
-  }
-  return reply;
 }
 
-std::string Show(const std::optional<Reply>& r) {
+std::string Show(const std::optional<HttpReply>& r) {
   if (!r) return "no reply";
   return "status=" + std::to_string(r->status) + " body=" + r->body.substr(0, 2000);
 }
@@ -173,7 +81,7 @@ class AdminProcessTest : public ::testing::Test {
     auto r = Http(port, "GET", target);
     EXPECT_TRUE(r && r->status == 200) << target << ": " << Show(r);
     if (!r) return json();
-    auto doc = r->Json();
+    auto doc = Json(*r);
     EXPECT_TRUE(doc) << target << " is not JSON: " << r->body;
     return doc ? *doc : json();
   }
@@ -218,7 +126,7 @@ TEST_F(AdminProcessTest, MasterHealthNodesKeysAndMetrics) {
   auto missing = Http(master_admin_, "GET", "/keys/no-such-key");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404) << Show(missing);
-  auto err = missing->Json();
+  auto err = Json(*missing);
   ASSERT_TRUE(err) << missing->body;
   EXPECT_EQ((*err)["code"], "OBJECT_NOT_FOUND");
 
@@ -302,8 +210,8 @@ TEST_F(AdminProcessTest, WorkerHealthStatsObjectsConfigAndMetrics) {
   ASSERT_TRUE(IsOk(info));
   EXPECT_EQ(object["version"].get<int64_t>(), info->version);
   EXPECT_EQ(object["offset"].get<int64_t>(), info->offset);
-  for (const char* field : {"hard_pinned", "soft_pinned", "state", "readers",
-                            "lease_remaining_ms", "idle_ms"}) {
+  for (const char* field :
+       {"hard_pinned", "soft_pinned", "state", "readers", "lease_remaining_ms", "idle_ms"}) {
     EXPECT_TRUE(object.contains(field)) << field << ": " << object.dump();
   }
   EXPECT_GT(object["lease_remaining_ms"].get<int64_t>(), 0) << "read a moment ago";
@@ -337,8 +245,8 @@ TEST_F(AdminProcessTest, EvictMovesDramObjectsToSsdAndBadBodiesAreRejected) {
   std::vector<std::string> keys;
   for (int i = 0; i < 6; ++i) {
     keys.push_back("ev-" + std::to_string(i));
-    ASSERT_TRUE(IsOk(client_->Put(keys.back(), PatternBytes(i, 256 * kKiB),
-                                  {.preferred_node = "w1"})));
+    ASSERT_TRUE(
+        IsOk(client_->Put(keys.back(), PatternBytes(i, 256 * kKiB), {.preferred_node = "w1"})));
   }
   for (const auto& key : keys) {
     auto info = client_->Inspect(key);
@@ -357,14 +265,14 @@ TEST_F(AdminProcessTest, EvictMovesDramObjectsToSsdAndBadBodiesAreRejected) {
   EXPECT_EQ(client_->Inspect(keys[0])->tier, "dram");
 
   // Malformed JSON and bad values: 400, and the worker lives on.
-  for (const std::string& bad : {std::string("{\"tier\":"), std::string("not json"),
-                                 std::string(R"({"tier":"dram","target_ratio":1.5})"),
-                                 std::string(R"({"tier":"dram","target_ratio":"x"})"),
-                                 std::string("[]")}) {
+  for (const std::string& bad :
+       {std::string("{\"tier\":"), std::string("not json"),
+        std::string(R"({"tier":"dram","target_ratio":1.5})"),
+        std::string(R"({"tier":"dram","target_ratio":"x"})"), std::string("[]")}) {
     auto r = Http(w1_admin_, "POST", "/evict", bad, kToken);
     ASSERT_TRUE(r) << bad;
     EXPECT_EQ(r->status, 400) << bad << ": " << Show(r);
-    auto err = r->Json();
+    auto err = Json(*r);
     EXPECT_TRUE(err && err->contains("error")) << r->body;
   }
   auto no_tier = Http(w1_admin_, "POST", "/evict", R"({"tier":"nvme","target_ratio":0})", kToken);
@@ -377,7 +285,7 @@ TEST_F(AdminProcessTest, EvictMovesDramObjectsToSsdAndBadBodiesAreRejected) {
   auto evict = Http(w1_admin_, "POST", "/evict", body, kToken);
   ASSERT_TRUE(evict);
   ASSERT_EQ(evict->status, 200) << Show(evict);
-  auto result = evict->Json();
+  auto result = Json(*evict);
   ASSERT_TRUE(result) << evict->body;
   EXPECT_EQ((*result)["tier"], "dram");
   EXPECT_GE((*result)["bytes_freed"].get<uint64_t>(), 6 * 256 * kKiB) << result->dump();
@@ -407,7 +315,7 @@ TEST_F(AdminProcessTest, DeleteObjectNeedsTheToken) {
   EXPECT_EQ(no_token->status, 401) << Show(no_token);
   EXPECT_NE(no_token->headers.find("www-authenticate: bearer"), std::string::npos)
       << no_token->headers;
-  auto err = no_token->Json();
+  auto err = Json(*no_token);
   ASSERT_TRUE(err) << no_token->body;
   EXPECT_EQ((*err)["code"], "UNAUTHORIZED");
   auto wrong = Http(w1_admin_, "DELETE", "/objects/doomed", {}, "secreT");
@@ -424,7 +332,7 @@ TEST_F(AdminProcessTest, DeleteObjectNeedsTheToken) {
   auto removed = Http(w1_admin_, "DELETE", "/objects/doomed?force=true", {}, kToken);
   ASSERT_TRUE(removed);
   ASSERT_EQ(removed->status, 200) << Show(removed);
-  auto doc = removed->Json();
+  auto doc = Json(*removed);
   ASSERT_TRUE(doc) << removed->body;
   EXPECT_EQ((*doc)["key"], "doomed");
   EXPECT_EQ((*doc)["removed"], true);

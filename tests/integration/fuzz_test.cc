@@ -22,13 +22,7 @@
 //  * The admin servers run with a token; only garbage that is never a valid
 //    eviction request carries it.
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -37,12 +31,12 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <initializer_list>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -57,6 +51,7 @@
 
 #include "client/client.h"
 #include "tests/integration/test_cluster.h"
+#include "tests/raw_rpc.h"
 #include "tests/test_bytes.h"
 #include "thrift/rpc_limits.h"
 
@@ -99,38 +94,8 @@ constexpr uint64_t kKnownSize = 128 * kKiB;
 
 // ---- sockets ----
 
-// A TCP connection to 127.0.0.1:port whose sends and receives give up after
-// 2 s; -1 if none.
-int Connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  timeval tv{.tv_sec = 2, .tv_usec = 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// False when the server stopped reading first (it may close a connection as
-// soon as a header is refused).
-bool SendAll(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
+// Sockets give up on a send or a read after this.
+constexpr auto kSocketTimeout = std::chrono::seconds(2);
 
 enum class Outcome { kClosed, kHung, kNoConnection };
 
@@ -142,91 +107,16 @@ enum class Outcome { kClosed, kHung, kNoConnection };
 Outcome Exchange(
     int port, std::string_view bytes, std::string* reply = nullptr,
     std::optional<std::chrono::milliseconds> half_close_after = std::chrono::milliseconds(0)) {
-  int fd = Connect(port);
-  if (fd < 0) return Outcome::kNoConnection;
-  SendAll(fd, bytes);
+  RawConnection conn(port, kSocketTimeout);
+  if (!conn.connected()) return Outcome::kNoConnection;
+  // May fail: the server may close a connection as soon as a header is
+  // refused.
+  conn.Send(bytes);
   if (half_close_after) {
-    pollfd readable{.fd = fd, .events = POLLIN, .revents = 0};
-    if (half_close_after->count() > 0)
-      poll(&readable, 1, static_cast<int>(half_close_after->count()));
-    shutdown(fd, SHUT_WR);
+    if (half_close_after->count() > 0) conn.Readable(*half_close_after);
+    conn.ShutdownWrite();
   }
-  Outcome outcome = Outcome::kClosed;
-  char buffer[16 * 1024];
-  for (;;) {
-    ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-    if (n > 0) {
-      if (reply != nullptr) reply->append(buffer, static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) outcome = Outcome::kHung;
-    break;
-  }
-  close(fd);
-  return outcome;
-}
-
-// ---- the Thrift binary protocol, by hand ----
-
-enum TType : uint8_t {
-  kStop = 0,
-  kBool = 2,
-  kByte = 3,
-  kDouble = 4,
-  kI16 = 6,
-  kI32 = 8,
-  kI64 = 10,
-  kString = 11,
-  kStruct = 12,
-  kMap = 13,
-  kSet = 14,
-  kList = 15,
-};
-constexpr uint32_t kCall = 0x80010001;  // VERSION_1 | T_CALL
-
-// Big-endian encoder of the strict binary protocol.
-class Wire {
- public:
-  Wire& U8(uint8_t v) {
-    out_.push_back(static_cast<char>(v));
-    return *this;
-  }
-  Wire& I16(uint16_t v) { return Int(v, 2); }
-  Wire& I32(uint32_t v) { return Int(v, 4); }
-  Wire& I64(uint64_t v) { return Int(v, 8); }
-  Wire& Raw(std::string_view s) {
-    out_.append(s);
-    return *this;
-  }
-  Wire& Str(std::string_view s) { return I32(static_cast<uint32_t>(s.size())).Raw(s); }
-  // A list<string> value: element type, count, items.
-  Wire& Strings(std::initializer_list<std::string_view> items) {
-    U8(kString).I32(static_cast<uint32_t>(items.size()));
-    for (std::string_view item : items) Str(item);
-    return *this;
-  }
-  Wire& Field(uint8_t type, int16_t id) { return U8(type).I16(static_cast<uint16_t>(id)); }
-  Wire& Stop() { return U8(kStop); }
-  Wire& Call(std::string_view method, uint32_t version = kCall, uint32_t seqid = 7) {
-    return I32(version).Str(method).I32(seqid);
-  }
-  const std::string& str() const { return out_; }
-
- private:
-  Wire& Int(uint64_t v, int bytes) {
-    for (int i = bytes - 1; i >= 0; --i) out_.push_back(static_cast<char>(v >> (8 * i)));
-    return *this;
-  }
-  std::string out_;
-};
-
-// `payload` behind a frame header that declares `declared` bytes.
-std::string Frame(std::string_view payload, uint32_t declared) {
-  return Wire().I32(declared).Raw(payload).str();
-}
-std::string Frame(std::string_view payload) {
-  return Frame(payload, static_cast<uint32_t>(payload.size()));
+  return conn.ReadUntilClosed(kSocketTimeout, reply) ? Outcome::kClosed : Outcome::kHung;
 }
 
 // ---- seeded randomness ----
@@ -363,8 +253,8 @@ std::string WrongTypedArgs(std::mt19937& rng) {
 }
 
 // A call of any method of `t` whose arguments all stay at their defaults.
-std::string DefaultedCall(std::mt19937& rng, const RpcTarget& t, uint32_t version = kCall) {
-  return Wire().Call(Pick(rng, t.methods), version, rng()).str() + WrongTypedArgs(rng);
+std::string DefaultedCall(std::mt19937& rng, const RpcTarget& t, uint32_t version = kCallHeader) {
+  return Wire().Message(version, Pick(rng, t.methods), rng()).str() + WrongTypedArgs(rng);
 }
 
 // A size no frame can hold: 2^31-1, 0x7FFFFFF0, or beyond the 16 MiB limit.
@@ -437,7 +327,7 @@ std::string Truncated(std::mt19937& rng, const RpcTarget& t) {
 
 std::string HugeString(std::mt19937& rng, const RpcTarget& t) {
   if (Uniform(rng, 0, 3) == 0) {  // the method name itself
-    return Frame(Wire().I32(kCall).I32(HugeCount(rng)).Raw("Get").str());
+    return Frame(Wire().I32(kCallHeader).I32(HugeCount(rng)).Raw("Get").str());
   }
   auto id =
       static_cast<int16_t>(Uniform(rng, 0, 3) == 0 ? Uniform(rng, 100, 30000) : Uniform(rng, 1, 3));
@@ -547,7 +437,7 @@ std::string NegativeSize(std::mt19937& rng, const RpcTarget& t) {
   if (Uniform(rng, 0, 1) == 0) negative = Pick(rng, std::vector<uint32_t>{0xFFFFFFFF, 0x80000000});
   switch (Uniform(rng, 0, 2)) {
     case 0:  // the method name
-      return Frame(Wire().I32(kCall).I32(negative).Raw("Put").I32(1).str());
+      return Frame(Wire().I32(kCallHeader).I32(negative).Raw("Put").I32(1).str());
     case 1:
       return Frame(Wire().Call(Pick(rng, t.methods)).Field(kString, 1).I32(negative).Stop().str());
     default:
@@ -1131,21 +1021,16 @@ std::string Describe(const FloodResult& r, const auto& names) {
 
 // Opens `n` connections that each declare a kRpcMaxFrameBytes frame, send
 // only its first bytes, and stay open.
-std::vector<int> OpenStalledFrames(int port, int n) {
-  std::vector<int> fds;
+std::vector<RawConnection> OpenStalledFrames(int port, int n) {
+  std::vector<RawConnection> stalled;
   const std::string start = Frame(Wire().Call("Put").str(), kRpcMaxFrameBytes);
   for (int i = 0; i < n; ++i) {
-    int fd = Connect(port);
-    if (fd < 0) continue;
-    SendAll(fd, start);
-    fds.push_back(fd);
+    RawConnection conn(port, kSocketTimeout);
+    if (!conn.connected()) continue;
+    conn.Send(start);
+    stalled.push_back(std::move(conn));
   }
-  return fds;
-}
-
-void CloseAll(std::vector<int>& fds) {
-  for (int fd : fds) close(fd);
-  fds.clear();
+  return stalled;
 }
 
 std::string ReadFile(const std::filesystem::path& path) {
@@ -1190,10 +1075,8 @@ pid_t FindChild(const std::filesystem::path& ready_file) {
 }
 
 std::string HttpGetBody(int port, const std::string& path) {
-  std::string reply;
-  Exchange(port, Request("GET", path, "Connection: close\r\n"), &reply, std::nullopt);
-  size_t body = reply.find("\r\n\r\n");
-  return body == std::string::npos ? std::string() : reply.substr(body + 4);
+  auto reply = Http(port, "GET", path);
+  return reply ? reply->body : std::string();
 }
 
 // A number field of GET /health; -1 when it cannot be read.
@@ -1205,9 +1088,8 @@ int64_t HealthNumber(int admin_port, const std::string& field) {
 
 // The value of `series` in a Prometheus text page; -1 when absent.
 double MetricValue(const std::string& page, const std::string& series) {
-  size_t pos = page.find("\n" + series + " ");
-  if (pos == std::string::npos) return -1;
-  return std::strtod(page.c_str() + pos + series.size() + 2, nullptr);
+  const double value = MetricIn(page, series);
+  return std::isnan(value) ? -1 : value;
 }
 
 std::string RejectedSeries(std::string_view reason) {
@@ -1262,8 +1144,10 @@ TEST(FuzzTest, MalformedFramesAndRequestsChangeNothing) {
 
   // Given connections stalled inside declared 16 MiB frames for the whole
   // flood, expect a few KiB each, not 16 MiB.
-  std::vector<int> stalled_master = OpenStalledFrames(cluster.master_port(), kStalledFrames);
-  std::vector<int> stalled_worker = OpenStalledFrames(cluster.worker_port("w1"), kStalledFrames);
+  std::vector<RawConnection> stalled_master =
+      OpenStalledFrames(cluster.master_port(), kStalledFrames);
+  std::vector<RawConnection> stalled_worker =
+      OpenStalledFrames(cluster.worker_port("w1"), kStalledFrames);
   ASSERT_EQ(stalled_master.size(), static_cast<size_t>(kStalledFrames));
   ASSERT_EQ(stalled_worker.size(), static_cast<size_t>(kStalledFrames));
   EXPECT_TRUE(Eventually(
@@ -1293,8 +1177,8 @@ TEST(FuzzTest, MalformedFramesAndRequestsChangeNothing) {
     std::jthread b([&] { worker_http = FloodHttp(worker_admin, 4, /*is_worker=*/true); });
   }
   const double flood_seconds = std::chrono::duration<double>(Clock::now() - flood_start).count();
-  CloseAll(stalled_master);
-  CloseAll(stalled_worker);
+  stalled_master.clear();  // closes them
+  stalled_worker.clear();
   std::cout << "fuzz: master rpc " << Describe(master_rpc, kFrameKindNames) << "\n"
             << "fuzz: worker rpc " << Describe(worker_rpc, kFrameKindNames) << "\n"
             << "fuzz: master http " << Describe(master_http, kHttpKindNames) << "\n"

@@ -1,48 +1,28 @@
 // No server crashes on input: garbage, truncated and oversized Thrift frames
 // sent to a master and a worker close only that connection.
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
+#include <chrono>
 #include <string>
 
 #include "client/client.h"
 #include "tests/integration/test_cluster.h"
+#include "tests/raw_rpc.h"
 
 namespace mooncake::testing {
 namespace {
 
 // Sends `bytes` to 127.0.0.1:port, reads whatever comes back until the peer
-// closes or 2 s pass, and closes. Returns false if it could not connect.
+// closes or nothing arrives for 2 s, and closes. Returns false if it could
+// not connect.
 bool SendRaw(int port, const std::string& bytes) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  timeval tv{.tv_sec = 2, .tv_usec = 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return false;
-  }
-  (void)!write(fd, bytes.data(), bytes.size());
-  shutdown(fd, SHUT_WR);
-  char buffer[4096];
-  while (read(fd, buffer, sizeof(buffer)) > 0) {
-  }
-  close(fd);
+  RawConnection conn(port);
+  if (!conn.connected()) return false;
+  conn.Send(bytes);
+  conn.ShutdownWrite();
+  conn.ReadUntilClosed(std::chrono::seconds(2));
   return true;
-}
-
-std::string Frame(const std::string& payload, uint32_t declared_size) {
-  uint32_t be = htonl(declared_size);
-  return std::string(reinterpret_cast<const char*>(&be), 4) + payload;
 }
 
 TEST(MalformedInputTest, GarbageFramesNeitherCrashNorChangeAnything) {

@@ -8,28 +8,21 @@
 //
 // Every wait is bounded; every process listens on a free port.
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -38,6 +31,7 @@
 
 #include "client/client.h"
 #include "tests/integration/test_cluster.h"
+#include "tests/raw_rpc.h"
 
 extern char** environ;
 
@@ -48,172 +42,17 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 constexpr uint64_t kMiB = 1ull << 20;
-constexpr int32_t kCallHeader = static_cast<int32_t>(0x80010001);   // VERSION_1 | T_CALL
-constexpr int32_t kReplyHeader = static_cast<int32_t>(0x80010002);  // VERSION_1 | T_REPLY
-constexpr int8_t kTypeString = 11;
-constexpr int8_t kTypeStruct = 12;
-
-// ---- Thrift bytes by hand ----
-
-std::string BigEndian32(uint32_t v) {
-  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
-          static_cast<char>(v)};
-}
-
-int32_t ReadI32(std::string_view bytes, size_t offset) {
-  uint32_t v = 0;
-  for (size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(bytes[offset + i]);
-  return static_cast<int32_t>(v);
-}
-
-std::string Framed(const std::string& payload) {
-  return BigEndian32(static_cast<uint32_t>(payload.size())) + payload;
-}
-
-// The message header of a call to `method`.
-std::string CallBegin(std::string_view method) {
-  return BigEndian32(static_cast<uint32_t>(kCallHeader)) +
-         BigEndian32(static_cast<uint32_t>(method.size())) + std::string(method) + BigEndian32(1);
-}
 
 // MasterService.ListNodes() (or WorkerService.Stats()): no arguments.
-std::string NoArgCall(std::string_view method) { return Framed(CallBegin(method) + '\0'); }
+std::string NoArgCall(std::string_view method) { return Wire().Call(method).Stop().Framed(); }
 
 // MasterService.GetLocation(key) whose key declares `declared` bytes but
 // carries only a few.
 std::string GetLocationDeclaring(uint32_t declared) {
-  std::string payload = CallBegin("GetLocation");
-  payload += static_cast<char>(kTypeString);
-  payload += std::string("\0\1", 2);  // field id 1
-  payload += BigEndian32(declared) + "abc";
-  return Framed(payload);
+  return Wire().Call("GetLocation").Field(kString, 1).I32(declared).Raw("abc").Framed();
 }
-
-// ---- A raw loopback connection ----
-
-class RawConnection {
- public:
-  enum class Outcome { kClosed, kAnswered, kSilent };
-
-  explicit RawConnection(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ >= 0 && connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) Close();
-  }
-  ~RawConnection() { Close(); }
-  RawConnection(const RawConnection&) = delete;
-  RawConnection& operator=(const RawConnection&) = delete;
-
-  bool connected() const { return fd_ >= 0; }
-
-  bool Send(std::string_view bytes) {
-    while (!bytes.empty()) {
-      ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      bytes.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-
-  // Waits up to `timeout` for bytes (appended to `*got`) or a hang-up.
-  Outcome Await(std::chrono::milliseconds timeout, std::string* got = nullptr) {
-    const auto deadline = Clock::now() + timeout;
-    std::string local;
-    std::string& out = got ? *got : local;
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left <= 0ms) return out.empty() ? Outcome::kSilent : Outcome::kAnswered;
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buf[4096];
-      ssize_t n = recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
-      if (n > 0) {
-        out.append(buf, static_cast<size_t>(n));
-        return Outcome::kAnswered;
-      }
-      if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-        return out.empty() ? Outcome::kClosed : Outcome::kAnswered;
-      }
-    }
-  }
-
-  // Sends a no-argument call and expects a whole reply frame within 5 s.
-  ::testing::AssertionResult RoundTrip(std::string_view method = "ListNodes") {
-    if (!Send(NoArgCall(method))) return ::testing::AssertionFailure() << "send failed";
-    const auto deadline = Clock::now() + 5s;
-    std::string got;
-    auto whole = [&] {
-      return got.size() >= 4 && got.size() >= 4 + static_cast<size_t>(ReadI32(got, 0));
-    };
-    while (!whole()) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left <= 0ms || Await(left, &got) != Outcome::kAnswered) {
-        return ::testing::AssertionFailure() << "no whole reply (" << got.size() << " bytes)";
-      }
-    }
-    if (got.size() < 8 || ReadI32(got, 4) != kReplyHeader) {
-      return ::testing::AssertionFailure() << "not a Thrift reply";
-    }
-    return ::testing::AssertionSuccess();
-  }
-
-  void Close() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // ---- The admin server's /metrics ----
-
-// Whether `raw` holds a whole HTTP response: headers, then Content-Length
-// bytes (the admin server may keep the connection open after it).
-bool WholeHttpResponse(const std::string& raw) {
-  size_t end = raw.find("\r\n\r\n");
-  if (end == std::string::npos) return false;
-  std::string headers = raw.substr(0, end);
-  for (char& c : headers) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  size_t at = headers.find("content-length:");
-  if (at == std::string::npos) return false;  // read until the server closes
-  return raw.size() - end - 4 >= std::stoul(headers.substr(at + 15));
-}
-
-// The body of GET /metrics on 127.0.0.1:port, or empty when there is no
-// reply within 5 s.
-std::string FetchMetrics(int port) {
-  RawConnection conn(port);
-  if (!conn.connected() ||
-      !conn.Send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")) {
-    return {};
-  }
-  std::string raw;
-  const auto deadline = Clock::now() + 5s;
-  while (!WholeHttpResponse(raw) && Clock::now() < deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (conn.Await(left, &raw) != RawConnection::Outcome::kAnswered) break;
-  }
-  size_t body = raw.find("\r\n\r\n");
-  return body == std::string::npos ? std::string() : raw.substr(body + 4);
-}
-
-// The value of one series ("name" or "name{labels}"), NaN when absent.
-double MetricIn(const std::string& body, const std::string& series) {
-  const std::string prefix = series + " ";
-  for (size_t pos = 0; pos < body.size();) {
-    size_t eol = body.find('\n', pos);
-    if (eol == std::string::npos) eol = body.size();
-    if (body.compare(pos, prefix.size(), prefix) == 0) {
-      return std::stod(body.substr(pos + prefix.size(), eol - pos - prefix.size()));
-    }
-    pos = eol + 1;
-  }
-  return std::nan("");
-}
 
 std::string Rejected(std::string_view reason) {
   return "mooncake_rpc_rejected_frames_total{reason=\"" + std::string(reason) + "\"}";
@@ -221,14 +60,6 @@ std::string Rejected(std::string_view reason) {
 constexpr char kConnections[] = "mooncake_rpc_connections";
 constexpr char kRefused[] = "mooncake_rpc_refused_connections_total";
 constexpr char kIdleClosed[] = "mooncake_rpc_idle_closed_connections_total";
-
-// The admin port: line 2 of `name`'s ready file in the cluster's dir.
-int AdminPortOf(const TestCluster& cluster, const std::string& name) {
-  std::ifstream in(cluster.dir() / (name + ".port"));
-  int rpc = 0, admin = 0;
-  if (!(in >> rpc >> admin)) return -1;
-  return admin;
-}
 
 // ---- /proc ----
 
@@ -335,13 +166,13 @@ class RpcLimitsTest : public ::testing::Test {
 
   void StartMaster(std::vector<std::string> args) {
     ASSERT_TRUE(cluster_.StartMaster(std::move(args)));
-    master_admin_ = AdminPortOf(cluster_, "master");
+    master_admin_ = cluster_.master_admin_port();
     ASSERT_GT(master_admin_, 0);
   }
 
   // `series` of the process whose admin server is on `admin_port`.
   static double Metric(int admin_port, const std::string& series) {
-    return MetricIn(FetchMetrics(admin_port), series);
+    return AdminMetric(admin_port, series);
   }
   double MasterMetric(const std::string& series) const { return Metric(master_admin_, series); }
 
@@ -402,7 +233,7 @@ TEST_F(RpcLimitsTest, WorkerClosesConnectionsOverItsOwnLimit) {
   ASSERT_NO_FATAL_FAILURE(StartMaster({}));
   ASSERT_TRUE(cluster_.StartWorker(
       "w1", {.dram = 16 * kMiB, .ssd = 0, .extra_args = {"--max-connections", "2"}}));
-  const int admin = AdminPortOf(cluster_, "w1");
+  const int admin = cluster_.worker_admin_port("w1");
   ASSERT_GT(admin, 0);
   const int port = cluster_.worker_port("w1");
   RawConnection a(port), b(port);
@@ -423,7 +254,7 @@ TEST_F(RpcLimitsTest, SilentConnectionsAreClosedAndPooledClientsReconnect) {
   const std::vector<std::string> idle = {"--rpc-idle-timeout-ms", "300"};
   ASSERT_NO_FATAL_FAILURE(StartMaster(idle));
   ASSERT_TRUE(cluster_.StartWorker("w1", {.dram = 16 * kMiB, .ssd = 0, .extra_args = idle}));
-  const int worker_admin = AdminPortOf(cluster_, "w1");
+  const int worker_admin = cluster_.worker_admin_port("w1");
   ASSERT_GT(worker_admin, 0);
 
   // A connection that sends nothing is closed by the master, and counted.
@@ -462,7 +293,7 @@ TEST_F(RpcLimitsTest, SilentConnectionsAreClosedAndPooledClientsReconnect) {
 TEST_F(RpcLimitsTest, FrameThatDribblesIsClosedAtTheReadTimeout) {
   ASSERT_NO_FATAL_FAILURE(StartMaster({"--rpc-read-timeout-ms", "500"}));
   RawConnection conn(cluster_.master_port());
-  ASSERT_TRUE(conn.Send(BigEndian32(1000)));
+  ASSERT_TRUE(conn.Send(Frame("", 1000)));
   // 1 byte every 100 ms: the whole frame would take 100 s.
   const auto start = Clock::now();
   bool closed = false;
@@ -486,7 +317,7 @@ TEST_F(RpcLimitsTest, OversizedFramesAndFieldsAreRefusedWithoutAllocating) {
 
   // A frame that declares 17 MiB is refused before its payload.
   RawConnection big(cluster_.master_port());
-  ASSERT_TRUE(big.Send(BigEndian32(17 << 20) + "xxxxxxxx"));
+  ASSERT_TRUE(big.Send(Frame("xxxxxxxx", 17 << 20)));
   EXPECT_EQ(big.Await(2s), RawConnection::Outcome::kClosed);
   EXPECT_TRUE(MasterReaches(Rejected("frame_too_large"), 1));
 
@@ -501,17 +332,17 @@ TEST_F(RpcLimitsTest, OversizedFramesAndFieldsAreRefusedWithoutAllocating) {
 
   // Unversioned (old non-strict) messages are malformed.
   RawConnection unversioned(cluster_.master_port());
-  ASSERT_TRUE(
-      unversioned.Send(Framed(BigEndian32(9) + "ListNodes" + '\1' + BigEndian32(1) + '\0')));
+  ASSERT_TRUE(unversioned.Send(Wire().Str("ListNodes").U8(1).I32(1).Stop().Framed()));
   EXPECT_EQ(unversioned.Await(2s), RawConnection::Outcome::kClosed);
   EXPECT_TRUE(MasterReaches(Rejected("malformed"), 1));
 
   // Structs nested 40 deep in an unknown field break the depth limit.
-  std::string nested = CallBegin("ListNodes");
-  for (int i = 0; i < 40; ++i) nested += std::string{static_cast<char>(kTypeStruct), '\0', 'c'};
-  nested += std::string(41, '\0');
+  Wire nested;
+  nested.Call("ListNodes");
+  for (int i = 0; i < 40; ++i) nested.Field(kStruct, 99);
+  for (int i = 0; i <= 40; ++i) nested.Stop();
   RawConnection deep(cluster_.master_port());
-  ASSERT_TRUE(deep.Send(Framed(nested)));
+  ASSERT_TRUE(deep.Send(nested.Framed()));
   EXPECT_EQ(deep.Await(2s), RawConnection::Outcome::kClosed);
   EXPECT_TRUE(MasterReaches(Rejected("depth_limit"), 1));
 
@@ -588,7 +419,7 @@ TEST_F(RpcLimitsTest, PeerThatNeverReadsItsRepliesIsClosed) {
       "w1", {.dram = 32 * kMiB,
              .ssd = 0,
              .extra_args = {"--rpc-idle-timeout-ms", "300", "--rpc-read-timeout-ms", "300"}}));
-  const int admin = AdminPortOf(cluster_, "w1");
+  const int admin = cluster_.worker_admin_port("w1");
   ASSERT_GT(admin, 0);
   {
     auto client = cluster_.NewClient();
@@ -599,16 +430,18 @@ TEST_F(RpcLimitsTest, PeerThatNeverReadsItsRepliesIsClosed) {
 
   // WorkerService.Get("big", 0, 0) twenty times: 80 MiB of replies, far
   // more than the socket buffers hold; the replies are never read.
-  std::string get = CallBegin("Get");
-  get += static_cast<char>(kTypeString);
-  get += std::string("\0\1", 2);
-  get += BigEndian32(3) + "big";
-  for (char id : {'\2', '\3'}) {  // i64 offset = 0, i64 length = 0
-    get += std::string{'\x0a', '\0', id} + std::string(8, '\0');
-  }
-  get += '\0';
+  const std::string get = Wire()
+                              .Call("Get")
+                              .Field(kString, 1)
+                              .Str("big")
+                              .Field(kI64, 2)  // offset 0
+                              .I64(0)
+                              .Field(kI64, 3)  // length 0: all of it
+                              .I64(0)
+                              .Stop()
+                              .Framed();
   RawConnection greedy(cluster_.worker_port("w1"));
-  for (int i = 0; i < 20; ++i) greedy.Send(Framed(get));
+  for (int i = 0; i < 20; ++i) greedy.Send(get);
 
   // Expect the worker to give up on it after its timeouts.
   EXPECT_TRUE(Reaches(admin, kConnections, 0));

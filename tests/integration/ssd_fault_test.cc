@@ -11,20 +11,19 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/mount.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "client/client.h"
+#include "tests/disk_faults.h"
 #include "tests/integration/test_cluster.h"
 
 namespace mooncake::testing {
@@ -42,44 +41,13 @@ std::string ReadWholeFile(const fs::path& file) {
   return out.str();
 }
 
-void WriteFile(const fs::path& file, std::string_view content) {
-  std::ofstream f(file, std::ios::binary | std::ios::trunc);
-  f << content;
-  ASSERT_TRUE(f) << "cannot write " << file;
-}
-
-std::vector<fs::path> FilesEndingWith(const fs::path& dir, std::string_view suffix) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().filename().string().ends_with(suffix)) out.push_back(it->path());
-  }
-  return out;
-}
-
-// Complements `length` bytes at `offset`: same size, every byte wrong.
-void FlipBytes(const fs::path& file, uint64_t offset, uint64_t length) {
-  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-  ASSERT_TRUE(f) << file;
-  std::string bytes(length, '\0');
-  f.seekg(static_cast<std::streamoff>(offset));
-  f.read(bytes.data(), static_cast<std::streamsize>(length));
-  ASSERT_EQ(f.gcount(), static_cast<std::streamsize>(length)) << file;
-  for (char& c : bytes) c = static_cast<char>(~c);
-  f.seekp(static_cast<std::streamoff>(offset));
-  f.write(bytes.data(), static_cast<std::streamsize>(length));
-  ASSERT_TRUE(f) << file;
-}
-
 class SsdFaultTest : public ::testing::Test {
  protected:
   void TearDown() override {
     // Nothing may hold files on the tmpfs when it is unmounted, and it must
     // be gone before the harness removes its temp dir.
     cluster_.KillWorker(kNode, SIGKILL);
-    if (!mount_point_.empty() && umount(mount_point_.c_str()) != 0) {
-      umount2(mount_point_.c_str(), MNT_DETACH);
-    }
+    tmpfs_.reset();
   }
 
   fs::path NodeDir() const { return cluster_.dir() / kNode; }
@@ -89,15 +57,8 @@ class SsdFaultTest : public ::testing::Test {
   // Mounts a tmpfs of `bytes` on the worker's directory (its SSD path's
   // parent); returns the reason if it cannot.
   std::string MountTmpfs(uint64_t bytes) {
-    std::error_code ec;
-    fs::create_directories(NodeDir(), ec);
-    const std::string options = "size=" + std::to_string(bytes);
-    if (mount("tmpfs", NodeDir().c_str(), "tmpfs", 0, options.c_str()) != 0) {
-      return std::string("mount -t tmpfs -o ") + options + " tmpfs " + NodeDir().string() + ": " +
-             std::strerror(errno);
-    }
-    mount_point_ = NodeDir().string();
-    return "";
+    tmpfs_.emplace(NodeDir(), bytes);
+    return tmpfs_->mounted() ? "" : tmpfs_->error();
   }
 
   std::string WorkerLog() const {
@@ -140,7 +101,7 @@ class SsdFaultTest : public ::testing::Test {
   }
 
   TestCluster cluster_;
-  std::string mount_point_;
+  std::optional<TmpfsMount> tmpfs_;
   const std::string large_ = PatternBytes(1, 2 * kMiB + 123);
   const std::string small_ = PatternBytes(2, 3000);
 };
@@ -191,7 +152,7 @@ TEST_F(SsdFaultTest, FullSsdFailsPutsWithNoSpaceKeepsServingAndRecoversWhenSpace
   }
 
   // Then the refused keys are absent, never half-written
-  for (const std::string key : {refused_key, std::string("big")}) {
+  for (const std::string& key : {refused_key, std::string("big")}) {
     EXPECT_TRUE(FailsWith(client->Get(key), ErrorCode::kObjectNotFound)) << key;
     auto exists = client->Exist(key);
     ASSERT_TRUE(IsOk(exists));
@@ -234,9 +195,7 @@ TEST_F(SsdFaultTest, GarbageCurrentFileStopsTheWorkerWithExitCode4) {
 
 TEST_F(SsdFaultTest, OverwrittenManifestStopsTheWorkerWithExitCode4) {
   ASSERT_NO_FATAL_FAILURE(GivenStoppedWorkerWithSsdObjects());
-  auto manifests = FilesEndingWith(SsdPath(), "");
-  std::erase_if(manifests,
-                [](const fs::path& p) { return !p.filename().string().starts_with("MANIFEST-"); });
+  auto manifests = FilesStartingWith(SsdPath(), "MANIFEST-");
   ASSERT_FALSE(manifests.empty());
   for (const auto& m : manifests) ASSERT_NO_FATAL_FAILURE(WriteFile(m, std::string(4096, 'Z')));
   ExpectRestartRefused("Corruption");

@@ -8,17 +8,9 @@
 //
 // Without the openssl command (Debian package `openssl`) the tests skip.
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <cctype>
-#include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -26,13 +18,13 @@
 #include <iostream>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "client/client.h"
 #include "tests/integration/test_cluster.h"
+#include "tests/raw_rpc.h"
 
 namespace mooncake::testing {
 namespace {
@@ -116,94 +108,9 @@ class TestPki {
   std::string error_;
 };
 
-// ---- Plain sockets: raw frames and the admin server ----
-
-std::string BigEndian32(uint32_t v) {
-  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
-          static_cast<char>(v)};
-}
-
-// A valid MasterService.ListNodes() call, framed, in plain Thrift.
-std::string PlainListNodesFrame() {
-  std::string payload =
-      BigEndian32(0x80010001u) + BigEndian32(9) + "ListNodes" + BigEndian32(1) + '\0';
-  return BigEndian32(static_cast<uint32_t>(payload.size())) + payload;
-}
-
-// Whether `raw` holds a whole HTTP response: headers, then Content-Length
-// bytes (the admin server may keep the connection open after it).
-bool WholeHttpResponse(const std::string& raw) {
-  size_t end = raw.find("\r\n\r\n");
-  if (end == std::string::npos) return false;
-  std::string headers = raw.substr(0, end);
-  for (char& c : headers) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  size_t at = headers.find("content-length:");
-  if (at == std::string::npos) return false;  // read until the server closes
-  return raw.size() - end - 4 >= std::stoul(headers.substr(at + 15));
-}
-
-// Connects to 127.0.0.1:port, sends `request`, and collects what comes back
-// until the peer closes or `timeout` passes (`closed` tells which), or, with
-// `until_http_response`, until a whole HTTP response arrived.
-struct Exchange {
-  bool connected = false;
-  bool closed = false;
-  std::string reply;
-};
-Exchange Talk(int port, std::string_view request, std::chrono::milliseconds timeout,
-              bool until_http_response = false) {
-  Exchange ex;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ex.connected = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  if (ex.connected) {
-    send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-    const auto deadline = Clock::now() + timeout;
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left <= 0ms) break;
-      pollfd p{fd, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buf[4096];
-      ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-      if (n > 0) {
-        ex.reply.append(buf, static_cast<size_t>(n));
-        if (until_http_response && WholeHttpResponse(ex.reply)) break;
-        continue;
-      }
-      if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-        ex.closed = true;
-        break;
-      }
-    }
-  }
-  if (fd >= 0) close(fd);
-  return ex;
-}
-
-// The value of `series` in the /metrics of the admin server on `port`; NaN
-// when absent or unreachable.
-double Metric(int port, const std::string& series) {
-  Exchange ex = Talk(port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-                     5s, /*until_http_response=*/true);
-  const std::string prefix = "\n" + series + " ";
-  size_t at = ex.reply.find(prefix);
-  if (at == std::string::npos) return std::nan("");
-  return std::atof(ex.reply.c_str() + at + prefix.size());
-}
-
+// Counters of the admin servers' /metrics (AdminMetric reads them).
 const std::string kTlsRejected = "mooncake_rpc_rejected_frames_total{reason=\"tls_handshake\"}";
 const std::string kIdleClosed = "mooncake_rpc_idle_closed_connections_total";
-
-int AdminPortOf(const TestCluster& cluster, const std::string& name) {
-  std::ifstream in(cluster.dir() / (name + ".port"));
-  int rpc = 0, admin = 0;
-  if (!(in >> rpc >> admin)) return -1;
-  return admin;
-}
 
 std::string Show(const CliResult& r) {
   return "exit=" + std::to_string(r.exit_code) + " stdout=" + r.out.substr(0, 500) +
@@ -239,7 +146,7 @@ class TlsTest : public ::testing::Test {
     auto flags = TestPki::Flags(pki_->Settings("node"));
     flags.insert(flags.end(), extra.begin(), extra.end());
     ASSERT_TRUE(cluster_.StartMaster(flags));
-    master_admin_ = AdminPortOf(cluster_, "master");
+    master_admin_ = cluster_.master_admin_port();
     ASSERT_GT(master_admin_, 0);
     for (int i = 1; i <= workers; ++i) {
       WorkerOptions options{.dram = 16 * kMiB, .ssd = 64 * kMiB};
@@ -256,7 +163,7 @@ class TlsTest : public ::testing::Test {
     return config;
   }
 
-  double TlsRejections() const { return Metric(master_admin_, kTlsRejected); }
+  double TlsRejections() const { return AdminMetric(master_admin_, kTlsRejected); }
 
   // Expects Client::Create(config) to fail with `expected`.
   static ::testing::AssertionResult CreateFails(const ClientConfig& config, ErrorCode expected) {
@@ -359,13 +266,16 @@ TEST_F(TlsTest, PeersWithoutACertificateSignedByTheCaGetNoAnswer) {
   // A raw TCP connection with a plain Thrift frame: no bytes, then a close.
   for (const auto& [name, port] :
        {std::pair{"master", cluster_.master_port()}, std::pair{"w1", cluster_.worker_port("w1")}}) {
-    Exchange ex = Talk(port, PlainListNodesFrame(), 3s);
-    ASSERT_TRUE(ex.connected) << name;
-    EXPECT_TRUE(ex.reply.empty()) << name << " answered " << ex.reply.size() << " bytes";
-    EXPECT_TRUE(ex.closed) << name << " left the connection open";
+    RawConnection conn(port);
+    ASSERT_TRUE(conn.connected()) << name;
+    conn.Send(Wire().Call("ListNodes").Stop().Framed());
+    std::string reply;
+    const bool closed = conn.ReadUntilClosed(3s, &reply);
+    EXPECT_TRUE(reply.empty()) << name << " answered " << reply.size() << " bytes";
+    EXPECT_TRUE(closed) << name << " left the connection open";
   }
-  const int w1_admin = AdminPortOf(cluster_, "w1");
-  EXPECT_TRUE(Eventually([&] { return Metric(w1_admin, kTlsRejected) >= 1; }, 5s));
+  const int w1_admin = cluster_.worker_admin_port("w1");
+  EXPECT_TRUE(Eventually([&] { return AdminMetric(w1_admin, kTlsRejected) >= 1; }, 5s));
 
   // Expect the cluster unharmed: a good client still works.
   auto client = cluster_.NewClient(ConfigWith(pki_->Settings("client")));
@@ -421,7 +331,7 @@ TEST_F(TlsTest, ObjectsMoveBetweenWorkersOverTls) {
   EXPECT_TRUE(ReadsBack(*on_w2, "mover", value));
   EXPECT_TRUE(ReadsBack(*writer, "mover", value));
   EXPECT_EQ(TlsRejections(), 0);
-  EXPECT_EQ(Metric(AdminPortOf(cluster_, "w2"), kTlsRejected), 0);
+  EXPECT_EQ(AdminMetric(cluster_.worker_admin_port("w2"), kTlsRejected), 0);
 }
 
 TEST_F(TlsTest, SilentConnectionsAreClosedAtTheIdleTimeoutAndClientsReconnect) {
@@ -429,15 +339,16 @@ TEST_F(TlsTest, SilentConnectionsAreClosedAtTheIdleTimeoutAndClientsReconnect) {
 
   // A TCP connection that never starts its handshake is closed like any
   // silent connection, and counted as idle.
-  const double idle_before = Metric(master_admin_, kIdleClosed);
+  const double idle_before = AdminMetric(master_admin_, kIdleClosed);
   const auto start = Clock::now();
-  Exchange silent = Talk(cluster_.master_port(), "", 5s);
-  ASSERT_TRUE(silent.connected);
-  EXPECT_TRUE(silent.closed) << "still open after 5 s";
-  EXPECT_TRUE(silent.reply.empty());
+  RawConnection silent(cluster_.master_port());
+  ASSERT_TRUE(silent.connected());
+  std::string reply;
+  EXPECT_TRUE(silent.ReadUntilClosed(5s, &reply)) << "still open after 5 s";
+  EXPECT_TRUE(reply.empty());
   EXPECT_LT(Clock::now() - start, 3s);
-  EXPECT_TRUE(Eventually([&] { return Metric(master_admin_, kIdleClosed) > idle_before; }, 5s))
-      << "idle_closed " << Metric(master_admin_, kIdleClosed) << " tls_handshake "
+  EXPECT_TRUE(Eventually([&] { return AdminMetric(master_admin_, kIdleClosed) > idle_before; }, 5s))
+      << "idle_closed " << AdminMetric(master_admin_, kIdleClosed) << " tls_handshake "
       << TlsRejections();
 
   // A TLS client whose pooled connections were closed while it slept
@@ -446,9 +357,9 @@ TEST_F(TlsTest, SilentConnectionsAreClosedAtTheIdleTimeoutAndClientsReconnect) {
   ASSERT_TRUE(client);
   const std::string value = PatternBytes(3, 300 * 1024);
   ASSERT_TRUE(IsOk(client->Put("k", value)));
-  const double idle_after_put = Metric(master_admin_, kIdleClosed);
+  const double idle_after_put = AdminMetric(master_admin_, kIdleClosed);
   std::this_thread::sleep_for(1200ms);
-  EXPECT_GT(Metric(master_admin_, kIdleClosed), idle_after_put);
+  EXPECT_GT(AdminMetric(master_admin_, kIdleClosed), idle_after_put);
   EXPECT_TRUE(ReadsBack(*client, "k", value));
   EXPECT_TRUE(IsOk(client->ListNodes()));
 }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "mooncake_rpc/MasterService.h"
+#include "tests/raw_rpc.h"
 #include "thrift/rpc_channel.h"
 #include "thrift/rpc_limits.h"
 #include "thrift/rpc_server.h"
@@ -45,48 +46,14 @@ using apache::thrift::protocol::T_LIST;
 using apache::thrift::protocol::T_MAP;
 using apache::thrift::protocol::T_STRING;
 using apache::thrift::protocol::T_STRUCT;
-using apache::thrift::protocol::TType;
 
-constexpr int32_t kCallHeader = static_cast<int32_t>(0x80010001);   // VERSION_1 | T_CALL
-constexpr int32_t kReplyHeader = static_cast<int32_t>(0x80010002);  // VERSION_1 | T_REPLY
+using testing::Frame;
+using testing::kReplyHeader;
+using testing::RawConnection;
+using testing::ReadI32;
+using testing::Wire;
+
 constexpr int64_t kMiB = 1 << 20;
-
-// Thrift binary-protocol bytes, built by hand so that tests can say what no
-// well-behaved writer would.
-class Wire {
- public:
-  Wire& I8(int8_t v) {
-    bytes_.push_back(static_cast<char>(v));
-    return *this;
-  }
-  Wire& I16(int16_t v) { return BigEndian(static_cast<uint16_t>(v), 2); }
-  Wire& I32(int32_t v) { return BigEndian(static_cast<uint32_t>(v), 4); }
-  Wire& Str(std::string_view s) {
-    I32(static_cast<int32_t>(s.size()));
-    return Raw(s);
-  }
-  Wire& Raw(std::string_view s) {
-    bytes_ += s;
-    return *this;
-  }
-  Wire& Message(int32_t header, std::string_view method, int32_t seqid = 1) {
-    return I32(header).Str(method).I32(seqid);
-  }
-  Wire& Call(std::string_view method) { return Message(kCallHeader, method); }
-  Wire& Field(TType type, int16_t id) { return I8(static_cast<int8_t>(type)).I16(id); }
-  Wire& Stop() { return I8(0); }
-
-  // The bytes with the 4-byte frame header that declares their size.
-  std::string Framed() const { return Header(static_cast<uint32_t>(bytes_.size())) + bytes_; }
-  static std::string Header(uint32_t declared) { return Wire().BigEndian(declared, 4).bytes_; }
-
- private:
-  Wire& BigEndian(uint32_t v, int bytes) {
-    for (int i = bytes - 1; i >= 0; --i) bytes_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-    return *this;
-  }
-  std::string bytes_;
-};
 
 // A valid ListNodes call: the smallest request the master answers.
 std::string ListNodesCall() { return Wire().Call("ListNodes").Stop().Framed(); }
@@ -100,100 +67,6 @@ std::string ListNodesWithNestedStructs(int depth) {
   for (int i = 0; i < depth; ++i) w.Stop();
   return w.Stop().Framed();
 }
-
-// Big-endian i32 at `offset` of `bytes`.
-int32_t ReadI32(std::string_view bytes, size_t offset) {
-  uint32_t v = 0;
-  for (size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(bytes[offset + i]);
-  return static_cast<int32_t>(v);
-}
-
-// One raw TCP connection to 127.0.0.1:port.
-class RawConnection {
- public:
-  // What the server did with the connection.
-  enum class Outcome { kClosed, kAnswered, kSilent };
-
-  explicit RawConnection(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ >= 0 && connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) Close();
-  }
-  ~RawConnection() { Close(); }
-  RawConnection(const RawConnection&) = delete;
-  RawConnection& operator=(const RawConnection&) = delete;
-
-  bool connected() const { return fd_ >= 0; }
-
-  // False once the server has closed the connection (EPIPE, ECONNRESET).
-  bool Send(std::string_view bytes) {
-    while (!bytes.empty()) {
-      ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      bytes.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-
-  // Waits up to `timeout` for the server to answer or hang up. Bytes that
-  // arrive are appended to `*got`.
-  Outcome Await(std::chrono::milliseconds timeout, std::string* got = nullptr) {
-    const auto deadline = Clock::now() + timeout;
-    std::string local;
-    std::string& out = got ? *got : local;
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left <= 0ms) return out.empty() ? Outcome::kSilent : Outcome::kAnswered;
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buf[4096];
-      ssize_t n = recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
-      if (n > 0) {
-        out.append(buf, static_cast<size_t>(n));
-        return Outcome::kAnswered;
-      }
-      if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-        return out.empty() ? Outcome::kClosed : Outcome::kAnswered;
-      }
-    }
-  }
-
-  // One whole reply frame (payload only), or nullopt if none within `timeout`.
-  std::optional<std::string> ReadFrame(std::chrono::milliseconds timeout = 5s) {
-    const auto deadline = Clock::now() + timeout;
-    std::string got;
-    auto complete = [&] {
-      return got.size() >= 4 && got.size() >= 4 + static_cast<size_t>(ReadI32(got, 0));
-    };
-    while (!complete()) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left <= 0ms || Await(left, &got) != Outcome::kAnswered) return std::nullopt;
-    }
-    return got.substr(4, static_cast<size_t>(ReadI32(got, 0)));
-  }
-
-  // Sends a ListNodes call and expects a reply frame.
-  ::testing::AssertionResult RoundTrip() {
-    if (!Send(ListNodesCall())) return ::testing::AssertionFailure() << "send failed";
-    auto reply = ReadFrame();
-    if (!reply) return ::testing::AssertionFailure() << "no reply frame";
-    if (reply->size() < 4 || ReadI32(*reply, 0) != kReplyHeader) {
-      return ::testing::AssertionFailure() << "not a reply: " << reply->size() << " bytes";
-    }
-    return ::testing::AssertionSuccess();
-  }
-
-  void Close() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 5s) {
   const auto deadline = Clock::now() + timeout;
@@ -244,6 +117,18 @@ class RpcServerTest : public ::testing::Test {
         << RpcFaultName(fault) << " counted " << Faults(fault);
   }
 
+  // Expects `frame` on a fresh connection to be closed for kSizeLimit
+  // before the server allocates what it declares: the peak RSS of this
+  // process (the server's) grows by less than 64 MiB meanwhile.
+  void ExpectRefusedWithoutAllocating(const std::string& frame) {
+    RawConnection conn(server_->port());
+    ResetPeakRss();
+    const int64_t peak_before = PeakRssKiB();
+    ASSERT_TRUE(conn.Send(frame));
+    ExpectClosedFor(conn, RpcFault::kSizeLimit);
+    EXPECT_LT(PeakRssKiB() - peak_before, 64 * 1024) << "KiB of peak RSS grew";
+  }
+
   std::unique_ptr<RpcServer> server_;
 };
 
@@ -270,12 +155,12 @@ TEST_F(RpcServerTest, AnswersAValidCallOnARawSocketAndThroughRpcChannel) {
 TEST_F(RpcServerTest, FrameOverTheLimitIsRefusedBeforeItsPayload) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   RawConnection conn(server_->port());
-  ASSERT_TRUE(conn.Send(Wire::Header(kRpcMaxFrameBytes + 1)));
+  ASSERT_TRUE(conn.Send(Frame("", kRpcMaxFrameBytes + 1)));
   ExpectClosedFor(conn, RpcFault::kFrameTooLarge);
 
   // A negative size (2 GiB and up as unsigned) too.
   RawConnection negative(server_->port());
-  ASSERT_TRUE(negative.Send(Wire::Header(0x80000000u)));
+  ASSERT_TRUE(negative.Send(Frame("", 0x80000000u)));
   EXPECT_EQ(negative.Await(3s), RawConnection::Outcome::kClosed);
   EXPECT_TRUE(Eventually([&] { return Faults(RpcFault::kFrameTooLarge) == 2; }));
 }
@@ -298,33 +183,21 @@ TEST_F(RpcServerTest, FrameOfExactlyTheLimitIsRead) {
 
 TEST_F(RpcServerTest, StringLargerThanItsFrameIsRefusedWithoutAllocating) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
-  RawConnection conn(server_->port());
   // GetLocation(key) whose key declares 0x7FFFFFF0 bytes in a 40-byte frame.
-  std::string frame =
-      Wire().Call("GetLocation").Field(T_STRING, 1).I32(0x7FFFFFF0).Raw("abc").Framed();
-  ResetPeakRss();
-  const int64_t peak_before = PeakRssKiB();
-  ASSERT_TRUE(conn.Send(frame));
-  ExpectClosedFor(conn, RpcFault::kSizeLimit);
-  EXPECT_LT(PeakRssKiB() - peak_before, 64 * 1024) << "KiB of peak RSS grew";
+  ExpectRefusedWithoutAllocating(
+      Wire().Call("GetLocation").Field(T_STRING, 1).I32(0x7FFFFFF0).Raw("abc").Framed());
 }
 
 TEST_F(RpcServerTest, ListLargerThanItsFrameIsRefused) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
-  RawConnection conn(server_->port());
   // BatchGetLocation(keys) declaring 0x7FFFFFF0 strings (4 bytes each at least).
-  std::string frame = Wire()
-                          .Call("BatchGetLocation")
-                          .Field(T_LIST, 1)
-                          .I8(T_STRING)
-                          .I32(0x7FFFFFF0)
-                          .Str("k")
-                          .Framed();
-  ResetPeakRss();
-  const int64_t peak_before = PeakRssKiB();
-  ASSERT_TRUE(conn.Send(frame));
-  ExpectClosedFor(conn, RpcFault::kSizeLimit);
-  EXPECT_LT(PeakRssKiB() - peak_before, 64 * 1024) << "KiB of peak RSS grew";
+  ExpectRefusedWithoutAllocating(Wire()
+                                     .Call("BatchGetLocation")
+                                     .Field(T_LIST, 1)
+                                     .U8(T_STRING)
+                                     .I32(0x7FFFFFF0)
+                                     .Str("k")
+                                     .Framed());
 }
 
 TEST_F(RpcServerTest, MapInAnUnknownFieldIsCheckedToo) {
@@ -332,7 +205,7 @@ TEST_F(RpcServerTest, MapInAnUnknownFieldIsCheckedToo) {
   RawConnection conn(server_->port());
   // 100 i32 -> i32 pairs need 800 bytes; the frame has a dozen.
   std::string frame =
-      Wire().Call("ListNodes").Field(T_MAP, 5).I8(T_I32).I8(T_I32).I32(100).I32(1).I32(2).Framed();
+      Wire().Call("ListNodes").Field(T_MAP, 5).U8(T_I32).U8(T_I32).I32(100).I32(1).I32(2).Framed();
   ASSERT_TRUE(conn.Send(frame));
   ExpectClosedFor(conn, RpcFault::kSizeLimit);
 }
@@ -344,7 +217,7 @@ TEST_F(RpcServerTest, ContainersAreCappedInElementsEvenWhenTheFrameHoldsThem) {
     return Wire()
         .Call("ListNodes")
         .Field(T_LIST, 5)
-        .I8(apache::thrift::protocol::T_BOOL)
+        .U8(apache::thrift::protocol::T_BOOL)
         .I32(count)
         .Raw(std::string(static_cast<size_t>(count), '\1'))
         .Stop()
@@ -379,7 +252,7 @@ TEST_F(RpcServerTest, UnversionedMessageIsMalformed) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   RawConnection conn(server_->port());
   // The old non-strict form: method name first, no version word.
-  std::string frame = Wire().Str("ListNodes").I8(1).I32(1).Stop().Framed();
+  std::string frame = Wire().Str("ListNodes").U8(1).I32(1).Stop().Framed();
   ASSERT_TRUE(conn.Send(frame));
   ExpectClosedFor(conn, RpcFault::kMalformed);
 }
@@ -388,7 +261,7 @@ TEST_F(RpcServerTest, PeerClosingInsideAFrameIsTruncated) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   {
     RawConnection conn(server_->port());
-    ASSERT_TRUE(conn.Send(Wire::Header(100) + "only ten b"));
+    ASSERT_TRUE(conn.Send(Frame("only ten b", 100)));
   }
   EXPECT_TRUE(Eventually([&] { return Faults(RpcFault::kTruncatedFrame) == 1; }));
 }
@@ -396,7 +269,7 @@ TEST_F(RpcServerTest, PeerClosingInsideAFrameIsTruncated) {
 TEST_F(RpcServerTest, FrameThatDribblesIsClosedAtTheReadTimeout) {
   ASSERT_NO_FATAL_FAILURE(StartServer({.read_timeout_ms = 300}));
   RawConnection conn(server_->port());
-  ASSERT_TRUE(conn.Send(Wire::Header(1000)));
+  ASSERT_TRUE(conn.Send(Frame("", 1000)));
   // One byte every 50 ms would take 50 s; the server must give up after 300 ms.
   const auto start = Clock::now();
   bool closed = false;
@@ -557,6 +430,17 @@ std::string LocationReply(int32_t seqid, const std::function<void(Wire&)>& body)
   return w.Stop().Stop().Framed();
 }
 
+// Expects GetLocation from `server` to fail with kRpcFail, and the peak RSS
+// of this process (the client's) to grow by less than 64 MiB meanwhile.
+void ExpectRpcFailWithoutAllocating(const FakeServer& server) {
+  ResetPeakRss();
+  const int64_t peak_before = PeakRssKiB();
+  auto r = GetLocationFrom(server.port());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), ErrorCode::kRpcFail);
+  EXPECT_LT(PeakRssKiB() - peak_before, 64 * 1024) << "KiB of peak RSS grew";
+}
+
 TEST(RpcChannelLimitsTest, WellFormedReplyFromTheFakeServerDecodes) {
   // Guards the fake server itself: a good reply must come through.
   FakeServer server([](int32_t seqid) {
@@ -576,28 +460,18 @@ TEST(RpcChannelLimitsTest, ReplyDeclaringA2GiBStringFailsWithoutAllocating) {
       w.Field(T_I32, 1).I32(0).Field(T_STRING, 2).I32(0x7FFFFFF0).Raw("w1");
     });
   });
-  ResetPeakRss();
-  const int64_t peak_before = PeakRssKiB();
-  auto r = GetLocationFrom(server.port());
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error(), ErrorCode::kRpcFail);
-  EXPECT_LT(PeakRssKiB() - peak_before, 64 * 1024) << "KiB of peak RSS grew";
+  ASSERT_NO_FATAL_FAILURE(ExpectRpcFailWithoutAllocating(server));
   EXPECT_EQ(server.requests(), 1);  // a fresh connection's failure is not retried
 }
 
 TEST(RpcChannelLimitsTest, ReplyFrameOverTheLimitFails) {
-  FakeServer server([](int32_t) { return Wire::Header(kRpcMaxFrameBytes + 1) + "xxxx"; });
-  ResetPeakRss();
-  const int64_t peak_before = PeakRssKiB();
-  auto r = GetLocationFrom(server.port());
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error(), ErrorCode::kRpcFail);
-  EXPECT_LT(PeakRssKiB() - peak_before, 64 * 1024) << "KiB of peak RSS grew";
+  FakeServer server([](int32_t) { return Frame("xxxx", kRpcMaxFrameBytes + 1); });
+  ExpectRpcFailWithoutAllocating(server);
 }
 
 TEST(RpcChannelLimitsTest, UnversionedOrGarbageReplyFails) {
   FakeServer server(
-      [](int32_t seqid) { return Wire().Str("GetLocation").I8(2).I32(seqid).Stop().Framed(); });
+      [](int32_t seqid) { return Wire().Str("GetLocation").U8(2).I32(seqid).Stop().Framed(); });
   auto r = GetLocationFrom(server.port());
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), ErrorCode::kRpcFail);
@@ -605,7 +479,7 @@ TEST(RpcChannelLimitsTest, UnversionedOrGarbageReplyFails) {
 
 TEST(RpcChannelLimitsTest, ReplyThatStopsHalfWayTimesOut) {
   // Declares 1 KiB, sends 10 bytes and keeps the connection open.
-  FakeServer server([](int32_t) { return Wire::Header(1024) + "ten bytes!"; });
+  FakeServer server([](int32_t) { return Frame("ten bytes!", 1024); });
   const auto start = Clock::now();
   auto r = GetLocationFrom(server.port());
   ASSERT_FALSE(r);

@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 #include <spawn.h>
-#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +17,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tests/disk_faults.h"
 
 extern char** environ;
 
@@ -371,45 +372,11 @@ TEST_F(SsdTierTest, SurvivesKill9) {
 
 namespace fs = std::filesystem;
 
-std::vector<fs::path> FilesEndingWith(const std::string& dir, std::string_view suffix) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().filename().string().ends_with(suffix)) out.push_back(it->path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::vector<fs::path> FilesStartingWith(const std::string& dir, std::string_view prefix) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().filename().string().starts_with(prefix)) out.push_back(it->path());
-  }
-  return out;
-}
-
-// Replaces `length` bytes at `offset` of `file` with their complement, so
-// the file keeps its size but every byte of the range is wrong.
-void FlipBytes(const fs::path& file, uint64_t offset, uint64_t length) {
-  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-  ASSERT_TRUE(f) << file;
-  std::string bytes(length, '\0');
-  f.seekg(static_cast<std::streamoff>(offset));
-  f.read(bytes.data(), static_cast<std::streamsize>(length));
-  ASSERT_EQ(f.gcount(), static_cast<std::streamsize>(length)) << file;
-  for (char& c : bytes) c = static_cast<char>(~c);
-  f.seekp(static_cast<std::streamoff>(offset));
-  f.write(bytes.data(), static_cast<std::streamsize>(length));
-  ASSERT_TRUE(f) << file;
-}
-
-void WriteFile(const fs::path& file, std::string_view content) {
-  std::ofstream f(file, std::ios::binary | std::ios::trunc);
-  f << content;
-  ASSERT_TRUE(f) << file;
-}
+using testing::FilesEndingWith;
+using testing::FilesStartingWith;
+using testing::FlipBytes;
+using testing::TmpfsMount;
+using testing::WriteFile;
 
 class SsdTierFaultTest : public SsdTierTest {
  protected:
@@ -534,34 +501,6 @@ TEST_F(SsdTierFaultTest, DamagedTableBlockFailsTheReadInsteadOfServingIt) {
   std::vector<std::byte> out(small_.location.size);
   EXPECT_EQ((*tier)->Read(small_.location, 0, out).error(), ErrorCode::kInternalError);
 }
-
-// A tmpfs of a fixed size mounted for one test (root only); unmounted on
-// destruction, lazily if something still holds it.
-class TmpfsMount {
- public:
-  TmpfsMount(std::string dir, uint64_t bytes) : dir_(std::move(dir)) {
-    std::error_code ec;
-    fs::create_directories(dir_, ec);
-    const std::string options = "size=" + std::to_string(bytes);
-    if (mount("tmpfs", dir_.c_str(), "tmpfs", 0, options.c_str()) != 0) {
-      error_ = std::string("mount -t tmpfs ") + dir_ + ": " + std::strerror(errno);
-    } else {
-      mounted_ = true;
-    }
-  }
-  ~TmpfsMount() {
-    if (mounted_ && umount(dir_.c_str()) != 0) umount2(dir_.c_str(), MNT_DETACH);
-  }
-  TmpfsMount(const TmpfsMount&) = delete;
-  TmpfsMount& operator=(const TmpfsMount&) = delete;
-  bool mounted() const { return mounted_; }
-  const std::string& error() const { return error_; }
-
- private:
-  std::string dir_;
-  std::string error_;
-  bool mounted_ = false;
-};
 
 TEST_F(SsdTierFaultTest, FullDiskFailsWritesWithNoSpaceKeepsDataAndRecovers) {
   TmpfsMount mnt(dir_ + "/mnt", 8 * kMiB);
