@@ -1,6 +1,7 @@
 #include "thrift/rpc_transport.h"
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 #include <thrift/TConfiguration.h>
 #include <thrift/TOutput.h>
 #include <thrift/protocol/TProtocolException.h>
@@ -8,6 +9,7 @@
 #include <thrift/transport/TSocket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <mutex>
@@ -25,6 +27,7 @@ using apache::thrift::protocol::TProtocolException;
 using apache::thrift::protocol::TType;
 using apache::thrift::transport::TSocket;
 using apache::thrift::transport::TSSLException;
+using apache::thrift::transport::TSSLSocket;
 using apache::thrift::transport::TSSLSocketFactory;
 using apache::thrift::transport::TTransportException;
 using Clock = std::chrono::steady_clock;
@@ -124,7 +127,8 @@ BoundedFramedTransport::BoundedFramedTransport(std::shared_ptr<TSocket> socket,
                                                RpcReadTimeouts timeouts)
     : TFramedTransport(socket, BoundedConfiguration()),
       socket_(std::move(socket)),
-      timeouts_(timeouts) {
+      timeouts_(timeouts),
+      plain_socket_(dynamic_cast<TSSLSocket*>(socket_.get()) == nullptr) {
   setMaxFrameSize(kRpcMaxFrameBytes);
   SetSocketTimeout(timeouts_.idle);
 }
@@ -201,6 +205,23 @@ void BoundedFramedTransport::ReadPayload(uint32_t size) {
       if (got > 0) std::memcpy(bigger.get(), frame_.get(), got);
       frame_ = std::move(bigger);
       frame_capacity_ = capacity;
+    }
+    if (got == 0 && plain_socket_) {
+      // Usually the whole frame is in the socket buffer already: a
+      // non-blocking read takes it without re-arming the socket's timer
+      // (two setsockopt calls a frame otherwise).
+      ssize_t n = recv(socket_->getSocketFD(), frame_.get(), std::min(frame_capacity_, size),
+                       MSG_DONTWAIT);
+      if (n > 0) {
+        got += static_cast<uint32_t>(n);
+        continue;
+      }
+      if (n == 0) {
+        throw RpcFaultError(RpcFault::kTruncatedFrame, "connection closed inside a frame");
+      }
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        throw TTransportException(TTransportException::UNKNOWN, "recv failed", errno);
+      }
     }
     if (timeouts_.frame.count() > 0) {
       auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());

@@ -91,6 +91,8 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
 
   std::shared_ptr<apache::thrift::transport::TSocket> socket_;
   const RpcReadTimeouts timeouts_;
+  // Not TLS: the payload's first read may bypass the socket (see ReadPayload).
+  const bool plain_socket_;
   std::chrono::milliseconds socket_timeout_{0};
   std::unique_ptr<uint8_t[]> frame_;
   uint32_t frame_capacity_ = 0;
