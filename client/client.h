@@ -229,9 +229,9 @@ class Client {
   std::vector<Result<bool>> BatchExist(const std::vector<std::string>& keys, bool prefetch = false);
   std::vector<Result<void>> BatchRemove(const std::vector<std::string>& keys, bool force = false);
 
-  // Plan-based write (DESIGN.md section 4) for a producer on the target
-  // node: reserves `size` bytes in a memory tier (VRAM, else DRAM) of
-  // options.preferred_node, else local_node, else the master's pick.
+  // Plan-based write (docs/design.md, "Plan-based writes") for a producer on
+  // the target node: reserves `size` bytes in a memory tier (VRAM, else DRAM)
+  // of options.preferred_node, else local_node, else the master's pick.
   // `upsert` replaces an existing object, routed to its owner.
   // kTierNotFound when the node has no memory tier it can share.
   Result<WritePlan> OpenForWrite(std::string_view key, uint64_t size,

@@ -1,7 +1,7 @@
-// Plan-based writes (DESIGN.md section 4) and GetLocation: the calls that
-// hand a process on a worker's node a place in a memory tier to write or
-// read itself, instead of moving the bytes through the client. Placement
-// follows the same rules as Put and Upsert (client_writes.h).
+// Plan-based writes (docs/design.md, "Plan-based writes") and GetLocation:
+// the calls that hand a process on a worker's node a place in a memory tier
+// to write or read itself, instead of moving the bytes through the client.
+// Placement follows the same rules as Put and Upsert (client_writes.h).
 
 #include "client/client_plans.h"
 

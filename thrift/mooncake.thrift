@@ -138,9 +138,10 @@ struct MemoryHandle {
   6: string machine_id = "",
 }
 
-// A plan-based write (DESIGN.md section 4): the producer writes `size` bytes
-// at `offset` of `memory` itself, then calls Commit(key, epoch). A plan not
-// committed within `timeout_ms` is discarded like any two-phase write.
+// A plan-based write (docs/design.md, "Plan-based writes"): the producer
+// writes `size` bytes at `offset` of `memory` itself, then calls
+// Commit(key, epoch). A plan not committed within `timeout_ms` is discarded
+// like any two-phase write.
 struct WritePlan {
   1: ErrorCode code,
   2: string node_id,
@@ -245,7 +246,7 @@ struct WorkerStats {
 
 service WorkerService {
   ErrorCode Put(1: string key, 2: binary value, 3: ReplicateConfig config),
-  // Creates or replaces the object; see DESIGN.md "Upsert".
+  // Creates or replaces the object; see docs/design.md, "Upsert".
   ErrorCode Upsert(1: string key, 2: binary value, 3: ReplicateConfig config),
   // Two-phase write for values larger than one message. `upsert` replaces an
   // existing object (pre-empting an in-flight write of it) instead of failing.
@@ -281,7 +282,8 @@ service WorkerService {
   ErrorCode AdoptEnd(1: i64 handle, 2: bool written_directly = false),
   ErrorCode AdoptAbort(1: string key),
 
-  // Plan-based writes by producers on this node (DESIGN.md section 4).
+  // Plan-based writes by producers on this node (docs/design.md,
+  // "Plan-based writes").
   // Allocates in a memory tier (VRAM first, else DRAM; config.preferred_tier
   // narrows it) and returns where to write. `upsert` replaces an existing
   // object as Upsert does.

@@ -3,11 +3,11 @@
 // A Thrift server on one TCP port: bounded framed transport, strict binary
 // protocol, optional mutual TLS, one thread per connection.
 //
-// What it protects against (DESIGN.md section 7): a frame or field over the
-// limits of thrift/rpc_limits.h closes that connection with one warning line
-// and is counted by fault; at most max_connections are served at once (more
-// are accepted, closed at once and counted, while existing clients keep
-// working); a connection that sends nothing for idle_timeout_ms, or takes
+// What it protects against (docs/design.md, "Trust and limits"): a frame or
+// field over the limits of thrift/rpc_limits.h closes that connection with one
+// warning line and is counted by fault; at most max_connections are served at
+// once (more are accepted, closed at once and counted, while existing clients
+// keep working); a connection that sends nothing for idle_timeout_ms, or takes
 // longer than read_timeout_ms to send a frame it started, is closed.
 //
 // Thread-safety: Start/Stop from one owning thread; port() and stats() from
