@@ -7,8 +7,10 @@
 #include <cctype>
 #include <charconv>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/version.h"
 #include "thrift/rpc_settings.h"
 
 namespace mooncake::cli {
@@ -18,10 +20,14 @@ constexpr const char* kTopFooter =
     "Exit codes: 0 success, 1 not found, 2 usage error, 3 server or connection error.\n"
     "Master address precedence: --master > MOONCAKE_MASTER > config file (--config FILE,\n"
     "else ~/.config/mooncake/cli.toml, with the line master = \"host:port\") > 127.0.0.1:50051.\n"
+    "The config file (TOML) may also set node, json, tls-cert, tls-key and tls-ca; flags win.\n"
+    "--json: every command prints one JSON object with \"ok\"; failures add \"error\" and "
+    "\"code\".\n"
+    "-h is not help (use --master HOST:PORT); --help is.\n"
     "Run 'mooncake-cli SUBCOMMAND --help' for an example of each subcommand.\n"
     "Example:\n  mooncake-cli --master 10.0.0.1:50051 put greeting hello";
 
-// Soft pins last at most a day (DESIGN.md).
+// Soft pins last at most a day (docs/design.md, "Pins and leases").
 constexpr int64_t kMaxSoftPinTtlMs = 24ll * 3600 * 1000;
 
 // Values filled by CLI11 before they become a CliCommand.
@@ -94,6 +100,9 @@ WriteCommand AddWrite(CLI::App& app, RawArgs& raw, const std::string& name,
 
 Subcommands Define(CLI::App& app, RawArgs& raw) {
   Subcommands s;
+  // `-h HOST` is what redis users type; only --help asks for help.
+  app.set_help_flag("--help", "Print this help message and exit");
+  app.add_flag("--version")->description("Print the version and exit");
   s.master =
       app.add_option("--master", raw.master, "Master address HOST:PORT (default 127.0.0.1:50051)");
   s.config = app.add_option("--config", raw.config,
@@ -160,10 +169,11 @@ Subcommands Define(CLI::App& app, RawArgs& raw) {
   return s;
 }
 
-ParseOutcome Usage(std::string message) {
+ParseOutcome Usage(std::string message, bool json) {
   ParseOutcome outcome;
   outcome.exit_code = kExitUsage;
   outcome.err = "error: usage: " + message + "\nRun 'mooncake-cli --help' for usage.\n";
+  if (json) outcome.out = UsageJson(message) + "\n";
   return outcome;
 }
 
@@ -223,62 +233,71 @@ bool TakesKey(CommandKind kind) {
   return kind != CommandKind::kStats && kind != CommandKind::kNodes;
 }
 
-// The master address by precedence: flag > env > config file > default.
-// Returns the address text, or a usage problem.
-std::optional<std::string> ResolveMaster(const Subcommands& s, const RawArgs& raw,
-                                         const CliEnvironment& env, std::string& problem) {
-  if (s.master->count() > 0) return raw.master;
-  if (env.env_master && *env.env_master) return std::string(env.env_master);
+// The config file: --config FILE (must exist) or the default path (skipped
+// when it cannot be read). An empty config when there is none; nullopt with
+// `problem` set when it is unreadable or malformed.
+std::optional<CliFileConfig> LoadConfig(const Subcommands& s, const RawArgs& raw,
+                                        const CliEnvironment& env, std::string& problem) {
   bool explicit_file = s.config->count() > 0;
   std::string path = explicit_file ? raw.config : env.default_config_path;
-  if (!path.empty() && env.read_file) {
-    auto text = env.read_file(path);
-    if (!text && explicit_file) {
-      problem = "cannot read the config file '" + path + "'";
-      return std::nullopt;
-    }
-    if (text) {
-      auto master = ConfigMaster(*text);
-      if (master && master->empty()) {
-        problem = "config file '" + path + "': master is empty";
-        return std::nullopt;
-      }
-      if (master) return master;
-    }
-  } else if (explicit_file) {
+  if (path.empty()) return CliFileConfig{};
+  std::optional<std::string> text;
+  if (env.read_file) text = env.read_file(path);
+  if (!text) {
+    if (!explicit_file) return CliFileConfig{};
     problem = "cannot read the config file '" + path + "'";
     return std::nullopt;
+  }
+  std::string why;
+  auto config = ParseCliConfig(*text, &why);
+  if (!config) problem = "config file '" + path + "': " + why;
+  return config;
+}
+
+// The master address by precedence: flag > env > config file > default.
+std::optional<std::string> ResolveMaster(const Subcommands& s, const RawArgs& raw,
+                                         const CliEnvironment& env, const CliFileConfig& file,
+                                         std::string& problem) {
+  if (s.master->count() > 0) return raw.master;
+  if (env.env_master && *env.env_master) return std::string(env.env_master);
+  if (file.master) {
+    if (file.master->empty()) {
+      problem = "config file: master is empty";
+      return std::nullopt;
+    }
+    return file.master;
   }
   return std::string(kDefaultMaster);
 }
 
 // TLS files: each flag wins over the config file's key of the same name.
-TlsSettings ResolveTls(const Subcommands& s, const RawArgs& raw, const CliEnvironment& env) {
+TlsSettings ResolveTls(const RawArgs& raw, const CliFileConfig& file) {
   TlsSettings tls = raw.tls;
-  std::string path = s.config->count() > 0 ? raw.config : env.default_config_path;
-  if (path.empty() || !env.read_file) return tls;
-  auto text = env.read_file(path);
-  if (!text) return tls;  // ResolveMaster reports an unreadable --config
-  for (auto [field, key] : {std::pair{&tls.cert_file, "tls-cert"}, std::pair{&tls.key_file, "tls-key"},
-                            std::pair{&tls.ca_file, "tls-ca"}}) {
-    if (field->empty()) *field = ConfigValue(*text, key).value_or("");
+  for (auto [field, value] :
+       {std::pair{&tls.cert_file, &file.tls_cert}, std::pair{&tls.key_file, &file.tls_key},
+        std::pair{&tls.ca_file, &file.tls_ca}}) {
+    if (field->empty()) *field = value->value_or("");
   }
   return tls;
 }
 
 ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironment& env) {
+  std::string problem;
+  auto file = LoadConfig(s, raw, env, problem);
+  if (!file) return Usage(problem, raw.json);
+  bool json = raw.json || file->json.value_or(false);
+  auto Usage = [json](std::string message) { return cli::Usage(std::move(message), json); };
   auto kind = Chosen(s);
   if (!kind) return Usage("a subcommand is required");
   CliCommand cmd;
   cmd.kind = *kind;
-  std::string problem;
-  auto master = ResolveMaster(s, raw, env, problem);
+  auto master = ResolveMaster(s, raw, env, *file, problem);
   if (!master) return Usage(problem);
   auto address = ParseHostPort(*master);
   if (!address) return Usage("--master must be HOST:PORT, got '" + *master + "'");
   std::tie(cmd.master_host, cmd.master_port) = *address;
-  cmd.node = raw.node;
-  cmd.json = raw.json;
+  cmd.node = raw.node.empty() ? file->node.value_or("") : raw.node;
+  cmd.json = json;
   if (TakesKey(cmd.kind)) {
     if (!ValidateKey(raw.key)) return Usage("the key must be 1..4096 bytes with no NUL byte");
     cmd.key = raw.key;
@@ -290,7 +309,7 @@ ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironmen
   if (cmd.kind == CommandKind::kGet) cmd.path = raw.output;
   cmd.prefetch = raw.prefetch;
   cmd.force = raw.force;
-  cmd.tls = ResolveTls(s, raw, env);
+  cmd.tls = ResolveTls(raw, *file);
   if (std::string why; !ValidateTlsSettings(cmd.tls, &why)) return Usage(why);
   ParseOutcome outcome;
   outcome.command = std::move(cmd);
@@ -331,6 +350,21 @@ std::string_view TrimSpace(std::string_view text) {
   return text;
 }
 
+// `text` for an error message: control and non-ASCII bytes as \xNN, at most
+// 80 bytes, so a binary file cannot garble the terminal or cut the line.
+std::string Printable(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text.substr(0, 80)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (text.size() > 80) out += "...";
+  return out;
+}
+
 }  // namespace
 
 ParseOutcome ParseCli(const std::vector<std::string>& args, const char* env_master) {
@@ -340,12 +374,18 @@ ParseOutcome ParseCli(const std::vector<std::string>& args, const char* env_mast
 }
 
 ParseOutcome ParseCli(const std::vector<std::string>& args, const CliEnvironment& env) {
+  if (std::find(args.begin(), args.end(), "--version") != args.end()) {
+    return ParseOutcome{std::nullopt, kExitOk, VersionLine("mooncake-cli") + "\n", ""};
+  }
   CLI::App app{
       "mooncake-cli: put, upsert, get, probe, inspect and remove objects in a Mooncake "
       "tiered cache",
       "mooncake-cli"};
   RawArgs raw;
   Subcommands subcommands = Define(app, raw);
+  // Before CLI11 has parsed, --json among the arguments decides the form of
+  // a usage error.
+  bool json = std::find(args.begin(), args.end(), "--json") != args.end();
   // CLI11 consumes arguments from the back.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -356,37 +396,89 @@ ParseOutcome ParseCli(const std::vector<std::string>& args, const CliEnvironment
     app.exit(e, out, err);
     return ParseOutcome{std::nullopt, kExitOk, out.str(), err.str()};
   } catch (const CLI::ParseError& e) {
+    if (std::find(args.begin(), args.end(), "-h") != args.end()) {
+      return Usage("-h is not an option: use --master HOST:PORT; --help for help", json);
+    }
     if (auto unknown = UnknownSubcommand(args)) {
       return Usage("unknown subcommand '" + *unknown +
-                   "' (expected put, upsert, get, exist, remove, inspect, stats or nodes)");
+                       "' (expected put, upsert, get, exist, remove, inspect, locate, stats or "
+                       "nodes)",
+                   json);
     }
-    return Usage(e.what());
+    return Usage(e.what(), json);
   }
   return Build(subcommands, raw, env);
 }
 
-std::optional<std::string> ConfigMaster(std::string_view text) {
-  return ConfigValue(text, "master");
+std::string UsageJson(std::string_view message) {
+  nlohmann::json out = {{"ok", false}, {"error", std::string(message)}, {"code", "USAGE"}};
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::optional<std::string> ConfigValue(std::string_view text, std::string_view key) {
-  std::optional<std::string> found;
-  while (!text.empty()) {
-    size_t eol = text.find('\n');
-    std::string_view line = text.substr(0, eol);
-    text = eol == std::string_view::npos ? std::string_view{} : text.substr(eol + 1);
-    // A '#' inside quotes would be part of the value; addresses have none.
-    line = TrimSpace(line.substr(0, line.find('#')));
-    size_t eq = line.find('=');
-    if (eq == std::string_view::npos || TrimSpace(line.substr(0, eq)) != key) continue;
-    std::string_view value = TrimSpace(line.substr(eq + 1));
-    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
-        value.back() == value.front()) {
-      value = value.substr(1, value.size() - 2);
+std::optional<CliFileConfig> ParseCliConfig(std::string_view text, std::string* problem) {
+  // CLI11 reads any line without '=' as a flag and ignores [sections] it
+  // cannot place; a cli.toml has neither, so they are rejected first: a YAML
+  // file (`master: host:port`) must not pass as an empty config.
+  std::string_view rest = text;
+  for (int line_no = 1; !rest.empty(); ++line_no) {
+    size_t eol = rest.find('\n');
+    std::string_view line = TrimSpace(rest.substr(0, eol));
+    rest = eol == std::string_view::npos ? std::string_view{} : rest.substr(eol + 1);
+    if (line.empty() || line.front() == '#') continue;
+    if (line.front() == '[') {
+      *problem = "line " + std::to_string(line_no) + ": sections are not supported ('" +
+                 Printable(line) + "')";
+      return std::nullopt;
     }
-    found = std::string(TrimSpace(value));  // the last assignment wins
+    if (line.find('=') == std::string_view::npos) {
+      *problem = "line " + std::to_string(line_no) + " is not `key = value` (TOML): '" +
+                 Printable(line) + "'";
+      return std::nullopt;
+    }
   }
-  return found;
+  std::vector<CLI::ConfigItem> items;
+  try {
+    std::istringstream in{std::string(text)};
+    items = CLI::ConfigTOML().from_config(in);
+  } catch (const CLI::Error& e) {
+    *problem = std::string("not a TOML file: ") + e.what();
+    return std::nullopt;
+  }
+  CliFileConfig config;
+  for (const auto& item : items) {
+    std::string name = Printable(item.fullname());
+    if (!item.parents.empty()) {
+      *problem = "unknown key '" + name + "'";
+      return std::nullopt;
+    }
+    if (item.inputs.size() > 1) {
+      *problem = "key '" + name + "' takes one value";
+      return std::nullopt;
+    }
+    std::string value = item.inputs.empty() ? std::string() : item.inputs.front();
+    if (name == "master") {
+      config.master = value;
+    } else if (name == "node") {
+      config.node = value;
+    } else if (name == "tls-cert") {
+      config.tls_cert = value;
+    } else if (name == "tls-key") {
+      config.tls_key = value;
+    } else if (name == "tls-ca") {
+      config.tls_ca = value;
+    } else if (name == "json") {
+      if (value != "true" && value != "false") {
+        *problem = "json must be true or false, got '" + value + "'";
+        return std::nullopt;
+      }
+      config.json = value == "true";
+    } else {
+      *problem =
+          "unknown key '" + name + "' (known: master, node, json, tls-cert, tls-key, tls-ca)";
+      return std::nullopt;
+    }
+  }
+  return config;
 }
 
 std::optional<std::pair<std::string, int>> ParseHostPort(std::string_view text) {

@@ -18,7 +18,8 @@
 
 namespace mooncake::cli {
 
-// Exit codes of DESIGN.md section 5; scripts rely on them.
+// Exit codes of docs/design.md, "Interfaces and exit codes"; scripts rely
+// on them.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitNotFound = 1;
 inline constexpr int kExitUsage = 2;
@@ -55,10 +56,12 @@ struct CliCommand {
 };
 
 // Where the master address may come from besides --master. Precedence:
-// --master flag > MOONCAKE_MASTER > config file > kDefaultMaster. The config
+// --master flag > MOONCAKE_MASTER > config file > kDefaultMaster; --node,
+// --json and the TLS flags likewise win over the file's keys. The config
 // file is --config FILE (must be readable) or else `default_config_path`
-// (~/.config/mooncake/cli.toml; skipped when absent). Its one key is
-// `master = "host:port"`.
+// (~/.config/mooncake/cli.toml; skipped when absent). It is TOML with the
+// keys of CliFileConfig; an unknown key, a [section] or a line that is not
+// `key = value` is a usage error naming it.
 struct CliEnvironment {
   const char* env_master = nullptr;
   std::string default_config_path;
@@ -67,11 +70,13 @@ struct CliEnvironment {
 };
 
 // What parsing produced: a command to run, or text to print and an exit code
-// (help is exit 0, usage errors exit 2).
+// (help and --version are exit 0, usage errors exit 2). A usage error always
+// has its human line in `err`; with --json among the arguments (or json =
+// true in the config file) `out` also holds UsageJson(...) for stdout.
 struct ParseOutcome {
   std::optional<CliCommand> command;
   int exit_code = kExitOk;
-  std::string out;  // for stdout (help)
+  std::string out;  // for stdout (help, --version, a usage error's JSON)
   std::string err;  // for stderr (usage errors)
 };
 
@@ -80,12 +85,22 @@ struct ParseOutcome {
 ParseOutcome ParseCli(const std::vector<std::string>& args, const char* env_master);
 ParseOutcome ParseCli(const std::vector<std::string>& args, const CliEnvironment& env);
 
-// The value of `key` in a cli.toml text: `key = "value"` (quotes optional,
-// # comments, other keys ignored; the last assignment wins). nullopt when
-// the key is absent; an empty string when present but empty.
-std::optional<std::string> ConfigValue(std::string_view text, std::string_view key);
-// ConfigValue(text, "master"): `master = "host:port"`.
-std::optional<std::string> ConfigMaster(std::string_view text);
+// The keys a cli.toml may hold; each is absent unless the file sets it.
+struct CliFileConfig {
+  std::optional<std::string> master;  // master = "host:port"
+  std::optional<std::string> node;    // node = "worker-1"
+  std::optional<bool> json;           // json = true
+  std::optional<std::string> tls_cert;
+  std::optional<std::string> tls_key;
+  std::optional<std::string> tls_ca;
+};
+
+// Parses a cli.toml text (CLI11's TOML reader). nullopt, with `*problem`
+// set (e.g. "unknown key 'mastr'"), when the text is not such a file.
+std::optional<CliFileConfig> ParseCliConfig(std::string_view text, std::string* problem);
+
+// The --json answer to a usage error: {"ok":false,"error":MESSAGE,"code":"USAGE"}.
+std::string UsageJson(std::string_view message);
 
 // "HOST:PORT" or "[V6]:PORT" -> (host, port); nullopt when malformed.
 std::optional<std::pair<std::string, int>> ParseHostPort(std::string_view text);

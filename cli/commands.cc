@@ -1,7 +1,8 @@
 // The mooncake-cli runner: one command against the cluster, with the output
-// conventions of DESIGN.md section 5 (results on stdout, one error line on
-// stderr, JSON with --json). Values' local files live in value_io, writes in
-// value_writer, the shape of each answer in output_format.
+// conventions of docs/design.md, "Interfaces and exit codes" (results on
+// stdout, one error line on stderr, JSON with --json). Values' local files
+// live in value_io, writes in value_writer, the shape of each answer in
+// output_format.
 
 #include "cli/commands.h"
 
@@ -61,13 +62,7 @@ class Runner {
                          size, connecting};
     std::string line = ErrorLine(action, code, context);
     std::fprintf(stderr, "%s\n", line.c_str());
-    if (cmd.json) {
-      json out = {{"ok", false},
-                  {"error", std::string(ToString(code))},
-                  {"code", static_cast<int32_t>(code)},
-                  {"message", line}};
-      std::cout << out.dump() << std::endl;
-    }
+    if (cmd.json) Print(FailureJson(line, code));
     return ExitCodeFor(code);
   }
 
@@ -79,8 +74,14 @@ class Runner {
   // A problem on this machine (a file), not in the cluster.
   int LocalFail(const std::string& message, int exit_code) {
     std::fprintf(stderr, "error: %s\n", message.c_str());
-    if (cmd_.json) std::cout << json{{"ok", false}, {"message", message}}.dump() << std::endl;
+    if (cmd_.json) Print(LocalFailureJson(message));
     return exit_code;
+  }
+
+  // One JSON object, one line, on stdout. Replaces bytes that are not UTF-8
+  // (keys are arbitrary bytes) rather than throwing.
+  static void Print(const json& out) {
+    std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
   }
 
   bool upsert() const { return cmd_.kind == CommandKind::kUpsert; }
@@ -88,7 +89,7 @@ class Runner {
 
   int Stored(uint64_t size) {
     if (cmd_.json) {
-      std::cout << json{{"ok", true}, {"key", cmd_.key}, {"bytes", size}}.dump() << std::endl;
+      Print({{"ok", true}, {"key", cmd_.key}, {"size", size}});
     } else {
       std::cout << (upsert() ? "upserted " : "stored ") << cmd_.key << " (" << FormatBytes(size)
                 << ")" << std::endl;
@@ -186,9 +187,7 @@ class Runner {
     if (!file.Commit())
       return LocalFail("get failed: saving " + cmd_.path + ": " + SystemError(), kExitServer);
     if (cmd_.json) {
-      std::cout
-          << json{{"ok", true}, {"key", cmd_.key}, {"bytes", *got}, {"file", cmd_.path}}.dump()
-          << std::endl;
+      Print({{"ok", true}, {"key", cmd_.key}, {"size", *got}, {"file", cmd_.path}});
     }
     return kExitOk;
   }
@@ -203,23 +202,16 @@ class Runner {
     return kExitOk;
   }
 
-  // JSON needs the value as text: UTF-8 as is, anything else as base64.
+  // The value always travels as value_base64 (standard, padded): one field
+  // whatever the bytes, so scripts never branch on the content.
   int GetJson() {
     auto got = client_.Get(cmd_.key);
     if (!got) return Fail("get", got.error());
-    json out = {
-        {"ok", true}, {"key", cmd_.key}, {"bytes", got->data.size()}, {"version", got->version}};
-    std::string text;
-    try {
-      out["value"] = got->data;
-      text = out.dump();
-    } catch (const json::exception&) {
-      // Not valid UTF-8: JSON strings cannot carry it as is.
-      out.erase("value");
-      out["value_base64"] = Base64(got->data);
-      text = out.dump();
-    }
-    std::cout << text << std::endl;
+    Print({{"ok", true},
+           {"key", cmd_.key},
+           {"size", got->data.size()},
+           {"version", got->version},
+           {"value_base64", Base64(got->data)}});
     return kExitOk;
   }
 
@@ -227,7 +219,8 @@ class Runner {
     auto found = client_.Exist(cmd_.key, cmd_.prefetch);
     if (!found) return Fail("exist", found.error());
     if (cmd_.json) {
-      std::cout << json{{"key", cmd_.key}, {"exists", *found}}.dump() << std::endl;
+      // The probe itself succeeded: ok is true either way (exit 1 when absent).
+      Print({{"ok", true}, {"key", cmd_.key}, {"exists", *found}});
     } else {
       std::cout << (*found ? "1" : "0") << std::endl;
     }
@@ -238,7 +231,7 @@ class Runner {
     auto removed = client_.Remove(cmd_.key, cmd_.force);
     if (!removed) return Fail("remove", removed.error());
     if (cmd_.json) {
-      std::cout << json{{"ok", true}, {"key", cmd_.key}}.dump() << std::endl;
+      Print({{"ok", true}, {"key", cmd_.key}});
     } else {
       std::cout << "removed " << cmd_.key << std::endl;
     }
@@ -249,7 +242,7 @@ class Runner {
     auto info = client_.Inspect(cmd_.key);
     if (!info) return Fail("inspect", info.error());
     if (cmd_.json) {
-      std::cout << InspectJson(cmd_.key, *info).dump() << std::endl;
+      Print(InspectJson(cmd_.key, *info));
       return kExitOk;
     }
     std::cout << InspectText(cmd_.key, *info);
@@ -261,7 +254,7 @@ class Runner {
     auto placement = client_.GetLocation(cmd_.key);
     if (!placement) return Fail("locate", placement.error());
     if (cmd_.json) {
-      std::cout << LocateJson(cmd_.key, *placement).dump() << std::endl;
+      Print(LocateJson(cmd_.key, *placement));
       return kExitOk;
     }
     std::cout << LocateText(cmd_.key, *placement);
@@ -270,35 +263,66 @@ class Runner {
   }
 
   int Stats() {
-    std::vector<std::string> node_ids;
     if (!cmd_.node.empty()) {
-      node_ids.push_back(cmd_.node);
-    } else {
-      auto nodes = client_.ListNodes();
-      if (!nodes) return Fail("stats", nodes.error());
-      for (const auto& node : *nodes) {
-        if (node.alive) node_ids.push_back(node.node_id);
-      }
-    }
-    int exit_code = kExitOk;
-    json all = json::array();
-    for (const auto& node_id : node_ids) {
-      auto stats = client_.Stats(node_id);
-      if (!stats) {
-        CliCommand about = cmd_;
-        about.node = node_id;
-        exit_code = Fail(about, "stats of " + node_id, stats.error());
-        continue;
-      }
+      auto stats = client_.Stats(cmd_.node);
+      if (!stats) return Fail("stats", stats.error());
       if (cmd_.json) {
-        all.push_back(StatsJson(*stats));
+        json out = StatsJson(*stats);
+        out["ok"] = true;
+        Print(out);
       } else {
         std::cout << StatsText(*stats);
         std::cout.flush();
       }
+      return kExitOk;
     }
-    if (cmd_.json && exit_code == kExitOk) {
-      std::cout << (cmd_.node.empty() ? all : all.at(0)).dump() << std::endl;
+    auto nodes = client_.ListNodes();
+    if (!nodes) return Fail("stats", nodes.error());
+    // Every node the master knows, in its order: a dead or unreachable one
+    // is reported with its error and never hides the others.
+    int exit_code = kExitOk;
+    json all = json::array();
+    std::optional<ErrorCode> first_error;
+    size_t failed = 0;
+    for (const auto& node : *nodes) {
+      auto stats = node.alive ? client_.Stats(node.node_id)
+                              : Result<WorkerCounters>(Err(ErrorCode::kRpcFail));
+      if (stats) {
+        if (cmd_.json) {
+          json entry = StatsJson(*stats);
+          entry["ok"] = true;
+          all.push_back(std::move(entry));
+        } else {
+          std::cout << StatsText(*stats);
+          std::cout.flush();
+        }
+        continue;
+      }
+      ++failed;
+      if (!first_error) first_error = stats.error();
+      ErrorContext context{cmd_.key, node.node_id,
+                           cmd_.master_host + ":" + std::to_string(cmd_.master_port)};
+      std::string line = node.alive ? ErrorLine("stats of " + node.node_id, stats.error(), context)
+                                    : "error: stats of " + node.node_id +
+                                          " failed: the master reports the node dead (no "
+                                          "heartbeat within its TTL)";
+      std::fprintf(stderr, "%s\n", line.c_str());
+      exit_code = std::max(exit_code, ExitCodeFor(stats.error()));
+      if (cmd_.json) {
+        json entry = FailureJson(line, stats.error());
+        entry["node_id"] = node.node_id;
+        entry["alive"] = node.alive;
+        all.push_back(std::move(entry));
+      }
+    }
+    if (cmd_.json) {
+      json out = {{"ok", failed == 0}, {"nodes", std::move(all)}};
+      if (first_error) {
+        out["error"] = "stats failed on " + std::to_string(failed) + " of " +
+                       std::to_string(nodes->size()) + " nodes";
+        out["code"] = std::string(ToString(*first_error));
+      }
+      Print(out);
     }
     return exit_code;
   }
@@ -307,9 +331,11 @@ class Runner {
     auto nodes = client_.ListNodes();
     if (!nodes) return Fail("nodes", nodes.error());
     if (cmd_.json) {
+      // The listing succeeded, so ok is true; a dead node is data: alive
+      // false and an error saying so.
       json all = json::array();
       for (const auto& n : *nodes) all.push_back(NodeJson(n));
-      std::cout << all.dump() << std::endl;
+      Print({{"ok", true}, {"nodes", std::move(all)}});
       return kExitOk;
     }
     std::cout << NodesText(*nodes);

@@ -1,7 +1,8 @@
 #pragma once
 
 // Runs a parsed mooncake-cli command against the cluster: results on stdout,
-// one error line on stderr, and the exit code of DESIGN.md section 5.
+// one error line on stderr, and the exit code of docs/design.md,
+// "Interfaces and exit codes".
 
 #include "cli/cli_args.h"
 

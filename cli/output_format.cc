@@ -51,6 +51,19 @@ std::string Base64(std::string_view in) {
   return out;
 }
 
+json FailureJson(std::string_view message, ErrorCode code) {
+  std::string_view text = message;
+  if (text.starts_with("error: ")) text.remove_prefix(7);
+  return {{"ok", false},
+          {"error", std::string(text)},
+          {"code", std::string(ToString(code))},
+          {"code_value", static_cast<int32_t>(code)}};
+}
+
+json LocalFailureJson(std::string_view message) {
+  return {{"ok", false}, {"error", std::string(message)}, {"code", "LOCAL_IO"}};
+}
+
 json InspectJson(const std::string& key, const ObjectInspection& o) {
   return {{"ok", true},
           {"key", key},
@@ -159,12 +172,14 @@ json NodeJson(const NodeRecord& n) {
                      {"used", t.used},
                      {"objects", t.objects}});
   }
-  return {{"node_id", n.node_id},
-          {"host", n.host},
-          {"port", n.port},
-          {"alive", n.alive},
-          {"last_heartbeat_ms", n.last_heartbeat_ms},
-          {"tiers", tiers}};
+  json out = {{"node_id", n.node_id},
+              {"host", n.host},
+              {"port", n.port},
+              {"alive", n.alive},
+              {"last_heartbeat_ms", n.last_heartbeat_ms},
+              {"tiers", tiers}};
+  if (!n.alive) out["error"] = "no heartbeat within the master's node TTL: the node is dead";
+  return out;
 }
 
 std::string NodesText(const std::vector<NodeRecord>& nodes) {

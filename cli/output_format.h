@@ -15,9 +15,14 @@
 
 namespace mooncake::cli {
 
-// Standard base64 with padding, for values that are not valid UTF-8 and so
-// cannot travel in a JSON string.
+// Standard base64 with padding: how `get --json` carries the value.
 std::string Base64(std::string_view in);
+
+// The --json answer to a failed call: {"ok":false,"error":MESSAGE,
+// "code":"OBJECT_NOT_FOUND","code_value":-704}.
+nlohmann::json FailureJson(std::string_view message, ErrorCode code);
+// A failure on this machine (a local file): code "LOCAL_IO".
+nlohmann::json LocalFailureJson(std::string_view message);
 
 // inspect: where `key` lives and in what state.
 nlohmann::json InspectJson(const std::string& key, const ObjectInspection& o);
@@ -31,7 +36,8 @@ std::string LocateText(const std::string& key, const ObjectPlacement& p);
 nlohmann::json StatsJson(const WorkerCounters& s);
 std::string StatsText(const WorkerCounters& s);
 
-// nodes: one object per node, or a table with a header row.
+// nodes: one object per node (a dead one with "error"), or a table with a
+// header row.
 nlohmann::json NodeJson(const NodeRecord& n);
 std::string NodesText(const std::vector<NodeRecord>& nodes);
 

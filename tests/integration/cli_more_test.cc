@@ -2,6 +2,8 @@
 // --prefetch, the --json output of every command, and the exit codes of bad
 // requests (cli_test.cc covers put/get/exist/remove and usage basics).
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -9,8 +11,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "client/client.h"
 #include "tests/integration/test_cluster.h"
@@ -142,8 +142,8 @@ TEST_F(CliMoreTest, InspectShowsOwnerTierSizeVersionAsTextAndJson) {
 
   auto text = Cli({"inspect", "seen"});
   ASSERT_EQ(text.exit_code, 0) << Show(text);
-  for (const char* expected : {"seen", "owner", "w1", "tier", "dram", "size", "10 bytes",
-                               "version", "pin", "none", "state"}) {
+  for (const char* expected : {"seen", "owner", "w1", "tier", "dram", "size", "10 bytes", "version",
+                               "pin", "none", "state"}) {
     EXPECT_NE(text.out.find(expected), std::string::npos) << expected << "\n" << Show(text);
   }
 
@@ -186,7 +186,7 @@ TEST_F(CliMoreTest, InspectShowsOwnerTierSizeVersionAsTextAndJson) {
   auto err = ParseJson(missing_json);
   ASSERT_TRUE(err);
   EXPECT_EQ((*err)["ok"], false);
-  EXPECT_EQ((*err)["error"], "OBJECT_NOT_FOUND");
+  EXPECT_EQ((*err)["code"], "OBJECT_NOT_FOUND");
 }
 
 TEST_F(CliMoreTest, ExistPrefetchBringsAnSsdObjectBackToDram) {
@@ -219,7 +219,8 @@ TEST_F(CliMoreTest, ExistPrefetchBringsAnSsdObjectBackToDram) {
   EXPECT_TRUE(Eventually([&] {
     after = InspectJson("cold");
     return after && (*after)["tier"] == "dram";
-  })) << (after ? after->dump() : "inspect failed") << "\n"
+  })) << (after ? after->dump() : "inspect failed")
+      << "\n"
       << cluster_.LogTail("w1");
   auto stats = Cli({"--json", "stats", "--node", "w1"});
   ASSERT_EQ(stats.exit_code, 0) << Show(stats);
@@ -250,9 +251,9 @@ TEST_F(CliMoreTest, StatsAndNodesJsonHaveTheirFields) {
   EXPECT_EQ((*s)["node_id"], "w2");
   EXPECT_GE((*s)["puts"].get<int64_t>(), 1);
   EXPECT_GE((*s)["gets"].get<int64_t>(), 1);
-  for (const char* field : {"get_misses", "upserts", "removes", "dropped", "prefetch_started",
-                            "prefetch_succeeded", "prefetch_failed", "prefetch_skipped",
-                            "moved_in", "moved_out", "pinned_bytes"}) {
+  for (const char* field :
+       {"get_misses", "upserts", "removes", "dropped", "prefetch_started", "prefetch_succeeded",
+        "prefetch_failed", "prefetch_skipped", "moved_in", "moved_out", "pinned_bytes"}) {
     EXPECT_TRUE(s->contains(field)) << field << ": " << s->dump();
   }
   ASSERT_TRUE((*s)["tiers"].is_array());
@@ -274,23 +275,30 @@ TEST_F(CliMoreTest, StatsAndNodesJsonHaveTheirFields) {
   }
   EXPECT_TRUE(saw_dram && saw_ssd) << s->dump();
 
-  // Without --node: an array with every alive node.
+  EXPECT_EQ((*s)["ok"], true);
+
+  // Without --node: {"ok":true,"nodes":[...]} with every node.
   auto all = Cli({"--json", "stats"});
   ASSERT_EQ(all.exit_code, 0) << Show(all);
   auto a = ParseJson(all);
   ASSERT_TRUE(a);
-  ASSERT_TRUE(a->is_array()) << a->dump();
-  EXPECT_EQ(a->size(), 2u);
+  EXPECT_EQ((*a)["ok"], true) << a->dump();
+  ASSERT_TRUE((*a)["nodes"].is_array()) << a->dump();
+  EXPECT_EQ((*a)["nodes"].size(), 2u);
+  for (const auto& node : (*a)["nodes"]) EXPECT_EQ(node["ok"], true) << node.dump();
 
   auto nodes = Cli({"nodes", "--json"});
   ASSERT_EQ(nodes.exit_code, 0) << Show(nodes);
-  auto n = ParseJson(nodes);
-  ASSERT_TRUE(n);
-  ASSERT_TRUE(n->is_array()) << n->dump();
+  auto listing = ParseJson(nodes);
+  ASSERT_TRUE(listing);
+  EXPECT_EQ((*listing)["ok"], true) << listing->dump();
+  const json* n = &(*listing)["nodes"];
+  ASSERT_TRUE(n->is_array()) << listing->dump();
   std::vector<std::string> ids;
   for (const auto& node : *n) {
     ids.push_back(node["node_id"].get<std::string>());
     EXPECT_EQ(node["alive"], true) << node.dump();
+    EXPECT_FALSE(node.contains("error")) << node.dump();
     EXPECT_EQ(node["host"], "127.0.0.1") << node.dump();
     EXPECT_GT(node["port"].get<int>(), 0) << node.dump();
     EXPECT_TRUE(node.contains("last_heartbeat_ms")) << node.dump();
@@ -304,13 +312,12 @@ TEST_F(CliMoreTest, StatsAndNodesJsonHaveTheirFields) {
   }
   std::sort(ids.begin(), ids.end());
   EXPECT_EQ(ids, (std::vector<std::string>{"w1", "w2"}));
-  EXPECT_EQ(cluster_.worker_port("w2"),
-            [&] {
-              for (const auto& node : *n) {
-                if (node["node_id"] == "w2") return node["port"].get<int>();
-              }
-              return -1;
-            }());
+  EXPECT_EQ(cluster_.worker_port("w2"), [&] {
+    for (const auto& node : *n) {
+      if (node["node_id"] == "w2") return node["port"].get<int>();
+    }
+    return -1;
+  }());
 
   // An unknown node with --json: exit 2 and a JSON error.
   auto unknown = Cli({"--json", "stats", "--node", "no-such-node"});
@@ -318,7 +325,8 @@ TEST_F(CliMoreTest, StatsAndNodesJsonHaveTheirFields) {
   auto e = ParseJson(unknown);
   ASSERT_TRUE(e);
   EXPECT_EQ((*e)["ok"], false);
-  EXPECT_EQ((*e)["error"], "NODE_NOT_FOUND");
+  EXPECT_EQ((*e)["code"], "NODE_NOT_FOUND");
+  EXPECT_TRUE((*e)["error"].is_string()) << e->dump();
 }
 
 TEST_F(CliMoreTest, JsonOutputOfPutGetExistRemoveUpsert) {
@@ -328,7 +336,7 @@ TEST_F(CliMoreTest, JsonOutputOfPutGetExistRemoveUpsert) {
   ASSERT_TRUE(p);
   EXPECT_EQ((*p)["ok"], true);
   EXPECT_EQ((*p)["key"], "j");
-  EXPECT_EQ((*p)["bytes"], 5);
+  EXPECT_EQ((*p)["size"], 5);
 
   auto get = Cli({"--json", "get", "j"});
   ASSERT_EQ(get.exit_code, 0) << Show(get);
@@ -336,11 +344,13 @@ TEST_F(CliMoreTest, JsonOutputOfPutGetExistRemoveUpsert) {
   ASSERT_TRUE(g);
   EXPECT_EQ((*g)["ok"], true);
   EXPECT_EQ((*g)["key"], "j");
-  EXPECT_EQ((*g)["bytes"], 5);
-  EXPECT_EQ((*g)["value"], "hello");
+  EXPECT_EQ((*g)["size"], 5);
+  // The value is always base64, text or not.
+  EXPECT_FALSE(g->contains("value")) << g->dump();
+  EXPECT_EQ((*g)["value_base64"], "aGVsbG8=");
   EXPECT_GT((*g)["version"].get<int64_t>(), 0);
 
-  // Bytes that are not UTF-8 come back as base64.
+  // Bytes that are not UTF-8 the same way.
   auto put_bin = Cli({"put", "bin", "-"}, std::string("\xff\xfe\x00", 3));
   ASSERT_EQ(put_bin.exit_code, 0) << Show(put_bin);
   auto get_bin = Cli({"--json", "get", "bin"});
@@ -354,12 +364,14 @@ TEST_F(CliMoreTest, JsonOutputOfPutGetExistRemoveUpsert) {
   EXPECT_EQ(exist.exit_code, 0) << Show(exist);
   auto x = ParseJson(exist);
   ASSERT_TRUE(x);
+  EXPECT_EQ((*x)["ok"], true);
   EXPECT_EQ((*x)["key"], "j");
   EXPECT_EQ((*x)["exists"], true);
   auto absent = Cli({"--json", "exist", "nope"});
   EXPECT_EQ(absent.exit_code, 1) << Show(absent);
   auto y = ParseJson(absent);
   ASSERT_TRUE(y);
+  EXPECT_EQ((*y)["ok"], true);  // the probe worked; the key is absent
   EXPECT_EQ((*y)["exists"], false);
 
   // j was just read (lease): a plain remove fails with a JSON error.
@@ -368,8 +380,8 @@ TEST_F(CliMoreTest, JsonOutputOfPutGetExistRemoveUpsert) {
   auto l = ParseJson(leased);
   ASSERT_TRUE(l);
   EXPECT_EQ((*l)["ok"], false);
-  EXPECT_EQ((*l)["error"], "OBJECT_HAS_LEASE");
-  EXPECT_EQ((*l)["code"], -706);
+  EXPECT_EQ((*l)["code"], "OBJECT_HAS_LEASE");
+  EXPECT_EQ((*l)["code_value"], -706);
 
   auto upsert = Cli({"--json", "upsert", "j", "HELLO"});
   ASSERT_EQ(upsert.exit_code, 0) << Show(upsert);
@@ -377,7 +389,7 @@ TEST_F(CliMoreTest, JsonOutputOfPutGetExistRemoveUpsert) {
   ASSERT_TRUE(u);
   EXPECT_EQ((*u)["ok"], true);
   EXPECT_EQ((*u)["key"], "j");
-  EXPECT_EQ((*u)["bytes"], 5);
+  EXPECT_EQ((*u)["size"], 5);
 
   // A forced remove goes through.
   auto remove = Cli({"--json", "remove", "j", "--force"});
@@ -392,21 +404,21 @@ TEST_F(CliMoreTest, JsonOutputOfPutGetExistRemoveUpsert) {
   EXPECT_EQ(again.exit_code, 3) << Show(again);
   auto a = ParseJson(again);
   ASSERT_TRUE(a);
-  EXPECT_EQ((*a)["error"], "OBJECT_ALREADY_EXISTS");
-  EXPECT_EQ((*a)["code"], -705);
+  EXPECT_EQ((*a)["code"], "OBJECT_ALREADY_EXISTS");
+  EXPECT_EQ((*a)["code_value"], -705);
 }
 
 TEST_F(CliMoreTest, BadRequestsExitWithTheDocumentedCodes) {
   // Invalid keys: over 4096 bytes, or empty.
   const std::string long_key(4097, 'k');
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"put", long_key, "v"},
-           {"get", long_key},
-           {"upsert", long_key, "v"},
-           {"exist", long_key},
-           {"inspect", long_key},
-           {"put", "", "v"},
-           {"get", ""}}) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"put", long_key, "v"},
+                                             {"get", long_key},
+                                             {"upsert", long_key, "v"},
+                                             {"exist", long_key},
+                                             {"inspect", long_key},
+                                             {"put", "", "v"},
+                                             {"get", ""}}) {
     auto r = Cli(args);
     EXPECT_EQ(r.exit_code, 2) << args[0] << " key of " << args[1].size() << " bytes\n" << Show(r);
   }
@@ -450,9 +462,11 @@ TEST_F(CliMoreTest, BadRequestsExitWithTheDocumentedCodes) {
   ASSERT_TRUE(e);
   ASSERT_TRUE(e->is_object()) << e->dump();
   EXPECT_EQ((*e)["ok"], false);
-  EXPECT_EQ((*e)["error"], "OBJECT_NOT_FOUND");
-  EXPECT_EQ((*e)["code"], -704);
-  EXPECT_TRUE((*e)["message"].is_string()) << e->dump();
+  EXPECT_EQ((*e)["code"], "OBJECT_NOT_FOUND");
+  EXPECT_EQ((*e)["code_value"], -704);
+  ASSERT_TRUE((*e)["error"].is_string()) << e->dump();
+  EXPECT_NE((*e)["error"].get<std::string>().find("does not exist"), std::string::npos)
+      << e->dump();
   EXPECT_NE(missing.err.find("OBJECT_NOT_FOUND (-704)"), std::string::npos) << Show(missing);
 
   // An empty value is an invalid request.

@@ -1,13 +1,13 @@
 // mooncake-cli against a real cluster: what an operator types, and the exit
 // codes scripts rely on (0 ok, 1 not found, 2 usage error, 3 server error).
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "client/client.h"
 #include "tests/integration/test_cluster.h"
@@ -166,11 +166,11 @@ TEST_F(CliTest, NodeFlagPlacesTheObjectAndStatsAndNodesReport) {
 
 TEST_F(CliTest, UsageErrorsExitTwo) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {},                         // no subcommand
-           {"frobnicate", "k"},        // unknown subcommand
-           {"get"},                    // missing key
-           {"put"},                    // missing key
-           {"exist"},                  // missing key
+           {},                   // no subcommand
+           {"frobnicate", "k"},  // unknown subcommand
+           {"get"},              // missing key
+           {"put"},              // missing key
+           {"exist"},            // missing key
            {"get", "k", "--no-such-flag"},
        }) {
     auto r = Cli(args);
@@ -181,6 +181,52 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   // --master that is not HOST:PORT is a usage error too.
   auto bad_master = cluster_.RunCli({"--master", "not-an-address", "get", "k"}, {}, false);
   EXPECT_EQ(bad_master.exit_code, 2) << Show(bad_master);
+}
+
+TEST_F(CliTest, DashHIsAUsageErrorWithAHintAndVersionPrintsOneLine) {
+  // redis-cli habits: -h HOST is not help and not the master.
+  auto h = Cli({"-h", "127.0.0.1", "nodes"});
+  EXPECT_EQ(h.exit_code, 2) << Show(h);
+  EXPECT_NE(h.err.find("use --master HOST:PORT; --help for help"), std::string::npos) << Show(h);
+  auto help = Cli({"--help"});
+  EXPECT_EQ(help.exit_code, 0) << Show(help);
+  EXPECT_NE(help.out.find("Usage:"), std::string::npos) << Show(help);
+
+  auto version = cluster_.RunCli({"--version"}, {}, false);
+  EXPECT_EQ(version.exit_code, 0) << Show(version);
+  EXPECT_TRUE(version.out.starts_with("mooncake-cli ")) << Show(version);
+  EXPECT_EQ(std::count(version.out.begin(), version.out.end(), '\n'), 1) << Show(version);
+}
+
+TEST_F(CliTest, ConfigFileKeysAndItsMistakes) {
+  // The harness points XDG_CONFIG_HOME into the cluster's dir.
+  const auto config_dir = cluster_.dir() / "xdg-config" / "mooncake";
+  std::filesystem::create_directories(config_dir);
+  const auto config = config_dir / "cli.toml";
+  WriteFile(config, "master = \"" + cluster_.master_address() + "\"\nnode = \"w2\"\njson = true\n");
+  auto put = cluster_.RunCli({"put", "from-config", "v"}, {}, false);
+  ASSERT_EQ(put.exit_code, 0) << Show(put);
+  EXPECT_NE(put.out.find("\"ok\":true"), std::string::npos) << Show(put);  // json = true
+  auto stats = cluster_.RunCli({"stats"}, {}, false);                      // node = "w2"
+  EXPECT_EQ(stats.exit_code, 0) << Show(stats);
+  EXPECT_NE(stats.out.find("\"node_id\":\"w2\""), std::string::npos) << Show(stats);
+
+  // An unknown key, a YAML file and garbage are usage errors, never ignored.
+  for (auto [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"master = \"" + cluster_.master_address() + "\"\nmastr = \"x\"\n", "'mastr'"},
+           {"master: " + cluster_.master_address() + "\n", "not `key = value`"},
+           {std::string("\x01\x02\xff\xfe", 4), "config file"}}) {
+    WriteFile(config, text);
+    auto r = cluster_.RunCli({"nodes"}, {}, false);
+    EXPECT_EQ(r.exit_code, 2) << Show(r);
+    EXPECT_NE(r.err.find(expected), std::string::npos) << Show(r);
+    EXPECT_NE(r.err.find(config.string()), std::string::npos) << Show(r);
+  }
+  // --config names another file; a flag still wins over the file.
+  const auto other = cluster_.dir() / "other.toml";
+  WriteFile(other, "master = \"127.0.0.1:1\"\n");
+  auto flag_wins = cluster_.RunCli({"--config", other.string(), "exist", "from-config"});
+  EXPECT_EQ(flag_wins.exit_code, 0) << Show(flag_wins);
 }
 
 TEST_F(CliTest, UnreachableMasterExitsThree) {

@@ -188,7 +188,7 @@ CliEnvironment EnvWithFiles(const char* env_master, std::map<std::string, std::s
 TEST(CliArgsTest, MasterPrecedenceFlagEnvFileDefault) {
   std::map<std::string, std::string> files = {
       {"/home/u/.config/mooncake/cli.toml", "# cli\nmaster = \"file-host:1111\"\n"},
-      {"/etc/other.toml", "other = 1\nmaster = 'other-host:2222'  # comment\n"}};
+      {"/etc/other.toml", "\nmaster = 'other-host:2222'  # comment\n"}};
   auto from_file = ParseCli({"nodes"}, EnvWithFiles(nullptr, files));
   ASSERT_TRUE(from_file.command) << from_file.err;
   EXPECT_EQ(from_file.command->master_host, "file-host");
@@ -214,12 +214,118 @@ TEST(CliArgsTest, MasterPrecedenceFlagEnvFileDefault) {
   EXPECT_EQ(missing.exit_code, kExitUsage);
 }
 
-TEST(CliArgsTest, ConfigMasterParsing) {
-  EXPECT_EQ(ConfigMaster("master = \"h:1\""), "h:1");
-  EXPECT_EQ(ConfigMaster("  master=h:2  \n"), "h:2");
-  EXPECT_EQ(ConfigMaster("# master = \"x:1\"\n"), std::nullopt);
-  EXPECT_EQ(ConfigMaster("masters = \"x:1\"\n"), std::nullopt);
-  EXPECT_EQ(ConfigMaster("master = \"\""), "");
+TEST(CliArgsTest, ConfigFileParsing) {
+  std::string problem;
+  auto full = ParseCliConfig(
+      "# cli\nmaster = \"h:1\"\nnode = 'w1'  # comment\njson = true\ntls-cert = \"c\"\n"
+      "tls-key = \"k\"\ntls-ca = \"a\"\n",
+      &problem);
+  ASSERT_TRUE(full) << problem;
+  EXPECT_EQ(full->master, "h:1");
+  EXPECT_EQ(full->node, "w1");
+  EXPECT_EQ(full->json, true);
+  EXPECT_EQ(full->tls_cert, "c");
+  EXPECT_EQ(full->tls_key, "k");
+  EXPECT_EQ(full->tls_ca, "a");
+  auto empty = ParseCliConfig("# nothing\n\n", &problem);
+  ASSERT_TRUE(empty) << problem;
+  EXPECT_EQ(empty->master, std::nullopt);
+  EXPECT_EQ(empty->json, std::nullopt);
+  EXPECT_EQ(ParseCliConfig("master = \"\"", &problem)->master, "");
+}
+
+TEST(CliArgsTest, ConfigFileRejectsUnknownKeysYamlAndGarbage) {
+  for (auto [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"masters = \"x:1\"\n", "unknown key 'masters'"},
+           {"master = \"h:1\"\nmaster-port = 5\n", "unknown key 'master-port'"},
+           {"master: \"h:1\"\n", "line 1 is not `key = value`"},
+           {"---\nmaster: h:1\n", "line 1"},
+           {"[cli]\nmaster = \"h:1\"\n", "sections are not supported"},
+           {"json = maybe\n", "json must be true or false"},
+           {std::string("\x7f"
+                        "ELF\x01\x00\x00garbage",
+                        13),
+            "line 1"}}) {
+    std::string problem;
+    EXPECT_FALSE(ParseCliConfig(text, &problem)) << text;
+    EXPECT_NE(problem.find(expected), std::string::npos) << problem;
+    EXPECT_EQ(problem.find('\0'), std::string::npos) << "a NUL byte in the message";
+  }
+  // Through ParseCli: a usage error naming the file and the key.
+  CliEnvironment env = EnvWithFiles(nullptr, {{"/etc/bad.toml", "mastr = \"h:1\"\n"}});
+  auto outcome = ParseCli({"--config", "/etc/bad.toml", "nodes"}, env);
+  EXPECT_FALSE(outcome.command);
+  EXPECT_EQ(outcome.exit_code, kExitUsage);
+  EXPECT_NE(outcome.err.find("/etc/bad.toml"), std::string::npos) << outcome.err;
+  EXPECT_NE(outcome.err.find("'mastr'"), std::string::npos) << outcome.err;
+  // The default file too: a broken one is never silently ignored.
+  auto broken_default = ParseCli(
+      {"nodes"}, EnvWithFiles(nullptr, {{"/home/u/.config/mooncake/cli.toml", "master: h:1\n"}}));
+  EXPECT_FALSE(broken_default.command);
+  EXPECT_EQ(broken_default.exit_code, kExitUsage);
+}
+
+TEST(CliArgsTest, ConfigFileNodeAndJsonYieldToFlags) {
+  auto env = EnvWithFiles(nullptr, {{"/home/u/.config/mooncake/cli.toml",
+                                     "master = \"h:1\"\nnode = \"w-file\"\njson = true\n"}});
+  auto from_file = ParseCli({"nodes"}, env);
+  ASSERT_TRUE(from_file.command) << from_file.err;
+  EXPECT_EQ(from_file.command->node, "w-file");
+  EXPECT_TRUE(from_file.command->json);
+  auto from_flag = ParseCli({"--node", "w-flag", "nodes"}, env);
+  ASSERT_TRUE(from_flag.command) << from_flag.err;
+  EXPECT_EQ(from_flag.command->node, "w-flag");
+  // json = true in the file makes usage errors JSON too.
+  auto usage = ParseCli({"put", "k"}, env);
+  EXPECT_EQ(usage.exit_code, kExitUsage);
+  EXPECT_NE(usage.out.find("\"code\":\"USAGE\""), std::string::npos) << usage.out;
+}
+
+TEST(CliArgsTest, UsageErrorsWithJsonPrintOneJsonObject) {
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"--json"},
+                                             {"--json", "bogus"},
+                                             {"--json", "put", "k"},
+                                             {"get", "--json"},
+                                             {"--json", "--master", "nohost", "nodes"},
+                                             {"--json", "-h", "h", "nodes"}}) {
+    auto outcome = Parse(args);
+    EXPECT_FALSE(outcome.command);
+    EXPECT_EQ(outcome.exit_code, kExitUsage);
+    EXPECT_TRUE(outcome.out.starts_with("{\"code\":\"USAGE\",\"error\":\"")) << outcome.out;
+    EXPECT_TRUE(outcome.out.ends_with("\"ok\":false}\n")) << outcome.out;
+    EXPECT_NE(outcome.err.find("error: usage:"), std::string::npos) << outcome.err;
+  }
+  // Without --json: no JSON.
+  EXPECT_EQ(Parse({"put", "k"}).out, "");
+  EXPECT_EQ(UsageJson("a \"b\""), "{\"code\":\"USAGE\",\"error\":\"a \\\"b\\\"\",\"ok\":false}");
+}
+
+TEST(CliArgsTest, DashHIsNotHelp) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"-h"}, {"-h", "10.0.0.1", "nodes"}, {"get", "k", "-h"}, {"nodes", "-h"}}) {
+    auto outcome = Parse(args);
+    EXPECT_FALSE(outcome.command);
+    EXPECT_EQ(outcome.exit_code, kExitUsage);
+    EXPECT_NE(outcome.err.find("use --master HOST:PORT; --help for help"), std::string::npos)
+        << outcome.err;
+  }
+  auto help = Parse({"--help"});
+  EXPECT_EQ(help.exit_code, kExitOk);
+  EXPECT_NE(help.out.find("--help"), std::string::npos);
+  EXPECT_EQ(help.out.find("-h,"), std::string::npos) << help.out;
+}
+
+TEST(CliArgsTest, VersionPrintsTheVersionLine) {
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"--version"}, {"--master", "h:1", "--version"}}) {
+    auto outcome = Parse(args);
+    EXPECT_FALSE(outcome.command);
+    EXPECT_EQ(outcome.exit_code, kExitOk);
+    EXPECT_TRUE(outcome.out.starts_with("mooncake-cli ")) << outcome.out;
+    EXPECT_NE(outcome.out.find("commit"), std::string::npos) << outcome.out;
+    EXPECT_EQ(outcome.err, "");
+  }
 }
 
 TEST(CliArgsTest, ZeroCopyWritesAndLocate) {
