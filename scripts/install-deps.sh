@@ -15,12 +15,29 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all packages present"
-  exit 0
-fi
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+else
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# promtool checks our /metrics pages in the tests. It ships in Debian's
+# prometheus package; only that one binary is unpacked into the build tree,
+# so no Prometheus server is installed or started. Without it (no network),
+# that test skips and says why.
+TOOLS_DIR="${BUILD_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build}/tools"
+if [ ! -x "$TOOLS_DIR/bin/promtool" ] && ! command -v promtool >/dev/null 2>&1; then
+  tmp="$(mktemp -d)"
+  if (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1) &&
+     dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/unpacked"; then
+    install -D -m 0755 "$tmp/unpacked/usr/bin/promtool" "$TOOLS_DIR/bin/promtool"
+    echo "install-deps: promtool unpacked into $TOOLS_DIR/bin"
+  else
+    echo "install-deps: could not fetch promtool (prometheus package); its test will skip" >&2
+  fi
+  rm -rf "$tmp"
+fi

@@ -6,9 +6,15 @@
 #   ./scripts/local-cluster.sh status   # are they running, what does the master see
 #   ./scripts/local-cluster.sh down     # stop them (by their recorded PIDs)
 #
+# `up` builds (into BUILD_DIR, the tree scripts/test.sh uses) everything the
+# README uses except the tests: the binaries, mooncake-bench, the C++ examples
+# and the Python bindings build/examples/gen-py.
+#
 # Environment knobs (defaults in brackets):
-#   MASTER_PORT [50051]  WORKER_PORT [50061]  NODE_ID [worker-1]
-#   DRAM [256MiB]  SSD [1GiB]  BUILD_DIR [./build]  BUILD_TYPE [RelWithDebInfo]
+#   MASTER_PORT [50051]  MASTER_ADMIN_PORT [50050]  (master RPC / REST admin)
+#   WORKER_PORT [50061]  WORKER_ADMIN_PORT [50060]  (worker RPC / REST admin)
+#   NODE_ID [worker-1]  DRAM [256MiB]  SSD [1GiB]
+#   BUILD_DIR [./build]  BUILD_TYPE [RelWithDebInfo]
 #   SKIP_DEPS=1 (skip scripts/install-deps.sh)  SKIP_BUILD=1 (use existing binaries)
 set -euo pipefail
 
@@ -17,6 +23,8 @@ cd "$ROOT"
 
 MASTER_PORT="${MASTER_PORT:-50051}"
 WORKER_PORT="${WORKER_PORT:-50061}"
+MASTER_ADMIN_PORT="${MASTER_ADMIN_PORT:-50050}"
+WORKER_ADMIN_PORT="${WORKER_ADMIN_PORT:-50060}"
 NODE_ID="${NODE_ID:-worker-1}"
 DRAM="${DRAM:-256MiB}"
 SSD="${SSD:-1GiB}"
@@ -65,8 +73,12 @@ build() {
     command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
     cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "${launcher[@]}"
   fi
-  log "building mooncake-master, mooncake-worker, mooncake-cli"
-  cmake --build "$BUILD_DIR" -j"$(nproc)" --target mooncake-master mooncake-worker mooncake-cli
+  # Everything the README's later sections use; the test suites are left
+  # to scripts/test.sh.
+  local targets=(mooncake-master mooncake-worker mooncake-cli mooncake-bench
+    mooncake-client-example mooncake-zero-copy-example mooncake-python-gen)
+  log "building ${targets[*]}"
+  cmake --build "$BUILD_DIR" -j"$(nproc)" --target "${targets[@]}"
 }
 
 # start NAME BIN ARGS...: runs BIN in the background, logs to var/NAME.log,
@@ -98,7 +110,20 @@ start() {
     sleep 0.1
     waited=$((waited + 1))
   done
-  log "$name running (pid $pid, port $(head -n 1 "$ready"), admin port $(sed -n 2p "$ready"), log $VAR/$name.log)"
+  log "$name running (pid $pid, $(ports_of "$name"), log $VAR/$name.log)"
+}
+
+# "rpc 50051, admin 50050" from NAME's ready file (line 1: RPC port, line 2:
+# admin port, -1 when disabled).
+ports_of() {
+  local ready="$VAR/$1.port" rpc admin
+  rpc=$(sed -n 1p "$ready" 2>/dev/null || true)
+  admin=$(sed -n 2p "$ready" 2>/dev/null || true)
+  case "$admin" in
+    -1) admin=off ;;
+    "") admin='?' ;;
+  esac
+  printf 'rpc %s, admin %s' "${rpc:-?}" "$admin"
 }
 
 stop_one() {
@@ -135,26 +160,35 @@ cmd_up() {
   if [ -z "$m" ] && port_in_use "$MASTER_PORT"; then
     die "port $MASTER_PORT (master) is busy; stop what uses it or set MASTER_PORT"
   fi
+  if [ -z "$m" ] && port_in_use "$MASTER_ADMIN_PORT"; then
+    die "port $MASTER_ADMIN_PORT (master admin) is busy; stop what uses it or set MASTER_ADMIN_PORT"
+  fi
   if [ -z "$w" ] && port_in_use "$WORKER_PORT"; then
     die "port $WORKER_PORT (worker) is busy; stop what uses it or set WORKER_PORT"
+  fi
+  if [ -z "$w" ] && port_in_use "$WORKER_ADMIN_PORT"; then
+    die "port $WORKER_ADMIN_PORT (worker admin) is busy; stop what uses it or set WORKER_ADMIN_PORT"
   fi
   build
   mkdir -p "$VAR/$NODE_ID/ssd"
   if [ -z "$m" ]; then
-    start master "$MASTER_BIN" --host 127.0.0.1 --port "$MASTER_PORT"
+    start master "$MASTER_BIN" --host 127.0.0.1 --port "$MASTER_PORT" \
+      --admin-port "$MASTER_ADMIN_PORT"
   fi
   if [ -z "$w" ]; then
     start "$NODE_ID" "$WORKER_BIN" --node-id "$NODE_ID" --host 127.0.0.1 \
-      --port "$WORKER_PORT" --master "127.0.0.1:$MASTER_PORT" \
+      --port "$WORKER_PORT" --admin-port "$WORKER_ADMIN_PORT" --master "127.0.0.1:$MASTER_PORT" \
       --dram-capacity "$DRAM" --ssd-capacity "$SSD" --ssd-path "$VAR/$NODE_ID/ssd" ||
       { stop_one master; exit 1; }
   fi
   cat <<USAGE
 
 Local cluster is up: master 127.0.0.1:$MASTER_PORT, worker $NODE_ID 127.0.0.1:$WORKER_PORT
-(DRAM $DRAM, SSD $SSD under var/$NODE_ID/ssd). REST admin: master
-http://127.0.0.1:$(sed -n 2p "$VAR/master.port" 2>/dev/null || echo 50050), worker
-http://127.0.0.1:$(sed -n 2p "$VAR/$NODE_ID.port" 2>/dev/null || echo 50060) (/health, /stats, /metrics). Try:
+(DRAM $DRAM, SSD $SSD under var/$NODE_ID/ssd).
+  master: $(ports_of master)
+  $NODE_ID: $(ports_of "$NODE_ID")
+REST admin (/health, /stats, /metrics): master http://127.0.0.1:$MASTER_ADMIN_PORT,
+worker http://127.0.0.1:$WORKER_ADMIN_PORT. Try:
 
   export MOONCAKE_MASTER=127.0.0.1:$MASTER_PORT
   ${CLI_BIN#"$ROOT"/} put hello "world"
@@ -181,7 +215,7 @@ cmd_status() {
   for name in master "$NODE_ID"; do
     pid=$(live_pid "$name")
     if [ -n "$pid" ]; then
-      echo "$name: running (pid $pid, port $(head -n 1 "$VAR/$name.port" 2>/dev/null || echo '?'))"
+      echo "$name: running (pid $pid, $(ports_of "$name"))"
     else
       echo "$name: not running"
       rc=1
@@ -197,6 +231,6 @@ case "${1:-up}" in
   up) cmd_up ;;
   down | stop) cmd_down ;;
   status) cmd_status ;;
-  -h | --help | help) sed -n '2,13p' "$0" ;;
+  -h | --help | help) sed -n '2,/^[^#]/{/^#/p}' "$0" ;;
   *) die "unknown command '$1' (use up, down or status)" ;;
 esac

@@ -41,6 +41,9 @@ fi
 log "building with -j$JOBS"
 cmake --build "$BUILD_DIR" -j"$JOBS"
 
+# promtool, when install-deps unpacked it (see there).
+export PATH="$BUILD_DIR/tools/bin:$PATH"
+
 log "running tests"
 # shellcheck disable=SC2086  # CTEST_ARGS is a list of words on purpose
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" --timeout 600 ${CTEST_ARGS:-}

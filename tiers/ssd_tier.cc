@@ -6,8 +6,10 @@
 #include <rocksdb/slice.h>
 #include <rocksdb/write_batch.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -204,6 +206,29 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Open(std::string name, std::string pat
 }
 
 Result<void> SsdTier::OpenDb(std::string* error) {
+  // A new node's --ssd-path (and its parents) may not exist yet: create it,
+  // and say plainly when that is impossible (RocksDB would only report
+  // "No such file or directory" for the LOCK file).
+  {
+    std::error_code ec;
+    const std::filesystem::path dir(path_);
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      *error = "path=" + path_ + " status=cannot create directory: " + ec.message();
+      MC_LOG_ERROR("ssd tier open failed {}", *error);
+      return Err(ErrorCode::kInternalError);
+    }
+    if (!std::filesystem::is_directory(dir, ec)) {
+      *error = "path=" + path_ + " status=cannot create directory: not a directory";
+      MC_LOG_ERROR("ssd tier open failed {}", *error);
+      return Err(ErrorCode::kInternalError);
+    }
+    if (::access(path_.c_str(), W_OK | X_OK) != 0) {
+      *error = "path=" + path_ + " status=directory is not writable: " + std::strerror(errno);
+      MC_LOG_ERROR("ssd tier open failed {}", *error);
+      return Err(ErrorCode::kInternalError);
+    }
+  }
   if (std::error_code ec; !std::filesystem::exists(std::filesystem::path(path_) / "CURRENT", ec) &&
                           HoldsDatabaseFiles(path_)) {
     *error = "path=" + path_ +

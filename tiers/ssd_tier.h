@@ -14,7 +14,7 @@
 // by chunk), so concurrent Writes to different bytes of one chunk do not lose
 // each other's bytes; Persist and Free of one id are ordered by object_mu_.
 //
-// Faults (DESIGN.md section 6): a write that the disk has no room for fails
+// Faults (docs/design.md, "Tiers"): a write that the disk has no room for fails
 // with kNoAvailableHandle and writes nothing, before RocksDB sees ENOSPC
 // (RocksDB stops all writes after a failed WAL append, and an
 // assertion-enabled librocksdb aborts on the next one). Every read verifies
@@ -67,9 +67,11 @@ class SsdTier : public CacheTier {
   // Opens (creating if needed) the database at `path`, deletes chunks of
   // objects that were never persisted, and recomputes used() from the
   // persisted metas. `capacity` (> 0) limits the logical bytes allocated.
-  // A missing or empty directory is a fresh, empty tier. On failure `error`
-  // (if given) gets one line naming the path and the RocksDB status, e.g.
-  // "path=/var/ssd status=Corruption: CURRENT file corrupted".
+  // A missing or empty directory is a fresh, empty tier: the directory and
+  // its parents are created. On failure `error` (if given) gets one line
+  // naming the path and the reason, e.g.
+  // "path=/var/ssd status=Corruption: CURRENT file corrupted" or
+  // "path=/x/ssd status=cannot create directory: Permission denied".
   static Result<std::unique_ptr<SsdTier>> Open(std::string name, std::string path,
                                                uint64_t capacity, std::string* error = nullptr);
 

@@ -368,7 +368,8 @@ TEST_F(SsdTierTest, SurvivesKill9) {
 }
 
 // ---------------------------------------------------------------------------
-// Faults: a damaged database at open and a full disk (DESIGN.md section 6).
+// Faults: a damaged database at open and a full disk (docs/design.md,
+// "Tiers").
 
 namespace fs = std::filesystem;
 
@@ -565,6 +566,28 @@ TEST_F(SsdTierFaultTest, FullDiskFailsWritesWithNoSpaceKeepsDataAndRecovers) {
   EXPECT_EQ(metas.size(), stored.size());
   for (const auto& [meta, data] : stored) EXPECT_EQ(ReadAll(*tier, meta.location), data);
   tier.reset();
+}
+
+// A new node's --ssd-path may not exist yet, parents included: Open creates
+// it. A path that cannot be created (a parent is a regular file) fails with
+// one line naming the path and the reason.
+TEST_F(SsdTierTest, OpenCreatesMissingParentsAndNamesAnUncreatablePath) {
+  const std::string nested = dir_ + "/a/b/c/ssd";
+  {
+    auto tier = SsdTier::Open("ssd0", nested, kMiB);
+    ASSERT_TRUE(tier.has_value());
+    EXPECT_TRUE(std::filesystem::is_directory(nested));
+  }
+  const std::string file = dir_ + "/plain-file";
+  std::ofstream(file) << "not a directory";
+  const std::string under_file = file + "/ssd";
+  std::string error;
+  auto tier = SsdTier::Open("ssd0", under_file, kMiB, &error);
+  ASSERT_FALSE(tier.has_value());
+  EXPECT_EQ(tier.error(), ErrorCode::kInternalError);
+  EXPECT_NE(error.find("path=" + under_file), std::string::npos) << error;
+  EXPECT_NE(error.find("cannot create directory"), std::string::npos) << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;
 }
 
 }  // namespace
