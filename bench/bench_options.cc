@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "bench/bench_util.h"
+#include "common/version.h"
 #include "thrift/rpc_settings.h"
 
 namespace mooncake::bench {
@@ -162,10 +163,15 @@ std::optional<int> ParseBenchFlags(int argc, char** argv, BenchOptions& o) {
   AddClusterFlags(app, o);
   CLI::Option* duration = AddLoadFlags(app, o);
   AddOutputFlags(app, o);
+  app.set_version_flag("--version", VersionLine("mooncake-bench"),
+                       "Print the version, git commit, build type and compiled-in GPU/RDMA "
+                       "support, then exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);  // the version line on stdout, exit 0
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "error: usage: %s\n", e.what());
     return 2;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -125,6 +126,32 @@ class RequestTimer {
   RequestMetrics* metrics_;  // null once finished
   std::string_view op_;      // names a caller's string literal or ops() entry
   std::chrono::steady_clock::time_point start_;
+};
+
+// Lets a log line through at most once per `interval` per error code and
+// counts the ones held back, so a flood of identical failures (a full
+// cluster answering NO_AVAILABLE_HANDLE to every put) writes one line per
+// second saying how many were suppressed.
+//
+// Thread-safety: Admit takes an internal mutex; call from any thread.
+class LogRateLimiter {
+ public:
+  explicit LogRateLimiter(std::chrono::steady_clock::duration interval) : interval_(interval) {}
+
+  // Whether to log a failure with `code` now. When it returns true,
+  // *suppressed holds the failures with that code held back since the last
+  // line that was let through.
+  bool Admit(ErrorCode code, std::chrono::steady_clock::time_point now, uint64_t* suppressed);
+
+ private:
+  struct Entry {
+    std::chrono::steady_clock::time_point last;
+    uint64_t suppressed = 0;
+    bool logged = false;
+  };
+  const std::chrono::steady_clock::duration interval_;
+  std::mutex mu_;
+  std::vector<std::pair<ErrorCode, Entry>> entries_;  // guarded by mu_; few codes
 };
 
 }  // namespace mooncake

@@ -86,7 +86,7 @@ void PrometheusWriter::WriteSample(std::string_view suffix, const PrometheusLabe
                                    std::string_view value) {
   out_ += family_;
   out_ += suffix;
-  if (!labels.empty() || !extra_label.empty()) {
+  if (!const_labels_.empty() || !labels.empty() || !extra_label.empty()) {
     out_ += '{';
     bool first = true;
     auto add = [&](std::string_view name, std::string_view val) {
@@ -94,6 +94,7 @@ void PrometheusWriter::WriteSample(std::string_view suffix, const PrometheusLabe
       first = false;
       out_ += SanitizeName(name) + "=\"" + EscapeLabelValue(val) + "\"";
     };
+    for (const auto& [name, val] : const_labels_) add(name, val);
     for (const auto& [name, val] : labels) add(name, val);
     if (!extra_label.empty()) add(extra_label, extra_value);
     out_ += '}';

@@ -43,6 +43,10 @@ class PrometheusWriter {
   void Counter(std::string_view name, std::string_view help, uint64_t value);
   void Gauge(std::string_view name, std::string_view help, double value);
 
+  // Labels written first on every sample from now on (e.g. the worker's
+  // {node="<id>"}, so its series join with the master's `node` label).
+  void SetConstLabels(PrometheusLabels labels) { const_labels_ = std::move(labels); }
+
   // The text so far; the writer is empty afterwards.
   std::string Take() { return std::exchange(out_, {}); }
 
@@ -62,6 +66,7 @@ class PrometheusWriter {
 
   std::string out_;
   std::string family_;  // the open family's full name (with _total for counters)
+  PrometheusLabels const_labels_;
 };
 
 // Writes `<prefix>_requests_total{op,code}` (one sample per code answered)

@@ -3,7 +3,9 @@
 #include <charconv>
 #include <string>
 
+#include "common/version.h"
 #include "http/json_util.h"
+#include "http/process_metrics.h"
 #include "http/prometheus_writer.h"
 
 namespace mooncake {
@@ -42,14 +44,35 @@ json NodeJson(const NodeRecord& node) {
           {"tiers", std::move(tiers)}};
 }
 
-HttpResponse Health(const MasterService& service) {
+// /readyz and /health: always 200 while serving; dead nodes make it
+// "degraded", one reason each.
+HttpResponse Readiness(const MasterService& service) {
   size_t alive = 0, dead = 0;
-  for (const auto& node : service.ListNodes()) ++(node.alive ? alive : dead);
+  json reasons = json::array();
+  for (const auto& node : service.ListNodes()) {
+    ++(node.alive ? alive : dead);
+    if (!node.alive) {
+      reasons.push_back("node " + node.node_id + " at " + Address(node.host, node.port) +
+                        " is dead (no heartbeat within the node TTL)");
+    }
+  }
   return JsonResponse({{"status", "ok"},
+                       {"ready", true},
                        {"role", "master"},
                        {"keys", service.key_count()},
                        {"nodes_alive", alive},
-                       {"nodes_dead", dead}});
+                       {"nodes_dead", dead},
+                       {"degraded", dead > 0},
+                       {"reasons", std::move(reasons)}});
+}
+
+HttpResponse Version() {
+  const BuildInfo& info = GetBuildInfo();
+  return JsonResponse({{"version", info.version},
+                       {"commit", info.commit},
+                       {"build_type", info.build_type},
+                       {"gpu", info.gpu},
+                       {"rdma", info.rdma}});
 }
 
 HttpResponse Nodes(const MasterService& service) {
@@ -136,13 +159,28 @@ HttpResponse Metrics(const MasterService& service, const RequestMetrics* request
   size_t alive = 0, dead = 0;
   for (const auto& node : nodes) ++(node.alive ? alive : dead);
   PrometheusWriter w;
+  WriteBuildInfo(w);
+  WriteProcessMetrics(w, ReadProcessStats());
   w.Gauge("mooncake_master_keys", "Keys with an owner in the directory",
           static_cast<double>(service.key_count()));
   w.BeginGauge("mooncake_master_nodes", "Registered nodes by liveness");
   w.Sample({{"state", "alive"}}, static_cast<uint64_t>(alive));
   w.Sample({{"state", "dead"}}, static_cast<uint64_t>(dead));
   WriteNodeMetrics(w, nodes);
-  if (requests) WriteRequestMetrics(w, "mooncake_master", *requests);
+  if (requests) {
+    // A client's get of an absent key ends at the master (get_location finds
+    // no owner) and never reaches a worker, so the master counts it.
+    uint64_t misses = 0;
+    for (const auto& op : requests->Snapshot()) {
+      if (op.op != "get_location") continue;
+      for (const auto& [code, n] : op.codes) {
+        if (code == ErrorCode::kObjectNotFound) misses += n;
+      }
+    }
+    w.Counter("mooncake_master_get_misses",
+              "Lookups (get_location) of keys with no owner: client gets of absent keys", misses);
+    WriteRequestMetrics(w, "mooncake_master", *requests);
+  }
   if (rpc) WriteRpcServerMetrics(w, rpc());
   return HttpResponse::Text(200, w.Take(), std::string(PrometheusWriter::kContentType));
 }
@@ -152,7 +190,12 @@ HttpResponse Metrics(const MasterService& service, const RequestMetrics* request
 void RegisterMasterAdminRoutes(AdminServer& server, const MasterService& service,
                                const RequestMetrics* requests, RpcStatsFn rpc) {
   const MasterService* svc = &service;
-  server.Route("GET", "/health", [svc](const HttpRequest&) { return Health(*svc); });
+  server.Route("GET", "/livez", [](const HttpRequest&) {
+    return JsonResponse({{"status", "ok"}, {"role", "master"}});
+  });
+  server.Route("GET", "/readyz", [svc](const HttpRequest&) { return Readiness(*svc); });
+  server.Route("GET", "/health", [svc](const HttpRequest&) { return Readiness(*svc); });
+  server.Route("GET", "/version", [](const HttpRequest&) { return Version(); });
   server.Route("GET", "/nodes", [svc](const HttpRequest&) { return Nodes(*svc); });
   server.Route("GET", "/keys", [svc](const HttpRequest& req) { return KeyList(*svc, req); });
   server.Route("GET", "/keys/{key...}",

@@ -3,7 +3,15 @@
 // The master's REST admin routes. Handlers only translate HTTP to
 // MasterService calls and results to JSON; every rule lives in the service.
 //
-//   GET /health       {"status":"ok","role":"master","keys":N,"nodes_alive":N,"nodes_dead":N}
+//   GET /livez        200 {"status":"ok","role":"master"} whenever the process serves HTTP
+//   GET /readyz       200 {"status":"ok","ready":true,"role":"master","keys":N,"nodes_alive":N,
+//                       "nodes_dead":N,"degraded":bool,"reasons":["node w1 is dead ..."]}
+//                     The master is ready once it serves (the admin server starts after the
+//                     RPC server), so this is always 200: a dead node does not stop the
+//                     master from serving the others. Each dead node is one entry in
+//                     "reasons" and sets "degraded":true.
+//   GET /health       alias of /readyz (same status code and body)
+//   GET /version      {"version","commit","build_type","gpu":bool,"rdma":bool}
 //   GET /nodes        {"nodes":[{"node_id","address":"host:port","host","port","alive",
 //                       "state":"alive"|"dead","last_heartbeat_ms","free_bytes",
 //                       "tiers":[{"name","kind","capacity","used","objects"}]}]}

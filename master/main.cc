@@ -1,5 +1,5 @@
 // mooncake-master: serves the key -> node directory until SIGINT or SIGTERM.
-// Exit codes: 0 after a clean stop or --help, 1 if it cannot start, 2 for a
+// Exit codes: 0 after a clean stop, --help or --version, 1 if it cannot start, 2 for a
 // bad configuration. The ready file (--ready-file) holds two lines: the RPC
 // port and the admin port (-1 when --admin-port is -1).
 

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/flag_parsing.h"
+#include "common/version.h"
 #include "http/admin_settings.h"
 #include "thrift/rpc_settings.h"
 
@@ -43,6 +44,9 @@ void AddOptions(CLI::App& app, MasterConfig& config) {
       ->type_name("FILE");
   // A misspelt key in a config file should fail loudly, not be ignored.
   app.allow_config_extras(CLI::config_extras_mode::error);
+  app.set_version_flag("--version", VersionLine("mooncake-master"),
+                       "Print the version, git commit, build type and compiled-in GPU/RDMA "
+                       "support, then exit");
 }
 
 // Checks of the admin server's settings; empty when they are fine.

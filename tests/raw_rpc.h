@@ -344,15 +344,33 @@ inline std::optional<HttpReply> Http(int port, std::string_view method, std::str
   return reply;
 }
 
+// `series` without a leading node="..." label: a worker writes its node id
+// as the first label of every series, which callers may leave out.
+inline std::string WithoutNodeLabel(std::string_view series) {
+  constexpr std::string_view kNode = "{node=\"";
+  size_t open = series.find(kNode);
+  if (open == std::string_view::npos || series.find('{') != open) return std::string(series);
+  size_t close = series.find('"', open + kNode.size());
+  if (close == std::string_view::npos || close + 1 >= series.size()) return std::string(series);
+  if (series[close + 1] == '}') {
+    return std::string(series.substr(0, open)) + std::string(series.substr(close + 2));
+  }
+  return std::string(series.substr(0, open + 1)) + std::string(series.substr(close + 2));
+}
+
 // The value of one series ("name" or "name{labels}") in a Prometheus text
-// page; NaN when absent.
+// page, matched with or without a leading node="..." label; NaN when absent.
 inline double MetricIn(const std::string& page, std::string_view series) {
-  const std::string prefix = std::string(series) + " ";
   for (size_t pos = 0; pos < page.size();) {
     size_t eol = page.find('\n', pos);
     if (eol == std::string::npos) eol = page.size();
-    if (page.compare(pos, prefix.size(), prefix) == 0) {
-      return std::strtod(page.c_str() + pos + prefix.size(), nullptr);
+    std::string_view line(page.data() + pos, eol - pos);
+    size_t space = line.rfind(' ');
+    if (!line.starts_with('#') && space != std::string_view::npos) {
+      std::string_view name = line.substr(0, space);
+      if (name == series || WithoutNodeLabel(name) == series) {
+        return std::strtod(std::string(line.substr(space + 1)).c_str(), nullptr);
+      }
     }
     pos = eol + 1;
   }

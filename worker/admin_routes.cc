@@ -3,7 +3,9 @@
 #include <cmath>
 #include <string>
 
+#include "common/version.h"
 #include "http/json_util.h"
+#include "http/process_metrics.h"
 #include "http/prometheus_writer.h"
 #include "tiers/cache_tier.h"
 
@@ -19,6 +21,7 @@ struct WorkerRoutes {
   const RequestMetrics& requests;
   const TransportStatsFn transport;
   const RpcStatsFn rpc;
+  const ReadinessFn readiness;
 
   std::string NodeId() const {
     if (!config.node_id.empty()) return config.node_id;
@@ -70,15 +73,46 @@ json RequestsJson(const RequestMetrics& metrics) {
   return out;
 }
 
-HttpResponse Health(const WorkerRoutes& r) {
+// /readyz and /health: 200 when every check passes, else 503 with one
+// reason per failed check.
+HttpResponse Readiness(const WorkerRoutes& r) {
   auto stats = r.backend.Stats();
   uint64_t objects = 0;
   for (const auto& t : stats.tiers) objects += t.objects;
-  return JsonResponse({{"status", "ok"},
-                       {"role", "worker"},
-                       {"node_id", r.NodeId()},
-                       {"objects", objects},
-                       {"tiers", stats.tiers.size()}});
+  json reasons = json::array();
+  if (stats.tiers.empty()) reasons.push_back("no tier is open");
+  json body = {{"role", "worker"},
+               {"node_id", r.NodeId()},
+               {"objects", objects},
+               {"tiers", stats.tiers.size()}};
+  if (r.readiness) {
+    WorkerReadiness link = r.readiness();
+    if (!link.registered) {
+      reasons.push_back("not registered with the master at " + link.master + " yet");
+    } else if (link.heartbeat_age_ms < 0 || link.heartbeat_age_ms > link.heartbeat_stale_ms) {
+      reasons.push_back("no successful heartbeat to the master at " + link.master + " for " +
+                        std::to_string(link.heartbeat_age_ms) + " ms (stale after " +
+                        std::to_string(link.heartbeat_stale_ms) + " ms)");
+    }
+    body["registered"] = link.registered;
+    body["heartbeat_age_ms"] = link.heartbeat_age_ms;
+    body["heartbeat_stale_ms"] = link.heartbeat_stale_ms;
+    body["master"] = link.master;
+  }
+  const bool ready = reasons.empty();
+  body["status"] = ready ? "ok" : "unavailable";
+  body["ready"] = ready;
+  body["reasons"] = std::move(reasons);
+  return JsonResponse(body, ready ? 200 : 503);
+}
+
+HttpResponse Version() {
+  const BuildInfo& info = GetBuildInfo();
+  return JsonResponse({{"version", info.version},
+                       {"commit", info.commit},
+                       {"build_type", info.build_type},
+                       {"gpu", info.gpu},
+                       {"rdma", info.rdma}});
 }
 
 HttpResponse Stats(const WorkerRoutes& r) {
@@ -249,13 +283,19 @@ void WriteTierMetrics(PrometheusWriter& w, const std::vector<TierSnapshot>& tier
       {"mooncake_worker_tier_objects", "Objects placed in the tier", &TierSnapshot::objects, false},
       {"mooncake_worker_tier_pinned_bytes", "Bytes of hard-pinned objects in the tier",
        &TierSnapshot::pinned_bytes, false},
-      {"mooncake_worker_hits", "Reads served from the tier", &TierSnapshot::hits, true},
+      {"mooncake_worker_hits", "Object reads served from the tier", &TierSnapshot::hits, true},
       {"mooncake_worker_promotions", "Objects promoted into the tier", &TierSnapshot::promotions_in,
        true},
       {"mooncake_worker_demotions", "Objects demoted out of the tier", &TierSnapshot::demotions_out,
        true},
       {"mooncake_worker_evictions", "Objects dropped from the node out of the tier",
        &TierSnapshot::evictions, true},
+      {"mooncake_worker_tier_read_bytes",
+       "Bytes the worker read from the tier (gets, moves between tiers and nodes)",
+       &TierSnapshot::read_bytes, true},
+      {"mooncake_worker_tier_written_bytes",
+       "Bytes the worker wrote to the tier (puts through the worker, moves between tiers)",
+       &TierSnapshot::written_bytes, true},
   };
   for (const auto& m : kMetrics) {
     if (m.counter) {
@@ -276,8 +316,9 @@ void WriteTotals(PrometheusWriter& w, const BackendStats& s) {
     uint64_t BackendStats::*field;
   };
   static constexpr Total kTotals[] = {
-      {"mooncake_worker_gets", "Get requests", &BackendStats::gets},
-      {"mooncake_worker_get_misses", "Gets of keys not here", &BackendStats::get_misses},
+      {"mooncake_worker_gets", "Object reads (Gets at offset 0; later chunks do not count)",
+       &BackendStats::gets},
+      {"mooncake_worker_get_misses", "Object reads of keys not here", &BackendStats::get_misses},
       {"mooncake_worker_puts", "Objects stored by Put", &BackendStats::puts},
       {"mooncake_worker_upserts", "Objects stored by Upsert", &BackendStats::upserts},
       {"mooncake_worker_removes", "Objects removed", &BackendStats::removes},
@@ -312,6 +353,9 @@ void WriteTransportMetrics(PrometheusWriter& w, const TransportSnapshot& t) {
 HttpResponse Metrics(const WorkerRoutes& r) {
   auto stats = r.backend.Stats();
   PrometheusWriter w;
+  w.SetConstLabels({{"node", r.NodeId()}});
+  WriteBuildInfo(w);
+  WriteProcessMetrics(w, ReadProcessStats());
   WriteTierMetrics(w, stats.tiers);
   WriteTotals(w, stats);
   if (r.transport) WriteTransportMetrics(w, r.transport());
@@ -324,10 +368,15 @@ HttpResponse Metrics(const WorkerRoutes& r) {
 
 void RegisterWorkerAdminRoutes(AdminServer& server, TieredCacheBackend& backend,
                                const WorkerConfig& config, const RequestMetrics& requests,
-                               TransportStatsFn transport, RpcStatsFn rpc) {
-  auto r = std::make_shared<const WorkerRoutes>(
-      WorkerRoutes{backend, config, requests, std::move(transport), std::move(rpc)});
-  server.Route("GET", "/health", [r](const HttpRequest&) { return Health(*r); });
+                               TransportStatsFn transport, RpcStatsFn rpc, ReadinessFn readiness) {
+  auto r = std::make_shared<const WorkerRoutes>(WorkerRoutes{
+      backend, config, requests, std::move(transport), std::move(rpc), std::move(readiness)});
+  server.Route("GET", "/livez", [](const HttpRequest&) {
+    return JsonResponse({{"status", "ok"}, {"role", "worker"}});
+  });
+  server.Route("GET", "/readyz", [r](const HttpRequest&) { return Readiness(*r); });
+  server.Route("GET", "/health", [r](const HttpRequest&) { return Readiness(*r); });
+  server.Route("GET", "/version", [](const HttpRequest&) { return Version(); });
   server.Route("GET", "/stats", [r](const HttpRequest&) { return Stats(*r); });
   server.Route("GET", "/objects/{key...}",
                [r](const HttpRequest& req) { return InspectObject(*r, req); });

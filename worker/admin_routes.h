@@ -4,7 +4,18 @@
 // TieredCacheBackend calls and results to JSON; every rule lives in the
 // backend.
 //
-//   GET    /health          {"status":"ok","role":"worker","node_id","objects":N,"tiers":N}
+//   GET    /livez           200 {"status":"ok","role":"worker"} whenever the process serves HTTP
+//   GET    /readyz          200 {"status":"ok","ready":true,"role":"worker","node_id","objects":N,
+//                             "tiers":N,"registered","heartbeat_age_ms","heartbeat_stale_ms",
+//                             "master","reasons":[]}
+//                           503 the same with "status":"unavailable","ready":false and one
+//                             reason per failed check: not registered with the master yet,
+//                             no successful heartbeat within heartbeat_stale_ms (3 heartbeat
+//                             intervals, at least 1 s: the master is down or unreachable,
+//                             or forgot this node), no tier open. Without a readiness
+//                             callback only the tier check applies.
+//   GET    /health          alias of /readyz (same status code and body)
+//   GET    /version         {"version","commit","build_type","gpu":bool,"rdma":bool}
 //   GET    /stats           {"node_id","tiers":[{"name","kind","capacity","used","objects",
 //                             "hits","promotions_in","demotions_out","evictions",
 //                             "pinned_bytes"}],
@@ -53,13 +64,22 @@ struct TransportSnapshot {
 };
 using TransportStatsFn = std::function<TransportSnapshot()>;
 
+// The worker's link to the master, for /readyz (WorkerServer::readiness).
+struct WorkerReadiness {
+  bool registered = false;         // the first registration (with key announcement) succeeded
+  int64_t heartbeat_age_ms = -1;   // since the last successful register/heartbeat; -1: none yet
+  int64_t heartbeat_stale_ms = 0;  // an age above this is not ready
+  std::string master;              // HOST:PORT, for the reasons
+};
+using ReadinessFn = std::function<WorkerReadiness()>;
+
 // Registers the routes above on `server` (before it starts). `config` is
 // copied: pass the effective one (node_id and port resolved). `backend` and
 // `requests` must outlive the server; so must what `transport` reads (empty:
-// no transport section).
+// no transport section) and `readiness` (empty: ready once tiers are open).
 void RegisterWorkerAdminRoutes(AdminServer& server, TieredCacheBackend& backend,
                                const WorkerConfig& config, const RequestMetrics& requests,
-                               TransportStatsFn transport = {},
-                               RpcStatsFn rpc = {});
+                               TransportStatsFn transport = {}, RpcStatsFn rpc = {},
+                               ReadinessFn readiness = {});
 
 }  // namespace mooncake

@@ -27,6 +27,11 @@ struct TierCounters {
   std::atomic<uint64_t> promotions_in{0};
   std::atomic<uint64_t> demotions_out{0};
   std::atomic<uint64_t> evictions{0};
+  // Bytes read from / written to the tier's storage: reads served to
+  // clients, copies between tiers and writes through the worker (not bytes a
+  // client writes or reads directly in a shared or RDMA-registered region).
+  std::atomic<uint64_t> read_bytes{0};
+  std::atomic<uint64_t> written_bytes{0};
 };
 
 // The counters BackendStats reports; each part bumps its own.
@@ -36,6 +41,8 @@ struct BackendCounters {
   std::atomic<uint64_t> gets{0}, get_misses{0}, puts{0}, removes{0}, dropped{0};
   std::atomic<uint64_t> upserts{0}, prefetch_started{0}, prefetch_succeeded{0};
   std::atomic<uint64_t> prefetch_failed{0}, prefetch_skipped{0}, moved_out{0}, moved_in{0};
+  // Bytes copied between tiers or handed to other nodes (for the move log).
+  std::atomic<uint64_t> moved_bytes{0};
 };
 
 struct BackendContext {
@@ -60,6 +67,20 @@ struct BackendContext {
       if (tiers[t]->name() == name) return static_cast<int>(t);
     }
     return -1;
+  }
+
+  // The counters of the tier `tier` points at (one of `tiers`).
+  TierCounters& CountersOf(const CacheTier* tier) {
+    for (size_t t = 0; t < tiers.size(); ++t) {
+      if (tiers[t].get() == tier) return counters.tier[t];
+    }
+    return counters.tier[last_tier()];  // unreachable: every allocation is in a tier
+  }
+  void CountRead(const CacheTier* tier, uint64_t bytes) {
+    CountersOf(tier).read_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  void CountWritten(const CacheTier* tier, uint64_t bytes) {
+    CountersOf(tier).written_bytes.fetch_add(bytes, std::memory_order_relaxed);
   }
 
   const std::vector<std::unique_ptr<CacheTier>> tiers;

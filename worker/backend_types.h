@@ -118,9 +118,9 @@ struct WriteTarget {
   TierLocation location;
 };
 
-// A plan-based write (DESIGN.md section 4): a producer on this node maps
-// `region` and writes the object's bytes at `target.location` itself, then
-// commits with `epoch`.
+// A plan-based write (docs/design.md, "Plan-based writes"): a producer on
+// this node maps `region` and writes the object's bytes at
+// `target.location` itself, then commits with `epoch`.
 struct DirectWritePlan {
   uint64_t epoch = 0;  // the write's handle: CommitDirect and PutRevoke take it
   WriteTarget target;
@@ -163,12 +163,14 @@ struct TierSnapshot {
   uint64_t demotions_out = 0;  // objects moved down out of this tier
   uint64_t evictions = 0;      // objects dropped from the node out of this tier
   uint64_t pinned_bytes = 0;   // bytes of hard-pinned objects placed here
+  uint64_t read_bytes = 0;     // bytes read from the tier by the worker
+  uint64_t written_bytes = 0;  // bytes written to the tier by the worker
 };
 
 struct BackendStats {
   std::vector<TierSnapshot> tiers;
-  uint64_t gets = 0;
-  uint64_t get_misses = 0;
+  uint64_t gets = 0;        // object reads: Gets at offset 0 (see docs/reference.md)
+  uint64_t get_misses = 0;  // Gets at offset 0 of keys not here
   uint64_t puts = 0;
   uint64_t removes = 0;
   uint64_t dropped = 0;  // objects dropped from the cluster for lack of space

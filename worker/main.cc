@@ -1,11 +1,11 @@
 // mooncake-worker: serves one node's tiers until SIGINT or SIGTERM.
-// Exit codes: 0 after a clean stop or --help, 1 if it cannot start, 2 for a
+// Exit codes: 0 after a clean stop, --help or --version, 1 if it cannot start, 2 for a
 // bad configuration, 4 if the SSD tier (--ssd-path) cannot be opened: its
 // RocksDB directory is corrupt (CURRENT, a MANIFEST, a table or WAL file
-// damaged or deleted), locked by another process, or unreadable. The worker
-// then prints one line naming the path and the RocksDB status and serves
-// nothing, rather than risk wrong bytes. A missing or empty --ssd-path is a
-// fresh, empty SSD tier (a new node), not an error.
+// damaged or deleted), locked by another process, unreadable, or cannot be
+// created. The worker then prints one line naming the path and the reason
+// and serves nothing, rather than risk wrong bytes. A missing or empty
+// --ssd-path is created as a fresh, empty SSD tier (a new node).
 
 #include <iostream>
 

@@ -92,7 +92,8 @@ bool Mover::MoveObject(const std::string& key, size_t first_tier, size_t last_ti
   auto placed = AllocateIn(first_tier, last_tier, size, allow_drop);
   if (!placed) return finish(false);
   auto& [to, target] = *placed;
-  if (!CopyBetweenTiers(*source, *target, size)) return finish(false);
+  if (!CopyBetweenTiers(*source, *target, size, &ctx_)) return finish(false);
+  ctx_.counters.moved_bytes.fetch_add(size, std::memory_order_relaxed);
   DurableObjectMeta meta{key, target->location, version, object_options.hard_pin,
                          object_options.soft_pin};
   if (!target->tier->Persist(meta)) return finish(false);
@@ -156,8 +157,10 @@ Result<void> Mover::TransferOut(const std::string& key, const std::string& targe
   // `source` keeps the space alive (and unmoved: kTransferring) until the
   // transfer returns, so its host address stays valid throughout.
   ObjectSource bytes{.read =
-                         [&source](uint64_t offset, std::span<std::byte> out) {
-                           return source->tier->Read(source->location, offset, out);
+                         [&source, this](uint64_t offset, std::span<std::byte> out) {
+                           auto read = source->tier->Read(source->location, offset, out);
+                           if (read) ctx_.CountRead(source->tier, out.size());
+                           return read;
                          },
                      .host_address = source->tier->HostAddress(source->location)};
   auto moved = ctx_.peers->Transfer(key, size, version, object_options, bytes, target, dram_only);
@@ -168,12 +171,13 @@ Result<void> Mover::TransferOut(const std::string& key, const std::string& targe
     if (object != nullptr) table_.SetState(*object, ObjectState::kComplete);
     return Err(moved.error());
   }
-  // The master names the new owner: only now may this copy go (DESIGN.md,
-  // inter-node eviction step 4). Readers still copying keep its bytes alive.
+  // The master names the new owner: only now may this copy go (docs/design.md,
+  // "Inter-node eviction", step 4). Readers still copying keep its bytes alive.
   if (object != nullptr) table_.Erase(*object);
   RememberMoveLocked(key, *moved);
   ctx_.counters.moved_out.fetch_add(1, std::memory_order_relaxed);
-  MC_LOG_INFO("moved out key={} to={} size={}", key, *moved, size);
+  ctx_.counters.moved_bytes.fetch_add(size, std::memory_order_relaxed);
+  MC_LOG_DEBUG("moved out key={} to={} size={}", key, *moved, size);
   return {};
 }
 
@@ -205,17 +209,22 @@ bool Mover::DropObject(const std::string& key, size_t tier) {
   }
   table_.Erase(*object);
   ctx_.counters.tier[tier].evictions.fetch_add(1, std::memory_order_relaxed);
-  ctx_.counters.dropped.fetch_add(1, std::memory_order_relaxed);
-  MC_LOG_INFO("dropped key={} tier={} reason=no_space", key, ctx_.tiers[tier]->name());
+  uint64_t dropped = ctx_.counters.dropped.fetch_add(1, std::memory_order_relaxed) + 1;
+  // Data loss: the cluster no longer holds this key.
+  MC_LOG_WARN("dropped key={} tier={} reason=no_space dropped_total={}", key,
+              ctx_.tiers[tier]->name(), dropped);
   return true;
 }
 
-Result<void> Mover::CopyBetweenTiers(const Allocation& from, const Allocation& to, uint64_t size) {
+Result<void> Mover::CopyBetweenTiers(const Allocation& from, const Allocation& to, uint64_t size,
+                                     BackendContext* ctx) {
   std::vector<std::byte> buffer(std::min(size, kCopyBufferBytes));
   for (uint64_t offset = 0; offset < size; offset += buffer.size()) {
     auto chunk = std::span(buffer.data(), std::min<uint64_t>(buffer.size(), size - offset));
     if (auto read = from.tier->Read(from.location, offset, chunk); !read) return read;
+    if (ctx != nullptr) ctx->CountRead(from.tier, chunk.size());
     if (auto written = to.tier->Write(to.location, offset, chunk); !written) return written;
+    if (ctx != nullptr) ctx->CountWritten(to.tier, chunk.size());
   }
   return {};
 }
@@ -231,6 +240,45 @@ uint64_t Mover::EvictTier(size_t t, double target_ratio) {
   }
   uint64_t after = tier.used();
   return before > after ? before - after : 0;
+}
+
+Mover::MoveTotals Mover::ReadMoveTotals() const {
+  MoveTotals totals;
+  for (size_t t = 0; t < ctx_.tiers.size(); ++t) {
+    const TierCounters& c = ctx_.counters.tier[t];
+    totals.promotions.push_back(c.promotions_in.load(std::memory_order_relaxed));
+    totals.demotions.push_back(c.demotions_out.load(std::memory_order_relaxed));
+    totals.evictions.push_back(c.evictions.load(std::memory_order_relaxed));
+  }
+  totals.moved_out = ctx_.counters.moved_out.load(std::memory_order_relaxed);
+  totals.dropped = ctx_.counters.dropped.load(std::memory_order_relaxed);
+  totals.moved_bytes = ctx_.counters.moved_bytes.load(std::memory_order_relaxed);
+  return totals;
+}
+
+void Mover::LogMoveSummary() {
+  MoveTotals now = ReadMoveTotals();
+  if (logged_.promotions.size() != now.promotions.size()) {
+    logged_.promotions.assign(now.promotions.size(), 0);
+    logged_.demotions.assign(now.promotions.size(), 0);
+    logged_.evictions.assign(now.promotions.size(), 0);
+  }
+  uint64_t moves = (now.moved_out - logged_.moved_out) + (now.dropped - logged_.dropped);
+  std::string per_tier;
+  for (size_t t = 0; t < now.promotions.size(); ++t) {
+    uint64_t in = now.promotions[t] - logged_.promotions[t];
+    uint64_t down = now.demotions[t] - logged_.demotions[t];
+    uint64_t out = now.evictions[t] - logged_.evictions[t];
+    moves += in + down;
+    if (in + down + out == 0) continue;
+    per_tier += fmt::format(" {}=promoted_in:{},demoted_out:{},evicted:{}", ctx_.tiers[t]->name(),
+                            in, down, out);
+  }
+  if (moves == 0 && per_tier.empty()) return;
+  MC_LOG_INFO("maintenance moves={} bytes={} moved_out={} dropped={}{}", moves,
+              now.moved_bytes - logged_.moved_bytes, now.moved_out - logged_.moved_out,
+              now.dropped - logged_.dropped, per_tier);
+  logged_ = std::move(now);
 }
 
 void Mover::DemoteAboveWatermarks() {
@@ -283,7 +331,8 @@ void Mover::Promote(const PromotionTask& task) {
     }
   }
   // A promotion may push colder objects down, but never out of the node. A
-  // prefetch brings the object to DRAM (DESIGN.md "Exist"), not above it.
+  // prefetch brings the object to DRAM (docs/design.md, "Exist and prefetch"),
+  // not above it.
   size_t top = task.prefetch ? std::min(PrefetchTier(), tier - 1) : 0;
   bool promoted = MoveObject(task.key, top, tier - 1, /*allow_drop=*/false);
   if (!task.prefetch) return;

@@ -71,7 +71,14 @@ class Mover {
   bool MovedAwayLocked(const std::string& key) const { return moved_to_.contains(key); }
   void ForgetMoveLocked(const std::string& key) { moved_to_.erase(key); }
 
-  static Result<void> CopyBetweenTiers(const Allocation& from, const Allocation& to, uint64_t size);
+  // Counts the bytes read and written per tier in `ctx`, when given.
+  static Result<void> CopyBetweenTiers(const Allocation& from, const Allocation& to, uint64_t size,
+                                       BackendContext* ctx = nullptr);
+
+  // Logs one INFO line summarising the moves (promotions, demotions, moves
+  // to other nodes, drops) since the last summary, if there were any. Called
+  // once per maintenance pass, from the maintenance thread only.
+  void LogMoveSummary();
 
  private:
   // Demotes (or, from the last tier, moves out or drops) LRU victims so
@@ -87,7 +94,15 @@ class Mover {
   size_t PrefetchTier() const;
   void RememberMoveLocked(const std::string& key, const std::string& node);
 
+  // Counter values at the last LogMoveSummary (maintenance thread only).
+  struct MoveTotals {
+    std::vector<uint64_t> promotions, demotions, evictions;
+    uint64_t moved_out = 0, dropped = 0, moved_bytes = 0;
+  };
+  MoveTotals ReadMoveTotals() const;
+
   BackendContext& ctx_;
+  MoveTotals logged_;
   ObjectTable& table_;                                     // guarded by ctx_.mu
   std::unordered_map<std::string, std::string> moved_to_;  // guarded by ctx_.mu
   std::deque<std::string> moved_order_;                    // guarded by ctx_.mu

@@ -1,8 +1,8 @@
 #pragma once
 
 // PeerTransfer over Thrift: sends an object to another worker, then asks the
-// master to swap the owner. DESIGN.md, "Inter-node eviction", steps 1-3; the
-// backend does step 4 (free the copy).
+// master to swap the owner: docs/design.md, "Inter-node eviction", steps 1-3;
+// the backend does step 4 (free the copy).
 //
 // Transport per object: AdoptStart reserves space on the target and says
 // where (tier, offset). When this worker's RdmaLink is enabled, the target

@@ -113,7 +113,10 @@ Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offse
                                           uint64_t length) {
   if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
   BackendCounters& counters = ctx_->counters;
-  counters.gets.fetch_add(1, std::memory_order_relaxed);
+  // A client reads an object in kRpcChunkBytes pieces; only the piece at
+  // offset 0 starts an object read, so only it counts a get, a hit or a miss.
+  const bool object_read = offset == 0;
+  if (object_read) counters.gets.fetch_add(1, std::memory_order_relaxed);
   AllocationPtr allocation;
   uint64_t object_id, size;
   size_t tier;
@@ -122,7 +125,7 @@ Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offse
     std::lock_guard lock(ctx_->mu);
     Object* object = table_->Find(key);
     if (object == nullptr) {
-      counters.get_misses.fetch_add(1, std::memory_order_relaxed);
+      if (object_read) counters.get_misses.fetch_add(1, std::memory_order_relaxed);
       return Err(ErrorCode::kObjectNotFound);
     }
     if (!object->complete()) return Err(ErrorCode::kReplicaIsNotReady);
@@ -148,7 +151,8 @@ Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offse
   Object* object = table_->FindSame(key, object_id);
   if (object != nullptr) table_->EndRead(*object);
   if (!read) return Err(read.error());
-  if (offset == 0) counters.tier[tier].hits.fetch_add(1, std::memory_order_relaxed);
+  counters.tier[tier].read_bytes.fetch_add(want, std::memory_order_relaxed);
+  if (object_read) counters.tier[tier].hits.fetch_add(1, std::memory_order_relaxed);
   bool read_to_end = offset + want == size;
   if (object != nullptr && read_to_end && tier > 0 && ctx_->options.promote_on_get) {
     work_->QueuePromotionLocked(*object, {.key = key, .requester_node = "", .prefetch = false});
@@ -337,7 +341,9 @@ BackendStats TieredCacheBackend::Stats() const {
                            .promotions_in = c.promotions_in.load(),
                            .demotions_out = c.demotions_out.load(),
                            .evictions = c.evictions.load(),
-                           .pinned_bytes = pinned[t]});
+                           .pinned_bytes = pinned[t],
+                           .read_bytes = c.read_bytes.load(),
+                           .written_bytes = c.written_bytes.load()});
   }
   stats.gets = counters.gets.load();
   stats.get_misses = counters.get_misses.load();

@@ -111,7 +111,7 @@ class TieredCacheBackend {
   // moved.
   Result<LocatedObject> Locate(const std::string& key);
 
-  // Creates or replaces an object in one call (DESIGN.md "Upsert").
+  // Creates or replaces an object in one call (docs/design.md, "Upsert").
   Result<void> Upsert(const std::string& key, std::string_view value, const ObjectOptions& options);
   // Drops an adopted copy whose ownership swap failed.
   Result<void> AdoptAbort(const std::string& key);

@@ -7,6 +7,7 @@
 #include "common/flag_parsing.h"
 #include "common/log.h"
 #include "common/units.h"
+#include "common/version.h"
 #include "http/admin_settings.h"
 #include "thrift/rpc_settings.h"
 #include "transport/rdma_link.h"
@@ -26,7 +27,9 @@ void AddSizeOption(CLI::App& app, const std::string& name, uint64_t& target,
          name,
          [&target, name](const std::string& text) {
            auto bytes = ParseByteSize(text);
-           if (!bytes) throw CLI::ValidationError(name, "not a size: \"" + text + "\"");
+           if (!bytes) {
+             throw CLI::ValidationError(name, "expected a size like 64MiB, got \"" + text + "\"");
+           }
            target = *bytes;
          },
          help + " (default " + FormatBytes(target) + ")")
@@ -34,12 +37,17 @@ void AddSizeOption(CLI::App& app, const std::string& name, uint64_t& target,
 }
 
 void AddOptions(CLI::App& app, WorkerConfig& c) {
-  app.add_option("--node-id", c.node_id, "Cluster-wide node name (default HOST:PORT)");
+  // Environment variables sit below flags and config file keys: CLI11 2.1
+  // reads an option's envname only when neither set it.
+  app.add_option("--node-id", c.node_id, "Cluster-wide node name (default HOST:PORT)")
+      ->envname("MOONCAKE_NODE_ID");
   app.add_option("--host", c.host, "Address to bind the Thrift service to")->capture_default_str();
   app.add_option("--advertise-host", c.advertise_host,
                  "Address clients and peers use (default: --host)");
   app.add_option("--port", c.port, "TCP port (0 picks a free port)")->capture_default_str();
-  app.add_option("--master", c.master, "Master address HOST:PORT")->capture_default_str();
+  app.add_option("--master", c.master, "Master address HOST:PORT")
+      ->envname("MOONCAKE_MASTER")
+      ->capture_default_str();
   AddSizeOption(app, "--dram-capacity", c.dram_capacity, "DRAM tier size");
   AddSizeOption(app, "--ssd-capacity", c.ssd_capacity, "SSD tier size, 0 for none");
   AddSizeOption(app, "--vram-capacity", c.vram_capacity,
@@ -101,6 +109,9 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
   app.set_config("--config", "", "Read these options from a TOML/INI file (same key names)")
       ->type_name("FILE");
   app.allow_config_extras(CLI::config_extras_mode::error);
+  app.set_version_flag("--version", VersionLine("mooncake-worker"),
+                       "Print the version, git commit, build type and compiled-in GPU/RDMA "
+                       "support, then exit");
 }
 
 bool ParseHostPort(const std::string& text, std::string* host, int* port) {
@@ -179,7 +190,9 @@ Result<WorkerConfig> ParseWorkerConfig(int argc, const char* const* argv, std::s
   app.footer(
       "Exit codes: 0 stopped cleanly, 1 cannot start, 2 bad configuration, 4 the SSD tier\n"
       "cannot be opened (a corrupt, locked or unreadable RocksDB directory under --ssd-path;\n"
-      "a missing or empty directory starts an empty SSD tier).");
+      "a missing or empty directory starts an empty SSD tier).\n"
+      "Environment: MOONCAKE_MASTER (--master), MOONCAKE_NODE_ID (--node-id). Precedence:\n"
+      "a flag, then a --config file key, then the environment variable, then the default.");
   bool help = false;
   if (auto parsed = ParseFlags(app, argc, argv, &help, message); !parsed)
     return Err(parsed.error());

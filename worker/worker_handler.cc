@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/log.h"
 #include "thrift/rdma_wire.h"
 #include "thrift/rpc_codes.h"
 #include "transport/rdma_link.h"
@@ -77,7 +78,18 @@ rpc::ErrorCode::type WorkerHandler::WriteValue(std::string_view op, const std::s
                                                       : backend_.Put(key, value, *options);
   auto code = ToRpc(written);
   timer.Finish(CodeOf(code));
+  LogWriteFailure(op, key, value.size(), code);
   return code;
+}
+
+void WorkerHandler::LogWriteFailure(std::string_view op, const std::string& key, uint64_t size,
+                                    rpc::ErrorCode::type code) {
+  if (code == rpc::ErrorCode::OK) return;
+  ErrorCode error = CodeOf(code);
+  uint64_t suppressed = 0;
+  if (!write_failures_.Admit(error, std::chrono::steady_clock::now(), &suppressed)) return;
+  MC_LOG_WARN("{} failed key={} size={} error={} suppressed_since_last={}", op, key, size,
+              ToString(error), suppressed);
 }
 
 void WorkerHandler::StartWrite(rpc::PutStartResult& result, const std::string& key, int64_t size,
@@ -86,6 +98,8 @@ void WorkerHandler::StartWrite(rpc::PutStartResult& result, const std::string& k
   RequestTimer timer(requests_, mode == WriteMode::kAdopt ? "adopt_start" : "put_start");
   StartWriteUntimed(result, key, size, config, mode, version);
   timer.Finish(CodeOf(result.code));
+  LogWriteFailure(mode == WriteMode::kAdopt ? "adopt_start" : "put_start", key,
+                  static_cast<uint64_t>(std::max<int64_t>(size, 0)), result.code);
 }
 
 void WorkerHandler::StartWriteUntimed(rpc::PutStartResult& result, const std::string& key,
@@ -136,6 +150,8 @@ void WorkerHandler::OpenForWrite(rpc::WritePlan& result, const std::string& key,
   RequestTimer timer(requests_, "open_for_write");
   OpenForWriteUntimed(result, key, size, config, upsert);
   timer.Finish(CodeOf(result.code));
+  LogWriteFailure("open_for_write", key, static_cast<uint64_t>(std::max<int64_t>(size, 0)),
+                  result.code);
 }
 
 void WorkerHandler::OpenForWriteUntimed(rpc::WritePlan& result, const std::string& key,

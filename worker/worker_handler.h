@@ -88,6 +88,10 @@ class WorkerHandler : public rpc::WorkerServiceIf {
                            const rpc::ReplicateConfig& config, bool upsert);
   void GetPlacementUntimed(rpc::Placement& result, const std::string& key);
   void GetUntimed(rpc::GetResult& result, const std::string& key, int64_t offset, int64_t length);
+  // Logs a failed put, upsert, put_start or open_for_write at WARN, at most
+  // once per second per error code, with the count of lines held back.
+  void LogWriteFailure(std::string_view op, const std::string& key, uint64_t size,
+                       rpc::ErrorCode::type code);
   // Fills a NOT_OWNER answer with the new owner when this node handed it off.
   void HintMovedKey(rpc::GetResult& result, const std::string& key) const;
 
@@ -96,6 +100,7 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   RequestMetrics& requests_;
   std::atomic<bool> serving_reads_{false};
   RdmaLink* rdma_ = nullptr;  // set before serving, then read-only
+  LogRateLimiter write_failures_{std::chrono::seconds(1)};
 };
 
 }  // namespace mooncake

@@ -1,5 +1,7 @@
 #include "worker/worker_server.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "common/metrics.h"
 #include "http/admin_server.h"
@@ -22,6 +24,10 @@ namespace mooncake {
 namespace {
 
 constexpr Millis kRegisterRetry{500};
+// /readyz: a worker whose last successful heartbeat is older than this many
+// heartbeat intervals (and at least kMinHeartbeatStale) is not ready.
+constexpr int kHeartbeatStaleIntervals = 3;
+constexpr Millis kMinHeartbeatStale{1000};
 
 BackendOptions ToBackendOptions(const WorkerConfig& c) {
   BackendOptions options;
@@ -224,7 +230,7 @@ Result<void> WorkerServer::StartAdmin(int port) {
       t.rdma_fallbacks = p.rdma_fallbacks;
     }
     return t;
-  }, [this] { return rpc_->stats(); });
+  }, [this] { return rpc_->stats(); }, [this] { return readiness(); });
   if (auto started = admin_->Start(config_.admin_host, port); !started) {
     MC_LOG_ERROR("worker admin server cannot listen host={} port={}", config_.admin_host, port);
     return started;
@@ -249,6 +255,21 @@ void WorkerServer::Stop() {
 bool WorkerServer::WaitRegistered(Millis timeout) {
   std::unique_lock lock(mu_);
   return cv_.wait_for(lock, timeout, [this] { return registered_ || stopping_; }) && registered_;
+}
+
+WorkerReadiness WorkerServer::readiness() {
+  WorkerReadiness r;
+  r.master = config_.master;
+  r.heartbeat_stale_ms =
+      std::max(Millis(config_.heartbeat_interval_ms) * kHeartbeatStaleIntervals, kMinHeartbeatStale)
+          .count();
+  std::lock_guard lock(mu_);
+  r.registered = registered_;
+  if (last_master_ok_) {
+    r.heartbeat_age_ms =
+        std::chrono::duration_cast<Millis>(SteadyClock::now() - *last_master_ok_).count();
+  }
+  return r;
 }
 
 Result<void> WorkerServer::RegisterAndAnnounce() {
@@ -294,6 +315,7 @@ void WorkerServer::HeartbeatLoop() {
     }
     warned = !outcome;
     lock.lock();
+    if (outcome) last_master_ok_ = SteadyClock::now();
     if (registered && !registered_) {
       registered_ = true;
       cv_.notify_all();

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -28,6 +29,7 @@ class ThriftPeerTransfer;
 class WorkerHandler;
 class RpcServer;
 class TieredCacheBackend;
+struct WorkerReadiness;  // worker/admin_routes.h
 
 class WorkerServer {
  public:
@@ -55,6 +57,10 @@ class WorkerServer {
   // Blocks until the first registration (with key announcement) succeeded,
   // or `timeout` passed; returns whether it did.
   bool WaitRegistered(Millis timeout);
+  // For /readyz: registered yet, and the age of the last successful
+  // registration or heartbeat against the staleness bound (3 heartbeat
+  // intervals, at least 1 s). Any thread.
+  WorkerReadiness readiness();
   void Stop();
 
  private:
@@ -84,6 +90,8 @@ class WorkerServer {
   std::condition_variable cv_;
   bool stopping_ = false;    // guarded by mu_
   bool registered_ = false;  // guarded by mu_
+  // The last successful register or heartbeat; guarded by mu_.
+  std::optional<SteadyClock::time_point> last_master_ok_;
 };
 
 }  // namespace mooncake

@@ -163,6 +163,7 @@ Result<void> WritePath::Chunk(uint64_t handle, uint64_t offset, std::string_view
   if (auto written = allocation->tier->Write(allocation->location, offset, bytes); !written) {
     return written;
   }
+  ctx_.CountWritten(allocation->tier, bytes.size());
   std::lock_guard lock(ctx_.mu);
   auto pending = pending_.find(handle);
   if (pending == pending_.end()) return Err(ErrorCode::kIllegalClient);  // pre-empted
@@ -262,7 +263,7 @@ AllocationPtr WritePath::WriteThrough(const std::string& key, const AllocationPt
   }
   auto copy = placed->second;
   DurableObjectMeta meta{key, copy->location, version, true, options.soft_pin};
-  if (!Mover::CopyBetweenTiers(*primary, *copy, size) || !copy->tier->Persist(meta)) {
+  if (!Mover::CopyBetweenTiers(*primary, *copy, size, &ctx_) || !copy->tier->Persist(meta)) {
     MC_LOG_WARN("hard pin write-through failed key={} error=copy", key);
     return nullptr;
   }

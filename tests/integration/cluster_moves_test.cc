@@ -1,4 +1,4 @@
-// Objects moving between nodes over real processes (DESIGN.md section 3):
+// Objects moving between nodes over real processes (docs/design.md, "Flows"):
 // exist-with-prefetch (to the owner's DRAM, to the requesting client's node,
 // and the fallback when that node is full of hard pins), inter-node eviction
 // when a node's last tier is full, a source worker killed at each step of a

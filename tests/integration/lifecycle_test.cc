@@ -1,4 +1,4 @@
-// Object lifecycle over real processes (DESIGN.md section 3): hard and soft
+// Object lifecycle over real processes (docs/design.md, "Flows"): hard and soft
 // pins under pressure, the eviction order, leases against Remove, Upsert in
 // place / resized / against readers / pre-empting a two-phase write, the
 // discard of abandoned writes, pins across a worker restart, and a mixed

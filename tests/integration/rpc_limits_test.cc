@@ -442,6 +442,9 @@ TEST_F(RpcLimitsTest, PeerThatNeverReadsItsRepliesIsClosed) {
                               .Framed();
   RawConnection greedy(cluster_.worker_port("w1"));
   for (int i = 0; i < 20; ++i) greedy.Send(get);
+  // The worker is serving it (a gauge still at 0 could mean "not accepted
+  // yet" as well as "already given up").
+  ASSERT_TRUE(Reaches(admin, kConnections, 1));
 
   // Expect the worker to give up on it after its timeouts.
   EXPECT_TRUE(Reaches(admin, kConnections, 0));

@@ -1,4 +1,4 @@
-// SSD faults end to end (DESIGN.md section 6): a real mooncake-worker whose
+// SSD faults end to end (docs/design.md, "Tiers"): a real mooncake-worker whose
 // RocksDB directory sits on a small tmpfs that fills up, and one started on a
 // damaged RocksDB directory. What a user relies on:
 //  * a put that needs the full SSD fails with NO_AVAILABLE_HANDLE, leaves the

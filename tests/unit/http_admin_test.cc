@@ -565,6 +565,14 @@ TEST_F(MasterAdminTest, MetricsAreWellFormedPrometheus) {
             1);
   EXPECT_EQ(doc.Value("mooncake_master_request_duration_seconds_count", {{"op", "get_location"}}),
             2);
+  // A get_location that found no owner is a client's get of an absent key.
+  EXPECT_EQ(doc.Value("mooncake_master_get_misses_total", {}), 1);
+  EXPECT_GT(doc.Value("process_resident_memory_bytes", {}), 0);
+  EXPECT_GT(doc.Value("process_start_time_seconds", {}), 1.5e9);
+  EXPECT_TRUE(doc.Has("process_cpu_seconds_total"));
+  EXPECT_TRUE(doc.Has("process_virtual_memory_bytes"));
+  EXPECT_TRUE(doc.Has("process_max_fds"));
+  EXPECT_TRUE(doc.Has("mooncake_build_info"));
 }
 
 TEST_F(MasterAdminTest, ReadOnlyRoutesRejectOtherMethodsAndUnknownPaths) {
@@ -691,11 +699,13 @@ TEST_F(WorkerAdminTest, StatsAndMetricsReportMovesByTransport) {
   EXPECT_EQ(doc["transport"]["tcp_bytes"], 7340032);
   EXPECT_EQ(doc["transport"]["rdma_fallbacks"], 2);
   std::string metrics = api_->Get("/metrics").body;
-  EXPECT_NE(metrics.find("mooncake_worker_peer_transfers_total{transport=\"tcp\"} 7"),
-            std::string::npos)
+  EXPECT_NE(
+      metrics.find("mooncake_worker_peer_transfers_total{node=\"worker-1\",transport=\"tcp\"} 7"),
+      std::string::npos)
       << metrics;
-  EXPECT_NE(metrics.find("mooncake_worker_rdma_fallbacks_total 2"), std::string::npos);
-  EXPECT_NE(metrics.find("mooncake_worker_rdma_enabled 0"), std::string::npos);
+  EXPECT_NE(metrics.find("mooncake_worker_rdma_fallbacks_total{node=\"worker-1\"} 2"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("mooncake_worker_rdma_enabled{node=\"worker-1\"} 0"), std::string::npos);
 }
 
 TEST_F(WorkerAdminTest, HealthNamesTheNodeAndCountsObjects) {
@@ -843,29 +853,51 @@ TEST_F(WorkerAdminTest, MetricsAreWellFormedPrometheus) {
   requests_.Record("get", ErrorCode::kOk, std::chrono::milliseconds(3));
   requests_.Record("get", ErrorCode::kObjectNotFound, std::chrono::microseconds(40));
   Exposition doc = ScrapeMetrics(*api_);
-  EXPECT_EQ(doc.Value("mooncake_worker_tier_capacity_bytes", {{"tier", "dram"}, {"kind", "dram"}}),
+  const std::map<std::string, std::string> kNode = {{"node", "worker-1"}};
+  EXPECT_EQ(doc.Value("mooncake_worker_tier_capacity_bytes",
+                      {{"node", "worker-1"}, {"tier", "dram"}, {"kind", "dram"}}),
             8.0 * kMiB);
-  EXPECT_EQ(doc.Value("mooncake_worker_tier_capacity_bytes", {{"tier", "ssd"}, {"kind", "ssd"}}),
+  EXPECT_EQ(doc.Value("mooncake_worker_tier_capacity_bytes",
+                      {{"node", "worker-1"}, {"tier", "ssd"}, {"kind", "ssd"}}),
             32.0 * kMiB);
-  EXPECT_GE(doc.Value("mooncake_worker_tier_used_bytes", {{"tier", "dram"}, {"kind", "dram"}}),
+  EXPECT_GE(doc.Value("mooncake_worker_tier_used_bytes",
+                      {{"node", "worker-1"}, {"tier", "dram"}, {"kind", "dram"}}),
             2048);
-  EXPECT_EQ(doc.Value("mooncake_worker_tier_objects", {{"tier", "dram"}, {"kind", "dram"}}), 1);
+  EXPECT_EQ(doc.Value("mooncake_worker_tier_objects",
+                      {{"node", "worker-1"}, {"tier", "dram"}, {"kind", "dram"}}),
+            1);
   for (const char* counter : {"mooncake_worker_promotions_total", "mooncake_worker_demotions_total",
                               "mooncake_worker_evictions_total", "mooncake_worker_hits_total"}) {
     EXPECT_EQ(doc.types[counter], "counter") << counter;
   }
-  EXPECT_EQ(doc.Value("mooncake_worker_puts_total", {}), 1);
-  EXPECT_EQ(doc.Value("mooncake_worker_gets_total", {}), 1);
+  EXPECT_EQ(doc.Value("mooncake_worker_puts_total", kNode), 1);
+  EXPECT_EQ(doc.Value("mooncake_worker_gets_total", kNode), 1);
   EXPECT_TRUE(doc.Has("mooncake_worker_prefetch_started_total"));
-  EXPECT_EQ(doc.Value("mooncake_worker_requests_total", {{"op", "get"}, {"code", "OK"}}), 1);
-  EXPECT_EQ(
-      doc.Value("mooncake_worker_requests_total", {{"op", "get"}, {"code", "OBJECT_NOT_FOUND"}}),
-      1);
-  EXPECT_EQ(doc.types["mooncake_worker_request_duration_seconds"], "histogram");
-  EXPECT_EQ(doc.Value("mooncake_worker_request_duration_seconds_count", {{"op", "get"}}), 2);
-  EXPECT_EQ(doc.Value("mooncake_worker_request_duration_seconds_bucket",
-                      {{"op", "get"}, {"le", "5e-05"}}),
+  EXPECT_EQ(doc.Value("mooncake_worker_requests_total",
+                      {{"node", "worker-1"}, {"op", "get"}, {"code", "OK"}}),
             1);
+  EXPECT_EQ(doc.Value("mooncake_worker_requests_total",
+                      {{"node", "worker-1"}, {"op", "get"}, {"code", "OBJECT_NOT_FOUND"}}),
+            1);
+  EXPECT_EQ(doc.types["mooncake_worker_request_duration_seconds"], "histogram");
+  EXPECT_EQ(doc.Value("mooncake_worker_request_duration_seconds_count",
+                      {{"node", "worker-1"}, {"op", "get"}}),
+            2);
+  EXPECT_EQ(doc.Value("mooncake_worker_request_duration_seconds_bucket",
+                      {{"node", "worker-1"}, {"op", "get"}, {"le", "5e-05"}}),
+            1);
+  // The read of "a" counted its bytes against the DRAM tier.
+  EXPECT_EQ(doc.Value("mooncake_worker_tier_read_bytes_total",
+                      {{"node", "worker-1"}, {"tier", "dram"}, {"kind", "dram"}}),
+            2048);
+  EXPECT_EQ(doc.types["process_resident_memory_bytes"], "gauge");
+  EXPECT_GT(doc.Value("process_resident_memory_bytes", kNode), 0);
+  EXPECT_GT(doc.Value("process_open_fds", kNode), 0);
+  EXPECT_EQ(doc.types["process_cpu_seconds_total"], "counter");
+  EXPECT_EQ(doc.types["mooncake_build_info"], "gauge");
+  for (const auto& sample : doc.samples) {
+    EXPECT_EQ(sample.labels.count("node"), 1u) << sample.name;
+  }
 }
 
 }  // namespace

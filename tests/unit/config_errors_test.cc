@@ -1,0 +1,166 @@
+// The wording of config errors (common/flag_parsing.h ExplainParseError),
+// --version through ParseFlags, and the worker's environment variables and
+// their precedence.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "common/version.h"
+#include "master/master_config.h"
+#include "worker/worker_config.h"
+
+namespace mooncake {
+namespace {
+
+Result<WorkerConfig> ParseWorker(std::initializer_list<const char*> args, std::string* message) {
+  std::vector<const char*> argv = {"mooncake-worker"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return ParseWorkerConfig(static_cast<int>(argv.size()), argv.data(), message);
+}
+
+Result<MasterConfig> ParseMaster(std::initializer_list<const char*> args, std::string* message) {
+  std::vector<const char*> argv = {"mooncake-master"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return ParseMasterConfig(static_cast<int>(argv.size()), argv.data(), message);
+}
+
+// A config file in the temp dir, removed when the test ends.
+class TempConfig {
+ public:
+  explicit TempConfig(const std::string& text)
+      : path_(std::filesystem::temp_directory_path() /
+              ("config_errors_test_" + std::to_string(getpid()) + "_" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".toml")) {
+    std::ofstream(path_) << text;
+  }
+  ~TempConfig() { std::filesystem::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Sets an environment variable for one test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+TEST(ConfigErrorsTest, UnknownKeyNamesTheFileTheKeyAndTheFlagItMeant) {
+  TempConfig file("node_id = \"w1\"\n");
+  std::string message;
+  auto config = ParseWorker({"--config", file.path().c_str()}, &message);
+  ASSERT_FALSE(config);
+  EXPECT_EQ(config.error(), ErrorCode::kInvalidParams);
+  EXPECT_NE(message.find("config file " + file.path() +
+                         ": unknown key \"node_id\" (keys are the long flag names without "
+                         "dashes, e.g. node-id)"),
+            std::string::npos)
+      << message;
+}
+
+TEST(ConfigErrorsTest, UnknownKeyWithoutALikelyFlagStillShowsTheForm) {
+  TempConfig file("bogus = 1\n");
+  std::string message;
+  ASSERT_FALSE(ParseMaster({"--config", file.path().c_str()}, &message));
+  EXPECT_NE(message.find("unknown key \"bogus\""), std::string::npos) << message;
+  EXPECT_NE(message.find("e.g. log-level"), std::string::npos) << message;
+}
+
+TEST(ConfigErrorsTest, BadSizeNamesTheFlagTheFormAndTheValue) {
+  std::string message;
+  ASSERT_FALSE(ParseWorker({"--dram-capacity", "lots"}, &message));
+  EXPECT_NE(message.find("--dram-capacity: expected a size like 64MiB, got \"lots\""),
+            std::string::npos)
+      << message;
+  TempConfig file("ssd-capacity = \"huge\"\n");
+  ASSERT_FALSE(ParseWorker({"--config", file.path().c_str()}, &message));
+  EXPECT_NE(message.find("--ssd-capacity: expected a size like 64MiB, got \"huge\""),
+            std::string::npos)
+      << message;
+}
+
+TEST(ConfigErrorsTest, BadNumbersNameTheFlagTheFormAndTheValue) {
+  struct Case {
+    std::initializer_list<const char*> args;
+    const char* expected;
+  };
+  for (const Case& c : {
+           Case{{"--port", "abc"}, "--port: expected an integer, got \"abc\""},
+           Case{{"--high-watermark", "most"},
+                "--high-watermark: expected a number like 0.5, got "
+                "\"most\""},
+           Case{{"--promote-on-get", "maybe"},
+                "--promote-on-get: expected true or false, got "
+                "\"maybe\""},
+       }) {
+    std::string message;
+    ASSERT_FALSE(ParseWorker(c.args, &message)) << c.expected;
+    EXPECT_NE(message.find(c.expected), std::string::npos) << message;
+  }
+  std::string message;
+  ASSERT_FALSE(ParseMaster({"--node-ttl-ms", "soon"}, &message));
+  EXPECT_NE(message.find("--node-ttl-ms: expected an integer, got \"soon\""), std::string::npos)
+      << message;
+}
+
+TEST(ConfigErrorsTest, VersionIsLikeHelp) {
+  std::string message;
+  auto worker = ParseWorker({"--version"}, &message);
+  ASSERT_TRUE(worker) << message;
+  EXPECT_TRUE(worker->show_help);
+  EXPECT_EQ(message, VersionLine("mooncake-worker") + "\n");
+  auto master = ParseMaster({"--version"}, &message);
+  ASSERT_TRUE(master) << message;
+  EXPECT_TRUE(master->show_help);
+  EXPECT_EQ(message, VersionLine("mooncake-master") + "\n");
+}
+
+TEST(ConfigErrorsTest, EnvironmentSetsMasterAndNodeId) {
+  ScopedEnv master("MOONCAKE_MASTER", "10.0.0.1:7000");
+  ScopedEnv node("MOONCAKE_NODE_ID", "env-node");
+  std::string message;
+  auto config = ParseWorker({}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->master, "10.0.0.1:7000");
+  EXPECT_EQ(config->node_id, "env-node");
+}
+
+TEST(ConfigErrorsTest, FlagsAndConfigFileWinOverTheEnvironment) {
+  ScopedEnv master("MOONCAKE_MASTER", "10.0.0.1:7000");
+  ScopedEnv node("MOONCAKE_NODE_ID", "env-node");
+  std::string message;
+  auto flags = ParseWorker({"--master", "10.0.0.2:7000", "--node-id", "flag-node"}, &message);
+  ASSERT_TRUE(flags) << message;
+  EXPECT_EQ(flags->master, "10.0.0.2:7000");
+  EXPECT_EQ(flags->node_id, "flag-node");
+
+  TempConfig file("master = \"10.0.0.3:7000\"\n");
+  auto from_file = ParseWorker({"--config", file.path().c_str()}, &message);
+  ASSERT_TRUE(from_file) << message;
+  EXPECT_EQ(from_file->master, "10.0.0.3:7000");  // CLI11 2.1: config file before env
+  EXPECT_EQ(from_file->node_id, "env-node");
+}
+
+TEST(ConfigErrorsTest, HelpNamesTheEnvironmentVariables) {
+  std::string message;
+  auto config = ParseWorker({"--help"}, &message);
+  ASSERT_TRUE(config);
+  EXPECT_NE(message.find("MOONCAKE_MASTER"), std::string::npos) << message;
+  EXPECT_NE(message.find("MOONCAKE_NODE_ID"), std::string::npos) << message;
+  EXPECT_NE(message.find("--version"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace mooncake
