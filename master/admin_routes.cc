@@ -3,8 +3,8 @@
 #include <charconv>
 #include <string>
 
-#include "common/version.h"
 #include "http/json_util.h"
+#include "http/process_routes.h"
 #include "http/process_metrics.h"
 #include "http/prometheus_writer.h"
 
@@ -64,15 +64,6 @@ HttpResponse Readiness(const MasterService& service) {
                        {"nodes_dead", dead},
                        {"degraded", dead > 0},
                        {"reasons", std::move(reasons)}});
-}
-
-HttpResponse Version() {
-  const BuildInfo& info = GetBuildInfo();
-  return JsonResponse({{"version", info.version},
-                       {"commit", info.commit},
-                       {"build_type", info.build_type},
-                       {"gpu", info.gpu},
-                       {"rdma", info.rdma}});
 }
 
 HttpResponse Nodes(const MasterService& service) {
@@ -190,12 +181,9 @@ HttpResponse Metrics(const MasterService& service, const RequestMetrics* request
 void RegisterMasterAdminRoutes(AdminServer& server, const MasterService& service,
                                const RequestMetrics* requests, RpcStatsFn rpc) {
   const MasterService* svc = &service;
-  server.Route("GET", "/livez", [](const HttpRequest&) {
-    return JsonResponse({{"status", "ok"}, {"role", "master"}});
-  });
+  RegisterProcessRoutes(server, "master");
   server.Route("GET", "/readyz", [svc](const HttpRequest&) { return Readiness(*svc); });
   server.Route("GET", "/health", [svc](const HttpRequest&) { return Readiness(*svc); });
-  server.Route("GET", "/version", [](const HttpRequest&) { return Version(); });
   server.Route("GET", "/nodes", [svc](const HttpRequest&) { return Nodes(*svc); });
   server.Route("GET", "/keys", [svc](const HttpRequest& req) { return KeyList(*svc, req); });
   server.Route("GET", "/keys/{key...}",

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <string>
 
-#include "common/version.h"
 #include "http/json_util.h"
+#include "http/process_routes.h"
 #include "http/process_metrics.h"
 #include "http/prometheus_writer.h"
 #include "tiers/cache_tier.h"
@@ -104,15 +104,6 @@ HttpResponse Readiness(const WorkerRoutes& r) {
   body["ready"] = ready;
   body["reasons"] = std::move(reasons);
   return JsonResponse(body, ready ? 200 : 503);
-}
-
-HttpResponse Version() {
-  const BuildInfo& info = GetBuildInfo();
-  return JsonResponse({{"version", info.version},
-                       {"commit", info.commit},
-                       {"build_type", info.build_type},
-                       {"gpu", info.gpu},
-                       {"rdma", info.rdma}});
 }
 
 HttpResponse Stats(const WorkerRoutes& r) {
@@ -371,12 +362,9 @@ void RegisterWorkerAdminRoutes(AdminServer& server, TieredCacheBackend& backend,
                                TransportStatsFn transport, RpcStatsFn rpc, ReadinessFn readiness) {
   auto r = std::make_shared<const WorkerRoutes>(WorkerRoutes{
       backend, config, requests, std::move(transport), std::move(rpc), std::move(readiness)});
-  server.Route("GET", "/livez", [](const HttpRequest&) {
-    return JsonResponse({{"status", "ok"}, {"role", "worker"}});
-  });
+  RegisterProcessRoutes(server, "worker");
   server.Route("GET", "/readyz", [r](const HttpRequest&) { return Readiness(*r); });
   server.Route("GET", "/health", [r](const HttpRequest&) { return Readiness(*r); });
-  server.Route("GET", "/version", [](const HttpRequest&) { return Version(); });
   server.Route("GET", "/stats", [r](const HttpRequest&) { return Stats(*r); });
   server.Route("GET", "/objects/{key...}",
                [r](const HttpRequest& req) { return InspectObject(*r, req); });
