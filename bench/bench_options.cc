@@ -15,9 +15,9 @@ namespace {
 
 // Which workload runs, and the knobs of the device modes.
 void AddModeFlags(CLI::App& app, BenchOptions& o) {
-  app.add_option("--workload", o.workload, "mixed, zipf, prefetch, vram or transfer")
+  app.add_option("--workload", o.workload, "mixed, zipf, prefetch, master, vram or transfer")
       ->capture_default_str()
-      ->check(CLI::IsMember({"mixed", "zipf", "prefetch", "vram", "transfer"}));
+      ->check(CLI::IsMember({"mixed", "zipf", "prefetch", "master", "vram", "transfer"}));
   app.add_option("--sizes", o.device_sizes_text,
                  "vram/transfer: transfer sizes (default 64KiB,1MiB,64MiB)")
       ->delimiter(',');
@@ -69,6 +69,17 @@ void AddClusterFlags(CLI::App& app, BenchOptions& o) {
   app.add_option("--master", o.master, "Master HOST:PORT")->capture_default_str();
   AddTlsOptions(app, o.tls);
   app.add_option("--node", o.node, "Local node id (put target)");
+  app.add_option("--master-admin", o.master_admin,
+                 "master workload: the master's admin HOST:PORT, to read its RSS from /metrics "
+                 "(empty: no master_bytes_per_key)");
+  app.add_option("--location-batch", o.location_batch,
+                 "master workload: keys per BatchGetLocation call")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{65'536}));
+  app.add_option("--master-nodes", o.master_nodes,
+                 "master workload: fake nodes registered to own the keys")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
 }
 
 // The key set and the size of the run. Returns --duration-s, whose count
@@ -79,6 +90,11 @@ CLI::Option* AddLoadFlags(CLI::App& app, BenchOptions& o) {
   app.add_option("--keys", o.keys, "Objects put in the load phase")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}));
+  app.add_option("--batch", o.batch,
+                 "Keys per call in the load and mixed phases: 1 = Put/Get, N > 1 = "
+                 "BatchPut/BatchGet of N keys (ops/s then counts keys, latency is per call)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{65'536}));
   app.add_option("--concurrency", o.concurrency, "Threads sharing one client")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -113,6 +129,8 @@ void AddOutputFlags(CLI::App& app, BenchOptions& o) {
       "--hot-cache-bytes 64MiB\n"
       "  mooncake-bench --workload prefetch --node worker-1 --value-size 256KiB "
       "--prefetch-wait-ms 200\n"
+      "  mooncake-bench --value-size 4KiB --keys 20000 --batch 16 --get-ratio 1\n"
+      "  mooncake-bench --workload master --keys 100000 --master-admin 127.0.0.1:9100\n"
       "  mooncake-bench --workload vram --sizes 64KiB,1MiB,64MiB --iterations 50\n"
       "  mooncake-bench --workload transfer --sizes 64KiB,1MiB,64MiB");
 }
@@ -154,7 +172,8 @@ std::optional<int> ResolveSizes(BenchOptions& o) {
 std::optional<int> ParseBenchFlags(int argc, char** argv, BenchOptions& o) {
   if (const char* env = std::getenv("MOONCAKE_MASTER"); env && *env) o.master = env;
   CLI::App app{
-      "mooncake-bench: load keys, then a timed workload (mixed, zipf or prefetch); or measure "
+      "mooncake-bench: load keys, then a timed workload (mixed, zipf or prefetch); drive the "
+      "master alone (master); or measure "
       "this machine's VRAM tier (vram) or RDMA vs TCP transfers (transfer)",
       "mooncake-bench"};
   AddModeFlags(app, o);

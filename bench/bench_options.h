@@ -26,6 +26,9 @@ struct BenchOptions {
   std::string value_size_text = "4KiB";
   uint64_t value_size = 4096;
   uint64_t keys = 1000;
+  // Keys per client call in the load and mixed phases: 1 = Put/Get, more =
+  // BatchPut/BatchGet of that many keys.
+  uint64_t batch = 1;
   int concurrency = 4;
   double get_ratio = 0.9;
   double duration_s = 10;
@@ -42,6 +45,11 @@ struct BenchOptions {
   size_t location_cache_entries = 65536;
   std::string rdma = "off";  // ClientConfig.rdma: RDMA READ for large gets
   TlsSettings tls;           // ClientConfig.tls: mutual TLS to the cluster
+  // --workload master: the master's admin HOST:PORT for its RSS (empty: no
+  // bytes-per-key figure), keys per BatchGetLocation call, fake nodes.
+  std::string master_admin;
+  uint64_t location_batch = 256;
+  int master_nodes = 2;
   int64_t prefetch_wait_ms = 200;
   uint64_t prefetch_samples = 200;  // keys per latency group
   // vram and transfer modes.

@@ -10,21 +10,23 @@ using nlohmann::json;
 
 void PrintHeader(const BenchOptions& o, const std::string& run) {
   std::printf(
-      "mooncake-bench workload=%s master=%s value_size=%llu keys=%llu concurrency=%d "
+      "mooncake-bench workload=%s master=%s value_size=%llu keys=%llu concurrency=%d batch=%llu "
       "get_ratio=%.2f zipf_theta=%.2f hot_cache_bytes=%llu run=%s\n",
       o.workload.c_str(), o.master.c_str(), static_cast<unsigned long long>(o.value_size),
-      static_cast<unsigned long long>(o.keys), o.concurrency, o.get_ratio, o.zipf_theta,
+      static_cast<unsigned long long>(o.keys), o.concurrency,
+      static_cast<unsigned long long>(o.batch), o.get_ratio, o.zipf_theta,
       static_cast<unsigned long long>(o.hot_cache_bytes), run.c_str());
 }
 
 void PrintRows(std::vector<PhaseRow>& rows) {
-  std::printf("%-8s %-18s %10s %12s %10s %9s %9s %9s %8s\n", "phase", "op", "ops", "ops/s", "MB/s",
-              "p50_us", "p99_us", "p999_us", "errors");
+  // ops are keys; latencies are per call (one key per call unless --batch).
+  std::printf("%-8s %-18s %10s %12s %12s %10s %9s %9s %9s %8s\n", "phase", "op", "ops", "ops/s",
+              "calls/s", "MB/s", "p50_us", "p99_us", "p999_us", "errors");
   for (auto& row : rows) {
     Summary s = Summarize(row);
-    std::printf("%-8s %-18s %10llu %12.1f %10.1f %9u %9u %9u %8llu\n", row.phase.c_str(),
-                row.op.c_str(), static_cast<unsigned long long>(s.ops), s.ops_per_s, s.mb_per_s,
-                s.p50, s.p99, s.p999, static_cast<unsigned long long>(s.errors));
+    std::printf("%-8s %-18s %10llu %12.1f %12.1f %10.1f %9u %9u %9u %8llu\n", row.phase.c_str(),
+                row.op.c_str(), static_cast<unsigned long long>(s.ops), s.ops_per_s, s.calls_per_s,
+                s.mb_per_s, s.p50, s.p99, s.p999, static_cast<unsigned long long>(s.errors));
   }
   // The "all" row repeats the get and put rows' errors; list them once.
   for (const auto& row : rows) {
@@ -55,6 +57,20 @@ void PrintExtras(const json& extra) {
   }
   if (extra.contains("groups"))
     std::printf("prefetch groups: %s\n", extra["groups"].dump().c_str());
+  if (extra.contains("master")) {
+    const json& m = extra["master"];
+    std::printf("master: %d fake nodes, %llu keys per BatchGetLocation, avg key %.1f bytes\n",
+                m["nodes"].get<int>(), m["location_batch"].get<unsigned long long>(),
+                m["avg_key_bytes"].get<double>());
+    if (extra.contains("master_bytes_per_key") && extra["master_bytes_per_key"].is_number()) {
+      std::printf("master_bytes_per_key: %.1f (rss %llu -> %llu bytes)\n",
+                  extra["master_bytes_per_key"].get<double>(),
+                  m["rss_before"].get<unsigned long long>(),
+                  m["rss_after"].get<unsigned long long>());
+    } else {
+      std::printf("master_bytes_per_key: skipped (%s)\n", m["rss_note"].get<std::string>().c_str());
+    }
+  }
   if (extra.contains("prefetch_counters")) {
     std::printf("worker prefetch counters (delta): %s\n",
                 extra["prefetch_counters"].dump().c_str());
@@ -65,12 +81,16 @@ json PhaseJson(PhaseRow& row) {
   Summary s = Summarize(row);
   json codes = json::object();
   for (const auto& [code, count] : row.stats.errors) codes[std::string(ToString(code))] = count;
+  // ops and ops_per_s count keys (as keys_per_s); calls and the latency
+  // percentiles are per client call.
   return {{"phase", row.phase},       {"op", row.op},
           {"seconds", row.seconds},   {"ops", s.ops},
-          {"ops_per_s", s.ops_per_s}, {"mb_per_s", s.mb_per_s},
-          {"bytes", row.stats.bytes}, {"p50_us", s.p50},
-          {"p99_us", s.p99},          {"p999_us", s.p999},
-          {"errors", s.errors},       {"error_codes", codes}};
+          {"ops_per_s", s.ops_per_s}, {"keys_per_s", s.ops_per_s},
+          {"calls", s.calls},         {"calls_per_s", s.calls_per_s},
+          {"mb_per_s", s.mb_per_s},   {"bytes", row.stats.bytes},
+          {"p50_us", s.p50},          {"p99_us", s.p99},
+          {"p999_us", s.p999},        {"errors", s.errors},
+          {"error_codes", codes}};
 }
 
 json ConfigJson(const BenchOptions& o, const std::string& run) {
@@ -78,6 +98,7 @@ json ConfigJson(const BenchOptions& o, const std::string& run) {
           {"value_size", o.value_size},
           {"keys", o.keys},
           {"concurrency", o.concurrency},
+          {"batch", o.batch},
           {"get_ratio", o.get_ratio},
           {"duration_s", o.duration_s},
           {"ops", o.ops},

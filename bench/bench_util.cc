@@ -4,9 +4,43 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 namespace mooncake::bench {
+
+std::optional<double> MetricValue(std::string_view exposition, std::string_view name) {
+  size_t pos = 0;
+  while (pos < exposition.size()) {
+    size_t end = exposition.find('\n', pos);
+    if (end == std::string_view::npos) end = exposition.size();
+    std::string_view line = exposition.substr(pos, end - pos);
+    pos = end + 1;
+    if (!line.starts_with(name) || line.size() <= name.size() || line[name.size()] != ' ') {
+      continue;
+    }
+    std::string number(line.substr(name.size() + 1));
+    char* parsed_end = nullptr;
+    double value = std::strtod(number.c_str(), &parsed_end);
+    if (parsed_end == number.c_str()) return std::nullopt;
+    return value;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> MasterBytesPerKey(uint64_t rss_before, uint64_t rss_after, uint64_t keys,
+                                        double avg_key_bytes) {
+  if (keys == 0) return std::nullopt;
+  double grown = static_cast<double>(rss_after) - static_cast<double>(rss_before);
+  return grown / static_cast<double>(keys) - avg_key_bytes;
+}
+
+uint64_t BatchKeys(uint64_t total, uint64_t batch, uint64_t index) {
+  if (batch == 0) return 0;
+  uint64_t begin = index * batch;
+  if (begin >= total) return 0;
+  return std::min(batch, total - begin);
+}
 
 std::optional<uint64_t> ParseSize(std::string_view text) {
   uint64_t number = 0;

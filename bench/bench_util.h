@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,6 +17,21 @@ std::optional<uint64_t> ParseSize(std::string_view text);
 
 // The q-quantile (0..1) of sorted samples; 0 when there are none.
 uint32_t Percentile(const std::vector<uint32_t>& sorted, double q);
+
+// The value of the unlabelled sample `name` in a Prometheus text exposition
+// ("name 123" or "name 1.5e9" on a line of its own); nullopt when absent or
+// malformed.
+std::optional<double> MetricValue(std::string_view exposition, std::string_view name);
+
+// The master's memory per key beyond the key text itself:
+// (rss_after - rss_before) / keys - avg_key_bytes. May be negative (the RSS
+// can shrink, or the allocator had memory ready); nullopt when keys == 0.
+std::optional<double> MasterBytesPerKey(uint64_t rss_before, uint64_t rss_after, uint64_t keys,
+                                        double avg_key_bytes);
+
+// How many keys call `index` of `batch`-key calls over `total` keys takes:
+// `batch`, or what is left for the last call (0 past the end).
+uint64_t BatchKeys(uint64_t total, uint64_t batch, uint64_t index);
 
 // Zipf-distributed ranks in [0, n): rank 0 is the most popular. The YCSB
 // generator (Gray et al., "Quickly generating billion-record synthetic

@@ -98,8 +98,10 @@ std::vector<PhaseRow> ClusterBench::Run() {
   return rows;
 }
 
-// Phase 1: --keys puts, bounded by --load-timeout-s.
+// Phase 1: --keys puts (BatchPut of --batch keys per call when > 1),
+// bounded by --load-timeout-s.
 void ClusterBench::Load(std::vector<PhaseRow>& rows) {
+  const uint64_t batch = options_.batch;
   std::atomic<uint64_t> next{0};
   // One byte per key rather than vector<bool>: threads write distinct
   // elements, which bit-packed storage would make a data race.
@@ -107,11 +109,29 @@ void ClusterBench::Load(std::vector<PhaseRow>& rows) {
   auto start = Clock::now();
   auto deadline = start + std::chrono::duration<double>(options_.load_timeout_s);
   ThreadStats stats = RunThreads(options_.concurrency, [&](int, ThreadStats& mine) {
-    for (uint64_t i = next++; i < load_count_ && Clock::now() < deadline; i = next++) {
+    if (batch == 1) {
+      for (uint64_t i = next++; i < load_count_ && Clock::now() < deadline; i = next++) {
+        auto op_start = Clock::now();
+        auto put = client_.Put(LoadKey(run_, i), value_);
+        mine.put.Record(op_start, put, value_.size());
+        if (put) stored[i] = 1;
+      }
+      return;
+    }
+    // The values are copied once per thread; each call only renames the keys.
+    std::vector<std::pair<std::string, std::string>> items;
+    for (uint64_t call = next++; Clock::now() < deadline; call = next++) {
+      uint64_t n = BatchKeys(load_count_, batch, call);
+      if (n == 0) break;
+      uint64_t first = call * batch;
+      items.resize(n, {std::string(), value_});
+      for (uint64_t k = 0; k < n; ++k) items[k].first = LoadKey(run_, first + k);
       auto op_start = Clock::now();
-      auto put = client_.Put(LoadKey(run_, i), value_);
-      mine.put.Record(op_start, put, value_.size());
-      if (put) stored[i] = 1;
+      auto results = client_.BatchPut(items);
+      mine.put.RecordBatch(op_start, results, value_.size());
+      for (uint64_t k = 0; k < n && k < results.size(); ++k) {
+        if (results[k]) stored[first + k] = 1;
+      }
     }
   });
   double seconds = Seconds(start);
@@ -122,21 +142,47 @@ void ClusterBench::Load(std::vector<PhaseRow>& rows) {
 }
 
 // Phase 2: gets of loaded keys and puts of new ones, until --duration-s or
-// --ops, whichever comes first.
+// --ops (calls), whichever comes first. With --batch N each call is a
+// BatchGet of N random loaded keys or a BatchPut of N new ones.
 void ClusterBench::Mixed(std::vector<PhaseRow>& rows) {
+  const uint64_t batch = options_.batch;
   std::atomic<uint64_t> writes{0};
   auto start = Clock::now();
   ThreadStats stats =
       RunTimedPhase(options_.concurrency, PhaseDeadline(start), options_.ops,
                     [&](std::mt19937_64& random, auto& coin, ThreadStats& mine) {
                       bool is_get = !loaded_.empty() && coin(random) < options_.get_ratio;
-                      auto op_start = Clock::now();
+                      if (batch == 1) {
+                        auto op_start = Clock::now();
+                        if (is_get) {
+                          uint64_t id = loaded_[random() % loaded_.size()];
+                          mine.get.Record(op_start, CheckedGet(LoadKey(run_, id)), value_.size());
+                        } else {
+                          auto put = client_.Put(WriteKey(run_, writes++), value_);
+                          mine.put.Record(op_start, put, value_.size());
+                        }
+                        return;
+                      }
                       if (is_get) {
-                        uint64_t id = loaded_[random() % loaded_.size()];
-                        mine.get.Record(op_start, CheckedGet(LoadKey(run_, id)), value_.size());
+                        std::vector<std::string> keys;
+                        keys.reserve(batch);
+                        for (uint64_t k = 0; k < batch; ++k) {
+                          keys.push_back(LoadKey(run_, loaded_[random() % loaded_.size()]));
+                        }
+                        auto op_start = Clock::now();
+                        auto got = client_.BatchGet(keys);
+                        std::vector<Result<void>> checked;
+                        checked.reserve(got.size());
+                        for (const auto& value : got) checked.push_back(CheckedValue(value));
+                        mine.get.RecordBatch(op_start, checked, value_.size());
                       } else {
-                        auto put = client_.Put(WriteKey(run_, writes++), value_);
-                        mine.put.Record(op_start, put, value_.size());
+                        uint64_t first = writes.fetch_add(batch);
+                        std::vector<std::pair<std::string, std::string>> items;
+                        items.reserve(batch);
+                        for (uint64_t k = 0; k < batch; ++k)
+                          items.emplace_back(WriteKey(run_, first + k), value_);
+                        auto op_start = Clock::now();
+                        mine.put.RecordBatch(op_start, client_.BatchPut(items), value_.size());
                       }
                     });
   double seconds = Seconds(start);
@@ -303,7 +349,10 @@ void ClusterBench::Prefetch(std::vector<PhaseRow>& rows) {
 
 // A get that returns the wrong number of bytes is an error, not a hit.
 Result<void> ClusterBench::CheckedGet(const std::string& key) {
-  auto got = client_.Get(key);
+  return CheckedValue(client_.Get(key));
+}
+
+Result<void> ClusterBench::CheckedValue(const Result<ObjectValue>& got) const {
   if (!got) return Err(got.error());
   if (got->data.size() != value_.size()) return Err(ErrorCode::kInternalError);
   return {};

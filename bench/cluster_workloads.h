@@ -1,8 +1,9 @@
 #pragma once
 
 // The workloads mooncake-bench runs against a cluster through one Client:
-// a load phase of --keys puts, then
-//   mixed     gets of loaded keys and puts of new ones (--get-ratio)
+// a load phase of --keys puts (BatchPut of --batch keys per call), then
+//   mixed     gets of loaded keys and puts of new ones (--get-ratio); with
+//             --batch N, BatchGet/BatchPut of N keys per call
 //   zipf      skewed gets (--zipf-theta) over the loaded keys; with
 //             --hot-cache-bytes the client hot cache serves the hot ones
 //   prefetch  get latency of DRAM hits, SSD hits, and SSD hits after
@@ -54,6 +55,8 @@ class ClusterBench {
   nlohmann::json PrefetchCounters();
   void PrefetchKeys(const std::vector<uint64_t>& ids);
   Result<void> CheckedGet(const std::string& key);
+  // kInternalError when a got value is not --value-size long.
+  Result<void> CheckedValue(const Result<ObjectValue>& got) const;
   void ReportHotCache();
   void ReportTransport();
 

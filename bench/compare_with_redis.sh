@@ -1,25 +1,61 @@
 #!/usr/bin/env bash
 # Measures mooncake-bench and redis-benchmark in one sitting, on loopback, for
-# the same value sizes and concurrency, so the two are comparable:
+# the same value sizes, concurrency and batching, and prints ONE table: per
+# size x concurrency x mode (single calls, or batches of N keys) and per
+# operation, each system's ops/s (keys/s for batches), p50 and p99, and
+# mooncake's throughput as a ratio of Redis's in this same run. Then it drives
+# a fresh master alone (mooncake-bench --workload master) and prints its
+# PutOwner and BatchGetLocation rates and its memory per key.
 #
 #   bench/compare_with_redis.sh [SIZES] [CONCURRENCY]
-#   e.g. bench/compare_with_redis.sh "4KiB 1MiB" 16
+#   e.g. bench/compare_with_redis.sh "4KiB 1MiB" "1 16"
+#   QUICK=1 bench/compare_with_redis.sh            # small subset, under a minute
 #   LOCATION_CACHE=0 bench/compare_with_redis.sh   # every read asks the master
 #   TLS=1 bench/compare_with_redis.sh              # mooncake with mutual TLS on
 #                                                  # every hop (throwaway CA)
 #
+# Knobs (environment; the positional arguments win over SIZES/CONCURRENCY):
+#   SIZES="4KiB 64KiB 1MiB 4MiB"  value sizes
+#   CONCURRENCY="1 16 64"         client threads (mooncake) / connections (redis)
+#   BATCHES="16 64"               keys per call of the batch rows ...
+#   BATCH_SIZES="4KiB"            ... run for these sizes only ("" = no batch rows)
+#   DURATION_S=5                  mooncake get phase length
+#   MASTER_KEYS=100000            keys of the master-only workload (0 = skip it)
+#   LOCATION_CACHE=65536, TLS=0, BUILD_DIR=./build
+#
+# Batch rows: mooncake --batch N (BatchPut of N keys per call in the load
+# phase, BatchGet of N in the get phase) against redis-benchmark -P N
+# (pipelined SET/GET, N requests per round trip). mooncake's p50/p99 there are
+# per call of N keys; redis-benchmark's are per request as it reports them
+# (about one pipeline round trip each).
+#
 # It starts its own master + one worker (DRAM only large enough for the data,
-# SSD tier as usual) and its own redis-server (no persistence), each on free
-# ports under a temp dir, and stops them by PID at the end. Binaries come from
-# BUILD_DIR [./build]; redis-server/redis-tools are installed from Debian if
-# missing. Every wait is bounded.
+# SSD tier as usual), its own redis-server (no persistence), and for the last
+# part a second master, each on free ports under a temp dir, and stops them by
+# PID at the end. Binaries come from BUILD_DIR [./build]; redis-server and
+# redis-tools are installed from Debian if missing. Every wait is bounded, and
+# every benchmark run is bounded by timeout(1).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-SIZES="${1:-4KiB 1MiB}"
-CONCURRENCY="${2:-16}"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
-DURATION_S="${DURATION_S:-5}"
+if [ "${QUICK:-0}" = "1" ]; then
+  SIZES="${1:-${SIZES:-4KiB 1MiB}}"
+  CONCURRENCY="${2:-${CONCURRENCY:-1 16}}"
+  BATCHES="${BATCHES-16}"
+  DURATION_S="${DURATION_S:-1}"
+  MASTER_KEYS="${MASTER_KEYS:-20000}"
+  SCALE=10  # keys and requests divided by this
+else
+  SIZES="${1:-${SIZES:-4KiB 64KiB 1MiB 4MiB}}"
+  CONCURRENCY="${2:-${CONCURRENCY:-1 16 64}}"
+  BATCHES="${BATCHES-16 64}"
+  DURATION_S="${DURATION_S:-5}"
+  MASTER_KEYS="${MASTER_KEYS:-100000}"
+  SCALE=1
+fi
+BATCH_SIZES="${BATCH_SIZES-4KiB}"
+RUN_LIMIT_S=300  # the most one benchmark run may take
 WORK="$(mktemp -d /tmp/mooncake-compare-XXXXXX)"
 PIDS=()
 
@@ -32,7 +68,7 @@ trap cleanup EXIT
 
 if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null
+  timeout 300 $SUDO apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null
 fi
 
 free_port() {
@@ -42,6 +78,11 @@ free_port() {
 wait_for_file() {
   for _ in $(seq 1 200); do [ -s "$1" ] && return 0; sleep 0.1; done
   echo "timed out waiting for $1" >&2; return 1
+}
+
+# Bytes of a size text: 4096, 4KiB, 1MiB.
+size_bytes() {
+  python3 -c "import re,sys; m=re.fullmatch(r'(\d+)(KiB|MiB)?', '$1'); print(int(m[1])*{None:1,'KiB':1024,'MiB':1048576}[m[2]])"
 }
 
 # With TLS=1 every mooncake process presents a certificate of a throwaway CA.
@@ -78,38 +119,111 @@ PIDS+=($!)
 for _ in $(seq 1 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 
 BENCH="$BUILD_DIR/bench/mooncake-bench"
-printf '%-8s %-10s %-6s %12s %10s %10s %10s\n' size system op ops/s p50_us p99_us MB/s
-for size in $SIZES; do
-  bytes="$(python3 -c "import re,sys; m=re.fullmatch(r'(\d+)(KiB|MiB)?', '$size'); print(int(m[1])*{None:1,'KiB':1024,'MiB':1048576}[m[2]])")"
-  keys=$(( bytes >= 1048576 ? 400 : 20000 ))
+echo "$SYSTEM vs redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), loopback;" \
+  "batch rows: mooncake --batch N (BatchPut/BatchGet) vs redis-benchmark -P N (pipelined" \
+  "SET/GET); ops/s = keys/s; mooncake latency per call, redis per request"
+printf '%-6s %4s %-8s %-4s %12s %9s %9s %12s %9s %9s %7s\n' size conc mode op \
+  mc_ops/s mc_p50us mc_p99us redis_ops/s r_p50us r_p99us ratio
+
+# One pair of runs (mooncake, then redis) and its two table rows.
+# compare SIZE BYTES CONCURRENCY BATCH(1 = single calls)
+compare() {
+  local size="$1" bytes="$2" conc="$3" batch="$4"
+  local keys requests tag="$1-$3-$4"
+  if [ "$bytes" -ge 4194304 ]; then keys=100; requests=1000
+  elif [ "$bytes" -ge 1048576 ]; then keys=400; requests=4000
+  elif [ "$bytes" -ge 65536 ]; then keys=4000; requests=50000
+  else keys=20000; requests=200000; fi
+  keys=$(( keys / SCALE > 20 ? keys / SCALE : 20 ))
+  requests=$(( requests / SCALE > 100 ? requests / SCALE : 100 ))
   # mooncake: load phase = puts; mixed phase with --get-ratio 1 = gets.
-  "$BENCH" --master "127.0.0.1:$MASTER_PORT" --node bench-1 --value-size "$size" --keys "$keys" \
-    --concurrency "$CONCURRENCY" --get-ratio 1 --duration-s "$DURATION_S" --cleanup --json \
-    --location-cache-entries "${LOCATION_CACHE:-65536}" "${TLS_ARGS[@]}" \
-    >"$WORK/mooncake-$size.json"
-  python3 - "$WORK/mooncake-$size.json" "$size" "$SYSTEM" <<'PY'
+  if ! timeout "$RUN_LIMIT_S" "$BENCH" --master "127.0.0.1:$MASTER_PORT" --node bench-1 \
+      --value-size "$size" --keys "$keys" --concurrency "$conc" --batch "$batch" --get-ratio 1 \
+      --duration-s "$DURATION_S" --cleanup --json \
+      --location-cache-entries "${LOCATION_CACHE:-65536}" "${TLS_ARGS[@]}" \
+      >"$WORK/mooncake-$tag.json" 2>"$WORK/mooncake-$tag.err"; then
+    echo "mooncake-bench failed for $tag: $(tail -n 3 "$WORK/mooncake-$tag.err")" >&2
+  fi
+  local pipeline=()
+  [ "$batch" -gt 1 ] && pipeline=(-P "$batch")
+  if ! timeout "$RUN_LIMIT_S" redis-benchmark -p "$REDIS_PORT" -c "$conc" -n "$requests" \
+      -d "$bytes" -r "$keys" -t set,get "${pipeline[@]}" --csv >"$WORK/redis-$tag.csv" \
+      2>"$WORK/redis-$tag.err"; then
+    echo "redis-benchmark failed for $tag" >&2
+  fi
+  python3 - "$WORK/mooncake-$tag.json" "$WORK/redis-$tag.csv" "$size" "$conc" "$batch" <<'PY'
+import csv, json, sys
+mc_path, redis_path, size, conc, batch = sys.argv[1:]
+mode = "single" if batch == "1" else f"batch{batch}"
+mc, redis = {}, {}
+try:
+    for p in json.load(open(mc_path))["phases"]:
+        name = {"load/put": "put", "mixed/get": "get"}.get(f'{p["phase"]}/{p["op"]}')
+        if name:
+            mc[name] = (p["ops_per_s"], p["p50_us"], p["p99_us"])
+except (OSError, ValueError, KeyError):
+    pass
+try:
+    rows = list(csv.reader(open(redis_path)))
+    col = {name: i for i, name in enumerate(rows[0])}
+    for row in rows[1:]:
+        name = {"SET": "put", "GET": "get"}.get(row[0].upper())
+        if name:
+            redis[name] = (float(row[col["rps"]]), float(row[col["p50_latency_ms"]]) * 1000,
+                           float(row[col["p99_latency_ms"]]) * 1000)
+except (OSError, IndexError, KeyError, ValueError):
+    pass
+def cells(v):
+    return f"{v[0]:12.0f} {v[1]:9.0f} {v[2]:9.0f}" if v else f'{"-":>12} {"-":>9} {"-":>9}'
+for op in ("put", "get"):
+    m, r = mc.get(op), redis.get(op)
+    ratio = f"{m[0] / r[0]:7.2f}" if m and r and r[0] > 0 else f'{"-":>7}'
+    print(f"{size:<6} {conc:>4} {mode:<8} {op:<4} {cells(m)} {cells(r)} {ratio}")
+PY
+}
+
+for size in $SIZES; do
+  bytes="$(size_bytes "$size")"
+  for conc in $CONCURRENCY; do
+    compare "$size" "$bytes" "$conc" 1
+    case " $BATCH_SIZES " in
+      *" $size "*) for batch in $BATCHES; do compare "$size" "$bytes" "$conc" "$batch"; done ;;
+    esac
+  done
+done
+
+# The master alone, on a fresh master so that its RSS growth is the keys'.
+[ "$MASTER_KEYS" -gt 0 ] || exit 0
+"$BUILD_DIR/master/mooncake-master" --port 0 --admin-port 0 --ready-file "$WORK/master2.port" \
+  "${TLS_ARGS[@]}" >"$WORK/master2.log" 2>&1 &
+PIDS+=($!)
+wait_for_file "$WORK/master2.port"
+for _ in $(seq 1 50); do [ "$(wc -l <"$WORK/master2.port")" -ge 2 ] && break; sleep 0.1; done
+MASTER2_PORT="$(sed -n 1p "$WORK/master2.port")"
+MASTER2_ADMIN="$(sed -n 2p "$WORK/master2.port")"
+ADMIN_ARGS=()
+[ -n "$MASTER2_ADMIN" ] && ADMIN_ARGS=(--master-admin "127.0.0.1:$MASTER2_ADMIN")
+echo
+echo "master alone (fresh master, $MASTER_KEYS keys, 2 fake nodes, concurrency 16," \
+  "BatchGetLocation of 256 keys per call):"
+if timeout "$RUN_LIMIT_S" "$BENCH" --master "127.0.0.1:$MASTER2_PORT" --workload master \
+    --keys "$MASTER_KEYS" --concurrency 16 --cleanup --json "${ADMIN_ARGS[@]}" "${TLS_ARGS[@]}" \
+    >"$WORK/master.json" 2>"$WORK/master.err"; then
+  python3 - "$WORK/master.json" <<'PY'
 import json, sys
 data = json.load(open(sys.argv[1]))
-for phase in data["phases"]:
-    name = {"load/put": "put", "mixed/get": "get"}.get(f'{phase["phase"]}/{phase["op"]}')
-    if name:
-        print(f'{sys.argv[2]:<8} {sys.argv[3]:<10} {name:<6} {phase["ops_per_s"]:12.0f} '
-              f'{phase["p50_us"]:10.0f} {phase["p99_us"]:10.0f} {phase["mb_per_s"]:10.1f}')
+print(f'{"op":<14} {"keys/s":>12} {"calls/s":>12} {"p50_us":>8} {"p99_us":>8} {"p999_us":>8} {"errors":>7}')
+for p in data["phases"]:
+    print(f'{p["op"]:<14} {p["keys_per_s"]:12.0f} {p["calls_per_s"]:12.0f} {p["p50_us"]:8} '
+          f'{p["p99_us"]:8} {p["p999_us"]:8} {p["errors"]:7}')
+per_key = data.get("master_bytes_per_key")
+m = data["master"]
+if per_key is None:
+    print(f'master_bytes_per_key: skipped ({m["rss_note"]})')
+else:
+    print(f'master_bytes_per_key: {per_key:.1f} (rss {m["rss_before"]} -> {m["rss_after"]} bytes,'
+          f' avg key {m["avg_key_bytes"]:.1f} bytes)')
 PY
-  requests=$(( bytes >= 1048576 ? 4000 : 200000 ))
-  redis-benchmark -p "$REDIS_PORT" -c "$CONCURRENCY" -n "$requests" -d "$bytes" -r "$keys" \
-    -t set,get --csv >"$WORK/redis-$size.csv"
-  python3 - "$WORK/redis-$size.csv" "$size" "$bytes" <<'PY'
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1])))
-header, body = rows[0], rows[1:]
-col = {name: i for i, name in enumerate(header)}
-for row in body:
-    op = row[0].lower()
-    rps = float(row[col["rps"]])
-    p50 = float(row[col["p50_latency_ms"]]) * 1000
-    p99 = float(row[col["p99_latency_ms"]]) * 1000
-    mbps = rps * int(sys.argv[3]) / 1e6
-    print(f'{sys.argv[2]:<8} {"redis":<10} {op:<6} {rps:12.0f} {p50:10.0f} {p99:10.0f} {mbps:10.1f}')
-PY
-done
+else
+  echo "mooncake-bench --workload master failed: $(tail -n 3 "$WORK/master.err")" >&2
+fi

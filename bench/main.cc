@@ -5,13 +5,15 @@
 //             --hot-cache-bytes the client hot cache serves the hot ones
 //   prefetch  get latency of DRAM hits, SSD hits, and SSD hits after
 //             BatchExist(prefetch) plus --prefetch-wait-ms of other work
+//   master    the master alone: PutOwner, BatchGetLocation and its memory per
+//             key, for fake nodes (no worker, no data)
 // and two modes that need no cluster, measured on this machine's devices:
 //   vram      VRAM tier put/get (host<->device) vs plain hipMemcpy
 //   transfer  RDMA WRITE/READ between two queue pairs vs a TCP socket
 //
 // This file only dispatches: options in bench_options, the cluster
-// workloads in cluster_workloads, their report in bench_report, the device
-// modes in vram_bench and transfer_bench.
+// workloads in cluster_workloads, the master one in master_workload, their
+// report in bench_report, the device modes in vram_bench and transfer_bench.
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -25,6 +27,7 @@
 #include "bench/bench_options.h"
 #include "bench/bench_report.h"
 #include "bench/cluster_workloads.h"
+#include "bench/master_workload.h"
 #include "bench/transfer_bench.h"
 #include "bench/vram_bench.h"
 #include "client/client.h"
@@ -79,6 +82,7 @@ int Main(int argc, char** argv) {
   if (auto exit_code = ParseBenchFlags(argc, argv, options)) return *exit_code;
   QuietLibraries();
   if (IsDeviceWorkload(options)) return RunDeviceBench(options);
+  if (options.workload == "master") return RunMasterBench(options);
   return RunClusterBench(options);
 }
 

@@ -22,11 +22,30 @@ void OpStats::Record(Clock::time_point start, const Result<void>& result, uint64
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
   // Saturate: an hour-long stall must not wrap into a fast sample.
   latencies_us.push_back(static_cast<uint32_t>(std::min<int64_t>(us, UINT32_MAX)));
+  ++keys;
   bytes += bytes_moved;
+}
+
+void OpStats::RecordBatch(Clock::time_point start, const std::vector<Result<void>>& results,
+                          uint64_t bytes_per_key) {
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+  uint64_t ok = 0;
+  for (const auto& result : results) {
+    if (result) {
+      ++ok;
+    } else {
+      ++errors[result.error()];
+    }
+  }
+  if (ok == 0) return;
+  latencies_us.push_back(static_cast<uint32_t>(std::min<int64_t>(us, UINT32_MAX)));
+  keys += ok;
+  bytes += ok * bytes_per_key;
 }
 
 void OpStats::Merge(const OpStats& other) {
   latencies_us.insert(latencies_us.end(), other.latencies_us.begin(), other.latencies_us.end());
+  keys += other.keys;
   bytes += other.bytes;
   for (const auto& [code, count] : other.errors) errors[code] += count;
 }
@@ -35,11 +54,13 @@ Summary Summarize(PhaseRow& row) {
   auto& lat = row.stats.latencies_us;
   std::sort(lat.begin(), lat.end());
   Summary s;
-  s.ops = lat.size();
+  s.calls = lat.size();
+  s.ops = row.stats.keys;
   // A phase with no time (nothing to do) reports zero rates, not a division
   // by zero.
   double seconds = std::max(row.seconds, 1e-9);
   s.ops_per_s = static_cast<double>(s.ops) / seconds;
+  s.calls_per_s = static_cast<double>(s.calls) / seconds;
   s.mb_per_s = static_cast<double>(row.stats.bytes) / 1e6 / seconds;
   s.p50 = Percentile(lat, 0.50);
   s.p99 = Percentile(lat, 0.99);

@@ -19,9 +19,11 @@ namespace mooncake::bench {
 
 using Clock = std::chrono::steady_clock;
 
-// Counters of one operation kind.
+// Counters of one operation kind. A call is one client call (Put, or
+// BatchPut of --batch keys); a key is one object it moved.
 struct OpStats {
-  std::vector<uint32_t> latencies_us;  // successful operations
+  std::vector<uint32_t> latencies_us;  // one per call in which any key succeeded
+  uint64_t keys = 0;                   // keys that succeeded
   uint64_t bytes = 0;
   std::map<ErrorCode, uint64_t> errors;
 
@@ -29,6 +31,11 @@ struct OpStats {
   // Counts `result`: its latency since `start` and `bytes_moved` when it
   // succeeded, its error code when not.
   void Record(Clock::time_point start, const Result<void>& result, uint64_t bytes_moved);
+  // Counts one batch call: its latency since `start` once when any key
+  // succeeded, `bytes_per_key` and one key per success, one error per failed
+  // key.
+  void RecordBatch(Clock::time_point start, const std::vector<Result<void>>& results,
+                   uint64_t bytes_per_key);
   // Adds `other`'s counts; `other` is left as it was.
   void Merge(const OpStats& other);
 };
@@ -48,14 +55,17 @@ struct PhaseRow {
 };
 
 struct Summary {
-  uint64_t ops = 0;
+  uint64_t ops = 0;  // keys: equals calls when every call moves one key
   double ops_per_s = 0;
+  uint64_t calls = 0;  // calls with a latency sample
+  double calls_per_s = 0;
   double mb_per_s = 0;  // 1e6 bytes per second
   uint32_t p50 = 0, p99 = 0, p999 = 0;
   uint64_t errors = 0;
 };
 
-// Rates and latency percentiles of `row`; sorts its latencies in place.
+// Rates (keys and calls per second) and per-call latency percentiles of
+// `row`; sorts its latencies in place.
 Summary Summarize(PhaseRow& row);
 
 // "TRANSFER_FAIL x1, OBJECT_NOT_FOUND x3" (codes in numeric order); empty

@@ -50,6 +50,34 @@ TEST_F(BenchOptionsTest, DefaultsNeedNoFlags) {
   EXPECT_EQ(options_.transfer.sizes, TransferBenchOptions{}.sizes);
 }
 
+TEST_F(BenchOptionsTest, BatchDefaultsToSingleCalls) {
+  EXPECT_EQ(Parse({}), std::nullopt);
+  EXPECT_EQ(options_.batch, 1u);
+  EXPECT_EQ(Parse({"--batch", "64"}), std::nullopt);
+  EXPECT_EQ(options_.batch, 64u);
+}
+
+TEST_F(BenchOptionsTest, BatchOutOfRangeIsAUsageError) {
+  EXPECT_EQ(Parse({"--batch", "0"}), 2);
+  EXPECT_EQ(Parse({"--batch", "-3"}), 2);
+  EXPECT_EQ(Parse({"--batch", "many"}), 2);
+  EXPECT_EQ(Parse({"--batch", "65537"}), 2);
+}
+
+TEST_F(BenchOptionsTest, MasterWorkloadFlags) {
+  EXPECT_EQ(Parse({"--workload", "master", "--keys", "5000", "--master-admin", "127.0.0.1:9100",
+                   "--location-batch", "128", "--master-nodes", "3"}),
+            std::nullopt);
+  EXPECT_EQ(options_.workload, "master");
+  EXPECT_FALSE(IsDeviceWorkload(options_));
+  EXPECT_EQ(options_.keys, 5000u);
+  EXPECT_EQ(options_.master_admin, "127.0.0.1:9100");
+  EXPECT_EQ(options_.location_batch, 128u);
+  EXPECT_EQ(options_.master_nodes, 3);
+  EXPECT_EQ(Parse({"--workload", "master", "--location-batch", "0"}), 2);
+  EXPECT_EQ(Parse({"--workload", "master", "--master-nodes", "0"}), 2);
+}
+
 TEST_F(BenchOptionsTest, SizeFlagsTakeUnits) {
   EXPECT_EQ(Parse({"--value-size", "1MiB", "--hot-cache-bytes", "64MiB", "--sizes", "4KiB,1MB"}),
             std::nullopt);

@@ -14,6 +14,7 @@ namespace {
 
 OpStats Latencies(std::vector<uint32_t> us, uint64_t bytes) {
   OpStats stats;
+  stats.keys = us.size();  // one key per call
   stats.latencies_us = std::move(us);
   stats.bytes = bytes;
   return stats;
@@ -30,6 +31,36 @@ TEST(BenchPhaseStatsTest, RecordCountsSuccessesAndErrorsApart) {
   EXPECT_EQ(stats.errors.at(ErrorCode::kObjectNotFound), 2u);
 }
 
+TEST(BenchPhaseStatsTest, RecordBatchCountsOneCallAndEveryKey) {
+  OpStats stats;
+  stats.RecordBatch(Clock::now(), {{}, Err(ErrorCode::kObjectNotFound), {}, {}}, 100);
+  EXPECT_EQ(stats.latencies_us.size(), 1u) << "one latency sample per call";
+  EXPECT_EQ(stats.keys, 3u);
+  EXPECT_EQ(stats.bytes, 300u);
+  EXPECT_EQ(stats.errors.at(ErrorCode::kObjectNotFound), 1u);
+}
+
+TEST(BenchPhaseStatsTest, RecordBatchWithNoSuccessHasNoLatency) {
+  OpStats stats;
+  stats.RecordBatch(Clock::now(), {Err(ErrorCode::kRpcFail), Err(ErrorCode::kRpcFail)}, 100);
+  EXPECT_TRUE(stats.latencies_us.empty());
+  EXPECT_EQ(stats.keys, 0u);
+  EXPECT_EQ(stats.error_count(), 2u);
+}
+
+TEST(BenchPhaseStatsTest, SummarizeCountsKeysAndCallsApart) {
+  OpStats stats;
+  for (int call = 0; call < 10; ++call) {
+    stats.RecordBatch(Clock::now(), std::vector<Result<void>>(16), 4096);
+  }
+  PhaseRow row{"load", "put", 2.0, stats};
+  Summary s = Summarize(row);
+  EXPECT_EQ(s.ops, 160u);
+  EXPECT_DOUBLE_EQ(s.ops_per_s, 80.0);
+  EXPECT_EQ(s.calls, 10u);
+  EXPECT_DOUBLE_EQ(s.calls_per_s, 5.0);
+}
+
 TEST(BenchPhaseStatsTest, MergeAddsEverything) {
   OpStats total = Latencies({1, 2}, 10);
   total.errors[ErrorCode::kTransferFail] = 1;
@@ -38,6 +69,7 @@ TEST(BenchPhaseStatsTest, MergeAddsEverything) {
   other.errors[ErrorCode::kRpcTimeout] = 1;
   total.Merge(other);
   EXPECT_EQ(total.latencies_us, (std::vector<uint32_t>{1, 2, 3}));
+  EXPECT_EQ(total.keys, 3u);
   EXPECT_EQ(total.bytes, 15u);
   EXPECT_EQ(total.error_count(), 4u);
 }
@@ -94,6 +126,30 @@ TEST(BenchReportTest, JsonHasConfigPhasesAndExtras) {
   EXPECT_EQ(report["phases"][1]["errors"], 2);
   EXPECT_EQ(report["phases"][1]["error_codes"]["RPC_TIMEOUT"], 2);
   EXPECT_EQ(report["hot_cache"]["hits"], 1);
+}
+
+TEST(BenchReportTest, JsonCarriesBatchKeysAndCalls) {
+  BenchOptions options;
+  options.batch = 16;
+  std::vector<PhaseRow> rows;
+  OpStats stats;
+  for (int call = 0; call < 4; ++call) {
+    stats.RecordBatch(Clock::now(), std::vector<Result<void>>(16), 10);
+  }
+  rows.push_back(PhaseRow{"load", "put", 1.0, stats});
+
+  nlohmann::json report = ReportJson(options, "r-", rows, nlohmann::json::object());
+
+  EXPECT_EQ(report["config"]["batch"], 16);
+  const auto& phase = report["phases"][0];
+  EXPECT_EQ(phase["ops"], 64);
+  EXPECT_DOUBLE_EQ(phase["ops_per_s"].get<double>(), 64.0);
+  EXPECT_DOUBLE_EQ(phase["keys_per_s"].get<double>(), 64.0);
+  EXPECT_EQ(phase["calls"], 4);
+  EXPECT_DOUBLE_EQ(phase["calls_per_s"].get<double>(), 4.0);
+  for (const char* field : {"p50_us", "p99_us", "p999_us", "mb_per_s", "errors"}) {
+    EXPECT_TRUE(phase.contains(field)) << field;
+  }
 }
 
 }  // namespace

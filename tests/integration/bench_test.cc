@@ -1,0 +1,150 @@
+// mooncake-bench against a harness cluster: the --batch load and mixed
+// phases, and the master-only workload, each with --json. Checks the report's
+// shape and that work was done, never how fast.
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/integration/test_cluster.h"
+
+#ifndef MOONCAKE_BENCH_BIN
+#define MOONCAKE_BENCH_BIN "mooncake-bench"
+#endif
+
+namespace mooncake::testing {
+namespace {
+
+using nlohmann::json;
+
+struct BenchRun {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+class BenchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(cluster_.StartMaster());
+    ASSERT_TRUE(cluster_.StartWorker("w1", {.dram = 64ull << 20, .ssd = 64ull << 20}));
+  }
+
+  // Runs mooncake-bench with `--master` of this cluster, bounded by
+  // timeout(1), stdout and stderr kept apart.
+  BenchRun Run(const std::vector<std::string>& args) {
+    std::string err_path = (cluster_.dir() / "bench.err").string();
+    std::string command =
+        "timeout 120 " + std::string(MOONCAKE_BENCH_BIN) + " --master " + cluster_.master_address();
+    for (const auto& arg : args) command += " '" + arg + "'";
+    command += " 2>" + err_path;
+    BenchRun run;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) return run;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) run.out.append(buf.data(), n);
+    int raw = pclose(pipe);
+    run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    std::ifstream err(err_path);
+    std::stringstream text;
+    text << err.rdbuf();
+    run.err = text.str();
+    return run;
+  }
+
+  // The phase `phase`/`op` of a report, or null.
+  static const json* Phase(const json& report, const std::string& phase, const std::string& op) {
+    for (const auto& row : report["phases"]) {
+      if (row["phase"] == phase && row["op"] == op) return &row;
+    }
+    return nullptr;
+  }
+
+  static void ExpectPhaseFields(const json& row) {
+    for (const char* field : {"ops", "ops_per_s", "keys_per_s", "calls", "calls_per_s", "p50_us",
+                              "p99_us", "p999_us", "errors", "mb_per_s", "seconds"}) {
+      EXPECT_TRUE(row.contains(field)) << field << " in " << row.dump();
+    }
+  }
+
+  TestCluster cluster_;
+};
+
+TEST_F(BenchTest, BatchLoadAndMixedReportKeysAndCalls) {
+  BenchRun run = Run({"--node", "w1", "--batch", "16", "--keys", "200", "--duration-s", "1",
+                      "--concurrency", "2", "--json", "--cleanup"});
+  ASSERT_EQ(run.status, 0) << run.out << "\n" << run.err << cluster_.AllLogTails();
+  json report = json::parse(run.out);
+  EXPECT_EQ(report["config"]["batch"], 16);
+
+  const json* load = Phase(report, "load", "put");
+  ASSERT_NE(load, nullptr) << run.out;
+  ExpectPhaseFields(*load);
+  EXPECT_EQ((*load)["ops"], 200) << "every key loaded";
+  EXPECT_EQ((*load)["calls"], 13) << "200 keys in calls of 16: 12 full and one of 8";
+  EXPECT_GT((*load)["keys_per_s"].get<double>(), 0);
+  EXPECT_GT((*load)["calls_per_s"].get<double>(), 0);
+  EXPECT_EQ((*load)["errors"], 0);
+
+  const json* get = Phase(report, "mixed", "get");
+  ASSERT_NE(get, nullptr) << run.out;
+  ExpectPhaseFields(*get);
+  EXPECT_GT((*get)["ops"].get<uint64_t>(), 0u);
+  EXPECT_EQ((*get)["ops"].get<uint64_t>(), 16 * (*get)["calls"].get<uint64_t>())
+      << "every get call fetched 16 keys";
+  EXPECT_GT((*get)["keys_per_s"].get<double>(), (*get)["calls_per_s"].get<double>());
+  EXPECT_EQ((*get)["errors"], 0);
+}
+
+TEST_F(BenchTest, MasterWorkloadReportsPutsLocationsAndBytesPerKey) {
+  std::string admin = "127.0.0.1:" + std::to_string(cluster_.master_admin_port());
+  BenchRun run = Run(
+      {"--workload", "master", "--keys", "2000", "--json", "--cleanup", "--master-admin", admin});
+  ASSERT_EQ(run.status, 0) << run.out << "\n" << run.err << cluster_.AllLogTails();
+  json report = json::parse(run.out);
+
+  const json* put = Phase(report, "master", "put_owner");
+  ASSERT_NE(put, nullptr) << run.out;
+  ExpectPhaseFields(*put);
+  EXPECT_EQ((*put)["ops"], 2000);
+  EXPECT_GT((*put)["ops_per_s"].get<double>(), 0);
+  EXPECT_EQ((*put)["errors"], 0);
+
+  const json* locate = Phase(report, "master", "get_location");
+  ASSERT_NE(locate, nullptr) << run.out;
+  ExpectPhaseFields(*locate);
+  EXPECT_EQ((*locate)["ops"], 2000);
+  EXPECT_EQ((*locate)["calls"], 8) << "2000 keys, 256 per BatchGetLocation";
+  EXPECT_GT((*locate)["keys_per_s"].get<double>(), 0);
+
+  const json* remove = Phase(report, "master", "remove_owner");
+  ASSERT_NE(remove, nullptr) << run.out;
+  EXPECT_EQ((*remove)["ops"], 2000);
+
+  ASSERT_TRUE(report.contains("master_bytes_per_key")) << run.out;
+  EXPECT_TRUE(report["master_bytes_per_key"].is_number()) << run.out;
+  EXPECT_TRUE(report["master"]["rss_before"].is_number()) << run.out;
+  EXPECT_GT(report["master"]["avg_key_bytes"].get<double>(), 0);
+}
+
+TEST_F(BenchTest, MasterWorkloadWithoutAdminSkipsBytesPerKey) {
+  BenchRun run = Run({"--workload", "master", "--keys", "2000", "--json"});
+  ASSERT_EQ(run.status, 0) << run.out << "\n" << run.err;
+  json report = json::parse(run.out);
+  EXPECT_TRUE(report["master_bytes_per_key"].is_null());
+  EXPECT_NE(report["master"]["rss_note"].get<std::string>().find("--master-admin"),
+            std::string::npos);
+  const json* put = Phase(report, "master", "put_owner");
+  ASSERT_NE(put, nullptr);
+  EXPECT_GT((*put)["ops_per_s"].get<double>(), 0);
+}
+
+}  // namespace
+}  // namespace mooncake::testing
