@@ -1,0 +1,44 @@
+#pragma once
+
+// The SSD tier's on-disk layout inside RocksDB: how data chunks and object
+// metadata are keyed, and how a metadata record is encoded. Kept apart from
+// SsdTier so the format, which must stay readable across versions, is read
+// and changed in one place.
+//
+//   data column family:  DataKey(id, chunk) -> the chunk's bytes
+//   "meta" column family: 'm' + id -> EncodeMeta(meta)   (committed object)
+//                         'p' + id -> ""                 (write in progress)
+//
+// Thread-safety: pure functions.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "tiers/cache_tier.h"
+
+namespace mooncake::ssd_format {
+
+inline constexpr char kMetaCfName[] = "meta";
+// Key prefixes inside the meta column family. A meta record marks a committed
+// object; a pending marker is written in the same batch as an object's chunks
+// so that Open can find (and drop) data that was never committed without
+// scanning the data column family.
+inline constexpr char kMetaPrefix = 'm';
+inline constexpr char kPendingPrefix = 'p';
+
+// Big-endian keys sort by (id, chunk) numerically, so one object's chunks are
+// contiguous and DeleteRange(DataKey(id, 0), DataKey(id + 1, 0)) covers them.
+std::string DataKey(uint64_t id, uint64_t chunk);
+// `prefix` followed by the big-endian id: 9 bytes.
+std::string PrefixedKey(char prefix, uint64_t id);
+// The big-endian uint64 at `p` (8 bytes).
+uint64_t ReadBigEndian64(const char* p);
+
+// Versioned metadata record; DecodeMeta answers nullopt for a record of
+// another format version or a damaged one.
+std::string EncodeMeta(const DurableObjectMeta& meta);
+std::optional<DurableObjectMeta> DecodeMeta(std::string_view in);
+
+}  // namespace mooncake::ssd_format
