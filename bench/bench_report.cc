@@ -1,5 +1,6 @@
 #include "bench/bench_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -132,6 +133,18 @@ json ReportJson(const BenchOptions& options, const std::string& run, std::vector
 void PrintJson(const BenchOptions& options, const std::string& run, std::vector<PhaseRow>& rows,
                const json& extra) {
   std::cout << ReportJson(options, run, rows, extra).dump(2) << std::endl;
+}
+
+int Report(const BenchOptions& options, const std::string& run, std::vector<PhaseRow>& rows,
+           const nlohmann::json& extra) {
+  if (options.json) {
+    PrintJson(options, run, rows, extra);
+  } else {
+    PrintText(options, run, rows, extra);
+  }
+  bool any_success = std::any_of(rows.begin(), rows.end(),
+                                 [](const PhaseRow& r) { return !r.stats.latencies_us.empty(); });
+  return any_success ? 0 : 3;
 }
 
 }  // namespace mooncake::bench

@@ -31,4 +31,9 @@ nlohmann::json ReportJson(const BenchOptions& options, const std::string& run,
 void PrintJson(const BenchOptions& options, const std::string& run, std::vector<PhaseRow>& rows,
                const nlohmann::json& extra);
 
+// Prints the report options.json asks for (JSON or text) and returns the
+// process exit code: 0 when some operation succeeded, 3 when none did.
+int Report(const BenchOptions& options, const std::string& run, std::vector<PhaseRow>& rows,
+           const nlohmann::json& extra);
+
 }  // namespace mooncake::bench

@@ -318,14 +318,7 @@ int RunMasterBench(const BenchOptions& options) {
   MasterBench bench(options, channel);
   if (!bench.Register()) return 3;
   auto rows = bench.Run();
-  if (options.json) {
-    PrintJson(options, bench.run(), rows, bench.extra());
-  } else {
-    PrintText(options, bench.run(), rows, bench.extra());
-  }
-  bool any_success = std::any_of(rows.begin(), rows.end(),
-                                 [](const PhaseRow& r) { return !r.stats.latencies_us.empty(); });
-  return any_success ? 0 : 3;
+  return Report(options, bench.run(), rows, bench.extra());
 }
 
 }  // namespace mooncake::bench
