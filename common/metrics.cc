@@ -145,14 +145,14 @@ void RequestTimer::Finish(ErrorCode code) {
   metrics_ = nullptr;
 }
 
-bool LogRateLimiter::Admit(ErrorCode code, std::chrono::steady_clock::time_point now,
+bool LogRateLimiter::Admit(int64_t reason, std::chrono::steady_clock::time_point now,
                            uint64_t* suppressed) {
   std::lock_guard lock(mu_);
   Entry* entry = nullptr;
-  for (auto& [c, e] : entries_) {
-    if (c == code) entry = &e;
+  for (auto& [r, e] : entries_) {
+    if (r == reason) entry = &e;
   }
-  if (entry == nullptr) entry = &entries_.emplace_back(code, Entry{}).second;
+  if (entry == nullptr) entry = &entries_.emplace_back(reason, Entry{}).second;
   if (entry->logged && now - entry->last < interval_) {
     ++entry->suppressed;
     return false;

@@ -128,10 +128,11 @@ class RequestTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-// Lets a log line through at most once per `interval` per error code and
-// counts the ones held back, so a flood of identical failures (a full
-// cluster answering NO_AVAILABLE_HANDLE to every put) writes one line per
-// second saying how many were suppressed.
+// Lets a log line through at most once per `interval` per reason (an error
+// code, a fault kind) and counts the ones held back, so a flood of identical
+// failures (a full cluster answering NO_AVAILABLE_HANDLE to every put, a
+// stream of malformed frames) writes one line per second saying how many
+// were suppressed.
 //
 // Thread-safety: Admit takes an internal mutex; call from any thread.
 class LogRateLimiter {
@@ -141,7 +142,10 @@ class LogRateLimiter {
   // Whether to log a failure with `code` now. When it returns true,
   // *suppressed holds the failures with that code held back since the last
   // line that was let through.
-  bool Admit(ErrorCode code, std::chrono::steady_clock::time_point now, uint64_t* suppressed);
+  bool Admit(int64_t reason, std::chrono::steady_clock::time_point now, uint64_t* suppressed);
+  bool Admit(ErrorCode code, std::chrono::steady_clock::time_point now, uint64_t* suppressed) {
+    return Admit(static_cast<int64_t>(code), now, suppressed);
+  }
 
  private:
   struct Entry {
@@ -151,7 +155,7 @@ class LogRateLimiter {
   };
   const std::chrono::steady_clock::duration interval_;
   std::mutex mu_;
-  std::vector<std::pair<ErrorCode, Entry>> entries_;  // guarded by mu_; few codes
+  std::vector<std::pair<int64_t, Entry>> entries_;  // guarded by mu_; few reasons
 };
 
 }  // namespace mooncake

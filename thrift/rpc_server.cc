@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "thrift/rpc_transport.h"
 
 namespace mooncake {
@@ -30,7 +31,8 @@ using apache::thrift::transport::TTransport;
 using apache::thrift::transport::TTransportFactory;
 
 // Counters and limits one server's socket, transports and processor share.
-// All counters are relaxed atomics: they are read only for monitoring.
+// Counters are relaxed atomics (read only for monitoring); warnings_ has its
+// own mutex, taken only when a connection is refused or closed for a fault.
 class RpcServer::Guard {
  public:
   explicit Guard(const RpcServerOptions& options)
@@ -54,9 +56,12 @@ class RpcServer::Guard {
       return true;
     }
     uint64_t refused = refused_.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (ShouldWarn(refused_warned_ms_)) {
-      MC_LOG_WARN("rpc connection refused port={} reason=max_connections limit={} refused_total={}",
-                  port_.load(std::memory_order_relaxed), max_connections_, refused);
+    uint64_t suppressed = 0;
+    if (warnings_.Admit(kRefusedReason, std::chrono::steady_clock::now(), &suppressed)) {
+      MC_LOG_WARN(
+          "rpc connection refused port={} reason=max_connections limit={} refused_total={} "
+          "suppressed_since_last={}",
+          port_.load(std::memory_order_relaxed), max_connections_, refused, suppressed);
     }
     return false;
   }
@@ -72,9 +77,14 @@ class RpcServer::Guard {
       MC_LOG_DEBUG("rpc connection idle, closed port={}", port);
       return;
     }
-    if (ShouldWarn(warned_ms_[index])) {
-      MC_LOG_WARN("rpc connection closed port={} peer={} reason={} detail=\"{}\" total={}", port,
-                  transport ? transport->peer() : "unknown", RpcFaultName(fault), detail, total);
+    uint64_t suppressed = 0;
+    if (warnings_.Admit(static_cast<int64_t>(index), std::chrono::steady_clock::now(),
+                        &suppressed)) {
+      MC_LOG_WARN(
+          "rpc connection closed port={} peer={} reason={} detail=\"{}\" total={} "
+          "suppressed_since_last={}",
+          port, transport ? transport->peer() : "unknown", RpcFaultName(fault), detail, total,
+          suppressed);
     }
   }
 
@@ -91,13 +101,8 @@ class RpcServer::Guard {
   }
 
  private:
-  static bool ShouldWarn(std::atomic<int64_t>& last_ms) {
-    int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count();
-    int64_t last = last_ms.load(std::memory_order_relaxed);
-    return now - last >= 1000 && last_ms.compare_exchange_strong(last, now);
-  }
+  // The refused-connection warning's reason, beside the faults' indexes.
+  static constexpr int64_t kRefusedReason = -1;
 
   const int64_t max_connections_;
   const RpcReadTimeouts timeouts_;
@@ -106,8 +111,9 @@ class RpcServer::Guard {
   std::atomic<uint64_t> accepted_{0};
   std::atomic<uint64_t> refused_{0};
   std::array<std::atomic<uint64_t>, kRpcFaultCount> faults_{};
-  std::array<std::atomic<int64_t>, kRpcFaultCount> warned_ms_{};
-  std::atomic<int64_t> refused_warned_ms_{0};
+  // One warning line a second per fault (and for refusals); the counters
+  // above have every event.
+  LogRateLimiter warnings_{std::chrono::seconds(1)};
 };
 
 namespace {
@@ -260,9 +266,7 @@ Result<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor> 
 
 RpcServer::~RpcServer() { Stop(); }
 
-RpcServerStats RpcServer::stats() const {
-  return guard_ ? guard_->Snapshot() : RpcServerStats{};
-}
+RpcServerStats RpcServer::stats() const { return guard_ ? guard_->Snapshot() : RpcServerStats{}; }
 
 void RpcServer::Stop() {
   if (server_) server_->stop();
