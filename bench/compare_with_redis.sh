@@ -21,7 +21,7 @@
 #   BATCH_SIZES="4KiB"            ... run for these sizes only ("" = no batch rows)
 #   DURATION_S=5                  mooncake get phase length
 #   MASTER_KEYS=100000            keys of the master-only workload (0 = skip it)
-#   LOCATION_CACHE=65536, TLS=0, BUILD_DIR=./build
+#   LOCATION_CACHE=256MiB (client owner cache), TLS=0, BUILD_DIR=./build
 #
 # Batch rows: mooncake --batch N (BatchPut of N keys per call in the load
 # phase, BatchGet of N in the get phase) against redis-benchmark -P N
@@ -140,7 +140,7 @@ compare() {
   if ! timeout "$RUN_LIMIT_S" "$BENCH" --master "127.0.0.1:$MASTER_PORT" --node bench-1 \
       --value-size "$size" --keys "$keys" --concurrency "$conc" --batch "$batch" --get-ratio 1 \
       --duration-s "$DURATION_S" --cleanup --json \
-      --location-cache-entries "${LOCATION_CACHE:-65536}" "${TLS_ARGS[@]}" \
+      --location-cache-bytes "${LOCATION_CACHE:-256MiB}" "${TLS_ARGS[@]}" \
       >"$WORK/mooncake-$tag.json" 2>"$WORK/mooncake-$tag.err"; then
     echo "mooncake-bench failed for $tag: $(tail -n 3 "$WORK/mooncake-$tag.err")" >&2
   fi

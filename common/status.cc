@@ -38,6 +38,8 @@ std::string_view ToString(ErrorCode code) {
       return "TIER_NOT_FOUND";
     case ErrorCode::kNodeNotFound:
       return "NODE_NOT_FOUND";
+    case ErrorCode::kNotLeader:
+      return "NOT_LEADER";
   }
   return "UNKNOWN_ERROR";
 }

@@ -28,6 +28,7 @@ enum class ErrorCode : int32_t {
   kNotOwner = -2001,
   kTierNotFound = -2002,
   kNodeNotFound = -2003,
+  kNotLeader = -2004,  // a standby master answered; retry at the leader
 };
 
 // The Mooncake name of a code ("OBJECT_NOT_FOUND"), or "UNKNOWN_ERROR".

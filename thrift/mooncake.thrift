@@ -22,6 +22,9 @@ enum ErrorCode {
   NOT_OWNER = -2001,
   TIER_NOT_FOUND = -2002,
   NODE_NOT_FOUND = -2003,
+  // A standby master (HA on etcd) answered: ask MasterRole.leader_address,
+  // or etcd, for the leader and retry there.
+  NOT_LEADER = -2004,
 }
 
 struct ReplicateConfig {
@@ -79,6 +82,17 @@ struct AnnounceResult {
   2: list<string> rejected,
 }
 
+// What a master is in an HA group (docs/ha.md); a master without --etcd is
+// always the leader of its own one-master group.
+struct MasterRole {
+  1: bool is_leader,
+  // host:port of the current leader's RPC endpoint; empty when unknown.
+  2: string leader_address,
+  3: string cluster_name,
+  // This master's own RPC address as published in etcd.
+  4: string self_address,
+}
+
 service MasterService {
   ErrorCode RegisterNode(1: NodeInfo node),
   // NODE_NOT_FOUND tells the worker to register again and re-announce.
@@ -87,6 +101,9 @@ service MasterService {
   list<LocationResult> BatchGetLocation(1: list<string> keys),
   // Compare-and-set: succeeds only if the key has no owner.
   PutOwnerResult PutOwner(1: string key, 2: string node_id),
+  // PutOwner for many keys of one node in one call (a worker's group
+  // commit); one result per key, in order.
+  list<PutOwnerResult> BatchPutOwner(1: list<string> keys, 2: string node_id),
   // Swaps the owner only if it is still `expected_owner`.
   ErrorCode UpdateOwner(1: string key, 2: string expected_owner, 3: string new_owner),
   // Removes the key only if `node_id` owns it.
@@ -94,6 +111,7 @@ service MasterService {
   AnnounceResult AnnounceKeys(1: string node_id, 2: list<string> keys),
   PickNodeResult PickNode(1: i64 size, 2: list<string> exclude),
   list<NodeInfo> ListNodes(),
+  MasterRole GetRole(),
 }
 
 struct GetResult {

@@ -8,11 +8,15 @@
 #include <thrift/transport/TServerSocket.h>
 #include <thrift/transport/TSocket.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <future>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include "common/log.h"
 #include "common/metrics.h"
@@ -88,6 +92,25 @@ class RpcServer::Guard {
     }
   }
 
+  // Remembers a served connection so that Stop can wake its thread.
+  void Track(const std::shared_ptr<TSocket>& socket) {
+    std::lock_guard lock(sockets_mu_);
+    std::erase_if(sockets_, [](const std::weak_ptr<TSocket>& s) { return s.expired(); });
+    sockets_.push_back(socket);
+  }
+
+  // Shuts every live connection down, so a thread blocked reading it sees
+  // the end of the stream and lets the server stop. (Children are not
+  // interruptible: Thrift's interrupt pipe costs a poll() before every read.)
+  void ShutdownConnections() {
+    std::lock_guard lock(sockets_mu_);
+    for (const auto& weak : sockets_) {
+      if (auto socket = weak.lock(); socket && socket->getSocketFD() >= 0) {
+        ::shutdown(socket->getSocketFD(), SHUT_RDWR);
+      }
+    }
+  }
+
   RpcServerStats Snapshot() const {
     RpcServerStats stats;
     const TThreadedServer* server = server_.load();
@@ -114,6 +137,8 @@ class RpcServer::Guard {
   // One warning line a second per fault (and for refusals); the counters
   // above have every event.
   LogRateLimiter warnings_{std::chrono::seconds(1)};
+  std::mutex sockets_mu_;
+  std::vector<std::weak_ptr<TSocket>> sockets_;  // guarded by sockets_mu_
 };
 
 namespace {
@@ -125,7 +150,12 @@ class GuardedServerSocket : public TServerSocket {
  public:
   GuardedServerSocket(const std::string& host, int port, std::shared_ptr<RpcServer::Guard> guard,
                       std::shared_ptr<const RpcTlsContext> tls)
-      : TServerSocket(host, port), guard_(std::move(guard)), tls_(std::move(tls)) {}
+      : TServerSocket(host, port), guard_(std::move(guard)), tls_(std::move(tls)) {
+    // An interruptible child polls Thrift's interrupt pipe before every
+    // read: one more system call per request. RpcServer::Stop wakes the
+    // children by shutting their sockets down instead.
+    setInterruptableChildren(false);
+  }
 
  protected:
   std::shared_ptr<TTransport> acceptImpl() override {
@@ -137,8 +167,9 @@ class GuardedServerSocket : public TServerSocket {
   }
 
   std::shared_ptr<TSocket> createSocket(THRIFT_SOCKET fd) override {
-    if (tls_) return tls_->factory().createSocket(fd);
-    return TServerSocket::createSocket(fd);
+    auto socket = tls_ ? tls_->factory().createSocket(fd) : TServerSocket::createSocket(fd);
+    guard_->Track(socket);
+    return socket;
   }
 
  private:
@@ -246,13 +277,16 @@ Result<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor> 
   std::unique_ptr<RpcServer> result(new RpcServer());
   result->guard_ = guard;
   result->server_ = server;
-  result->thread_ = std::thread([server, ready, host = options.host, port = options.port] {
+  result->served_ = std::make_shared<std::atomic<bool>>(false);
+  result->thread_ = std::thread([server, ready, served = result->served_, host = options.host,
+                                 port = options.port] {
     try {
       server->serve();
     } catch (const std::exception& e) {
       MC_LOG_ERROR("rpc serve failed host={} port={} error=\"{}\"", host, port, e.what());
       ready->Fail();
     }
+    served->store(true);
   });
   if (!ready_future.get()) {
     result->thread_.join();
@@ -270,7 +304,15 @@ RpcServerStats RpcServer::stats() const { return guard_ ? guard_->Snapshot() : R
 
 void RpcServer::Stop() {
   if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) {
+    // serve() returns once every connection has closed. Shutting them down
+    // again each round also catches one accepted just as stop() began.
+    while (!served_->load()) {
+      guard_->ShutdownConnections();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    thread_.join();
+  }
   if (guard_) guard_->WatchServer(nullptr);
   server_.reset();
 }

@@ -13,6 +13,7 @@
 // Thread-safety: Start/Stop from one owning thread; port() and stats() from
 // any thread.
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -66,6 +67,8 @@ class RpcServer {
   std::shared_ptr<Guard> guard_;
   std::shared_ptr<apache::thrift::server::TThreadedServer> server_;
   std::thread thread_;
+  // Set once serve() has returned (every connection closed).
+  std::shared_ptr<std::atomic<bool>> served_;
   int port_ = 0;
 };
 

@@ -39,6 +39,10 @@ constexpr uint32_t kFirstFrameBuffer = 64u << 10;
 // is freed when a smaller frame comes, so an idle pooled connection does not
 // pin the memory of its largest transfer.
 constexpr uint32_t kKeptFrameBuffer = 1u << 20;
+// Bytes one read may take past a frame's header: a small frame arrives with
+// its header in one system call. Fixed per connection, so what a peer sends
+// ahead costs at most this much.
+constexpr uint32_t kReadAheadBytes = 16u << 10;
 
 std::shared_ptr<TConfiguration> BoundedConfiguration() {
   static const auto config = std::make_shared<TConfiguration>(
@@ -161,26 +165,33 @@ bool BoundedFramedTransport::readFrame() {
 
 bool BoundedFramedTransport::ReadHeader(uint32_t* size) {
   SetSocketTimeout(timeouts_.idle);
-  uint8_t header[4];
-  uint32_t got = 0;
-  while (got < sizeof(header)) {
+  if (!ahead_) ahead_ = std::make_unique_for_overwrite<uint8_t[]>(kReadAheadBytes);
+  while (ahead_end_ - ahead_begin_ < sizeof(uint32_t)) {
+    uint32_t have = ahead_end_ - ahead_begin_;
+    if (ahead_begin_ > 0) {
+      std::memmove(ahead_.get(), ahead_.get() + ahead_begin_, have);
+      ahead_begin_ = 0;
+      ahead_end_ = have;
+    }
     uint32_t n = 0;
     try {
-      n = socket_->read(header + got, sizeof(header) - got);
+      // One read takes the header and, usually, the whole frame after it.
+      n = socket_->read(ahead_.get() + ahead_end_, kReadAheadBytes - ahead_end_);
     } catch (const TTransportException& e) {
       if (!IsTimeout(e)) throw;
-      if (got == 0) throw RpcFaultError(RpcFault::kIdleTimeout, "no frame within the idle timeout");
+      if (have == 0) throw RpcFaultError(RpcFault::kIdleTimeout, "no frame within the idle timeout");
       throw RpcFaultError(RpcFault::kSlowFrame, "frame header did not arrive in time");
     }
     if (n == 0) {
-      if (got == 0) return false;  // a clean close between frames
+      if (have == 0) return false;  // a clean close between frames
       throw RpcFaultError(RpcFault::kTruncatedFrame, "connection closed inside a frame header");
     }
-    got += n;
+    ahead_end_ += n;
   }
-  int32_t declared = 0;
-  std::memcpy(&declared, header, sizeof(declared));
-  declared = static_cast<int32_t>(ntohl(static_cast<uint32_t>(declared)));
+  uint32_t declared_bits = 0;
+  std::memcpy(&declared_bits, ahead_.get() + ahead_begin_, sizeof(declared_bits));
+  ahead_begin_ += sizeof(declared_bits);
+  auto declared = static_cast<int32_t>(ntohl(declared_bits));
   if (declared < 0 || static_cast<uint32_t>(declared) > kRpcMaxFrameBytes) {
     throw RpcFaultError(RpcFault::kFrameTooLarge,
                         "frame of " + std::to_string(declared) + " bytes, limit " +
@@ -190,28 +201,41 @@ bool BoundedFramedTransport::ReadHeader(uint32_t* size) {
   return true;
 }
 
+void BoundedFramedTransport::GrowFrameBuffer(uint32_t size, uint32_t got, uint32_t needed) {
+  while (frame_capacity_ < needed) {
+    // Grow with what arrived, never with what was declared.
+    uint32_t capacity = std::min(size, std::max(kFirstFrameBuffer, 2 * frame_capacity_));
+    capacity = std::max(capacity, needed);
+    auto bigger = std::make_unique_for_overwrite<uint8_t[]>(capacity);
+    if (got > 0) std::memcpy(bigger.get(), frame_.get(), got);
+    frame_ = std::move(bigger);
+    frame_capacity_ = capacity;
+  }
+}
+
 void BoundedFramedTransport::ReadPayload(uint32_t size) {
   if (frame_capacity_ > kKeptFrameBuffer && size <= kKeptFrameBuffer) {
     frame_.reset();
     frame_capacity_ = 0;
   }
+  // What the header's read brought along (bounded by kReadAheadBytes).
+  uint32_t got = std::min(size, ahead_end_ - ahead_begin_);
+  if (got > 0) {
+    GrowFrameBuffer(size, 0, got);
+    std::memcpy(frame_.get(), ahead_.get() + ahead_begin_, got);
+    ahead_begin_ += got;
+  }
   const auto deadline = Clock::now() + timeouts_.frame;
-  uint32_t got = 0;
+  bool tried_without_waiting = false;
   while (got < size) {
-    if (got == frame_capacity_) {
-      // Grow with what arrived, never with what was declared.
-      uint32_t capacity = std::min(size, std::max(kFirstFrameBuffer, 2 * frame_capacity_));
-      auto bigger = std::make_unique_for_overwrite<uint8_t[]>(capacity);
-      if (got > 0) std::memcpy(bigger.get(), frame_.get(), got);
-      frame_ = std::move(bigger);
-      frame_capacity_ = capacity;
-    }
-    if (got == 0 && plain_socket_) {
-      // Usually the whole frame is in the socket buffer already: a
+    if (got == frame_capacity_) GrowFrameBuffer(size, got, got + 1);
+    if (!tried_without_waiting && plain_socket_) {
+      // Usually the rest of the frame is in the socket buffer already: a
       // non-blocking read takes it without re-arming the socket's timer
       // (two setsockopt calls a frame otherwise).
-      ssize_t n = recv(socket_->getSocketFD(), frame_.get(), std::min(frame_capacity_, size),
-                       MSG_DONTWAIT);
+      tried_without_waiting = true;
+      ssize_t n = recv(socket_->getSocketFD(), frame_.get() + got,
+                       std::min(frame_capacity_, size) - got, MSG_DONTWAIT);
       if (n > 0) {
         got += static_cast<uint32_t>(n);
         continue;
@@ -229,7 +253,7 @@ void BoundedFramedTransport::ReadPayload(uint32_t size) {
         throw RpcFaultError(RpcFault::kSlowFrame, "frame did not arrive within the frame timeout");
       }
       // Only a frame that needs several reads pays for re-arming the timer.
-      SetSocketTimeout(got == 0 ? timeouts_.frame : std::max(left, milliseconds(1)));
+      SetSocketTimeout(std::max(left, milliseconds(1)));
     }
     uint32_t n = 0;
     try {

@@ -87,6 +87,8 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
  private:
   bool ReadHeader(uint32_t* size);
   void ReadPayload(uint32_t size);
+  // Makes frame_ hold at least `needed` bytes, keeping the first `got`.
+  void GrowFrameBuffer(uint32_t size, uint32_t got, uint32_t needed);
   void SetSocketTimeout(std::chrono::milliseconds timeout);
 
   std::shared_ptr<apache::thrift::transport::TSocket> socket_;
@@ -96,6 +98,11 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   std::chrono::milliseconds socket_timeout_{0};
   std::unique_ptr<uint8_t[]> frame_;
   uint32_t frame_capacity_ = 0;
+  // Bytes read past the last frame's header and not yet handed to a frame
+  // (the start of the next frame, when a peer pipelines): [begin, end).
+  std::unique_ptr<uint8_t[]> ahead_;
+  uint32_t ahead_begin_ = 0;
+  uint32_t ahead_end_ = 0;
 };
 
 // Strict binary protocol whose reads check declared sizes against the bytes

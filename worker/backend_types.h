@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.h"
@@ -27,6 +28,14 @@ class OwnerDirectory {
   // Compare-and-set: claims `key` for this node. kObjectAlreadyExists if
   // another node owns it.
   virtual Result<void> Claim(const std::string& key) = 0;
+  // Claim for each key, one result each in order. A directory that can
+  // claim many keys in one round trip overrides this.
+  virtual std::vector<Result<void>> ClaimMany(const std::vector<std::string>& keys) {
+    std::vector<Result<void>> results;
+    results.reserve(keys.size());
+    for (const auto& key : keys) results.push_back(Claim(key));
+    return results;
+  }
   // Gives up ownership of `key` (only if this node owns it).
   virtual Result<void> Release(const std::string& key) = 0;
 };
@@ -102,6 +111,15 @@ enum class WriteMode {
   kCreate,  // Put: fails with kObjectAlreadyExists
   kUpsert,  // Upsert: replaces it (in place when the size is unchanged)
   kAdopt,   // inter-node move: stored complete but unowned until confirmed
+};
+
+// One object of a batched write (TieredCacheBackend::PutMany): views of the
+// caller's key and bytes, which outlive the call.
+struct WholeWrite {
+  const std::string& key;
+  std::string_view value;
+  ObjectOptions options;
+  WriteMode mode = WriteMode::kCreate;
 };
 
 // One slice of an object read by Get.

@@ -1,5 +1,7 @@
 #include "worker/worker_handler.h"
 
+#include <deque>
+
 #include <algorithm>
 
 #include "common/log.h"
@@ -331,8 +333,7 @@ rpc::ErrorCode::type WorkerHandler::Remove(const std::string& key, bool force) {
 
 void WorkerHandler::BatchPut(std::vector<rpc::ErrorCode::type>& results,
                              const std::vector<rpc::PutItem>& items) {
-  results.reserve(items.size());
-  for (const auto& item : items) results.push_back(Put(item.key, item.value, item.config));
+  WriteValues("put", items, WriteMode::kCreate, results);
 }
 
 void WorkerHandler::BatchGet(std::vector<rpc::GetResult>& results,
@@ -352,8 +353,29 @@ void WorkerHandler::BatchGet(std::vector<rpc::GetResult>& results,
 
 void WorkerHandler::BatchUpsert(std::vector<rpc::ErrorCode::type>& results,
                                 const std::vector<rpc::PutItem>& items) {
-  results.reserve(items.size());
-  for (const auto& item : items) results.push_back(Upsert(item.key, item.value, item.config));
+  WriteValues("upsert", items, WriteMode::kUpsert, results);
+}
+
+void WorkerHandler::WriteValues(std::string_view op, const std::vector<rpc::PutItem>& items,
+                                WriteMode mode, std::vector<rpc::ErrorCode::type>& results) {
+  // Each item is counted as one request that took the whole batch's time.
+  std::deque<RequestTimer> timers;  // neither copyable nor movable
+  std::vector<WholeWrite> writes;
+  std::vector<size_t> write_of;  // writes[j] is items[write_of[j]]
+  results.assign(items.size(), rpc::ErrorCode::OK);
+  for (size_t i = 0; i < items.size(); ++i) {
+    timers.emplace_back(requests_, op);
+    auto options = ToObjectOptions(items[i].config);
+    if (!options) {
+      results[i] = ToRpc(Result<void>(Err(options.error())));
+      continue;
+    }
+    writes.push_back(WholeWrite{items[i].key, items[i].value, *options, mode});
+    write_of.push_back(i);
+  }
+  auto written = backend_.PutMany(writes);
+  for (size_t j = 0; j < written.size(); ++j) results[write_of[j]] = ToRpc(written[j]);
+  for (size_t i = 0; i < items.size(); ++i) timers[i].Finish(CodeOf(results[i]));
 }
 
 void WorkerHandler::BatchExist(std::vector<int32_t>& results, const std::vector<std::string>& keys,

@@ -77,6 +77,10 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   // Translates a ReplicateConfig; kTierNotFound for an unknown tier name.
   Result<ObjectOptions> ToObjectOptions(const rpc::ReplicateConfig& config) const;
   // Put and Upsert of a whole value in one call.
+  // BatchPut and BatchUpsert: one backend call, so the batch's keys are
+  // claimed at the master together.
+  void WriteValues(std::string_view op, const std::vector<rpc::PutItem>& items, WriteMode mode,
+                   std::vector<rpc::ErrorCode::type>& results);
   rpc::ErrorCode::type WriteValue(std::string_view op, const std::string& key,
                                   const std::string& value, const rpc::ReplicateConfig& config,
                                   WriteMode mode);

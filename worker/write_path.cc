@@ -20,14 +20,58 @@ Result<void> WritePath::WriteWhole(const std::string& key, std::string_view valu
                                    const ObjectOptions& options, WriteMode mode) {
   auto handle = Start(key, value.size(), options, mode, /*adopted_version=*/0, /*direct=*/false);
   if (!handle) return Err(handle.error());
+  if (auto written = WriteChunks(*handle, value); !written) return written;
+  return End(*handle);
+}
+
+std::vector<Result<void>> WritePath::WriteWholeMany(const std::vector<WholeWrite>& writes) {
+  std::vector<Result<void>> results(writes.size());
+  std::vector<size_t> to_claim;  // indexes whose bytes are committed, claim pending
+  std::vector<CommittedWrite> committed;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const WholeWrite& w = writes[i];
+    auto handle = Start(w.key, w.value.size(), w.options, w.mode, 0, /*direct=*/false);
+    if (!handle) {
+      results[i] = Err(handle.error());
+      continue;
+    }
+    if (auto written = WriteChunks(*handle, w.value); !written) {
+      results[i] = written;
+      continue;
+    }
+    auto done = Commit(*handle);
+    if (!done) {
+      results[i] = Err(done.error());
+    } else if (*done) {
+      to_claim.push_back(i);
+      committed.push_back(std::move(**done));
+    }
+  }
+  // One claim call for the batch instead of one round trip per object.
+  std::vector<std::string> keys;
+  std::vector<size_t> claim_of(committed.size(), SIZE_MAX);
+  for (size_t j = 0; j < committed.size(); ++j) {
+    if (committed[j].write.was_published) continue;
+    claim_of[j] = keys.size();
+    keys.push_back(committed[j].write.key);
+  }
+  std::vector<Result<void>> claims = ctx_.directory->ClaimMany(keys);
+  for (size_t j = 0; j < committed.size(); ++j) {
+    Result<void> claimed = claim_of[j] == SIZE_MAX ? Result<void>{} : claims[claim_of[j]];
+    results[to_claim[j]] = FinishPublish(committed[j].write, committed[j].version, claimed);
+  }
+  return results;
+}
+
+Result<void> WritePath::WriteChunks(uint64_t handle, std::string_view value) {
   for (uint64_t offset = 0; offset < value.size(); offset += kRpcChunkBytes) {
-    auto written = Chunk(*handle, offset, value.substr(offset, kRpcChunkBytes));
+    auto written = Chunk(handle, offset, value.substr(offset, kRpcChunkBytes));
     if (!written) {
-      Revoke(*handle);
+      Revoke(handle);
       return written;
     }
   }
-  return End(*handle);
+  return {};
 }
 
 Result<uint64_t> WritePath::Start(const std::string& key, uint64_t size,
@@ -172,6 +216,16 @@ Result<void> WritePath::Chunk(uint64_t handle, uint64_t offset, std::string_view
 }
 
 Result<void> WritePath::End(uint64_t handle) {
+  auto committed = Commit(handle);
+  if (!committed) return Err(committed.error());
+  if (!*committed) return {};  // an adopted object: its sender's claim stands
+  const auto& [write, version] = **committed;
+  // An upsert of a key this node already owns needs no new claim.
+  auto claimed = write.was_published ? Result<void>{} : ctx_.directory->Claim(write.key);
+  return FinishPublish(write, version, claimed);
+}
+
+Result<std::optional<WritePath::CommittedWrite>> WritePath::Commit(uint64_t handle) {
   PendingWrite write;
   uint64_t version;
   {
@@ -207,7 +261,7 @@ Result<void> WritePath::End(uint64_t handle) {
     if (!still_ours || object == nullptr) return Err(ErrorCode::kIllegalClient);
     if (!persisted) {
       table_.Erase(*object);
-      return persisted;
+      return Err(persisted.error());
     }
     Object& o = *object;
     auto now = SteadyClock::now();
@@ -224,16 +278,15 @@ Result<void> WritePath::End(uint64_t handle) {
       o.adopted_at = now;
       mover_.NoteAdoptedLocked(write.key, write.object_id);
       ctx_.counters.moved_in.fetch_add(1, std::memory_order_relaxed);
-      return {};
+      return std::optional<CommittedWrite>{};
     }
     table_.SetState(o, ObjectState::kComplete);
   }
-  return FinishPublish(write, version);
+  return std::optional<CommittedWrite>{CommittedWrite{std::move(write), version}};
 }
 
-Result<void> WritePath::FinishPublish(const PendingWrite& write, uint64_t version) {
-  // An upsert of a key this node already owns needs no new claim.
-  auto claimed = write.was_published ? Result<void>{} : ctx_.directory->Claim(write.key);
+Result<void> WritePath::FinishPublish(const PendingWrite& write, uint64_t version,
+                                      const Result<void>& claimed) {
   std::lock_guard lock(ctx_.mu);
   if (!claimed) {
     table_.EraseIfSame(write.key, write.object_id);

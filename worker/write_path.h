@@ -60,6 +60,9 @@ class WritePath {
   // The backend's write API; see TieredCacheBackend for each contract.
   Result<void> WriteWhole(const std::string& key, std::string_view value,
                           const ObjectOptions& options, WriteMode mode);
+  // WriteWhole for each, in order, with the claims of the whole batch sent
+  // to the master together (OwnerDirectory::ClaimMany). One result each.
+  std::vector<Result<void>> WriteWholeMany(const std::vector<WholeWrite>& writes);
   // PutStart (`direct` false) or the start of a plan (`direct` true).
   Result<uint64_t> Start(const std::string& key, uint64_t size, const ObjectOptions& options,
                          WriteMode mode, uint64_t adopted_version, bool direct);
@@ -82,7 +85,20 @@ class WritePath {
   int LastShareableTier() const;
 
  private:
-  Result<void> FinishPublish(const PendingWrite& write, uint64_t version);
+  // A write whose bytes are committed locally and whose key still has to be
+  // claimed (unless it was published here already) before it is visible.
+  struct CommittedWrite {
+    PendingWrite write;
+    uint64_t version = 0;
+  };
+  // End's first half: persists the bytes and marks the object complete.
+  // nullopt for an adopted object, which needs no claim of its own.
+  Result<std::optional<CommittedWrite>> Commit(uint64_t handle);
+  // End's second half, given the outcome of the key's claim.
+  Result<void> FinishPublish(const PendingWrite& write, uint64_t version,
+                             const Result<void>& claimed);
+  // Chunk for every slice of `value`; revokes the write on a failure.
+  Result<void> WriteChunks(uint64_t handle, std::string_view value);
   // Writes a hard-pinned object's bytes to the durable tier as well.
   AllocationPtr WriteThrough(const std::string& key, const AllocationPtr& primary, uint64_t size,
                              uint64_t version, const ObjectOptions& options);

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "worker/tiered_cache_backend.h"
 
@@ -19,6 +20,18 @@ class InMemoryDirectory : public OwnerDirectory {
     std::lock_guard lock(mu_);
     if (!owned_.insert(key).second) return Err(ErrorCode::kObjectAlreadyExists);
     return {};
+  }
+  std::vector<Result<void>> ClaimMany(const std::vector<std::string>& keys) override {
+    {
+      std::lock_guard lock(mu_);
+      ++claim_many_calls_;
+    }
+    return OwnerDirectory::ClaimMany(keys);
+  }
+  // How many batched claims the backend sent.
+  int claim_many_calls() {
+    std::lock_guard lock(mu_);
+    return claim_many_calls_;
   }
   Result<void> Release(const std::string& key) override {
     std::lock_guard lock(mu_);
@@ -38,6 +51,7 @@ class InMemoryDirectory : public OwnerDirectory {
  private:
   std::mutex mu_;
   std::set<std::string> owned_;  // guarded by mu_
+  int claim_many_calls_ = 0;     // guarded by mu_
 };
 
 }  // namespace mooncake::testing

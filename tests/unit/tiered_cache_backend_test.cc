@@ -182,6 +182,56 @@ TEST_F(BackendTest, LosingTheOwnershipRaceFreesTheLocalCopy) {
   EXPECT_EQ(Tier(0).used, used_before);
 }
 
+TEST_F(BackendTest, PutManyClaimsTheBatchTogetherAndAnswersEachObject) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("stored", "old", {}));
+  directory_.ClaimElsewhere("elsewhere");
+  uint64_t used_before = Tier(0).used;
+  const std::string a = "a", stored = "stored", elsewhere = "elsewhere", b = "b", bad = "";
+  const std::string b_value = Pattern("b", 100000);
+  std::vector<WholeWrite> writes = {
+      {a, "value-a", {}, WriteMode::kCreate},
+      {stored, "new", {}, WriteMode::kCreate},       // never overwrites
+      {elsewhere, "mine?", {}, WriteMode::kCreate},  // loses the claim
+      {b, b_value, {}, WriteMode::kCreate},
+      {bad, "x", {}, WriteMode::kCreate},  // invalid key
+  };
+  auto results = backend_->PutMany(writes);
+  ASSERT_EQ(results.size(), writes.size());
+  EXPECT_TRUE(results[0].has_value());
+  EXPECT_EQ(results[1].error(), ErrorCode::kObjectAlreadyExists);
+  EXPECT_EQ(results[2].error(), ErrorCode::kObjectAlreadyExists);
+  EXPECT_TRUE(results[3].has_value());
+  EXPECT_EQ(results[4].error(), ErrorCode::kInvalidKey);
+  // One batched claim for the whole call, not one per object.
+  EXPECT_EQ(directory_.claim_many_calls(), 1);
+  EXPECT_EQ(backend_->Get("a", 0, 0)->data, "value-a");
+  EXPECT_TRUE(backend_->Get("b", 0, 0)->data == b_value);
+  EXPECT_EQ(backend_->Get("stored", 0, 0)->data, "old");
+  // The loser's key stays absent here, and its bytes were freed: removing
+  // the two winners gives back every byte the batch took.
+  EXPECT_EQ(backend_->Get("elsewhere", 0, 0).error(), ErrorCode::kObjectNotFound);
+  EXPECT_TRUE(directory_.Owns("a"));
+  EXPECT_TRUE(directory_.Owns("b"));
+  ASSERT_TRUE(backend_->Remove("a", false));
+  ASSERT_TRUE(backend_->Remove("b", false));
+  EXPECT_EQ(Tier(0).used, used_before);
+}
+
+TEST_F(BackendTest, PutManyUpsertsInPlaceWithoutANewClaim) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("k", "first", {}));
+  const std::string k = "k", fresh = "fresh";
+  std::vector<WholeWrite> writes = {{k, "secnd", {}, WriteMode::kUpsert},
+                                    {fresh, "value", {}, WriteMode::kUpsert}};
+  auto results = backend_->PutMany(writes);
+  ASSERT_TRUE(results[0].has_value());
+  ASSERT_TRUE(results[1].has_value());
+  EXPECT_EQ(backend_->Get("k", 0, 0)->data, "secnd");
+  EXPECT_EQ(backend_->Get("fresh", 0, 0)->data, "value");
+  EXPECT_TRUE(directory_.Owns("fresh"));
+}
+
 TEST_F(BackendTest, VersionsRiseWithEveryPut) {
   Open(8 * kMiB, 32 * kMiB);
   ASSERT_TRUE(backend_->Put("v1", "x", {}));

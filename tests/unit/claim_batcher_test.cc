@@ -1,0 +1,171 @@
+#include "worker/claim_batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mooncake {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A master stand-in that records each call's keys, can hold the first call
+// on the wire until the test lets it go, and refuses keys that end in "x".
+class FakeMaster {
+ public:
+  std::vector<Result<void>> Send(const std::vector<std::string>& keys) {
+    {
+      std::lock_guard lock(mu_);
+      calls_.push_back(keys);
+    }
+    if (hold_first_ && !released_.exchange(true)) release_.get_future().wait();
+    if (fail_) return std::vector<Result<void>>(keys.size(), Err(ErrorCode::kRpcFail));
+    std::vector<Result<void>> out;
+    for (const auto& key : keys) {
+      if (key.ends_with("x")) {
+        out.push_back(Err(ErrorCode::kObjectAlreadyExists));
+      } else {
+        out.push_back({});
+      }
+    }
+    return out;
+  }
+
+  std::vector<std::vector<std::string>> calls() {
+    std::lock_guard lock(mu_);
+    return calls_;
+  }
+
+  bool hold_first_ = false;
+  bool fail_ = false;
+  std::promise<void> release_;
+
+ private:
+  std::atomic<bool> released_{false};
+  std::mutex mu_;
+  std::vector<std::vector<std::string>> calls_;
+};
+
+ClaimBatcher::SendFn SendTo(FakeMaster& master) {
+  return [&master](const std::vector<std::string>& keys) { return master.Send(keys); };
+}
+
+// Waits (bounded) until `n` claims queue behind the call in flight.
+bool WaitQueued(const ClaimBatcher& batcher, size_t n) {
+  for (int i = 0; i < 500; ++i) {
+    if (batcher.queued() == n) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+TEST(ClaimBatcherTest, LoneClaimIsSentAtOnceAlone) {
+  FakeMaster master;
+  ClaimBatcher batcher(SendTo(master));
+  EXPECT_TRUE(batcher.Claim("a").has_value());
+  EXPECT_EQ(batcher.Claim("bx").error(), ErrorCode::kObjectAlreadyExists);
+  auto calls = master.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0], std::vector<std::string>{"a"});
+  EXPECT_EQ(calls[1], std::vector<std::string>{"bx"});
+}
+
+TEST(ClaimBatcherTest, ClaimsArrivingDuringACallShareTheNextOne) {
+  FakeMaster master;
+  master.hold_first_ = true;
+  ClaimBatcher batcher(SendTo(master));
+  auto first = std::async(std::launch::async, [&] { return batcher.Claim("first"); });
+  // The first call is on the wire (held); eight more claims queue behind it.
+  for (int i = 0; i < 500 && master.calls().empty(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(master.calls().size(), 1u);
+  std::vector<std::future<Result<void>>> more;
+  for (int i = 0; i < 8; ++i) {
+    std::string key = "k" + std::to_string(i) + (i % 2 ? "x" : "");
+    more.push_back(std::async(std::launch::async, [&batcher, key] { return batcher.Claim(key); }));
+  }
+  ASSERT_TRUE(WaitQueued(batcher, 8));
+  master.release_.set_value();
+
+  EXPECT_TRUE(first.get().has_value());
+  for (int i = 0; i < 8; ++i) {
+    auto result = more[i].get();
+    // Each claimer gets its own key's answer, not its neighbour's.
+    if (i % 2) {
+      EXPECT_EQ(result.error(), ErrorCode::kObjectAlreadyExists) << i;
+    } else {
+      EXPECT_TRUE(result.has_value()) << i;
+    }
+  }
+  auto calls = master.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1].size(), 8u);
+  EXPECT_EQ(batcher.calls(), 2u);
+  EXPECT_EQ(batcher.claims(), 9u);
+}
+
+TEST(ClaimBatcherTest, BatchesRespectTheKeyLimit) {
+  FakeMaster master;
+  master.hold_first_ = true;
+  ClaimBatcher batcher(SendTo(master), {.max_keys = 3, .max_key_bytes = 1 << 20});
+  auto first = std::async(std::launch::async, [&] { return batcher.Claim("first"); });
+  for (int i = 0; i < 500 && master.calls().empty(); ++i) std::this_thread::sleep_for(10ms);
+  std::vector<std::future<Result<void>>> more;
+  for (int i = 0; i < 7; ++i) {
+    more.push_back(std::async(std::launch::async, [&batcher, i] {
+      return batcher.Claim("k" + std::to_string(i));
+    }));
+  }
+  ASSERT_TRUE(WaitQueued(batcher, 7));
+  master.release_.set_value();
+  EXPECT_TRUE(first.get().has_value());
+  for (auto& f : more) EXPECT_TRUE(f.get().has_value());
+  auto calls = master.calls();
+  size_t carried = 0;
+  for (size_t i = 1; i < calls.size(); ++i) {
+    EXPECT_LE(calls[i].size(), 3u);
+    carried += calls[i].size();
+  }
+  EXPECT_EQ(carried, 7u);
+  EXPECT_GE(calls.size(), 4u);  // 1 + ceil(7 / 3)
+}
+
+TEST(ClaimBatcherTest, TransportFailureReachesEveryClaimer) {
+  FakeMaster master;
+  master.fail_ = true;
+  ClaimBatcher batcher(SendTo(master));
+  EXPECT_EQ(batcher.Claim("a").error(), ErrorCode::kRpcFail);
+}
+
+TEST(ClaimBatcherTest, WrongAnswerCountIsAnInternalErrorNotAMixUp) {
+  ClaimBatcher batcher([](const std::vector<std::string>&) { return std::vector<Result<void>>{}; });
+  EXPECT_EQ(batcher.Claim("a").error(), ErrorCode::kInternalError);
+}
+
+TEST(ClaimBatcherTest, ManyThreadsEachGetTheirOwnAnswer) {
+  FakeMaster master;
+  ClaimBatcher batcher(SendTo(master));
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        bool refuse = (i + t) % 3 == 0;
+        std::string key = "t" + std::to_string(t) + "-" + std::to_string(i) + (refuse ? "x" : "");
+        auto result = batcher.Claim(key);
+        if (result.has_value() == refuse) ++wrong;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(batcher.claims(), 1600u);
+  EXPECT_EQ(batcher.queued(), 0u);
+}
+
+}  // namespace
+}  // namespace mooncake

@@ -1,0 +1,75 @@
+#pragma once
+
+// ClaimBatcher: group commit of a worker's ownership claims. Every put ends
+// with a claim at the master (PutOwner); under concurrency, the claims that
+// arrive while one is on the wire are sent together in the next call
+// (BatchPutOwner), so a put costs the master a fraction of an RPC and the
+// worker a fraction of a round trip. A lone claim is sent at once, alone:
+// batching never waits for company.
+//
+// The protocol is leader/follower: the first claimer finding no call in
+// flight becomes the leader and sends every queued claim (up to a batch's
+// limits); claims arriving meanwhile queue, and when the call returns the
+// leader hands the queue to one of them, which leads the next call. No
+// thread sends more than one call on others' behalf, so no claim waits
+// behind more than one call it did not join.
+//
+// Thread-safety: Claim() is safe from any number of threads.
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace mooncake {
+
+struct ClaimBatcherOptions {
+  // The most keys, and key bytes, one call carries (the RPC limits of
+  // thrift/rpc_limits.h are the hard ceiling; these stay well inside).
+  size_t max_keys = 1024;
+  uint64_t max_key_bytes = 1 << 20;
+};
+
+class ClaimBatcher {
+ public:
+  // Sends claims for `keys`; returns one result per key, in order. A
+  // transport failure is reported as that error for every key.
+  using SendFn = std::function<std::vector<Result<void>>(const std::vector<std::string>& keys)>;
+
+  explicit ClaimBatcher(SendFn send, ClaimBatcherOptions options = {});
+  ClaimBatcher(const ClaimBatcher&) = delete;
+  ClaimBatcher& operator=(const ClaimBatcher&) = delete;
+
+  // Claims `key` for this node; returns when the master has answered.
+  Result<void> Claim(const std::string& key);
+
+  // Calls sent, claims carried, and claims waiting for the next call.
+  uint64_t calls() const;
+  uint64_t claims() const;
+  size_t queued() const;
+
+ private:
+  struct Waiter;
+
+  // Caller holds mu_: takes the next batch off the queue.
+  std::vector<Waiter*> TakeBatchLocked();
+  // Sends one batch (without mu_) and answers its waiters.
+  void Lead(std::unique_lock<std::mutex>& lock);
+
+  const SendFn send_;
+  const ClaimBatcherOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Waiter*> queue_;  // guarded by mu_
+  bool in_flight_ = false;     // guarded by mu_: a leader is sending
+  uint64_t calls_ = 0;         // guarded by mu_
+  uint64_t claims_ = 0;        // guarded by mu_
+};
+
+}  // namespace mooncake
