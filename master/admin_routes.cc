@@ -1,12 +1,22 @@
 #include "master/admin_routes.h"
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 
+#include "common/clock.h"
 #include "http/json_util.h"
-#include "http/process_routes.h"
 #include "http/process_metrics.h"
+#include "http/process_routes.h"
 #include "http/prometheus_writer.h"
+#include "http/status_page.h"
+#include "mooncake_rpc/WorkerService.h"
+#include "thrift/rpc_channel.h"
 
 namespace mooncake {
 namespace {
@@ -40,6 +50,8 @@ json NodeJson(const NodeRecord& node) {
           {"alive", node.alive},
           {"state", node.alive ? "alive" : "dead"},
           {"last_heartbeat_ms", node.last_heartbeat_ms},
+          // Measured here: a browser's clock may differ from the master's.
+          {"heartbeat_age_ms", std::max<int64_t>(0, WallMillis() - node.last_heartbeat_ms)},
           {"free_bytes", node.free_bytes()},
           {"tiers", std::move(tiers)}};
 }
@@ -144,6 +156,214 @@ void WriteNodeMetrics(PrometheusWriter& w, const std::vector<NodeRecord>& nodes)
   }
 }
 
+json RequestsJson(const RequestMetrics* metrics) {
+  json out = json::object();
+  if (!metrics) return out;
+  for (const auto& op : metrics->Snapshot()) {
+    json codes = json::object();
+    for (const auto& [code, n] : op.codes) codes[std::string(ToString(code))] = n;
+    out[op.op] = {{"requests", op.requests},
+                  {"errors", op.errors},
+                  {"codes", std::move(codes)},
+                  {"p50_ms", op.latency.Percentile(0.50) * 1e3},
+                  {"p90_ms", op.latency.Percentile(0.90) * 1e3},
+                  {"p99_ms", op.latency.Percentile(0.99) * 1e3},
+                  {"p999_ms", op.latency.Percentile(0.999) * 1e3},
+                  {"mean_ms", op.latency.mean_seconds() * 1e3}};
+  }
+  return out;
+}
+
+// get_location answers that found no owner: client gets of absent keys.
+uint64_t GetMisses(const RequestMetrics& requests) {
+  uint64_t misses = 0;
+  for (const auto& op : requests.Snapshot()) {
+    if (op.op != "get_location") continue;
+    for (const auto& [code, n] : op.codes) {
+      if (code == ErrorCode::kObjectNotFound) misses += n;
+    }
+  }
+  return misses;
+}
+
+HttpResponse MasterStats(const MasterService& service, const RequestMetrics* requests) {
+  size_t alive = 0, dead = 0;
+  for (const auto& node : service.ListNodes()) ++(node.alive ? alive : dead);
+  return JsonResponse({{"role", "master"},
+                       {"keys", service.key_count()},
+                       {"nodes_alive", alive},
+                       {"nodes_dead", dead},
+                       {"get_misses", requests ? GetMisses(*requests) : 0},
+                       {"requests", RequestsJson(requests)}});
+}
+
+json WorkerStatsJson(const rpc::WorkerStats& s) {
+  json tiers = json::array();
+  for (const auto& t : s.tiers) {
+    tiers.push_back({{"name", t.usage.name},
+                     {"kind", t.usage.kind},
+                     {"capacity", t.usage.capacity},
+                     {"used", t.usage.used},
+                     {"objects", t.usage.objects},
+                     {"hits", t.hits},
+                     {"promotions_in", t.promotions_in},
+                     {"demotions_out", t.demotions_out},
+                     {"evictions", t.evictions}});
+  }
+  return {{"tiers", std::move(tiers)},
+          {"totals",
+           {{"gets", s.gets},
+            {"get_misses", s.get_misses},
+            {"puts", s.puts},
+            {"upserts", s.upserts},
+            {"removes", s.removes},
+            {"dropped", s.dropped},
+            {"prefetch_started", s.prefetch_started},
+            {"prefetch_succeeded", s.prefetch_succeeded},
+            {"prefetch_failed", s.prefetch_failed},
+            {"prefetch_skipped", s.prefetch_skipped},
+            {"moved_in", s.moved_in},
+            {"moved_out", s.moved_out}}},
+          {"pinned_bytes", s.pinned_bytes}};
+}
+
+// Asks alive workers for their counters over the Stats RPC, for
+// /cluster/stats. The bounds (see admin_routes.h) keep a page left open, or
+// many, from loading the workers or pinning the admin server's threads.
+//
+// Thread-safety: Collect() from any thread; collect_mu_ lets one collection
+// run at a time (the others then reuse its answer); mu_ guards channels_.
+class WorkerStatsCollector {
+ public:
+  explicit WorkerStatsCollector(TlsSettings tls) : tls_settings_(std::move(tls)) {}
+
+  json Collect(const std::vector<NodeRecord>& nodes) {
+    std::lock_guard collect(collect_mu_);
+    auto now = std::chrono::steady_clock::now();
+    if (has_cached_ && now - cached_at_ < kReuseFor) {
+      json out = cached_;
+      out["age_ms"] =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - cached_at_).count();
+      return out;
+    }
+    cached_ = {{"nodes", QueryAll(nodes)}};
+    cached_at_ = std::chrono::steady_clock::now();
+    has_cached_ = true;
+    json out = cached_;
+    out["age_ms"] = 0;
+    return out;
+  }
+
+ private:
+  using Channel = RpcChannel<rpc::WorkerServiceClient>;
+  static constexpr auto kReuseFor = std::chrono::seconds(1);
+  static constexpr size_t kMaxQueried = 64;
+  static constexpr int kConnectTimeoutMs = 300;
+  static constexpr int kCallTimeoutMs = 1000;
+
+  json QueryAll(const std::vector<NodeRecord>& nodes) {
+    std::vector<std::pair<json, std::future<json>>> pending;
+    size_t queried = 0;
+    for (const auto& node : nodes) {
+      json head = {{"node_id", node.node_id},
+                   {"address", node.host + ":" + std::to_string(node.port)},
+                   {"ok", false},
+                   {"error", nullptr}};
+      if (!node.alive) {
+        head["error"] = "node is dead (no heartbeat within the node TTL)";
+        pending.emplace_back(std::move(head), std::future<json>());
+      } else if (queried++ >= kMaxQueried) {
+        head["error"] = "not queried: more than " + std::to_string(kMaxQueried) + " nodes";
+        pending.emplace_back(std::move(head), std::future<json>());
+      } else {
+        std::string why;
+        auto channel = ChannelFor(node, &why);
+        pending.emplace_back(std::move(head), std::async(std::launch::async, [channel, why] {
+                               return channel ? Query(*channel) : json{{"error", why}};
+                             }));
+      }
+    }
+    ForgetChannelsExcept(nodes);
+    json out = json::array();
+    for (auto& [head, future] : pending) {
+      if (future.valid()) {
+        json body = future.get();
+        if (body.contains("error")) {
+          head["error"] = body["error"];
+        } else {
+          head.update(body);
+          head["ok"] = true;
+        }
+      }
+      out.push_back(std::move(head));
+    }
+    return out;
+  }
+
+  static json Query(Channel& channel) {
+    auto stats = channel.Call([](rpc::WorkerServiceClient& client) {
+      rpc::WorkerStats out;
+      client.Stats(out);
+      return out;
+    });
+    if (!stats) {
+      return {{"error", "Stats RPC to " + channel.host() + ":" + std::to_string(channel.port()) +
+                            " failed: " + std::string(ToString(stats.error()))}};
+    }
+    return WorkerStatsJson(*stats);
+  }
+
+  // One pooled channel per node, replaced when the node's address changes.
+  // Null when the TLS files cannot be loaded (`*why` says why).
+  std::shared_ptr<Channel> ChannelFor(const NodeRecord& node, std::string* why) {
+    std::lock_guard lock(mu_);
+    if (!tls_loaded_) {
+      tls_loaded_ = true;
+      std::string why;
+      auto tls = RpcTlsContext::Create(tls_settings_, /*server=*/false, &why);
+      if (tls) {
+        tls_ = *tls;
+      } else {
+        tls_error_ = "TLS files unusable: " + why;
+      }
+    }
+    if (!tls_error_.empty()) {
+      *why = tls_error_;
+      return nullptr;
+    }
+    auto& channel = channels_[node.node_id];
+    if (!channel || channel->host() != node.host || channel->port() != node.port) {
+      channel = std::make_shared<Channel>(node.host, node.port,
+                                          RpcOptions{.connect_timeout_ms = kConnectTimeoutMs,
+                                                     .io_timeout_ms = kCallTimeoutMs,
+                                                     .max_idle = 2,
+                                                     .tls = tls_});
+    }
+    return channel;
+  }
+
+  // Drops the channels (and their idle connections) of nodes the master
+  // no longer lists.
+  void ForgetChannelsExcept(const std::vector<NodeRecord>& nodes) {
+    std::lock_guard lock(mu_);
+    std::erase_if(channels_, [&](const auto& entry) {
+      return std::none_of(nodes.begin(), nodes.end(),
+                          [&](const NodeRecord& n) { return n.node_id == entry.first; });
+    });
+  }
+
+  const TlsSettings tls_settings_;
+  std::mutex collect_mu_;
+  json cached_;  // guarded by collect_mu_, as are the two below
+  std::chrono::steady_clock::time_point cached_at_;
+  bool has_cached_ = false;
+  std::mutex mu_;
+  bool tls_loaded_ = false;                   // guarded by mu_, as are the three below
+  std::shared_ptr<const RpcTlsContext> tls_;  // null: plain TCP
+  std::string tls_error_;
+  std::map<std::string, std::shared_ptr<Channel>> channels_;
+};
+
 HttpResponse Metrics(const MasterService& service, const RequestMetrics* requests,
                      const RpcStatsFn& rpc) {
   auto nodes = service.ListNodes();
@@ -161,13 +381,7 @@ HttpResponse Metrics(const MasterService& service, const RequestMetrics* request
   if (requests) {
     // A client's get of an absent key ends at the master (get_location finds
     // no owner) and never reaches a worker, so the master counts it.
-    uint64_t misses = 0;
-    for (const auto& op : requests->Snapshot()) {
-      if (op.op != "get_location") continue;
-      for (const auto& [code, n] : op.codes) {
-        if (code == ErrorCode::kObjectNotFound) misses += n;
-      }
-    }
+    uint64_t misses = GetMisses(*requests);
     w.Counter("mooncake_master_get_misses",
               "Lookups (get_location) of keys with no owner: client gets of absent keys", misses);
     WriteRequestMetrics(w, "mooncake_master", *requests);
@@ -179,19 +393,26 @@ HttpResponse Metrics(const MasterService& service, const RequestMetrics* request
 }  // namespace
 
 void RegisterMasterAdminRoutes(AdminServer& server, const MasterService& service,
-                               const RequestMetrics* requests, RpcStatsFn rpc) {
+                               const RequestMetrics* requests, RpcStatsFn rpc,
+                               TlsSettings worker_tls) {
   const MasterService* svc = &service;
+  auto collector = std::make_shared<WorkerStatsCollector>(std::move(worker_tls));
   RegisterProcessRoutes(server, "master");
+  RegisterStatusPage(server, "master");
+  server.Route("GET", "/stats",
+               [svc, requests](const HttpRequest&) { return MasterStats(*svc, requests); });
+  server.Route("GET", "/cluster/stats", [svc, collector](const HttpRequest&) {
+    return JsonResponse(collector->Collect(svc->ListNodes()));
+  });
   server.Route("GET", "/readyz", [svc](const HttpRequest&) { return Readiness(*svc); });
   server.Route("GET", "/health", [svc](const HttpRequest&) { return Readiness(*svc); });
   server.Route("GET", "/nodes", [svc](const HttpRequest&) { return Nodes(*svc); });
   server.Route("GET", "/keys", [svc](const HttpRequest& req) { return KeyList(*svc, req); });
   server.Route("GET", "/keys/{key...}",
                [svc](const HttpRequest& req) { return KeyLookup(*svc, req); });
-  server.Route("GET", "/metrics",
-               [svc, requests, rpc = std::move(rpc)](const HttpRequest&) {
-                 return Metrics(*svc, requests, rpc);
-               });
+  server.Route("GET", "/metrics", [svc, requests, rpc = std::move(rpc)](const HttpRequest&) {
+    return Metrics(*svc, requests, rpc);
+  });
 }
 
 }  // namespace mooncake

@@ -13,7 +13,7 @@
 //   GET /health       alias of /readyz (same status code and body)
 //   GET /version      {"version","commit","build_type","gpu":bool,"rdma":bool}
 //   GET /nodes        {"nodes":[{"node_id","address":"host:port","host","port","alive",
-//                       "state":"alive"|"dead","last_heartbeat_ms","free_bytes",
+//                       "state":"alive"|"dead","last_heartbeat_ms","heartbeat_age_ms","free_bytes",
 //                       "tiers":[{"name","kind","capacity","used","objects"}]}]}
 //   GET /keys/{key}   {"key","node_id","address","host","port"}; 404 OBJECT_NOT_FOUND,
 //                     400 INVALID_KEY (a key with '/' is sent as %2F)
@@ -21,6 +21,28 @@
 //                     {"keys":[...sorted...],"count":N,"next_cursor":"<key>"|null};
 //                     limit 1..10000 (default 100); pass next_cursor back as
 //                     cursor for the next page; null means no more keys.
+//   GET /             the status page (http/status_page.h, docs/status-page.md): HTML that
+//                     refreshes itself from /nodes, /stats and /cluster/stats
+//   GET /stats        {"role":"master","keys":N,"nodes_alive":N,"nodes_dead":N,"get_misses":N,
+//                       "requests":{"<op>":{"requests","errors","codes":{"OK":n,..},"p50_ms",
+//                       "p90_ms","p99_ms","p999_ms","mean_ms"}}}: the master's own RPCs
+//                     ("requests" is {} when no RequestMetrics is given)
+//   GET /cluster/stats
+//                     {"nodes":[{"node_id","address","ok":bool,"error":"<why>"|null,
+//                       "tiers":[{"name","kind","capacity","used","objects","hits",
+//                       "promotions_in","demotions_out","evictions"}],
+//                       "totals":{"gets","get_misses","puts","upserts","removes","dropped",
+//                       "prefetch_started","prefetch_succeeded","prefetch_failed",
+//                       "prefetch_skipped","moved_in","moved_out"},"pinned_bytes"}],
+//                      "age_ms":N}
+//                     Each alive node's counters, asked of the worker over its Stats RPC
+//                     (TLS as the master's own RPC when set). Bounded: every alive node
+//                     (at most 64) in parallel, 300 ms to connect and 1 s per call (a
+//                     pooled connection that fails is retried once on a fresh one, so a
+//                     frozen worker costs at most ~2.6 s); one collection at a time, and an answer
+//                     younger than 1 s is reused, so any number of open pages costs each worker at
+//                     most one Stats call per second. A dead, unreachable or slow worker is
+//                     "ok":false with its reason; tiers and totals are then absent.
 //   GET /metrics      Prometheus text: keys, nodes by state, per-node tier
 //                     capacity/used/objects, node up, and request counters and
 //                     latency histograms when `requests` is given, and the
@@ -30,12 +52,15 @@
 #include "http/admin_server.h"
 #include "http/prometheus_writer.h"
 #include "master/master_service.h"
+#include "thrift/rpc_tls.h"
 
 namespace mooncake {
 
 // Registers the routes above on `server` (before it starts). `service` and
-// `requests` (may be null) must outlive the server.
+// `requests` (may be null) must outlive the server. `worker_tls`: the TLS
+// settings /cluster/stats calls workers with (the master's own; empty: TCP).
 void RegisterMasterAdminRoutes(AdminServer& server, const MasterService& service,
-                               const RequestMetrics* requests = nullptr, RpcStatsFn rpc = {});
+                               const RequestMetrics* requests = nullptr, RpcStatsFn rpc = {},
+                               TlsSettings worker_tls = {});
 
 }  // namespace mooncake

@@ -4,9 +4,10 @@
 #include <string>
 
 #include "http/json_util.h"
-#include "http/process_routes.h"
 #include "http/process_metrics.h"
+#include "http/process_routes.h"
 #include "http/prometheus_writer.h"
+#include "http/status_page.h"
 #include "tiers/cache_tier.h"
 
 namespace mooncake {
@@ -67,7 +68,9 @@ json RequestsJson(const RequestMetrics& metrics) {
                   {"errors", op.errors},
                   {"codes", std::move(codes)},
                   {"p50_ms", op.latency.Percentile(0.50) * 1e3},
+                  {"p90_ms", op.latency.Percentile(0.90) * 1e3},
                   {"p99_ms", op.latency.Percentile(0.99) * 1e3},
+                  {"p999_ms", op.latency.Percentile(0.999) * 1e3},
                   {"mean_ms", op.latency.mean_seconds() * 1e3}};
   }
   return out;
@@ -363,6 +366,7 @@ void RegisterWorkerAdminRoutes(AdminServer& server, TieredCacheBackend& backend,
   auto r = std::make_shared<const WorkerRoutes>(WorkerRoutes{
       backend, config, requests, std::move(transport), std::move(rpc), std::move(readiness)});
   RegisterProcessRoutes(server, "worker");
+  RegisterStatusPage(server, "worker");
   server.Route("GET", "/readyz", [r](const HttpRequest&) { return Readiness(*r); });
   server.Route("GET", "/health", [r](const HttpRequest&) { return Readiness(*r); });
   server.Route("GET", "/stats", [r](const HttpRequest&) { return Stats(*r); });

@@ -16,6 +16,8 @@
 //                             callback only the tier check applies.
 //   GET    /health          alias of /readyz (same status code and body)
 //   GET    /version         {"version","commit","build_type","gpu":bool,"rdma":bool}
+//   GET    /                the node's status page (http/status_page.h, docs/status-page.md):
+//                           HTML that refreshes itself from /version, /readyz and /stats
 //   GET    /stats           {"node_id","tiers":[{"name","kind","capacity","used","objects",
 //                             "hits","promotions_in","demotions_out","evictions",
 //                             "pinned_bytes"}],
@@ -23,7 +25,7 @@
 //                             "prefetch_started","prefetch_succeeded","prefetch_failed",
 //                             "prefetch_skipped","moved_in","moved_out"},
 //                            "requests":{"<op>":{"requests","errors","codes":{"OK":n,..},
-//                             "p50_ms","p99_ms","mean_ms"}},
+//                             "p50_ms","p90_ms","p99_ms","p999_ms","mean_ms"}},
 //                            "transport":{"rdma_enabled","rdma_reason","rdma_objects",
 //                             "rdma_bytes","tcp_objects","tcp_bytes","rdma_fallbacks"}}
 //   GET    /objects/{key}   {"key","tier","offset","size","version","hard_pinned",

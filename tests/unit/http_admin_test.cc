@@ -578,8 +578,11 @@ TEST_F(MasterAdminTest, MetricsAreWellFormedPrometheus) {
 TEST_F(MasterAdminTest, ReadOnlyRoutesRejectOtherMethodsAndUnknownPaths) {
   ExpectError(api_->Call("DELETE", "/keys/k1", "", kToken), 405, "METHOD_NOT_ALLOWED");
   ExpectError(api_->Call("POST", "/nodes", "{}", kToken), 405, "METHOD_NOT_ALLOWED");
-  ExpectError(api_->Get("/stats"), 404, "ROUTE_NOT_FOUND");
-  ExpectError(api_->Get("/"), 404, "ROUTE_NOT_FOUND");
+  // GET / (the status page) and GET /stats exist on the master, read-only.
+  ExpectError(api_->Call("POST", "/stats", "{}", kToken), 405, "METHOD_NOT_ALLOWED");
+  ExpectError(api_->Call("POST", "/", "{}", kToken), 405, "METHOD_NOT_ALLOWED");
+  ExpectError(api_->Get("/nope"), 404, "ROUTE_NOT_FOUND");
+  ExpectError(api_->Get("/cluster"), 404, "ROUTE_NOT_FOUND");
 }
 
 TEST(MasterServerAdminTest, StartsTheAdminServerUnlessDisabled) {
