@@ -147,12 +147,12 @@ void ObjectTable::MarkPublished(Object& object) {
 }
 
 void ObjectTable::Unindex(const Object& object) {
-  lru_[object.tier_].erase({object.last_access_, object.id, nullptr});
+  lru_[object.tier_].erase(object.lru_pos_);
   if (object.options.hard_pin) pinned_bytes_[object.tier_] -= object.size;
 }
 
-void ObjectTable::Index(const Object& object) {
-  lru_[object.tier_].insert({object.last_access_, object.id, object.key_});
+void ObjectTable::Index(Object& object) {
+  object.lru_pos_ = lru_[object.tier_].insert({object.last_access_, object.id, object.key_}).first;
   if (object.options.hard_pin) pinned_bytes_[object.tier_] += object.size;
 }
 
@@ -164,9 +164,13 @@ void ObjectTable::SetTier(Object& object, size_t tier) {
 }
 
 void ObjectTable::Touch(Object& object, SteadyClock::time_point now) {
-  lru_[object.tier_].erase({object.last_access_, object.id, nullptr});
+  // Reuse the node (no free and allocate) and insert at the end, where a
+  // touch at `now` almost always belongs: amortized constant time, no search.
+  LruIndex& index = lru_[object.tier_];
+  auto node = index.extract(object.lru_pos_);
+  node.value().last_access = now;
   object.last_access_ = now;
-  lru_[object.tier_].insert({object.last_access_, object.id, object.key_});
+  object.lru_pos_ = index.insert(index.end(), std::move(node));
 }
 
 void ObjectTable::BeginRead(Object& object, SteadyClock::time_point now, Millis lease) {

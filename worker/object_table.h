@@ -120,6 +120,17 @@ bool IsLegalMove(MoveState from, MoveState to, ObjectState state);
 // Whether a record may rest in this combination.
 bool IsLegalCombination(ObjectState state, MoveState move, bool published);
 
+// One object's place in its tier's recency order (ObjectTable's LRU index).
+struct LruEntry {
+  SteadyClock::time_point last_access;
+  uint64_t object_id;
+  const std::string* key;  // the map node's own key: stable until erased
+  bool operator<(const LruEntry& other) const {
+    return std::tie(last_access, object_id) < std::tie(other.last_access, other.object_id);
+  }
+};
+using LruIndex = std::set<LruEntry>;
+
 struct Object {
   uint64_t id = 0;           // tells apart successive objects stored under one key
   AllocationPtr allocation;  // null while a write is still allocating
@@ -161,6 +172,8 @@ struct Object {
   size_t tier_ = 0;
   SteadyClock::time_point last_access_;
   const std::string* key_ = nullptr;  // the map node's own key
+  // Its entry in lru_[tier_], so a touch moves it without a search.
+  LruIndex::iterator lru_pos_{};
 };
 
 class ObjectTable {
@@ -219,23 +232,14 @@ class ObjectTable {
   void ObserveVersion(uint64_t version);
 
  private:
-  // Recency order of one tier's objects: least recently used first. Eviction
-  // walks it from the front, so choosing victims costs what it picks, not
-  // the size of the node (a node holds millions of KV blocks).
-  struct LruEntry {
-    SteadyClock::time_point last_access;
-    uint64_t object_id;
-    const std::string* key;  // the map node's own key: stable until erased
-    bool operator<(const LruEntry& other) const {
-      return std::tie(last_access, object_id) < std::tie(other.last_access, other.object_id);
-    }
-  };
-
   void Unindex(const Object& object);
-  void Index(const Object& object);
+  void Index(Object& object);
 
   Map objects_;
-  std::vector<std::set<LruEntry>> lru_;  // per tier: exactly the objects in objects_
+  // Recency order of each tier's objects: least recently used first.
+  // Eviction walks it from the front, so choosing victims costs what it
+  // picks, not the size of the node (a node holds millions of KV blocks).
+  std::vector<LruIndex> lru_;  // per tier: exactly the objects in objects_
   std::vector<uint64_t> pinned_bytes_;   // per tier: bytes of hard-pinned objects
   uint64_t next_object_id_ = 1;
   uint64_t next_version_ = 1;

@@ -69,6 +69,10 @@ Result<void> TieredCacheBackend::Put(const std::string& key, std::string_view va
   return writer_->WriteWhole(key, value, options, WriteMode::kCreate);
 }
 
+std::vector<Result<void>> TieredCacheBackend::PutMany(const std::vector<WholeWrite>& writes) {
+  return writer_->WriteWholeMany(writes);
+}
+
 Result<void> TieredCacheBackend::Upsert(const std::string& key, std::string_view value,
                                         const ObjectOptions& options) {
   return writer_->WriteWhole(key, value, options, WriteMode::kUpsert);
@@ -142,10 +146,14 @@ Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offse
   uint64_t remaining = size - offset;
   uint64_t want = length == 0 ? remaining : std::min(length, remaining);
   want = std::min(want, kRpcChunkBytes);
-  slice.data.resize(want);
-  auto out = std::as_writable_bytes(std::span(slice.data.data(), slice.data.size()));
-  auto read =
-      want == 0 ? Result<void>{} : allocation->tier->Read(allocation->location, offset, out);
+  Result<void> read;
+  // Straight from the tier into the reply's buffer: no zero-fill first.
+  slice.data.resize_and_overwrite(want, [&](char* buffer, size_t n) -> size_t {
+    if (n == 0) return 0;
+    read = allocation->tier->Read(allocation->location, offset,
+                                  std::as_writable_bytes(std::span(buffer, n)));
+    return read ? n : 0;
+  });
 
   std::lock_guard lock(ctx_->mu);
   Object* object = table_->FindSame(key, object_id);

@@ -79,6 +79,9 @@ class TieredCacheBackend {
 
   // Stores a new object in one call: PutStart + PutChunk + PutEnd.
   Result<void> Put(const std::string& key, std::string_view value, const ObjectOptions& options);
+  // Put (or Upsert, by each write's mode) of many objects, one result each
+  // in order, with their claims sent to the master in one call.
+  std::vector<Result<void>> PutMany(const std::vector<WholeWrite>& writes);
 
   // Two-phase write. PutStart allocates in the highest tier that can take
   // `size` bytes (demoting colder objects if needed) and returns a handle;
