@@ -3,9 +3,12 @@
 // --workload master: drives the master alone, with no worker and no data
 // path. It registers --master-nodes fake nodes (heartbeating them while it
 // runs), then
-//   put_owner     PutOwner of --keys keys, round-robin over the fake nodes
+//   put_owner     PutOwner of --keys keys, round-robin over the fake nodes;
+//                 with --batch N > 1, BatchPutOwner of N keys per call (one
+//                 node per call), the fast way to load millions of keys
 //   get_location  BatchGetLocation of --location-batch keys per call, once
-//                 over every key owned
+//                 over every key owned; with --duration-s, pass after pass
+//                 for that long
 //   remove_owner  RemoveOwner of every key owned (--cleanup only)
 // and, with --master-admin, reads the master's RSS from its /metrics before
 // and after the puts to report master_bytes_per_key. The fake nodes stay

@@ -1,19 +1,20 @@
 #include "master/master_service.h"
 
-#include <tbb/concurrent_hash_map.h>
-
 #include <algorithm>
 #include <map>
 #include <mutex>
 #include <queue>
 #include <shared_mutex>
-#include <unordered_set>
+#include <unordered_map>
 #include <utility>
 
 #include "common/log.h"
+#include "master/key_directory.h"
 
 namespace mooncake {
 namespace {
+
+constexpr uint32_t kNone = KeyDirectory::kNone;
 
 struct NodeEntry {
   NodeRecord record;
@@ -22,73 +23,122 @@ struct NodeEntry {
   SteadyClock::time_point last_seen;
 };
 
-using OwnerMap = tbb::concurrent_hash_map<std::string, std::string>;
+// One registration of a node, as the key directory names it (by index).
+// Addresses are copied here so that lookups never touch the node registry.
+struct Incarnation {
+  std::string node_id;  // empty while the index is free
+  std::string host;
+  int port = 0;
+  bool live = false;  // false: free, or retired with its keys being purged
+};
 
 }  // namespace
 
-// Lock order: keys_mu, then nodes_mu. Every key operation holds keys_mu shared
-// for its whole check-then-write, so a node cannot die and be purged between
-// the liveness check and the insert (which would leave a dead node owning a
-// key). ExpireDeadNodes holds keys_mu exclusive because iterating OwnerMap is
-// unsafe while other threads modify it.
+// Two locks, taken in this order: index_mu, then nodes_mu (then the key
+// directory's shard locks, which are innermost).
+//
+// index_mu guards the incarnation table. Key operations hold it shared from
+// the liveness check to the directory write, and a node's incarnation is
+// retired only under it exclusive; so once RetireLocked returns no claim for
+// the retired index is in flight or can start, and the purge that follows
+// (run without any service lock, one directory shard at a time) cannot miss
+// a key: a node cannot die and be purged between a liveness check and an
+// insert. A retired index reads as "no owner" until its purge ends, and only
+// then returns to the free list, so a stale index read under index_mu can
+// never name a different node.
+//
+// nodes_mu guards the registry (heartbeats, usage, PickNode); heartbeats
+// take only it, so they never wait behind key traffic.
 struct MasterService::State {
-  mutable std::shared_mutex keys_mu;
-  OwnerMap owners;  // key -> owner node id; writes need keys_mu (shared is enough)
+  KeyDirectory keys;
+
+  mutable std::shared_mutex index_mu;
+  std::vector<Incarnation> incarnations;                 // guarded by index_mu
+  std::vector<uint32_t> free_indexes;                    // guarded by index_mu
+  std::unordered_map<std::string, uint32_t> live_index;  // node id -> live index; index_mu
 
   mutable std::mutex nodes_mu;
   std::map<std::string, NodeEntry> nodes;  // guarded by nodes_mu; sorted for stable listings
 
-  // Caller holds nodes_mu.
-  bool IsAliveLocked(const std::string& node_id) const {
-    auto it = nodes.find(node_id);
-    return it != nodes.end() && it->second.record.alive;
+  // Caller holds index_mu (any mode). kNone when the node is not alive.
+  uint32_t LiveIndex(const std::string& node_id) const {
+    auto it = live_index.find(node_id);
+    return it == live_index.end() ? kNone : it->second;
   }
 
-  bool IsAlive(const std::string& node_id) const {
-    std::lock_guard lock(nodes_mu);
-    return IsAliveLocked(node_id);
+  // Caller holds index_mu (any mode).
+  bool IsLive(uint32_t index) const {
+    return index != kNone && index < incarnations.size() && incarnations[index].live;
   }
 
-  // Caller holds keys_mu (any mode).
-  Result<KeyLocation> Locate(const std::string& key) const {
-    if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
-    std::string owner;
-    {
-      OwnerMap::const_accessor acc;
-      if (!owners.find(acc, key)) return Err(ErrorCode::kObjectNotFound);
-      owner = acc->second;
+  // Caller holds index_mu exclusive. Starts a new incarnation of the node.
+  uint32_t NewIndexLocked(const NodeRecord& node) {
+    uint32_t index;
+    if (free_indexes.empty()) {
+      index = static_cast<uint32_t>(incarnations.size());
+      incarnations.emplace_back();
+    } else {
+      index = free_indexes.back();
+      free_indexes.pop_back();
     }
-    std::lock_guard lock(nodes_mu);
-    auto it = nodes.find(owner);
-    // Owners are live nodes by invariant; guard anyway rather than hand out
-    // an address we do not know.
-    if (it == nodes.end()) return Err(ErrorCode::kObjectNotFound);
-    return KeyLocation{owner, it->second.record.host, it->second.record.port};
+    incarnations[index] = Incarnation{node.node_id, node.host, node.port, true};
+    live_index[node.node_id] = index;
+    return index;
   }
 
-  // Caller holds keys_mu shared and has checked that node_id is alive.
-  // Returns true if node_id owns the key after the call.
-  bool ClaimLocked(const std::string& key, const std::string& node_id, std::string* winner) {
-    OwnerMap::accessor acc;
-    if (owners.insert(acc, key)) {
-      acc->second = node_id;
-      return true;
-    }
-    if (winner) *winner = acc->second;
-    return acc->second == node_id;
+  // Caller holds index_mu exclusive. Retires the node's live incarnation, if
+  // any, and returns its index (kNone if none) for PurgeAndFree.
+  uint32_t RetireLocked(const std::string& node_id) {
+    auto it = live_index.find(node_id);
+    if (it == live_index.end()) return kNone;
+    uint32_t index = it->second;
+    incarnations[index].live = false;
+    live_index.erase(it);
+    return index;
   }
 
-  // Caller holds keys_mu exclusive. Marks expired nodes dead; returns their ids.
-  std::unordered_set<std::string> MarkExpired(SteadyClock::time_point now, Millis ttl) {
-    std::unordered_set<std::string> dead;
-    std::lock_guard lock(nodes_mu);
-    for (auto& [id, entry] : nodes) {
-      if (entry.record.alive && now - entry.last_seen > ttl) {
-        entry.record.alive = false;
-        dead.insert(id);
-      }
+  // Drops every key of retired incarnations, then frees their indexes.
+  // Returns how many keys each lost. Takes no service lock while purging.
+  std::vector<size_t> PurgeAndFree(const std::vector<uint32_t>& retired) {
+    std::vector<size_t> dropped;
+    keys.RemoveOwners(retired, &dropped);
+    std::unique_lock lock(index_mu);
+    for (uint32_t index : retired) {
+      incarnations[index] = Incarnation{};
+      free_indexes.push_back(index);
     }
-    return dead;
+    return dropped;
+  }
+
+  // Caller holds index_mu (any mode).
+  Result<KeyLocation> Resolve(uint32_t owner) const {
+    if (!IsLive(owner)) return Err(ErrorCode::kObjectNotFound);
+    const Incarnation& inc = incarnations[owner];
+    return KeyLocation{inc.node_id, inc.host, inc.port};
+  }
+
+  // Caller holds index_mu shared and has resolved `me` as a live index.
+  // Returns the key's owner after the call (`me` if claimed), kNone if the
+  // directory could not store it. A key owned by a retired incarnation is
+  // absent in effect (its purge is under way) and is taken over.
+  uint32_t ClaimLocked(std::string_view key, uint32_t me, uint32_t owner) {
+    while (owner != me && owner != kNone && !IsLive(owner)) {
+      uint32_t before = keys.CompareAndSwap(key, owner, me);
+      if (before == owner) return me;
+      // The purge or another claim got there first: look again.
+      owner = keys.Claim(key, me);
+    }
+    return owner;
+  }
+
+  // Caller holds index_mu shared, `me` live. Claims every key for `me`, each
+  // directory shard locked once; owners[i] gets keys[i]'s owner after the call.
+  void ClaimManyLocked(std::span<const std::string_view> keys_in, uint32_t me,
+                       std::span<uint32_t> owners) {
+    keys.ClaimMany(keys_in, me, owners);
+    for (size_t i = 0; i < keys_in.size(); ++i) {
+      owners[i] = ClaimLocked(keys_in[i], me, owners[i]);
+    }
   }
 
   bool AnyExpired(SteadyClock::time_point now, Millis ttl) const {
@@ -96,21 +146,6 @@ struct MasterService::State {
     return std::ranges::any_of(nodes, [&](const auto& kv) {
       return kv.second.record.alive && now - kv.second.last_seen > ttl;
     });
-  }
-
-  // Caller holds keys_mu exclusive: no concurrent writer, so iterating is safe.
-  // Returns how many keys each dead node lost.
-  std::map<std::string, size_t> PurgeKeys(const std::unordered_set<std::string>& dead) {
-    std::vector<std::string> doomed;
-    std::map<std::string, size_t> dropped;
-    for (const auto& [key, owner] : owners) {
-      if (dead.contains(owner)) {
-        doomed.push_back(key);
-        ++dropped[owner];
-      }
-    }
-    for (const auto& key : doomed) owners.erase(key);
-    return dropped;
   }
 };
 
@@ -130,23 +165,24 @@ Result<void> MasterService::RegisterNode(NodeRecord node) {
   int port = node.port;
   uint64_t free = node.free_bytes();
   bool revived = false;
-  size_t forgotten = 0;
+  uint32_t stale = kNone;
   {
     // A node registers when it starts and after the master forgot it; either
     // way it announces every key it holds right after. Keys the master still
-    // lists for it may be gone (a restart loses DRAM), so they are dropped
-    // here and the announcement rebuilds the true set.
-    std::unique_lock keys(state_->keys_mu);
+    // lists for it may be gone (a restart loses DRAM), so its old incarnation
+    // is retired (its keys read as absent from now on) and purged below; the
+    // announcement rebuilds the true set under the new one.
+    std::unique_lock index(state_->index_mu);
     std::lock_guard lock(state_->nodes_mu);
     auto [it, inserted] = state_->nodes.try_emplace(id);
     revived = !inserted && !it->second.record.alive;
-    if (!inserted) {
-      auto dropped = state_->PurgeKeys({id});
-      forgotten = dropped.empty() ? 0 : dropped.begin()->second;
-    }
+    stale = state_->RetireLocked(id);
+    state_->NewIndexLocked(node);
     it->second.record = std::move(node);
     it->second.last_seen = options_.now();
   }
+  size_t forgotten = 0;
+  if (stale != kNone) forgotten = state_->PurgeAndFree({stale})[0];
   MC_LOG_INFO("node registered node={} host={} port={} free_bytes={} revived={} keys_forgotten={}",
               id, host, port, free, revived, forgotten);
   return {};
@@ -164,16 +200,28 @@ Result<void> MasterService::Heartbeat(const std::string& node_id, std::vector<Ti
 }
 
 Result<KeyLocation> MasterService::GetLocation(const std::string& key) const {
-  std::shared_lock keys(state_->keys_mu);
-  return state_->Locate(key);
+  if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
+  std::shared_lock index(state_->index_mu);
+  return state_->Resolve(state_->keys.Find(key));
 }
 
 std::vector<Result<KeyLocation>> MasterService::BatchGetLocation(
     const std::vector<std::string>& keys) const {
-  std::vector<Result<KeyLocation>> results;
-  results.reserve(keys.size());
-  std::shared_lock lock(state_->keys_mu);
-  for (const auto& key : keys) results.push_back(state_->Locate(key));
+  std::vector<Result<KeyLocation>> results(keys.size(), Err(ErrorCode::kInvalidKey));
+  std::vector<std::string_view> valid;
+  std::vector<size_t> at;  // valid[j] is keys[at[j]]
+  valid.reserve(keys.size());
+  at.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (ValidateKey(keys[i])) {
+      valid.push_back(keys[i]);
+      at.push_back(i);
+    }
+  }
+  std::vector<uint32_t> owners(valid.size());
+  std::shared_lock index(state_->index_mu);
+  state_->keys.FindMany(valid, owners);
+  for (size_t j = 0; j < valid.size(); ++j) results[at[j]] = state_->Resolve(owners[j]);
   return results;
 }
 
@@ -181,41 +229,75 @@ Result<void> MasterService::PutOwner(const std::string& key, const std::string& 
                                      std::string* winner) {
   if (auto valid = ValidateKey(key); !valid) return valid;
   if (node_id.empty()) return Err(ErrorCode::kInvalidParams);
-  std::shared_lock keys(state_->keys_mu);
-  if (!state_->IsAlive(node_id)) return Err(ErrorCode::kNodeNotFound);
-  std::string owner;
-  if (state_->ClaimLocked(key, node_id, &owner)) return {};
-  if (winner) *winner = std::move(owner);
+  std::shared_lock index(state_->index_mu);
+  uint32_t me = state_->LiveIndex(node_id);
+  if (me == kNone) return Err(ErrorCode::kNodeNotFound);
+  uint32_t owner = state_->ClaimLocked(key, me, state_->keys.Claim(key, me));
+  if (owner == me) return {};
+  if (owner == kNone) return Err(ErrorCode::kNoAvailableHandle);
+  if (winner) *winner = state_->incarnations[owner].node_id;
   return Err(ErrorCode::kObjectAlreadyExists);
+}
+
+std::vector<Result<void>> MasterService::BatchPutOwner(const std::vector<std::string>& keys,
+                                                       const std::string& node_id,
+                                                       std::vector<std::string>* winners) {
+  if (winners) winners->assign(keys.size(), std::string());
+  if (node_id.empty())
+    return std::vector<Result<void>>(keys.size(), Err(ErrorCode::kInvalidParams));
+  std::vector<Result<void>> results(keys.size(), Err(ErrorCode::kInvalidKey));
+  std::vector<std::string_view> valid;
+  std::vector<size_t> at;  // valid[j] is keys[at[j]]
+  valid.reserve(keys.size());
+  at.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (ValidateKey(keys[i])) {
+      valid.push_back(keys[i]);
+      at.push_back(i);
+    }
+  }
+  std::vector<uint32_t> owners(valid.size());
+  std::shared_lock index(state_->index_mu);
+  uint32_t me = state_->LiveIndex(node_id);
+  if (me == kNone) return std::vector<Result<void>>(keys.size(), Err(ErrorCode::kNodeNotFound));
+  state_->ClaimManyLocked(valid, me, owners);
+  for (size_t j = 0; j < valid.size(); ++j) {
+    Result<void>& result = results[at[j]];
+    if (owners[j] == me) {
+      result = {};
+    } else if (owners[j] == kNone) {
+      result = Err(ErrorCode::kNoAvailableHandle);
+    } else {
+      result = Err(ErrorCode::kObjectAlreadyExists);
+      if (winners) (*winners)[at[j]] = state_->incarnations[owners[j]].node_id;
+    }
+  }
+  return results;
 }
 
 Result<void> MasterService::UpdateOwner(const std::string& key, const std::string& expected,
                                         const std::string& new_owner) {
   if (auto valid = ValidateKey(key); !valid) return valid;
   if (expected.empty() || new_owner.empty()) return Err(ErrorCode::kInvalidParams);
-  std::shared_lock keys(state_->keys_mu);
-  {
-    std::lock_guard lock(state_->nodes_mu);
-    if (!state_->IsAliveLocked(expected) || !state_->IsAliveLocked(new_owner)) {
-      return Err(ErrorCode::kNodeNotFound);
-    }
-  }
-  OwnerMap::accessor acc;
-  if (!state_->owners.find(acc, key)) return Err(ErrorCode::kObjectNotFound);
-  if (acc->second != expected) return Err(ErrorCode::kNotOwner);
-  acc->second = new_owner;
-  return {};
+  std::shared_lock index(state_->index_mu);
+  uint32_t from = state_->LiveIndex(expected);
+  uint32_t to = state_->LiveIndex(new_owner);
+  if (from == kNone || to == kNone) return Err(ErrorCode::kNodeNotFound);
+  uint32_t before = state_->keys.CompareAndSwap(key, from, to);
+  if (before == from) return {};
+  // A retired incarnation's key is already gone as far as callers can tell.
+  return Err(state_->IsLive(before) ? ErrorCode::kNotOwner : ErrorCode::kObjectNotFound);
 }
 
 Result<void> MasterService::RemoveOwner(const std::string& key, const std::string& node_id) {
   if (auto valid = ValidateKey(key); !valid) return valid;
   if (node_id.empty()) return Err(ErrorCode::kInvalidParams);
-  std::shared_lock keys(state_->keys_mu);
-  OwnerMap::accessor acc;
-  if (!state_->owners.find(acc, key)) return Err(ErrorCode::kObjectNotFound);
-  if (acc->second != node_id) return Err(ErrorCode::kNotOwner);
-  state_->owners.erase(acc);
-  return {};
+  std::shared_lock index(state_->index_mu);
+  uint32_t me = state_->LiveIndex(node_id);
+  // A dead or unknown node owns nothing: look, never remove.
+  uint32_t before = me == kNone ? state_->keys.Find(key) : state_->keys.RemoveIf(key, me);
+  if (me != kNone && before == me) return {};
+  return Err(state_->IsLive(before) ? ErrorCode::kNotOwner : ErrorCode::kObjectNotFound);
 }
 
 Result<std::vector<std::string>> MasterService::AnnounceKeys(const std::string& node_id,
@@ -225,11 +307,17 @@ Result<std::vector<std::string>> MasterService::AnnounceKeys(const std::string& 
   for (const auto& key : keys) {
     if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
   }
-  std::shared_lock lock(state_->keys_mu);
-  if (!state_->IsAlive(node_id)) return Err(ErrorCode::kNodeNotFound);
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  std::vector<uint32_t> owners(keys.size());
   std::vector<std::string> rejected;
-  for (const auto& key : keys) {
-    if (!state_->ClaimLocked(key, node_id, nullptr)) rejected.push_back(key);
+  {
+    std::shared_lock index(state_->index_mu);
+    uint32_t me = state_->LiveIndex(node_id);
+    if (me == kNone) return Err(ErrorCode::kNodeNotFound);
+    state_->ClaimManyLocked(views, me, owners);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (owners[i] != me) rejected.push_back(keys[i]);
+    }
   }
   MC_LOG_INFO("keys announced node={} keys={} rejected={}", node_id, keys.size(), rejected.size());
   return rejected;
@@ -260,44 +348,59 @@ std::vector<NodeRecord> MasterService::ListNodes() const {
 
 size_t MasterService::ExpireDeadNodes() {
   auto now = options_.now();
-  // Cheap check first: the exclusive lock stalls every key operation, and
-  // the reaper calls this several times per TTL.
+  // Cheap check first: the exclusive index lock briefly stalls every key
+  // operation, and the reaper calls this several times per TTL. The purge
+  // itself runs after that lock is released.
   if (!state_->AnyExpired(now, options_.node_ttl)) return 0;
-  std::map<std::string, size_t> dropped;
-  std::unordered_set<std::string> dead;
+  std::vector<std::string> dead;
+  std::vector<uint32_t> retired;
   {
-    std::unique_lock keys(state_->keys_mu);
-    dead = state_->MarkExpired(now, options_.node_ttl);
-    dropped = state_->PurgeKeys(dead);
+    std::unique_lock index(state_->index_mu);
+    std::lock_guard lock(state_->nodes_mu);
+    for (auto& [id, entry] : state_->nodes) {
+      if (entry.record.alive && now - entry.last_seen > options_.node_ttl) {
+        entry.record.alive = false;
+        dead.push_back(id);
+        retired.push_back(state_->RetireLocked(id));
+      }
+    }
   }
-  for (const auto& id : dead) {
-    MC_LOG_WARN("node dead node={} ttl_ms={} keys_dropped={}", id, options_.node_ttl.count(),
-                dropped[id]);
+  if (dead.empty()) return 0;
+  // Every alive node has a live incarnation, so no entry of `retired` is kNone.
+  std::vector<size_t> dropped = state_->PurgeAndFree(retired);
+  for (size_t i = 0; i < dead.size(); ++i) {
+    MC_LOG_WARN("node dead node={} ttl_ms={} keys_dropped={}", dead[i], options_.node_ttl.count(),
+                dropped[i]);
   }
   return dead.size();
 }
 
-size_t MasterService::key_count() const { return state_->owners.size(); }
+size_t MasterService::key_count() const { return state_->keys.size(); }
 
 std::vector<std::string> MasterService::ListKeys(std::string_view prefix, std::string_view after,
                                                  size_t limit) const {
   if (limit == 0) return {};
+  // Which indexes are live now; an index allocated later is a new, live
+  // incarnation. Taken first so the scan holds no service lock.
+  std::vector<bool> live;
+  {
+    std::shared_lock index(state_->index_mu);
+    live.reserve(state_->incarnations.size());
+    for (const auto& inc : state_->incarnations) live.push_back(inc.live);
+  }
   // A max-heap of the `limit` smallest matches: one pass, memory bounded by
   // the page, and only candidates that make the page are copied.
   std::priority_queue<std::string> page;
-  {
-    std::unique_lock keys(state_->keys_mu);
-    for (const auto& [key, owner] : state_->owners) {
-      std::string_view k = key;
-      if (!k.starts_with(prefix) || k <= after) continue;
-      if (page.size() < limit) {
-        page.emplace(key);
-      } else if (k < page.top()) {
-        page.pop();
-        page.emplace(key);
-      }
+  state_->keys.ForEach([&](std::string_view key, uint32_t owner) {
+    if (owner < live.size() && !live[owner]) return;
+    if (!key.starts_with(prefix) || key <= after) return;
+    if (page.size() < limit) {
+      page.emplace(key);
+    } else if (key < page.top()) {
+      page.pop();
+      page.emplace(key);
     }
-  }
+  });
   std::vector<std::string> out(page.size());
   for (size_t i = out.size(); i-- > 0; page.pop()) out[i] = page.top();
   return out;

@@ -4,7 +4,15 @@
 // It never learns tiers, offsets or sizes of objects; workers own those.
 // Master state is soft: after a restart, workers re-announce their keys.
 //
-// Thread-safety: every public method is safe to call concurrently.
+// Keys live in a KeyDirectory (master/key_directory.h) as key -> a small
+// integer naming one incarnation of a node: each RegisterNode starts a new
+// incarnation, and death or re-registration retires the old one, whose keys
+// read as absent at once and are purged before its number is reused.
+//
+// Thread-safety: every public method is safe to call concurrently. Key
+// operations on different keys run in parallel (the directory locks per
+// shard); node registration and death briefly exclude key operations, never
+// for a pass over the keys.
 
 #include <chrono>
 #include <cstdint>
@@ -52,6 +60,18 @@ class MasterService {
   // returns kObjectAlreadyExists and, if `winner` is given, the owner.
   Result<void> PutOwner(const std::string& key, const std::string& node_id,
                         std::string* winner = nullptr);
+  // PutOwner for each key, with one liveness check for the batch. Returns one
+  // result per key, in order: OK if `node_id` owns the key after the call
+  // (claimed now or already), kObjectAlreadyExists if another node owns it,
+  // kInvalidKey for an invalid key (the other keys still proceed),
+  // kNoAvailableHandle if the master is out of memory for it. When
+  // `node_id` is empty every result is kInvalidParams; when it is not a live
+  // node, kNodeNotFound. If `winners` is given it is resized to keys.size()
+  // and (*winners)[i] names the owner of keys[i] where the result is
+  // kObjectAlreadyExists (empty elsewhere).
+  std::vector<Result<void>> BatchPutOwner(const std::vector<std::string>& keys,
+                                          const std::string& node_id,
+                                          std::vector<std::string>* winners = nullptr);
   // Swaps owner only if it is still `expected`; kObjectNotFound if the key is
   // gone, kNotOwner if someone else owns it, kNodeNotFound if `new_owner` is
   // not a live node.
@@ -71,13 +91,17 @@ class MasterService {
   // many nodes died in this call. The server calls it periodically.
   size_t ExpireDeadNodes();
 
+  // Keys in the directory; while a dead node's keys are being purged they
+  // still count, though no lookup finds them.
   size_t key_count() const;
 
   // Up to `limit` keys that start with `prefix` and sort after `after` in
   // byte order, sorted: one page of the directory for the admin API, where
   // the last key of a page is the next page's `after`. Each call scans every
-  // key under the exclusive key lock (the owner map cannot be iterated while
-  // written), so key operations wait for one O(keys) pass.
+  // key, one directory shard at a time under that shard's shared lock, so
+  // writers wait only for one shard's pass. A key present for the whole call
+  // is listed if it belongs on the page; one written during it may or may not
+  // be.
   std::vector<std::string> ListKeys(std::string_view prefix, std::string_view after,
                                     size_t limit) const;
 

@@ -132,6 +132,102 @@ TEST_F(MasterServiceTest, BatchGetLocationAnswersEachKeyInOrder) {
   EXPECT_TRUE(service_.BatchGetLocation({}).empty());
 }
 
+TEST_F(MasterServiceTest, BatchPutOwnerAnswersEachKeyInOrder) {
+  ASSERT_TRUE(service_.PutOwner("taken", "b"));
+  ASSERT_TRUE(service_.PutOwner("mine", "a"));
+  const std::string too_long(kMaxKeyBytes + 1, 'x');
+  std::vector<std::string> winners;
+  auto results = service_.BatchPutOwner(
+      {"new1", "taken", "", "mine", "new1", too_long, std::string("a\0b", 3), "new2"}, "a",
+      &winners);
+  ASSERT_EQ(results.size(), 8u);
+  ASSERT_EQ(winners.size(), 8u);
+  EXPECT_TRUE(results[0]);
+  EXPECT_EQ(results[1].error(), ErrorCode::kObjectAlreadyExists);
+  EXPECT_EQ(winners[1], "b");  // a conflict names the owner
+  EXPECT_EQ(results[2].error(), ErrorCode::kInvalidKey);
+  EXPECT_TRUE(results[3]);  // already a's: idempotent
+  EXPECT_TRUE(results[4]);  // the same key twice in one batch
+  EXPECT_EQ(results[5].error(), ErrorCode::kInvalidKey);
+  EXPECT_EQ(results[6].error(), ErrorCode::kInvalidKey);
+  EXPECT_TRUE(results[7]);
+  for (size_t i : {0u, 2u, 3u, 4u, 5u, 6u, 7u}) EXPECT_EQ(winners[i], "") << i;
+  EXPECT_EQ(OwnerOf("new1"), "a");
+  EXPECT_EQ(OwnerOf("new2"), "a");
+  EXPECT_EQ(OwnerOf("taken"), "b");
+  EXPECT_EQ(service_.key_count(), 4u);
+  // Without `winners` the results are the same.
+  auto again = service_.BatchPutOwner({"taken", "new3"}, "c");
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0].error(), ErrorCode::kObjectAlreadyExists);
+  EXPECT_TRUE(again[1]);
+  EXPECT_TRUE(service_.BatchPutOwner({}, "a").empty());
+}
+
+TEST_F(MasterServiceTest, BatchPutOwnerFromADeadOrUnknownNodeChangesNothing) {
+  ASSERT_TRUE(service_.PutOwner("ka", "a"));
+  KillNode("a");
+  std::vector<std::string> winners;
+  auto dead = service_.BatchPutOwner({"ka", "k1", ""}, "a", &winners);
+  ASSERT_EQ(dead.size(), 3u);
+  for (const auto& r : dead) EXPECT_EQ(r.error(), ErrorCode::kNodeNotFound);
+  EXPECT_EQ(winners, std::vector<std::string>(3));
+  auto unknown = service_.BatchPutOwner({"k1", "k2"}, "nobody");
+  ASSERT_EQ(unknown.size(), 2u);
+  for (const auto& r : unknown) EXPECT_EQ(r.error(), ErrorCode::kNodeNotFound);
+  auto no_id = service_.BatchPutOwner({"k1", "k2"}, "");
+  ASSERT_EQ(no_id.size(), 2u);
+  for (const auto& r : no_id) EXPECT_EQ(r.error(), ErrorCode::kInvalidParams);
+  EXPECT_EQ(service_.key_count(), 0u);
+  // Re-registered, the node claims again.
+  ASSERT_TRUE(service_.RegisterNode(Node("a")));
+  auto revived = service_.BatchPutOwner({"ka", "k1"}, "a");
+  EXPECT_TRUE(revived[0] && revived[1]);
+  EXPECT_EQ(OwnerOf("ka"), "a");
+}
+
+TEST_F(MasterServiceTest, BatchPutOwnerFromManyThreadsHasOneWinnerPerKey) {
+  constexpr int kKeys = 3000;
+  std::vector<std::string> keys;
+  for (int i = 0; i < kKeys; ++i) keys.push_back("k" + std::to_string(i));
+  const std::vector<std::string> ids = {"a", "b", "c"};
+  std::vector<std::vector<Result<void>>> results(ids.size());
+  std::vector<std::vector<std::string>> winners(ids.size());
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    threads.emplace_back(
+        [&, t] { results[t] = service_.BatchPutOwner(keys, ids[t], &winners[t]); });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(service_.key_count(), static_cast<size_t>(kKeys));
+  for (int i = 0; i < kKeys; ++i) {
+    std::string owner = OwnerOf(keys[i]);
+    int wins = 0;
+    for (size_t t = 0; t < ids.size(); ++t) {
+      if (results[t][i]) {
+        ++wins;
+        EXPECT_EQ(ids[t], owner);
+      } else {
+        EXPECT_EQ(results[t][i].error(), ErrorCode::kObjectAlreadyExists);
+        EXPECT_EQ(winners[t][i], owner);
+      }
+    }
+    ASSERT_EQ(wins, 1) << keys[i];
+  }
+}
+
+TEST_F(MasterServiceTest, KeysOfAForgottenIncarnationAreFreeForOthers) {
+  ASSERT_TRUE(service_.PutOwner("k1", "a"));
+  ASSERT_TRUE(service_.PutOwner("k2", "a"));
+  ASSERT_TRUE(service_.RegisterNode(Node("a")));  // a restarted: its old keys are gone
+  EXPECT_TRUE(service_.PutOwner("k1", "b"));
+  EXPECT_EQ(service_.UpdateOwner("k2", "a", "c").error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(service_.RemoveOwner("k2", "a").error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(OwnerOf("k1"), "b");
+  EXPECT_EQ(service_.key_count(), 1u);
+  EXPECT_EQ(service_.ListKeys("", "", 10), std::vector<std::string>{"k1"});
+}
+
 TEST_F(MasterServiceTest, UpdateOwnerSwapsOnlyFromExpectedOwner) {
   ASSERT_TRUE(service_.PutOwner("k", "a"));
   EXPECT_EQ(service_.UpdateOwner("k", "b", "c").error(), ErrorCode::kNotOwner);
@@ -339,6 +435,87 @@ TEST_F(MasterServiceTest, ExpiryConcurrentWithPutsKeepsLiveKeys) {
   }
 }
 
+TEST_F(MasterServiceTest, ExpiryConcurrentWithBatchPutsLeavesNoKeyOfTheDeadNode) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> batches_ok{0};
+  // "a" claims in batches until it is dead; b keeps claiming meanwhile.
+  std::thread doomed([&] {
+    for (int i = 0; !stop; ++i) {
+      std::vector<std::string> keys;
+      for (int j = 0; j < 50; ++j)
+        keys.push_back("a-" + std::to_string(i) + "-" + std::to_string(j));
+      auto results = service_.BatchPutOwner(keys, "a");
+      if (results[0]) ++batches_ok;
+    }
+  });
+  std::thread live([&] {
+    for (int i = 0; i < 100; ++i) {
+      std::vector<std::string> keys;
+      for (int j = 0; j < 50; ++j)
+        keys.push_back("b-" + std::to_string(i) + "-" + std::to_string(j));
+      for (const auto& r : service_.BatchPutOwner(keys, "b")) ASSERT_TRUE(r);
+    }
+  });
+  while (batches_ok.load() < 5) std::this_thread::yield();
+  clock_.Advance(Millis(1001));
+  ASSERT_TRUE(service_.Heartbeat("b", {}));
+  ASSERT_TRUE(service_.Heartbeat("c", {}));
+  EXPECT_EQ(service_.ExpireDeadNodes(), 1u);
+  live.join();
+  stop = true;
+  doomed.join();
+  EXPECT_EQ(service_.key_count(), 5000u);  // exactly b's keys
+  for (const auto& key : service_.ListKeys("a-", "", 10)) ADD_FAILURE() << "survived: " << key;
+}
+
+TEST_F(MasterServiceTest, ReRegistrationsDuringClaimsAndLookupsNeverNameAnotherNode) {
+  // Each RegisterNode of "a" retires its incarnation, purges its keys and
+  // frees its index for reuse: a lookup must never see a key of "a" as
+  // another node's, nor lose a key of "b".
+  std::atomic<bool> stop{false};
+  std::thread reregister([&] {
+    for (int i = 0; i < 200; ++i) ASSERT_TRUE(service_.RegisterNode(Node("a")));
+    stop = true;
+  });
+  std::thread claim_a([&] {
+    for (int i = 0; !stop; ++i) {
+      std::vector<std::string> keys;
+      for (int j = 0; j < 20; ++j)
+        keys.push_back("a-" + std::to_string(i % 50) + "-" + std::to_string(j));
+      (void)service_.BatchPutOwner(keys, "a");
+    }
+  });
+  std::thread claim_b([&] {
+    for (int i = 0; i < 400; ++i) {
+      std::vector<std::string> keys;
+      for (int j = 0; j < 20; ++j)
+        keys.push_back("b-" + std::to_string(i) + "-" + std::to_string(j));
+      for (const auto& r : service_.BatchPutOwner(keys, "b")) ASSERT_TRUE(r);
+    }
+  });
+  std::thread lookups([&] {
+    while (!stop) {
+      std::vector<std::string> keys;
+      for (int j = 0; j < 20; ++j) {
+        keys.push_back("a-" + std::to_string(j) + "-" + std::to_string(j));
+        keys.push_back("b-" + std::to_string(j) + "-" + std::to_string(j));
+      }
+      auto results = service_.BatchGetLocation(keys);
+      for (size_t k = 0; k < keys.size(); ++k) {
+        if (results[k]) ASSERT_EQ(results[k]->node_id, keys[k].substr(0, 1)) << keys[k];
+      }
+    }
+  });
+  reregister.join();
+  claim_a.join();
+  claim_b.join();
+  lookups.join();
+  for (int i = 0; i < 400; i += 13) EXPECT_EQ(OwnerOf("b-" + std::to_string(i) + "-7"), "b");
+  for (const auto& key : service_.ListKeys("", "", 100000)) {
+    EXPECT_EQ(OwnerOf(key), key.substr(0, 1)) << key;
+  }
+}
+
 // The real thing over loopback: MasterServer, Thrift framing, the handler.
 TEST(MasterServerTest, ServesThriftClients) {
   MasterConfig config;
@@ -443,6 +620,40 @@ TEST(MasterServerTest, ServesThriftClients) {
     return r;
   });
   EXPECT_FALSE(after);  // stopped means stopped
+}
+
+TEST(MasterServerTest, BatchPutOwnerOverThriftAnswersEachKeyWithItsOwner) {
+  MasterConfig config;
+  config.port = 0;  // never a default port
+  config.admin_port = -1;
+  config.node_ttl_ms = 60000;
+  auto server = MasterServer::Start(config);
+  ASSERT_TRUE(server);
+  ASSERT_TRUE((*server)->service().RegisterNode(Node("a")));
+  ASSERT_TRUE((*server)->service().RegisterNode(Node("b")));
+  ASSERT_TRUE((*server)->service().PutOwner("taken", "b"));
+  RpcChannel<rpc::MasterServiceClient> channel("127.0.0.1", (*server)->port());
+  auto batch_put = [&](const std::string& node) {
+    return channel.Call([&](auto& c) {
+      std::vector<rpc::PutOwnerResult> r;
+      c.BatchPutOwner(r, {"k1", "taken", "", "k2"}, node);
+      return r;
+    });
+  };
+  auto results = batch_put("a");
+  ASSERT_TRUE(results);
+  ASSERT_EQ(results->size(), 4u);
+  EXPECT_EQ((*results)[0].code, rpc::ErrorCode::OK);
+  EXPECT_EQ((*results)[0].owner, "a");
+  EXPECT_EQ((*results)[1].code, rpc::ErrorCode::OBJECT_ALREADY_EXISTS);
+  EXPECT_EQ((*results)[1].owner, "b");
+  EXPECT_EQ((*results)[2].code, rpc::ErrorCode::INVALID_KEY);
+  EXPECT_EQ((*results)[3].code, rpc::ErrorCode::OK);
+  EXPECT_EQ((*server)->service().GetLocation("k2")->node_id, "a");
+  auto unknown = batch_put("nobody");
+  ASSERT_TRUE(unknown);
+  ASSERT_EQ(unknown->size(), 4u);
+  for (const auto& r : *unknown) EXPECT_EQ(r.code, rpc::ErrorCode::NODE_NOT_FOUND);
 }
 
 TEST(MasterServerTest, ReaperExpiresSilentNodes) {
