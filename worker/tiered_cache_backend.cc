@@ -148,11 +148,13 @@ Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offse
   want = std::min(want, kRpcChunkBytes);
   Result<void> read;
   // Straight from the tier into the reply's buffer: no zero-fill first.
-  slice.data.resize_and_overwrite(want, [&](char* buffer, size_t n) -> size_t {
-    if (n == 0) return 0;
+  // Uses `want`, not the callback's size: libstdc++ 12 passes the grown
+  // capacity there (30 for 16..29 bytes), which would read past the object.
+  slice.data.resize_and_overwrite(want, [&](char* buffer, size_t) -> size_t {
+    if (want == 0) return 0;
     read = allocation->tier->Read(allocation->location, offset,
-                                  std::as_writable_bytes(std::span(buffer, n)));
-    return read ? n : 0;
+                                  std::as_writable_bytes(std::span(buffer, want)));
+    return read ? want : 0;
   });
 
   std::lock_guard lock(ctx_->mu);
