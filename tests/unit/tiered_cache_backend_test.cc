@@ -166,6 +166,20 @@ TEST_F(BackendTest, PutThenGetRoundTripsAndClaimsOwnership) {
   EXPECT_EQ(TierOf("a"), "dram");
 }
 
+TEST_F(BackendTest, EverySmallSizeRoundTripsExactly) {
+  // Sizes around std::string's inline buffer (15) and its first growth
+  // steps, where a reply buffer's capacity differs from its size.
+  Open(8 * kMiB, 32 * kMiB);
+  for (size_t size = 1; size <= 100; ++size) {
+    std::string key = "small-" + std::to_string(size);
+    std::string value = Pattern(key, size);
+    ASSERT_TRUE(backend_->Put(key, value, {})) << size;
+    auto slice = backend_->Get(key, 0, 0);
+    ASSERT_TRUE(slice) << size << " " << ToString(slice.error());
+    EXPECT_EQ(slice->data, value) << size;
+  }
+}
+
 TEST_F(BackendTest, PutNeverOverwrites) {
   Open(8 * kMiB, 32 * kMiB);
   ASSERT_TRUE(backend_->Put("k", "first", {}));
