@@ -15,9 +15,9 @@ namespace {
 
 // Which workload runs, and the knobs of the device modes.
 void AddModeFlags(CLI::App& app, BenchOptions& o) {
-  app.add_option("--workload", o.workload, "mixed, zipf, prefetch, master, vram or transfer")
+  app.add_option("--workload", o.workload, "mixed, zipf, prefetch, master, scale, vram or transfer")
       ->capture_default_str()
-      ->check(CLI::IsMember({"mixed", "zipf", "prefetch", "master", "vram", "transfer"}));
+      ->check(CLI::IsMember({"mixed", "zipf", "prefetch", "master", "vram", "transfer", "scale"}));
   app.add_option("--sizes", o.device_sizes_text,
                  "vram/transfer: transfer sizes (default 64KiB,1MiB,64MiB)")
       ->delimiter(',');
@@ -48,8 +48,9 @@ void AddReadPathFlags(CLI::App& app, BenchOptions& o) {
   app.add_option("--zipf-theta", o.zipf_theta, "Skew of the zipf workload (0 uniform .. <1)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.9999));
-  app.add_option("--location-cache-entries", o.location_cache_entries,
-                 "Keys whose owner the client remembers (0: ask the master on every read)")
+  app.add_option("--location-cache-bytes", o.location_cache_text,
+                 "Memory for remembered key owners, e.g. 256MiB (0: ask the master on every "
+                 "read)")
       ->capture_default_str();
   app.add_option("--hot-cache-bytes", o.hot_cache_text,
                  "Client hot cache budget (0 off), e.g. 64MiB; objects > 1/8 of it bypass it")
@@ -67,6 +68,10 @@ void AddReadPathFlags(CLI::App& app, BenchOptions& o) {
 // Where the cluster is and who this client is.
 void AddClusterFlags(CLI::App& app, BenchOptions& o) {
   app.add_option("--master", o.master, "Master HOST:PORT")->capture_default_str();
+  app.add_option("--etcd", o.etcd,
+                 "Master HA: etcd endpoints http://HOST:PORT[,...] (instead of --master)");
+  app.add_option("--cluster-name", o.cluster_name, "Master HA group name in etcd")
+      ->capture_default_str();
   AddTlsOptions(app, o.tls);
   app.add_option("--node", o.node, "Local node id (put target)");
   app.add_option("--master-admin", o.master_admin,
@@ -113,6 +118,30 @@ CLI::Option* AddLoadFlags(CLI::App& app, BenchOptions& o) {
   return duration;
 }
 
+// --workload scale: sharded masters and simulated workers.
+void AddScaleFlags(CLI::App& app, BenchOptions& o) {
+  app.add_option("--shards", o.scale_shards,
+                 "scale: master shard counts to run in turn, e.g. 1,2,4 (masters it starts)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.add_option("--sim-workers", o.sim_workers,
+                 "scale: simulated workers registered and heartbeating with every shard")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100'000));
+  app.add_option("--heartbeat-ms", o.heartbeat_ms, "scale: heartbeat period of each worker")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 60'000));
+  app.add_option("--master-bin", o.master_bin,
+                 "scale: the mooncake-master to start (default: next to mooncake-bench)");
+  app.add_option("--shard-table", o.shard_table,
+                 "scale: running masters as a slot table FIRST-LAST=HOST:PORT,... (instead of "
+                 "starting --shards masters)");
+  app.add_option("--shard-admins", o.shard_admins,
+                 "scale: with --shard-table, each shard's admin HOST:PORT in shard order, for "
+                 "RSS and CPU (empty: no bytes/key or CPU figures)");
+}
+
 // Output, cleanup, the config file and the examples under --help.
 void AddOutputFlags(CLI::App& app, BenchOptions& o) {
   app.add_flag("--json", o.json, "Machine-readable output");
@@ -131,6 +160,7 @@ void AddOutputFlags(CLI::App& app, BenchOptions& o) {
       "--prefetch-wait-ms 200\n"
       "  mooncake-bench --value-size 4KiB --keys 20000 --batch 16 --get-ratio 1\n"
       "  mooncake-bench --workload master --keys 100000 --master-admin 127.0.0.1:9100\n"
+      "  mooncake-bench --workload scale --shards 1,2,4 --sim-workers 1000 --keys 10000000\n"
       "  mooncake-bench --workload vram --sizes 64KiB,1MiB,64MiB --iterations 50\n"
       "  mooncake-bench --workload transfer --sizes 64KiB,1MiB,64MiB");
 }
@@ -153,6 +183,17 @@ std::optional<int> ResolveSizes(BenchOptions& o) {
       return 2;
     }
     o.hot_cache_bytes = *budget;
+  }
+  if (o.location_cache_text != "0") {
+    auto budget = ParseSize(o.location_cache_text);
+    if (!budget) {
+      std::fprintf(stderr, "error: usage: --location-cache-bytes '%s' is not a size like 256MiB\n",
+                   o.location_cache_text.c_str());
+      return 2;
+    }
+    o.location_cache_bytes = *budget;
+  } else {
+    o.location_cache_bytes = 0;
   }
   std::vector<uint64_t> sizes;
   for (const std::string& text : o.device_sizes_text) {
@@ -181,6 +222,7 @@ std::optional<int> ParseBenchFlags(int argc, char** argv, BenchOptions& o) {
   AddReadPathFlags(app, o);
   AddClusterFlags(app, o);
   CLI::Option* duration = AddLoadFlags(app, o);
+  AddScaleFlags(app, o);
   AddOutputFlags(app, o);
   app.set_version_flag("--version", VersionLine("mooncake-bench"),
                        "Print the version, git commit, build type and compiled-in GPU/RDMA "
@@ -213,9 +255,11 @@ std::optional<ClientConfig> ToClientConfig(const BenchOptions& o) {
   ClientConfig config;
   config.master_host = o.master.substr(0, colon);
   config.master_port = std::atoi(o.master.c_str() + colon + 1);
+  config.etcd_endpoints = o.etcd;
+  config.cluster_name = o.cluster_name;
   config.local_node = o.node;
   config.local_hot_cache_bytes = o.hot_cache_bytes;
-  config.location_cache_entries = o.location_cache_entries;
+  config.location_cache_bytes = o.location_cache_bytes;
   config.rdma = o.rdma;
   config.rdma_device = o.transfer.rdma_device;
   config.tls = o.tls;

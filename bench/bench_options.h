@@ -22,6 +22,10 @@ namespace mooncake::bench {
 
 struct BenchOptions {
   std::string master = "127.0.0.1:50051";
+  // Master HA (docs/ha.md): etcd endpoints; non-empty: the client finds the
+  // leader of cluster_name there instead of using `master`.
+  std::string etcd;
+  std::string cluster_name = "mooncake";
   std::string node;
   std::string value_size_text = "4KiB";
   uint64_t value_size = 4096;
@@ -42,7 +46,8 @@ struct BenchOptions {
   double zipf_theta = 0.99;
   std::string hot_cache_text = "0";
   uint64_t hot_cache_bytes = 0;
-  size_t location_cache_entries = 65536;
+  std::string location_cache_text = "256MiB";
+  uint64_t location_cache_bytes = 256ull << 20;
   std::string rdma = "off";  // ClientConfig.rdma: RDMA READ for large gets
   TlsSettings tls;           // ClientConfig.tls: mutual TLS to the cluster
   // --workload master: the master's admin HOST:PORT for its RSS (empty: no
@@ -57,6 +62,16 @@ struct BenchOptions {
   int iterations = 20;
   int gpu_device = 0;
   TransferBenchOptions transfer;
+  // --workload scale (bench/scale_workload.h): shard counts to run one after
+  // another, simulated workers, their heartbeat period, the master binary
+  // it starts, or a static slot table of running masters (and their admin
+  // HOST:PORTs, comma-separated in shard order) to use instead.
+  std::vector<int> scale_shards = {1, 2, 4};
+  int sim_workers = 1000;
+  int heartbeat_ms = 1000;
+  std::string master_bin;
+  std::string shard_table;
+  std::string shard_admins;
 };
 
 // Fills `options` from MOONCAKE_MASTER, then the command line (and --config

@@ -106,7 +106,7 @@ json ConfigJson(const BenchOptions& o, const std::string& run) {
           {"workload", o.workload},
           {"zipf_theta", o.zipf_theta},
           {"hot_cache_bytes", o.hot_cache_bytes},
-          {"location_cache_entries", o.location_cache_entries},
+          {"location_cache_bytes", o.location_cache_bytes},
           {"rdma", o.rdma},
           {"prefetch_wait_ms", o.prefetch_wait_ms},
           {"run_prefix", run}};

@@ -21,6 +21,8 @@
 #   BATCH_SIZES="4KiB"            ... run for these sizes only ("" = no batch rows)
 #   DURATION_S=5                  mooncake get phase length
 #   MASTER_KEYS=100000            keys of the master-only workload (0 = skip it)
+#   SCALE_KEYS=1000000            keys of the many-keys get row, next to 20,000
+#                                 (0 = skip it; QUICK=1 skips it by default)
 #   LOCATION_CACHE=256MiB (client owner cache), TLS=0, BUILD_DIR=./build
 #
 # Batch rows: mooncake --batch N (BatchPut of N keys per call in the load
@@ -45,6 +47,7 @@ if [ "${QUICK:-0}" = "1" ]; then
   BATCHES="${BATCHES-16}"
   DURATION_S="${DURATION_S:-1}"
   MASTER_KEYS="${MASTER_KEYS:-20000}"
+  SCALE_KEYS="${SCALE_KEYS:-0}"
   SCALE=10  # keys and requests divided by this
 else
   SIZES="${1:-${SIZES:-4KiB 64KiB 1MiB 4MiB}}"
@@ -52,6 +55,7 @@ else
   BATCHES="${BATCHES-16 64}"
   DURATION_S="${DURATION_S:-5}"
   MASTER_KEYS="${MASTER_KEYS:-100000}"
+  SCALE_KEYS="${SCALE_KEYS:-1000000}"
   SCALE=1
 fi
 BATCH_SIZES="${BATCH_SIZES-4KiB}"
@@ -191,6 +195,48 @@ for size in $SIZES; do
     esac
   done
 done
+
+# Many keys: gets over SCALE_KEYS small objects against the same at 20,000
+# keys, on this cluster, so the ratio shows what the client's owner cache and
+# the master cost once the key set is large (goal: >= 0.8).
+if [ "$SCALE_KEYS" -gt 0 ]; then
+  echo
+  echo "many keys (64 B values, concurrency 16, gets for ${DURATION_S}s after loading the keys):"
+  printf '%-9s %12s %9s %9s %12s\n' keys load_put/s get_ops/s p50us p99us
+  scale_run() {
+    local keys="$1"
+    timeout "$RUN_LIMIT_S" "$BENCH" --master "127.0.0.1:$MASTER_PORT" --node bench-1 \
+      --value-size 64 --keys "$keys" --concurrency 16 --batch 1 --get-ratio 1 \
+      --duration-s "$DURATION_S" --cleanup --json \
+      --location-cache-bytes "${LOCATION_CACHE:-256MiB}" "${TLS_ARGS[@]}" \
+      >"$WORK/scale-$keys.json" 2>"$WORK/scale-$keys.err" ||
+      echo "mooncake-bench failed for $keys keys: $(tail -n 3 "$WORK/scale-$keys.err")" >&2
+  }
+  scale_run 20000
+  scale_run "$SCALE_KEYS"
+  python3 - "$WORK/scale-20000.json" "$WORK/scale-$SCALE_KEYS.json" 20000 "$SCALE_KEYS" <<'PY'
+import json, sys
+small_path, large_path, small, large = sys.argv[1:]
+def phases(path):
+    out = {}
+    try:
+        for p in json.load(open(path))["phases"]:
+            out[f'{p["phase"]}/{p["op"]}'] = p
+    except (OSError, ValueError, KeyError):
+        pass
+    return out
+rows = []
+for keys, path in ((small, small_path), (large, large_path)):
+    ph = phases(path)
+    put, get = ph.get("load/put"), ph.get("mixed/get")
+    rows.append(get["ops_per_s"] if get else None)
+    cell = lambda p, k: f'{p[k]:.0f}' if p else "-"
+    print(f'{keys:<9} {cell(put, "ops_per_s"):>12} {cell(get, "ops_per_s"):>9} '
+          f'{cell(get, "p50_us"):>9} {cell(get, "p99_us"):>12}')
+if all(rows):
+    print(f"get throughput at {large} keys / at {small} keys: {rows[1] / rows[0]:.2f}")
+PY
+fi
 
 # The master alone, on a fresh master so that its RSS growth is the keys'.
 [ "$MASTER_KEYS" -gt 0 ] || exit 0

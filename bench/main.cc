@@ -7,6 +7,9 @@
 //             BatchExist(prefetch) plus --prefetch-wait-ms of other work
 //   master    the master alone: PutOwner, BatchGetLocation and its memory per
 //             key, for fake nodes (no worker, no data)
+//   scale     1, 2, 4... master shards it starts, simulated workers that
+//             register, heartbeat and announce keys routed by slot, then
+//             lookups and owner claims (bench/scale_workload.h)
 // and two modes that need no cluster, measured on this machine's devices:
 //   vram      VRAM tier put/get (host<->device) vs plain hipMemcpy
 //   transfer  RDMA WRITE/READ between two queue pairs vs a TCP socket
@@ -28,6 +31,7 @@
 #include "bench/bench_report.h"
 #include "bench/cluster_workloads.h"
 #include "bench/master_workload.h"
+#include "bench/scale_workload.h"
 #include "bench/transfer_bench.h"
 #include "bench/vram_bench.h"
 #include "client/client.h"
@@ -76,6 +80,7 @@ int Main(int argc, char** argv) {
   QuietLibraries();
   if (IsDeviceWorkload(options)) return RunDeviceBench(options);
   if (options.workload == "master") return RunMasterBench(options);
+  if (options.workload == "scale") return RunScaleBench(options);
   return RunClusterBench(options);
 }
 

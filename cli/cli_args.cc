@@ -21,6 +21,8 @@ constexpr const char* kTopFooter =
     "Master address precedence: --master > MOONCAKE_MASTER > config file (--config FILE,\n"
     "else ~/.config/mooncake/cli.toml, with the line master = \"host:port\") > 127.0.0.1:50051.\n"
     "The config file (TOML) may also set node, json, tls-cert, tls-key and tls-ca; flags win.\n"
+    "Master HA: --etcd http://HOST:PORT[,...] (or MOONCAKE_ETCD, or the file's etcd key) finds\n"
+    "the leader of --cluster-name (default mooncake) in etcd; --master on the command line wins.\n"
     "--json: every command prints one JSON object with \"ok\"; failures add \"error\" and "
     "\"code\".\n"
     "-h is not help (use --master HOST:PORT); --help is.\n"
@@ -33,6 +35,8 @@ constexpr int64_t kMaxSoftPinTtlMs = 24ll * 3600 * 1000;
 // Values filled by CLI11 before they become a CliCommand.
 struct RawArgs {
   std::string master;
+  std::string etcd;
+  std::string cluster_name;
   std::string config;
   std::string node;
   bool json = false;
@@ -60,6 +64,7 @@ struct WriteCommand {
 
 struct Subcommands {
   CLI::Option* master = nullptr;
+  CLI::Option* etcd = nullptr;
   CLI::Option* config = nullptr;
   WriteCommand put;
   WriteCommand upsert;
@@ -105,6 +110,11 @@ Subcommands Define(CLI::App& app, RawArgs& raw) {
   app.add_flag("--version")->description("Print the version and exit");
   s.master =
       app.add_option("--master", raw.master, "Master address HOST:PORT (default 127.0.0.1:50051)");
+  s.etcd = app.add_option("--etcd", raw.etcd,
+                          "Master HA: etcd endpoints http://HOST:PORT[,...]; talk to the leader "
+                          "of --cluster-name found there (instead of --master)");
+  app.add_option("--cluster-name", raw.cluster_name,
+                 "Master HA group name in etcd (default mooncake)");
   s.config = app.add_option("--config", raw.config,
                             "CLI config file (default ~/.config/mooncake/cli.toml)");
   app.add_option("--node", raw.node,
@@ -270,6 +280,30 @@ std::optional<std::string> ResolveMaster(const Subcommands& s, const RawArgs& ra
   return std::string(kDefaultMaster);
 }
 
+std::string_view TrimSpace(std::string_view text);
+
+// etcd endpoints by precedence: --etcd > MOONCAKE_ETCD > file; none when
+// --master is on the command line (it names the master outright).
+std::string ResolveEtcd(const Subcommands& s, const RawArgs& raw, const CliEnvironment& env,
+                        const CliFileConfig& file) {
+  if (s.etcd->count() > 0) return raw.etcd;
+  if (s.master->count() > 0) return "";
+  if (env.env_etcd && *env.env_etcd) return env.env_etcd;
+  return file.etcd.value_or("");
+}
+
+// [http://]HOST:PORT entries separated by commas.
+bool ValidEtcdList(std::string_view text) {
+  for (;;) {
+    size_t comma = text.find(',');
+    std::string_view entry = TrimSpace(text.substr(0, comma));
+    if (entry.starts_with("http://")) entry.remove_prefix(7);
+    if (entry.find('/') != std::string_view::npos || !ParseHostPort(entry)) return false;
+    if (comma == std::string_view::npos) return true;
+    text = text.substr(comma + 1);
+  }
+}
+
 // TLS files: each flag wins over the config file's key of the same name.
 TlsSettings ResolveTls(const RawArgs& raw, const CliFileConfig& file) {
   TlsSettings tls = raw.tls;
@@ -291,6 +325,20 @@ ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironmen
   if (!kind) return Usage("a subcommand is required");
   CliCommand cmd;
   cmd.kind = *kind;
+  if (s.master->count() > 0 && s.etcd->count() > 0) {
+    return Usage("give --master or --etcd, not both");
+  }
+  if (auto etcd = ResolveEtcd(s, raw, env, *file); !etcd.empty()) {
+    if (!ValidEtcdList(etcd)) {
+      return Usage("--etcd must be http://HOST:PORT[,http://HOST:PORT...], got '" + etcd + "'");
+    }
+    cmd.etcd = etcd;
+  }
+  cmd.cluster_name =
+      !raw.cluster_name.empty() ? raw.cluster_name : file->cluster_name.value_or("mooncake");
+  if (cmd.cluster_name.empty() || cmd.cluster_name.find('/') != std::string::npos) {
+    return Usage("--cluster-name must be non-empty and hold no '/'");
+  }
   auto master = ResolveMaster(s, raw, env, *file, problem);
   if (!master) return Usage(problem);
   auto address = ParseHostPort(*master);
@@ -329,7 +377,7 @@ std::optional<std::string> UnknownSubcommand(const std::vector<std::string>& arg
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--master" || arg == "--node" || arg == "--config" || arg == "--tls-cert" ||
-        arg == "--tls-key" || arg == "--tls-ca") {
+        arg == "--tls-key" || arg == "--tls-ca" || arg == "--etcd" || arg == "--cluster-name") {
       ++i;  // skip the option's value
       continue;
     }
@@ -410,6 +458,11 @@ ParseOutcome ParseCli(const std::vector<std::string>& args, const CliEnvironment
   return Build(subcommands, raw, env);
 }
 
+std::string MasterLabel(const CliCommand& command) {
+  if (!command.etcd.empty()) return "etcd " + command.etcd + " cluster " + command.cluster_name;
+  return command.master_host + ":" + std::to_string(command.master_port);
+}
+
 std::string UsageJson(std::string_view message) {
   nlohmann::json out = {{"ok", false}, {"error", std::string(message)}, {"code", "USAGE"}};
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -466,6 +519,10 @@ std::optional<CliFileConfig> ParseCliConfig(std::string_view text, std::string* 
       config.tls_key = value;
     } else if (name == "tls-ca") {
       config.tls_ca = value;
+    } else if (name == "etcd") {
+      config.etcd = value;
+    } else if (name == "cluster-name") {
+      config.cluster_name = value;
     } else if (name == "json") {
       if (value != "true" && value != "false") {
         *problem = "json must be true or false, got '" + value + "'";
@@ -473,8 +530,8 @@ std::optional<CliFileConfig> ParseCliConfig(std::string_view text, std::string* 
       }
       config.json = value == "true";
     } else {
-      *problem =
-          "unknown key '" + name + "' (known: master, node, json, tls-cert, tls-key, tls-ca)";
+      *problem = "unknown key '" + name +
+                 "' (known: master, node, json, tls-cert, tls-key, tls-ca, etcd, cluster-name)";
       return std::nullopt;
     }
   }
@@ -574,6 +631,9 @@ std::string Explain(ErrorCode code, const ErrorContext& c) {
       return "no such tier on the node";
     case ErrorCode::kNodeNotFound:
       return "no node '" + c.node + "' is registered with master " + c.master;
+    case ErrorCode::kNotLeader:
+      return "no master leader answered (" + c.master +
+             " is a standby or the HA group is still electing one); retry shortly";
     case ErrorCode::kInternalError:
     case ErrorCode::kOk:
       break;

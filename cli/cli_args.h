@@ -37,6 +37,10 @@ struct CliCommand {
   CommandKind kind = CommandKind::kNodes;
   std::string master_host;
   int master_port = 0;
+  // Master HA (docs/ha.md): etcd endpoints; when non-empty the leader of
+  // cluster_name is found there and master_host/master_port are unused.
+  std::string etcd;
+  std::string cluster_name = "mooncake";
   std::string node;  // --node: local node, put target, stats node
   bool json = false;
   std::string key;
@@ -62,8 +66,13 @@ struct CliCommand {
 // (~/.config/mooncake/cli.toml; skipped when absent). It is TOML with the
 // keys of CliFileConfig; an unknown key, a [section] or a line that is not
 // `key = value` is a usage error naming it.
+// etcd (--etcd, MOONCAKE_ETCD, or the file's etcd key, in that order) is used
+// instead of a master address unless --master is given on the command line;
+// --master and --etcd together are a usage error. --cluster-name wins over
+// the file's cluster-name key (default "mooncake").
 struct CliEnvironment {
   const char* env_master = nullptr;
+  const char* env_etcd = nullptr;
   std::string default_config_path;
   // Reads a whole file; nullopt when it cannot be read. Null: no file is read.
   std::function<std::optional<std::string>(const std::string& path)> read_file;
@@ -93,11 +102,16 @@ struct CliFileConfig {
   std::optional<std::string> tls_cert;
   std::optional<std::string> tls_key;
   std::optional<std::string> tls_ca;
+  std::optional<std::string> etcd;          // etcd = "http://host:2379,..."
+  std::optional<std::string> cluster_name;  // cluster-name = "mooncake"
 };
 
 // Parses a cli.toml text (CLI11's TOML reader). nullopt, with `*problem`
 // set (e.g. "unknown key 'mastr'"), when the text is not such a file.
 std::optional<CliFileConfig> ParseCliConfig(std::string_view text, std::string* problem);
+
+// "HOST:PORT", or "etcd ENDPOINTS cluster NAME", for messages.
+std::string MasterLabel(const CliCommand& command);
 
 // The --json answer to a usage error: {"ok":false,"error":MESSAGE,"code":"USAGE"}.
 std::string UsageJson(std::string_view message);

@@ -58,8 +58,7 @@ class Runner {
 
   static int Fail(const CliCommand& cmd, std::string_view action, ErrorCode code,
                   std::optional<uint64_t> size = std::nullopt, bool connecting = false) {
-    ErrorContext context{cmd.key, cmd.node, cmd.master_host + ":" + std::to_string(cmd.master_port),
-                         size, connecting};
+    ErrorContext context{cmd.key, cmd.node, MasterLabel(cmd), size, connecting};
     std::string line = ErrorLine(action, code, context);
     std::fprintf(stderr, "%s\n", line.c_str());
     if (cmd.json) Print(FailureJson(line, code));
@@ -300,8 +299,7 @@ class Runner {
       }
       ++failed;
       if (!first_error) first_error = stats.error();
-      ErrorContext context{cmd_.key, node.node_id,
-                           cmd_.master_host + ":" + std::to_string(cmd_.master_port)};
+      ErrorContext context{cmd_.key, node.node_id, MasterLabel(cmd_)};
       std::string line = node.alive ? ErrorLine("stats of " + node.node_id, stats.error(), context)
                                     : "error: stats of " + node.node_id +
                                           " failed: the master reports the node dead (no "
@@ -378,6 +376,8 @@ int RunCommand(const CliCommand& command) {
   ClientConfig config;
   config.master_host = command.master_host;
   config.master_port = command.master_port;
+  config.etcd_endpoints = command.etcd;
+  config.cluster_name = command.cluster_name;
   config.local_node = command.node;
   config.tls = command.tls;
   auto client = Client::Create(config);

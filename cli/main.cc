@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   mooncake::cli::CliEnvironment env;
   env.env_master = std::getenv("MOONCAKE_MASTER");
+  env.env_etcd = std::getenv("MOONCAKE_ETCD");
   env.default_config_path = DefaultConfigPath();
   env.read_file = ReadWholeFile;
   auto outcome = mooncake::cli::ParseCli(args, env);

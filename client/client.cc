@@ -41,7 +41,8 @@ Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::Create(ClientConfig config) {
-  if (config.master_host.empty() || config.master_port <= 0 || config.master_port > 65535) {
+  if (std::string why; !ValidateMasterTarget(ToMasterTarget(config), &why)) {
+    MC_LOG_ERROR("client master settings unusable reason=\"{}\"", why);
     return Err(ErrorCode::kInvalidParams);
   }
   // Before the master: a bad mode or a missing device is the caller's

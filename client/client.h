@@ -16,6 +16,7 @@
 #include <istream>
 #include <memory>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,16 +31,26 @@ namespace mooncake {
 struct ClientConfig {
   std::string master_host = "127.0.0.1";
   int master_port = 50051;
+  // Master high availability (docs/ha.md): comma-separated etcd endpoints
+  // ("http://HOST:PORT,..."). When set, master_host/master_port are ignored:
+  // the leader of `cluster_name` is read from etcd, and a call that finds
+  // its master gone or a standby (NOT_LEADER) re-reads etcd and retries for
+  // up to `leader_wait_ms` (a failover, then the new leader's rebuild).
+  std::string etcd_endpoints;
+  std::string cluster_name = "mooncake";
+  int64_t leader_wait_ms = 15000;
   // Node id of the worker on this client's own machine; Put prefers it when
   // no preferred_node is given. Empty: let the master pick by free space.
   std::string local_node;
   int connect_timeout_ms = 2000;
   int io_timeout_ms = 30000;
-  // Remembers the owner of up to this many keys (from puts and master
-  // answers), so most reads skip the master round trip. A stale entry costs
-  // one extra call: the node answers that it lacks the key, or cannot be
-  // reached, and the client asks the master. 0 turns it off.
-  size_t location_cache_entries = 65536;
+  // Remembers key owners (from puts and master answers) in at most this
+  // many bytes, so most reads skip the master round trip: about 100 bytes
+  // plus the key's length an entry, so the default keeps at least a million
+  // keys of 40 bytes (up to two million). A stale entry costs one extra call: the node answers
+  // that it lacks the key, or cannot be reached, and the client asks the
+  // master. 0 turns it off.
+  uint64_t location_cache_bytes = 256ull << 20;
   // Client-side LRU of recently read objects; 0 turns it off.
   uint64_t local_hot_cache_bytes = 0;
   // Hot-cache hits of objects at least this large first ask the owner for the
@@ -204,6 +215,12 @@ class Client {
   // Writes the object to `out` chunk by chunk; returns its size.
   Result<uint64_t> GetStream(std::string_view key, std::ostream& out,
                              const ProgressFn& progress = {});
+  // Reads the object straight into `buffer`, with no second copy of the
+  // whole value in memory (the Python binding's get_into); returns its size.
+  // kInvalidParams when the object is larger than `buffer`: `*needed`, if
+  // given, then has its size. Uses the hot cache as Get does.
+  Result<uint64_t> GetInto(std::string_view key, std::span<char> buffer,
+                           uint64_t* needed = nullptr);
 
   // Creates the object, or replaces it: in place when the size is unchanged,
   // otherwise reallocated. Pre-empts an in-flight write of the key.
@@ -226,6 +243,11 @@ class Client {
       const std::vector<std::pair<std::string, std::string>>& items,
       const PutOptions& options = {});
   std::vector<Result<ObjectValue>> BatchGet(const std::vector<std::string>& keys);
+  // BatchGet into caller buffers: keys[i] is read into buffers[i]; one
+  // result per key, its size or its error (kInvalidParams: larger than its
+  // buffer). Every key fails with kInvalidParams when the counts differ.
+  std::vector<Result<uint64_t>> BatchGetInto(const std::vector<std::string>& keys,
+                                             const std::vector<std::span<char>>& buffers);
   std::vector<Result<bool>> BatchExist(const std::vector<std::string>& keys, bool prefetch = false);
   std::vector<Result<void>> BatchRemove(const std::vector<std::string>& keys, bool force = false);
 

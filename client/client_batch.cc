@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <future>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -96,26 +97,50 @@ uint64_t TotalBytes(const std::vector<std::pair<std::string, std::string>>& item
 
 namespace {
 
+// Where a batch finds its keys' owners.
+enum class Owners {
+  kMaster,  // always ask the master (one round trip for the batch)
+  // Keys the owner cache knows go straight to that node; the master is asked
+  // only for the rest. For reads, whose per-key path (ReadValue) follows a
+  // key the remembered node no longer has, so a stale entry costs one extra
+  // call, never a wrong answer.
+  kCacheFirst,
+};
+
 // One task per (owner, slice of its keys). `per_slice(owner, slice)` fills
 // the results of the slice's positions; slices never share a position.
 template <typename R, typename PerSlice>
 void FanOut(ClientRouter& router, const std::vector<std::string>& keys, std::vector<R>& results,
-            const std::function<void(size_t, ErrorCode)>& on_missing, PerSlice&& per_slice) {
+            const std::function<void(size_t, ErrorCode)>& on_missing, PerSlice&& per_slice,
+            Owners owners = Owners::kMaster) {
   std::vector<size_t> todo = ValidIndices(keys, results);
   if (todo.empty()) return;
-  std::vector<std::pair<size_t, ErrorCode>> missing;
-  auto groups = router.GroupByOwner(keys, todo, missing);
-  if (!groups) {
-    for (size_t i : todo) results[i] = Err(groups.error());
-    return;
+  std::map<std::string, OwnerGroup> cached;
+  if (owners == Owners::kCacheFirst) {
+    std::vector<size_t> uncached;
+    cached = router.GroupCached(keys, todo, uncached);
+    todo = std::move(uncached);
   }
-  for (const auto& [i, code] : missing) on_missing(i, code);
+  std::map<std::string, OwnerGroup> located;
+  if (!todo.empty()) {
+    std::vector<std::pair<size_t, ErrorCode>> missing;
+    auto groups = router.GroupByOwner(keys, todo, missing);
+    if (!groups) {
+      for (size_t i : todo) results[i] = Err(groups.error());
+    } else {
+      for (const auto& [i, code] : missing) on_missing(i, code);
+      located = std::move(*groups);
+    }
+  }
   std::vector<std::function<void()>> tasks;
-  for (auto& request : SliceGroups(*groups, keys)) {
-    tasks.emplace_back(
-        [&per_slice, request = std::move(request)] { per_slice(request.owner, request.indices); });
+  for (const auto* groups : {&cached, &located}) {
+    for (auto& request : SliceGroups(*groups, keys)) {
+      tasks.emplace_back([&per_slice, request = std::move(request)] {
+        per_slice(request.owner, request.indices);
+      });
+    }
   }
-  RunParallel(tasks);
+  if (!tasks.empty()) RunParallel(tasks);
 }
 
 // Adds tasks that write items[positions] to `target`: bounded BatchPut (or
@@ -198,7 +223,50 @@ std::vector<Result<ObjectValue>> Client::BatchGet(const std::vector<std::string>
              results[slice[j]] =
                  ReadValue(impl_->router, impl_->rdma.get(), keys[slice[j]], owner, &replies[j]);
            }
-         });
+         },
+         Owners::kCacheFirst);
+  return results;
+}
+
+std::vector<Result<uint64_t>> Client::BatchGetInto(const std::vector<std::string>& keys,
+                                                   const std::vector<std::span<char>>& buffers) {
+  std::vector<Result<uint64_t>> results(keys.size(), uint64_t{0});
+  if (buffers.size() != keys.size()) {
+    for (auto& r : results) r = Err(ErrorCode::kInvalidParams);
+    return results;
+  }
+  auto on_missing = [&](size_t i, ErrorCode code) { results[i] = Err(code); };
+  FanOut(impl_->router, keys, results, on_missing,
+         [&](const Owner& owner, const std::vector<size_t>& slice) {
+           std::vector<rpc::GetResult> replies;
+           auto call = owner.channel->Call(
+               [&](rpc::WorkerServiceClient& c) { c.BatchGet(replies, KeysAt(keys, slice)); });
+           if (!call || replies.size() != slice.size()) {
+             // As in BatchGet: try the chunked single reads while the node
+             // answers them.
+             ErrorCode failure = call ? ErrorCode::kInternalError : call.error();
+             bool singly = failure == ErrorCode::kRpcFail;
+             for (size_t i : slice) {
+               results[i] = singly ? GetInto(keys[i], buffers[i]) : Err(failure);
+               if (singly && !results[i] &&
+                   (results[i].error() == ErrorCode::kRpcFail ||
+                    results[i].error() == ErrorCode::kRpcTimeout)) {
+                 singly = false;
+                 failure = results[i].error();
+               }
+             }
+             return;
+           }
+           for (size_t j = 0; j < slice.size(); ++j) {
+             size_t i = slice[j];
+             uint64_t total = 0;
+             ReadSink sink = SpanSink(buffers[i], total);
+             auto done = ReadChunked(impl_->router, keys[i], owner, sink, {}, impl_->rdma.get(),
+                                     &replies[j]);
+             results[i] = done ? Result<uint64_t>(done->total) : Err(done.error());
+           }
+         },
+         Owners::kCacheFirst);
   return results;
 }
 

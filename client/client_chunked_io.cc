@@ -1,6 +1,8 @@
 #include "client/client_chunked_io.h"
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -204,6 +206,24 @@ ReadSink StringSink(std::string& out) {
                   },
                   [&out](std::string_view data) -> Result<void> {
                     out.append(data);
+                    return {};
+                  }};
+}
+
+ReadSink SpanSink(std::span<char> out, uint64_t& total) {
+  // Shared by the two callbacks; a restart writes from the start again.
+  auto position = std::make_shared<uint64_t>(0);
+  return ReadSink{[out, &total, position](uint64_t size) -> Result<void> {
+                    total = size;
+                    *position = 0;
+                    if (size > out.size()) return Err(ErrorCode::kInvalidParams);
+                    return {};
+                  },
+                  [out, position](std::string_view data) -> Result<void> {
+                    // ChunkedRead never writes past the size begin() accepted.
+                    if (*position + data.size() > out.size()) return Err(ErrorCode::kInternalError);
+                    std::memcpy(out.data() + *position, data.data(), data.size());
+                    *position += data.size();
                     return {};
                   }};
 }

@@ -19,6 +19,7 @@
 #include <functional>
 #include <istream>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -56,6 +57,11 @@ Result<ReadDone> ReadChunked(ClientRouter& router, const std::string& key, Owner
 
 // A sink that replaces `out` with the value (on every restart too).
 ReadSink StringSink(std::string& out);
+
+// A sink that writes into `out` (a caller's buffer) and stores the size of
+// the object in `total`; an object larger than `out` fails with
+// kInvalidParams. Borrows `out` and `total`, which must outlive the sink.
+ReadSink SpanSink(std::span<char> out, uint64_t& total);
 
 // Reads one object into memory, continuing from `first` when given.
 // `served_by`, if given, receives the node that answered.

@@ -1,13 +1,16 @@
-// Client::Get and Client::GetStream: the single-object reads. Get puts the
-// client's hot cache (client/hot_cache.h) in front of the owner and offers
-// what it read back to the cache; GetStream bypasses the cache, since a
-// streamed value is meant not to be held in memory. Both hand the transfer to
-// ReadChunked (client/client_chunked_io.h), which also does the RDMA part.
+// Client::Get, GetInto and GetStream: the single-object reads. Get and
+// GetInto (into a caller's buffer) put the client's hot cache
+// (client/hot_cache.h) in front of the owner and offer what they read back
+// to the cache; GetStream bypasses the cache, since a streamed value is
+// meant not to be held in memory. All hand the transfer to ReadChunked
+// (client/client_chunked_io.h), which also does the RDMA part.
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -77,6 +80,37 @@ Result<ObjectValue> Client::Get(std::string_view key) {
                 ticket);
   }
   return value;
+}
+
+Result<uint64_t> Client::GetInto(std::string_view key, std::span<char> buffer, uint64_t* needed) {
+  if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
+  std::string k(key);
+  HotCache& cache = impl_->hot_cache;
+  if (cache.enabled()) {
+    if (auto cached = ServeCached(impl_->router, cache, k)) {
+      if (needed) *needed = cached->data.size();
+      if (cached->data.size() > buffer.size()) return Err(ErrorCode::kInvalidParams);
+      std::copy(cached->data.begin(), cached->data.end(), buffer.begin());
+      return cached->data.size();
+    }
+  }
+  uint64_t ticket = cache.enabled() ? cache.Ticket() : 0;
+  auto started = HotCache::Clock::now();
+  auto owner = impl_->router.Locate(k);
+  if (!owner) return Err(owner.error());
+  uint64_t total = 0;
+  ReadSink sink = SpanSink(buffer, total);
+  auto done = ReadChunked(impl_->router, k, std::move(*owner), sink, {}, impl_->rdma.get(),
+                          /*first=*/nullptr);
+  if (needed) *needed = total;
+  if (!done) return Err(done.error());
+  if (cache.Admits(done->total)) {
+    auto data = std::make_shared<const std::string>(buffer.data(), done->total);
+    cache.Offer(k,
+                HotCache::Entry{std::move(data), std::move(done->node_id), done->version, started},
+                ticket);
+  }
+  return done->total;
 }
 
 Result<uint64_t> Client::GetStream(std::string_view key, std::ostream& out,

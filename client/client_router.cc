@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "common/etcd_client.h"
 #include "common/log.h"
 
 namespace mooncake {
@@ -21,6 +22,18 @@ RpcOptions ToRpcOptions(const ClientConfig& config, std::shared_ptr<const RpcTls
 }
 
 }  // namespace
+
+MasterTarget ToMasterTarget(const ClientConfig& config) {
+  MasterTarget target{.host = config.master_host, .port = config.master_port};
+  if (!config.etcd_endpoints.empty()) {
+    // An unparseable list stays non-empty so that validation rejects it.
+    target.etcd_endpoints = ParseEtcdEndpoints(config.etcd_endpoints)
+                                .value_or(std::vector<std::string>{config.etcd_endpoints});
+    target.cluster_name = config.cluster_name;
+    target.leader_wait_ms = config.leader_wait_ms;
+  }
+  return target;
+}
 
 std::vector<std::vector<size_t>> SliceIndices(const std::vector<size_t>& indices,
                                               const std::function<size_t(size_t)>& size_of,
@@ -52,18 +65,21 @@ ClientRouter::ClientRouter(ClientConfig config, ReaddressedFn on_readdressed,
     : config_(std::move(config)),
       on_readdressed_(std::move(on_readdressed)),
       rpc_options_(ToRpcOptions(config_, std::move(tls))),
-      master_(config_.master_host, config_.master_port, rpc_options_) {}
+      master_(ToMasterTarget(config_), rpc_options_) {}
 
 Result<std::vector<rpc::NodeInfo>> ClientRouter::FetchNodes() {
-  std::vector<rpc::NodeInfo> nodes;
-  auto call = master_.Call([&](rpc::MasterServiceClient& c) { c.ListNodes(nodes); });
-  if (!call) return Err(call.error());
-  for (const auto& node : nodes) Remember(node.node_id, node.host, node.port);
+  auto nodes = master_.Call([&](rpc::MasterServiceClient& c) {
+    std::vector<rpc::NodeInfo> listed;
+    c.ListNodes(listed);
+    return listed;
+  });
+  if (!nodes) return Err(nodes.error());
+  for (const auto& node : *nodes) Remember(node.node_id, node.host, node.port);
   return nodes;
 }
 
 std::shared_ptr<WorkerChannel> ClientRouter::Cached(const std::string& node_id) {
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);
   auto it = nodes_.find(node_id);
   return it == nodes_.end() ? nullptr : it->second.channel;
 }
@@ -96,23 +112,22 @@ Result<Owner> ClientRouter::Node(const std::string& node_id) {
 }
 
 Result<Owner> ClientRouter::Locate(const std::string& key) {
-  if (config_.location_cache_entries > 0) {
-    std::lock_guard lock(mu_);
-    auto owner = owners_.find(key);
-    if (owner != owners_.end()) {
-      auto node = nodes_.find(owner->second);
-      if (node != nodes_.end() && node->second.channel) {
-        return Owner{owner->second, node->second.channel, /*cached=*/true};
-      }
-    }
+  if (auto owner = owners_.Find(key)) {
+    if (auto channel = Cached(*owner)) return Owner{std::move(*owner), channel, /*cached=*/true};
   }
   return LocateAtMaster(key);
 }
 
 Result<Owner> ClientRouter::LocateAtMaster(const std::string& key) {
-  rpc::LocationResult location;
-  auto call = master_.Call([&](rpc::MasterServiceClient& c) { c.GetLocation(location, key); });
+  // The reply is returned, not captured, so the master channel sees a
+  // NOT_LEADER answer and follows the leader.
+  auto call = master_.Call([&](rpc::MasterServiceClient& c) {
+    rpc::LocationResult r;
+    c.GetLocation(r, key);
+    return r;
+  });
   if (!call) return Err(call.error());
+  const rpc::LocationResult& location = *call;
   if (location.code != rpc::ErrorCode::OK) {
     ForgetOwner(key);
     return Err(FromRpc(location.code));
@@ -123,20 +138,10 @@ Result<Owner> ClientRouter::LocateAtMaster(const std::string& key) {
 }
 
 void ClientRouter::RememberOwner(const std::string& key, const std::string& node_id) {
-  if (config_.location_cache_entries == 0) return;
-  std::lock_guard lock(mu_);
-  if (owners_.insert_or_assign(key, node_id).second) owner_order_.push_back(key);
-  while (owner_order_.size() > config_.location_cache_entries) {
-    owners_.erase(owner_order_.front());
-    owner_order_.pop_front();
-  }
+  owners_.Remember(key, node_id);
 }
 
-void ClientRouter::ForgetOwner(const std::string& key) {
-  if (config_.location_cache_entries == 0) return;
-  std::lock_guard lock(mu_);
-  owners_.erase(key);  // its owner_order_ slot ages out on its own
-}
+void ClientRouter::ForgetOwner(const std::string& key) { owners_.Forget(key); }
 
 Result<Owner> ClientRouter::Relocate(const std::string& key, const std::string& hint,
                                      const std::string& stale_node) {
@@ -173,10 +178,13 @@ Result<std::map<std::string, OwnerGroup>> ClientRouter::GroupByOwner(
     std::vector<std::string> slice_keys;
     slice_keys.reserve(slice.size());
     for (size_t i : slice) slice_keys.push_back(keys[i]);
-    std::vector<rpc::LocationResult> locations;
-    auto call = master_.Call(
-        [&](rpc::MasterServiceClient& c) { c.BatchGetLocation(locations, slice_keys); });
+    auto call = master_.Call([&](rpc::MasterServiceClient& c) {
+      std::vector<rpc::LocationResult> r;
+      c.BatchGetLocation(r, slice_keys);
+      return r;
+    });
     if (!call) return Err(call.error());
+    const std::vector<rpc::LocationResult>& locations = *call;
     if (locations.size() != slice.size()) {
       MC_LOG_ERROR("master answered {} locations for {} keys", locations.size(), slice.size());
       return Err(ErrorCode::kInternalError);
@@ -191,6 +199,24 @@ Result<std::map<std::string, OwnerGroup>> ClientRouter::GroupByOwner(
       if (!group.owner.channel) group.owner = Remember(loc.node_id, loc.host, loc.port);
       group.indices.push_back(slice[j]);
     }
+  }
+  return groups;
+}
+
+std::map<std::string, OwnerGroup> ClientRouter::GroupCached(const std::vector<std::string>& keys,
+                                                           const std::vector<size_t>& todo,
+                                                           std::vector<size_t>& uncached) {
+  std::map<std::string, OwnerGroup> groups;
+  for (size_t i : todo) {
+    auto node_id = owners_.Find(keys[i]);
+    auto channel = node_id ? Cached(*node_id) : nullptr;
+    if (!channel) {
+      uncached.push_back(i);
+      continue;
+    }
+    OwnerGroup& group = groups[*node_id];
+    if (!group.owner.channel) group.owner = Owner{*node_id, std::move(channel), /*cached=*/true};
+    group.indices.push_back(i);
   }
   return groups;
 }
@@ -211,11 +237,13 @@ Result<Owner> ClientRouter::PickTarget(uint64_t size, const PutOptions& options,
 }
 
 Result<Owner> ClientRouter::PickByMaster(uint64_t size, const std::vector<std::string>& exclude) {
-  rpc::PickNodeResult picked;
   auto call = master_.Call([&](rpc::MasterServiceClient& c) {
-    c.PickNode(picked, static_cast<int64_t>(size), exclude);
+    rpc::PickNodeResult r;
+    c.PickNode(r, static_cast<int64_t>(size), exclude);
+    return r;
   });
   if (!call) return Err(call.error());
+  const rpc::PickNodeResult& picked = *call;
   if (picked.code != rpc::ErrorCode::OK) return Err(FromRpc(picked.code));
   return Remember(picked.node.node_id, picked.node.host, picked.node.port);
 }

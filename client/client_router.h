@@ -11,20 +11,24 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "client/client.h"
+#include "client/owner_cache.h"
 #include "mooncake_rpc/MasterService.h"
 #include "mooncake_rpc/WorkerService.h"
+#include "thrift/master_endpoint.h"
 #include "thrift/rpc_channel.h"
 #include "thrift/rpc_codes.h"
 
 namespace mooncake {
 
-using MasterChannel = RpcChannel<rpc::MasterServiceClient>;
+// The master that leads now (a static address, or followed through etcd).
+using MasterChannel = MasterEndpoint;
 using WorkerChannel = RpcChannel<rpc::WorkerServiceClient>;
 
 // A worker node and the channel that reaches it. The shared_ptr keeps a
@@ -87,6 +91,12 @@ class ClientRouter {
   Result<std::map<std::string, OwnerGroup>> GroupByOwner(
       const std::vector<std::string>& keys, const std::vector<size_t>& todo,
       std::vector<std::pair<size_t, ErrorCode>>& missing);
+  // Groups keys[i] for every i in `todo` whose owner the cache remembers
+  // (Owner::cached set); the other indices go to `uncached`, in order. No
+  // master round trip.
+  std::map<std::string, OwnerGroup> GroupCached(const std::vector<std::string>& keys,
+                                                const std::vector<size_t>& todo,
+                                                std::vector<size_t>& uncached);
   // The node a new object of `size` bytes goes to: options.preferred_node,
   // else the configured local node, else the master's pick by free space.
   // `explicit_choice` tells the caller the user named the node, so it must
@@ -111,12 +121,14 @@ class ClientRouter {
   const ReaddressedFn on_readdressed_;
   const RpcOptions rpc_options_;
   MasterChannel master_;
-  std::mutex mu_;
+  std::shared_mutex mu_;  // shared for lookups, exclusive for changes
   std::map<std::string, NodeEntry> nodes_;  // guarded by mu_
-  // key -> owner node id, bounded FIFO; guarded by mu_.
-  std::unordered_map<std::string, std::string> owners_;
-  std::deque<std::string> owner_order_;
+  // key -> owner node id; thread-safe on its own (not guarded by mu_).
+  OwnerCache owners_{config_.location_cache_bytes};
 };
+
+// Where the client's master is: config.master_host:port, or etcd.
+MasterTarget ToMasterTarget(const ClientConfig& config);
 
 // Turns a call that answers an rpc ErrorCode into one Result.
 inline Result<void> Flatten(const Result<rpc::ErrorCode::type>& result) {

@@ -1,8 +1,14 @@
 // mooncake-master: serves the key -> node directory until SIGINT or SIGTERM.
 // Exit codes: 0 after a clean stop, --help or --version, 1 if it cannot start, 2 for a
-// bad configuration. The ready file (--ready-file) holds two lines: the RPC
+// bad configuration, 3 after losing HA leadership (--etcd; docs/ha.md: its
+// directory may be stale, so a supervisor restarts it as a fresh standby).
+// The ready file (--ready-file) holds two lines: the RPC
 // port and the admin port (-1 when --admin-port is -1).
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <iostream>
 #include <string>
 
@@ -22,7 +28,12 @@ int main(int argc, char** argv) {
   if (auto exit_code = ExitCodeAfterParse(config, message)) return *exit_code;
   SetLogLevel(config->log_level);
 
-  auto server = MasterServer::Start(*config);
+  // Set by the election thread; the SIGTERM it raises ends the wait below.
+  static std::atomic<bool> lost_leadership{false};
+  auto server = MasterServer::Start(*config, [] {
+    lost_leadership = true;
+    kill(getpid(), SIGTERM);
+  });
   if (!server) return 1;
   MC_LOG_INFO("master listening host={} port={} admin_port={} node_ttl_ms={}", config->host,
               (*server)->port(), (*server)->admin_port(), config->node_ttl_ms);
@@ -38,8 +49,8 @@ int main(int argc, char** argv) {
   }
 
   int sig = WaitForStopSignal(stop_signals);
-  MC_LOG_INFO("master stopping signal={}", sig);
+  MC_LOG_INFO("master stopping signal={} lost_leadership={}", sig, lost_leadership.load());
   (*server)->Stop();
   MC_LOG_INFO("master stopped");
-  return 0;
+  return lost_leadership ? 3 : 0;
 }

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "common/etcd_client.h"
 #include "common/flag_parsing.h"
 #include "common/version.h"
 #include "http/admin_settings.h"
@@ -36,6 +37,20 @@ void AddOptions(CLI::App& app, MasterConfig& config) {
   app.add_option("--log-level", config.log_level,
                  "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();
+  app.add_option("--etcd", config.etcd,
+                 "High availability: etcd endpoints http://HOST:PORT[,...]; masters of one "
+                 "--cluster-name elect a leader there (docs/ha.md)");
+  app.add_option("--cluster-name", config.cluster_name, "HA group name in etcd")
+      ->capture_default_str();
+  app.add_option("--advertise-address", config.advertise_address,
+                 "HOST:PORT published in etcd as this master's address (default: --host and "
+                 "the bound port)");
+  app.add_option("--etcd-lease-ttl-s", config.etcd_lease_ttl_s,
+                 "TTL of the leader's etcd lease in seconds")
+      ->capture_default_str();
+  app.add_option("--ha-rebuild-ms", config.ha_rebuild_ms,
+                 "A new leader answers key calls NOT_LEADER this long while workers re-announce")
+      ->capture_default_str();
   AddAdminOptions(
       app, {config.admin_host, config.admin_port, config.admin_token, config.admin_token_file});
   AddRpcServerOptions(app, config.rpc_limits);
@@ -53,6 +68,32 @@ void AddOptions(CLI::App& app, MasterConfig& config) {
 std::string AdminConfigProblem(const MasterConfig& config) {
   return AdminSettingsProblem(config.admin_host, config.admin_port, config.port,
                               config.admin_token);
+}
+
+// Checks of the HA settings; empty when they are fine.
+std::string HaConfigProblem(const MasterConfig& config) {
+  if (config.cluster_name.empty() || config.cluster_name.find('/') != std::string::npos) {
+    return "--cluster-name must be non-empty and hold no '/', got \"" + config.cluster_name + "\"";
+  }
+  if (config.etcd_lease_ttl_s < 1 || config.etcd_lease_ttl_s > 60) {
+    return "--etcd-lease-ttl-s must be in 1..60, got " + std::to_string(config.etcd_lease_ttl_s);
+  }
+  if (config.ha_rebuild_ms < 0 || config.ha_rebuild_ms > 60000) {
+    return "--ha-rebuild-ms must be in 0..60000, got " + std::to_string(config.ha_rebuild_ms);
+  }
+  if (config.etcd.empty()) return "";
+  if (!ParseEtcdEndpoints(config.etcd)) {
+    return "--etcd must be http://HOST:PORT[,http://HOST:PORT...], got \"" + config.etcd + "\"";
+  }
+  if (!config.advertise_address.empty()) {
+    auto colon = config.advertise_address.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == config.advertise_address.size()) {
+      return "--advertise-address must be HOST:PORT, got \"" + config.advertise_address + "\"";
+    }
+  } else if (config.host == "0.0.0.0" || config.host == "::") {
+    return "--etcd with a wildcard --host needs --advertise-address HOST:PORT";
+  }
+  return "";
 }
 
 }  // namespace
@@ -78,6 +119,8 @@ Result<void> ValidateMasterConfig(const MasterConfig& config, std::string* messa
                "--log-level must be one of trace, debug, info, warn, error, critical, "
                "off; got \"" +
                    config.log_level + "\"");
+  } else if (auto problem = HaConfigProblem(config); !problem.empty()) {
+    SetMessage(message, std::move(problem));
   } else if (auto problem = AdminConfigProblem(config); !problem.empty()) {
     SetMessage(message, std::move(problem));
   } else if (auto limits = ValidateRpcServerLimits(config.rpc_limits, message); !limits) {

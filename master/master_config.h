@@ -47,6 +47,22 @@ struct MasterConfig {
   // trace, debug, info, warn, error, critical or off.
   std::string log_level = "info";
 
+  // High availability (docs/ha.md). Empty `etcd`: one master, as always.
+  // Otherwise comma-separated etcd endpoints (http://HOST:PORT): masters of
+  // one `cluster_name` elect a leader there; the others stand by.
+  std::string etcd;
+  std::string cluster_name = "mooncake";
+  // HOST:PORT published as the leader's address; empty: --host and the
+  // bound port (a wildcard --host needs an explicit address).
+  std::string advertise_address;
+  // TTL of the leader's etcd lease: a dead leader is replaced after at most
+  // about this long (etcd's minimum is 2 s).
+  int64_t etcd_lease_ttl_s = 3;
+  // After winning an election, key calls are answered NOT_LEADER (retry)
+  // for this long while the workers re-register and re-announce their keys.
+  // Must exceed the workers' heartbeat interval.
+  int64_t ha_rebuild_ms = 2500;
+
   // Set by ParseMasterConfig when --help was given: `message` then holds the
   // help text, the other fields are defaults, and the caller should print it
   // to stdout and exit 0 without starting anything.
@@ -54,7 +70,9 @@ struct MasterConfig {
 };
 
 // Checks ranges: port in 0..65535, admin_port in -1..65535 and not equal to
-// port, node_ttl_ms > 0, a known log level, a token of visible ASCII without
+// port, node_ttl_ms > 0, a known log level, parseable etcd endpoints, a
+// cluster name without '/', a lease TTL of 1..60 s, a rebuild window of
+// 0..60000 ms, an advertise address of HOST:PORT, a token of visible ASCII without
 // spaces, positive RPC limits, and all three TLS files or none. On failure returns kInvalidParams and, if `message` is given, says
 // why.
 Result<void> ValidateMasterConfig(const MasterConfig& config, std::string* message);
@@ -71,11 +89,11 @@ Result<void> LoadAdminToken(MasterConfig& config, std::string* message);
 // Parses command-line flags --host --port --node-ttl-ms --ready-file
 // --log-level --admin-host --admin-port --admin-token --admin-token-file
 // --max-connections --rpc-idle-timeout-ms --rpc-read-timeout-ms --tls-cert
-// --tls-key --tls-ca and --config FILE (TOML/INI, same key names as the flags; flags
-// given on the command line win over the file). On a parse or validation
-// error returns kInvalidParams with the reason in `*message`; on --help
-// returns a config with show_help set and the help text in `*message`.
-// `message` may be null.
+// --tls-key --tls-ca --etcd --cluster-name --advertise-address
+// --etcd-lease-ttl-s --ha-rebuild-ms and --config FILE (TOML/INI, same key names as the flags;
+// flags given on the command line win over the file). On a parse or validation error returns
+// kInvalidParams with the reason in `*message`; on --help returns a config with show_help set and
+// the help text in `*message`. `message` may be null.
 Result<MasterConfig> ParseMasterConfig(int argc, const char* const* argv, std::string* message);
 
 }  // namespace mooncake

@@ -93,8 +93,9 @@ class TimedCall {
 }  // namespace
 
 std::vector<std::string> MasterHandler::OperationNames() {
-  return {"register_node", "heartbeat",    "get_location",  "batch_get_location", "put_owner",
-          "update_owner",  "remove_owner", "announce_keys", "pick_node",          "list_nodes"};
+  return {"register_node", "heartbeat",     "get_location", "batch_get_location",
+          "put_owner",     "batch_put_owner", "update_owner", "remove_owner",
+          "announce_keys", "pick_node",     "list_nodes"};
 }
 
 rpc::ErrorCode::type MasterHandler::RegisterNode(const rpc::NodeInfo& node) {
@@ -163,6 +164,29 @@ void MasterHandler::PutOwner(rpc::PutOwnerResult& _return, const std::string& ke
   if (!ok) _return.code = rpc::ErrorCode::INTERNAL_ERROR;
 }
 
+void MasterHandler::BatchPutOwner(std::vector<rpc::PutOwnerResult>& _return,
+                                  const std::vector<std::string>& keys,
+                                  const std::string& node_id) {
+  static constexpr rpc::ErrorCode::type kAnswered = rpc::ErrorCode::OK;
+  TimedCall timed(requests_, "batch_put_owner", kAnswered);
+  bool ok = Guarded("BatchPutOwner", [&] {
+    std::vector<std::string> winners;
+    auto results = service_.BatchPutOwner(keys, node_id, &winners);
+    _return.clear();
+    _return.reserve(results.size());
+    for (size_t i = 0; i < results.size(); ++i) {
+      rpc::PutOwnerResult& out = _return.emplace_back();
+      out.code = ToRpc(results[i]);
+      out.owner = results[i] ? node_id : std::move(winners[i]);
+    }
+  });
+  if (!ok) {
+    rpc::PutOwnerResult failed;
+    failed.code = rpc::ErrorCode::INTERNAL_ERROR;
+    _return.assign(keys.size(), failed);
+  }
+}
+
 rpc::ErrorCode::type MasterHandler::UpdateOwner(const std::string& key,
                                                 const std::string& expected_owner,
                                                 const std::string& new_owner) {
@@ -215,6 +239,12 @@ void MasterHandler::ListNodes(std::vector<rpc::NodeInfo>& _return) {
     for (const auto& node : service_.ListNodes()) _return.push_back(NodeToRpc(node));
   });
   if (!ok) _return.clear();
+}
+
+void MasterHandler::GetRole(rpc::MasterRole& _return) {
+  // Without HA a master leads its own one-master group.
+  _return = rpc::MasterRole();
+  _return.is_leader = true;
 }
 
 }  // namespace mooncake

@@ -34,6 +34,8 @@ class MasterHandler : public rpc::MasterServiceIf {
                         const std::vector<std::string>& keys) override;
   void PutOwner(rpc::PutOwnerResult& _return, const std::string& key,
                 const std::string& node_id) override;
+  void BatchPutOwner(std::vector<rpc::PutOwnerResult>& _return,
+                     const std::vector<std::string>& keys, const std::string& node_id) override;
   rpc::ErrorCode::type UpdateOwner(const std::string& key, const std::string& expected_owner,
                                    const std::string& new_owner) override;
   rpc::ErrorCode::type RemoveOwner(const std::string& key, const std::string& node_id) override;
@@ -42,6 +44,7 @@ class MasterHandler : public rpc::MasterServiceIf {
   void PickNode(rpc::PickNodeResult& _return, int64_t size,
                 const std::vector<std::string>& exclude) override;
   void ListNodes(std::vector<rpc::NodeInfo>& _return) override;
+  void GetRole(rpc::MasterRole& _return) override;
 
  private:
   MasterService& service_;

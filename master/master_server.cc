@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/etcd_client.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "http/admin_server.h"
 #include "master/admin_routes.h"
+#include "master/leader_election.h"
+#include "master/leader_gated_handler.h"
 #include "master/master_handler.h"
 #include "mooncake_rpc/MasterService.h"
 #include "thrift/rpc_server.h"
@@ -23,7 +26,8 @@ Millis ReaperPeriod(Millis ttl) { return std::max(Millis(100), ttl / 4); }
 MasterServer::MasterServer(MasterOptions options)
     : service_(std::make_unique<MasterService>(std::move(options))) {}
 
-Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& given) {
+Result<std::unique_ptr<MasterServer>> MasterServer::Start(
+    const MasterConfig& given, std::function<void()> on_lost_leadership) {
   std::string why;
   MasterConfig config = given;
   if (auto loaded = LoadAdminToken(config, &why); !loaded) {
@@ -39,7 +43,12 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& gi
   std::unique_ptr<MasterServer> server(new MasterServer(options));
 
   server->requests_ = std::make_unique<RequestMetrics>(MasterHandler::OperationNames());
-  auto handler = std::make_shared<MasterHandler>(*server->service_, *server->requests_);
+  std::shared_ptr<rpc::MasterServiceIf> handler =
+      std::make_shared<MasterHandler>(*server->service_, *server->requests_);
+  if (!config.etcd.empty()) {
+    server->gate_ = std::make_unique<RoleGate>(config.cluster_name, Millis(config.ha_rebuild_ms));
+    handler = std::make_shared<LeaderGatedHandler>(std::move(handler), *server->gate_);
+  }
   auto processor = std::make_shared<rpc::MasterServiceProcessor>(handler);
   auto rpc = RpcServer::Start(processor, {.host = config.host,
                                           .port = config.port,
@@ -53,9 +62,36 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& gi
   server->port_ = server->rpc_->port();
   // The destructor stops the RPC server if the admin server cannot start.
   if (auto admin = server->StartAdmin(config); !admin) return Err(admin.error());
+  if (server->gate_) {
+    auto started = server->StartElection(config, std::move(on_lost_leadership));
+    if (!started) return Err(started.error());
+  }
   server->reaper_ = std::thread(
       [s = server.get(), period = ReaperPeriod(options.node_ttl)] { s->ReaperLoop(period); });
   return server;
+}
+
+Result<void> MasterServer::StartElection(const MasterConfig& config,
+                                         std::function<void()> on_lost) {
+  ElectionOptions options;
+  auto endpoints = ParseEtcdEndpoints(config.etcd);
+  if (!endpoints) return Err(endpoints.error());
+  options.etcd_endpoints = std::move(*endpoints);
+  options.cluster_name = config.cluster_name;
+  options.self_address = config.advertise_address.empty()
+                             ? config.host + ":" + std::to_string(port_)
+                             : config.advertise_address;
+  options.lease_ttl_s = config.etcd_lease_ttl_s;
+  auto election = LeaderElection::Start(std::move(options), *gate_, std::move(on_lost));
+  if (!election) {
+    MC_LOG_ERROR("master cannot join its HA group etcd={} cluster={}", config.etcd,
+                 config.cluster_name);
+    return Err(election.error());
+  }
+  election_ = std::move(*election);
+  MC_LOG_INFO("master standing by for leadership etcd={} cluster={} address={}", config.etcd,
+              config.cluster_name, gate_->Snapshot().self_address);
+  return {};
 }
 
 Result<void> MasterServer::StartAdmin(const MasterConfig& config) {
@@ -64,8 +100,9 @@ Result<void> MasterServer::StartAdmin(const MasterConfig& config) {
   AdminServerOptions options;
   options.token = config.admin_token;
   admin_ = std::make_unique<AdminServer>(std::move(options));
-  RegisterMasterAdminRoutes(*admin_, *service_, requests_.get(),
-                            [rpc = rpc_.get()] { return rpc->stats(); });
+  RegisterMasterAdminRoutes(
+      *admin_, *service_, requests_.get(), [rpc = rpc_.get()] { return rpc->stats(); },
+      config.tls);
   if (auto started = admin_->Start(config.admin_host, port); !started) {
     MC_LOG_ERROR("master admin server cannot listen host={} port={}", config.admin_host, port);
     return Err(started.error());
@@ -77,6 +114,8 @@ Result<void> MasterServer::StartAdmin(const MasterConfig& config) {
 MasterServer::~MasterServer() { Stop(); }
 
 void MasterServer::Stop() {
+  // Resign first: a standby takes over while this master shuts down.
+  if (election_) election_->Stop();
   if (admin_) {
     admin_->Stop();
     admin_.reset();

@@ -10,6 +10,7 @@
 // is guarded by mu_.
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -22,7 +23,9 @@
 namespace mooncake {
 
 class AdminServer;
+class LeaderElection;
 class RequestMetrics;
+class RoleGate;
 class RpcServer;
 
 class MasterServer {
@@ -32,7 +35,14 @@ class MasterServer {
   // serving. An admin_token_file not yet loaded is read here. kInvalidParams
   // for a bad config, kRpcFail if a port cannot be bound. Returns once both
   // sockets listen.
-  static Result<std::unique_ptr<MasterServer>> Start(const MasterConfig& config);
+  //
+  // With config.etcd set the master joins the HA group config.cluster_name
+  // (docs/ha.md): it answers as a standby until it wins the election.
+  // `on_lost_leadership` (may be empty) runs, on the election's thread, if
+  // this master led and lost its lease; it then answers as a standby for
+  // good, and mooncake-master exits so that it restarts with empty state.
+  static Result<std::unique_ptr<MasterServer>> Start(const MasterConfig& config,
+                                                     std::function<void()> on_lost_leadership = {});
 
   ~MasterServer();
   MasterServer(const MasterServer&) = delete;
@@ -51,12 +61,19 @@ class MasterServer {
  private:
   explicit MasterServer(MasterOptions options);
   Result<void> StartAdmin(const MasterConfig& config);
+  // Joins the HA group: campaigns in etcd, flipping gate_.
+  Result<void> StartElection(const MasterConfig& config, std::function<void()> on_lost);
   void ReaperLoop(Millis period);
 
   // Declared first so it is destroyed last: the RPC handler refers to it.
   std::unique_ptr<MasterService> service_;
   // Counts and times Thrift requests; read by the admin /metrics route.
   std::unique_ptr<RequestMetrics> requests_;
+  // HA only (config.etcd): what this master is now (the RPC handler reads
+  // it, so it is declared before rpc_ and outlives it), and the campaign
+  // that sets it (stopped first).
+  std::unique_ptr<RoleGate> gate_;
+  std::unique_ptr<LeaderElection> election_;
   std::unique_ptr<RpcServer> rpc_;
   int port_ = 0;
   // Its routes read service_; stopped first.

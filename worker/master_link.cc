@@ -1,6 +1,9 @@
 #include "worker/master_link.h"
 
+#include <algorithm>
+
 #include "mooncake_rpc/MasterService.h"
+#include "thrift/master_endpoint.h"
 #include "thrift/rpc_channel.h"
 #include "thrift/rpc_codes.h"
 
@@ -58,33 +61,82 @@ size_t AnnounceBatchEnd(const std::vector<std::string>& keys, size_t begin) {
 }  // namespace
 
 struct MasterLink::Channel {
-  RpcChannel<rpc::MasterServiceClient> rpc;
+  MasterEndpoint rpc;
 };
 
 MasterLink::MasterLink(std::string master_host, int master_port,
                        std::shared_ptr<const RpcTlsContext> tls)
-    : channel_(new Channel{RpcChannel<rpc::MasterServiceClient>(
-          std::move(master_host), master_port,
-          RpcOptions{.io_timeout_ms = 10000, .tls = std::move(tls)})}) {}
+    : MasterLink(MasterTarget{.host = std::move(master_host), .port = master_port},
+                 std::move(tls)) {}
+
+MasterLink::MasterLink(MasterTarget target, std::shared_ptr<const RpcTlsContext> tls)
+    : channel_(new Channel{MasterEndpoint(
+          std::move(target), RpcOptions{.io_timeout_ms = 10000, .tls = std::move(tls)})}) {}
+
+void MasterLink::StopFollowing() { channel_->rpc.Cancel(); }
 
 MasterLink::~MasterLink() = default;
 
 Result<void> MasterLink::Claim(const std::string& key) {
-  auto attempt = [&]() -> Result<void> {
-    auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
-      rpc::PutOwnerResult result;
-      client.PutOwner(result, key, node_id_);
-      return result;
-    });
-    if (!reply) return Err(reply.error());
-    return ToResult(reply->code);
-  };
-  auto claimed = attempt();
+  auto claimed = claims_.Claim(key);
   if (!claimed && claimed.error() == ErrorCode::kNodeNotFound && on_unknown_node_) {
     on_unknown_node_();
-    claimed = attempt();
+    claimed = claims_.Claim(key);
   }
   return claimed;
+}
+
+std::vector<Result<void>> MasterLink::ClaimMany(const std::vector<std::string>& keys) {
+  const ClaimBatcherOptions limits;
+  std::vector<Result<void>> results;
+  results.reserve(keys.size());
+  for (size_t begin = 0; begin < keys.size();) {
+    size_t end = begin;
+    uint64_t bytes = 0;
+    while (end < keys.size() && end - begin < limits.max_keys &&
+           (end == begin || bytes + keys[end].size() <= limits.max_key_bytes)) {
+      bytes += keys[end++].size();
+    }
+    std::vector<std::string> slice(keys.begin() + begin, keys.begin() + end);
+    auto answers = SendClaims(slice);
+    bool unknown = std::ranges::any_of(answers, [](const Result<void>& r) {
+      return !r && r.error() == ErrorCode::kNodeNotFound;
+    });
+    if (unknown && on_unknown_node_) {
+      // The master forgot this node: register again, then claim once more.
+      on_unknown_node_();
+      answers = SendClaims(slice);
+    }
+    results.insert(results.end(), answers.begin(), answers.end());
+    begin = end;
+  }
+  return results;
+}
+
+std::vector<Result<void>> MasterLink::SendClaims(const std::vector<std::string>& keys) {
+  std::vector<Result<void>> results;
+  results.reserve(keys.size());
+  if (keys.size() == 1) {
+    auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
+      rpc::PutOwnerResult result;
+      client.PutOwner(result, keys.front(), node_id_);
+      return result;
+    });
+    results.push_back(reply ? ToResult(reply->code) : Err(reply.error()));
+    return results;
+  }
+  auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
+    std::vector<rpc::PutOwnerResult> answers;
+    client.BatchPutOwner(answers, keys, node_id_);
+    return answers;
+  });
+  if (reply && reply->size() != keys.size()) reply = Err(ErrorCode::kInternalError);
+  if (!reply) {
+    results.assign(keys.size(), Err(reply.error()));
+    return results;
+  }
+  for (const auto& answer : *reply) results.push_back(ToResult(answer.code));
+  return results;
 }
 
 Result<void> MasterLink::Release(const std::string& key) {

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "common/node.h"
+#include "thrift/master_endpoint.h"
+#include "worker/claim_batcher.h"
 #include "worker/tiered_cache_backend.h"
 
 namespace mooncake {
@@ -22,6 +24,9 @@ class MasterLink : public OwnerDirectory {
   // `tls` (may be null: plain TCP) is this process's client TLS context.
   MasterLink(std::string master_host, int master_port,
              std::shared_ptr<const RpcTlsContext> tls = nullptr);
+  // The master found through `target` (a static address or etcd, following
+  // a change of leader: thrift/master_endpoint.h).
+  explicit MasterLink(MasterTarget target, std::shared_ptr<const RpcTlsContext> tls = nullptr);
   ~MasterLink() override;
 
   // Set once the node id is known (after the port is bound).
@@ -33,7 +38,14 @@ class MasterLink : public OwnerDirectory {
     on_unknown_node_ = std::move(callback);
   }
 
+  // Makes calls waiting for a new master leader give up (shutdown).
+  void StopFollowing();
+
+  // Concurrent claims travel together (ClaimBatcher): one master call for
+  // every claim that queued while the previous call was on the wire.
   Result<void> Claim(const std::string& key) override;
+  // The keys of one batched write, in calls of ClaimBatcherOptions' size.
+  std::vector<Result<void>> ClaimMany(const std::vector<std::string>& keys) override;
   Result<void> Release(const std::string& key) override;
 
   Result<void> Register(const NodeRecord& node);
@@ -50,9 +62,13 @@ class MasterLink : public OwnerDirectory {
 
  private:
   struct Channel;
+  // One claim call to the master: PutOwner for one key, else BatchPutOwner.
+  std::vector<Result<void>> SendClaims(const std::vector<std::string>& keys);
+
   std::unique_ptr<Channel> channel_;
   std::string node_id_;
   std::function<void()> on_unknown_node_;
+  ClaimBatcher claims_{[this](const std::vector<std::string>& keys) { return SendClaims(keys); }};
 };
 
 }  // namespace mooncake

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <sstream>
 
+#include "common/etcd_client.h"
 #include "common/flag_parsing.h"
 #include "common/log.h"
 #include "common/units.h"
@@ -47,6 +48,12 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
   app.add_option("--port", c.port, "TCP port (0 picks a free port)")->capture_default_str();
   app.add_option("--master", c.master, "Master address HOST:PORT")
       ->envname("MOONCAKE_MASTER")
+      ->capture_default_str();
+  app.add_option("--etcd", c.etcd,
+                 "Master HA: etcd endpoints http://HOST:PORT[,...]; the leader of "
+                 "--cluster-name is found there and followed (instead of --master)")
+      ->envname("MOONCAKE_ETCD");
+  app.add_option("--cluster-name", c.cluster_name, "Master HA group name in etcd")
       ->capture_default_str();
   AddSizeOption(app, "--dram-capacity", c.dram_capacity, "DRAM tier size");
   AddSizeOption(app, "--ssd-capacity", c.ssd_capacity, "SSD tier size, 0 for none");
@@ -129,6 +136,10 @@ bool ParseHostPort(const std::string& text, std::string* host, int* port) {
 
 }  // namespace
 
+std::string WorkerConfig::master_description() const {
+  return etcd.empty() ? master : "etcd " + etcd + " cluster " + cluster_name;
+}
+
 std::string WorkerConfig::master_host() const {
   std::string host;
   ParseHostPort(master, &host, nullptr);
@@ -150,6 +161,12 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
   if (c.port < 0 || c.port > 65535) return fail("--port must be in 0..65535");
   if (!ParseHostPort(c.master, nullptr, nullptr)) {
     return fail("--master must be HOST:PORT, got \"" + c.master + "\"");
+  }
+  if (!c.etcd.empty() && !ParseEtcdEndpoints(c.etcd)) {
+    return fail("--etcd must be http://HOST:PORT[,http://HOST:PORT...], got \"" + c.etcd + "\"");
+  }
+  if (c.cluster_name.empty() || c.cluster_name.find('/') != std::string::npos) {
+    return fail("--cluster-name must be non-empty and hold no '/'");
   }
   if (c.dram_capacity == 0) return fail("--dram-capacity must be positive");
   if (c.ssd_capacity > 0 && c.ssd_path.empty()) return fail("--ssd-path must not be empty");
@@ -191,7 +208,8 @@ Result<WorkerConfig> ParseWorkerConfig(int argc, const char* const* argv, std::s
       "Exit codes: 0 stopped cleanly, 1 cannot start, 2 bad configuration, 4 the SSD tier\n"
       "cannot be opened (a corrupt, locked or unreadable RocksDB directory under --ssd-path;\n"
       "a missing or empty directory starts an empty SSD tier).\n"
-      "Environment: MOONCAKE_MASTER (--master), MOONCAKE_NODE_ID (--node-id). Precedence:\n"
+      "Environment: MOONCAKE_MASTER (--master), MOONCAKE_ETCD (--etcd), MOONCAKE_NODE_ID\n"
+      "(--node-id). Precedence:\n"
       "a flag, then a --config file key, then the environment variable, then the default.");
   bool help = false;
   if (auto parsed = ParseFlags(app, argc, argv, &help, message); !parsed)

@@ -31,8 +31,13 @@ struct WorkerConfig {
   // Mutual TLS on the Thrift service and on this worker's own calls to the
   // master and to other workers; off when empty.
   TlsSettings tls;
-  // The master, as HOST:PORT.
+  // The master, as HOST:PORT. Ignored when `etcd` is set.
   std::string master = "127.0.0.1:50051";
+  // Master HA (docs/ha.md): comma-separated etcd endpoints
+  // (http://HOST:PORT); non-empty: find the leader of `cluster_name` there
+  // and follow it when it changes, instead of using `master`.
+  std::string etcd;
+  std::string cluster_name = "mooncake";
   uint64_t dram_capacity = 256ull << 20;
   // 0 runs without an SSD tier.
   uint64_t ssd_capacity = 1ull << 30;
@@ -90,6 +95,8 @@ struct WorkerConfig {
   // the caller prints it and exits 0.
   bool show_help = false;
 
+  // "etcd ENDPOINTS cluster NAME" with etcd, else `master`: for logs.
+  std::string master_description() const;
   // Parsed from `master`.
   std::string master_host() const;
   int master_port() const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/etcd_client.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "http/admin_server.h"
@@ -126,6 +127,19 @@ Result<std::unique_ptr<RdmaLink>> OpenRdma(const WorkerConfig& c,
   return link;
 }
 
+// The master: --master, or the HA leader found and followed through etcd.
+// A heartbeat waits through a failover (the lease TTL plus a poll) rather
+// than fail and start over; RegisterAndAnnounce follows at once.
+MasterTarget ToMasterTarget(const WorkerConfig& c) {
+  MasterTarget target{.host = c.master_host(), .port = c.master_port()};
+  if (!c.etcd.empty()) {
+    target.etcd_endpoints = ParseEtcdEndpoints(c.etcd).value_or(std::vector<std::string>{});
+    target.cluster_name = c.cluster_name;
+    target.leader_wait_ms = 10000;
+  }
+  return target;
+}
+
 std::vector<TierUsage> ToUsages(const BackendStats& stats) {
   std::vector<TierUsage> usages;
   for (const TierSnapshot& tier : stats.tiers) {
@@ -158,8 +172,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
     MC_LOG_ERROR("cannot start: TLS files unusable reason=\"{}\"", why);
     return Err(tls.error());
   }
-  server->master_ =
-      std::make_unique<MasterLink>(config.master_host(), config.master_port(), *tls);
+  server->master_ = std::make_unique<MasterLink>(ToMasterTarget(config), *tls);
   server->backend_ = std::make_unique<TieredCacheBackend>(std::move(*tiers), server->master_.get(),
                                                           ToBackendOptions(config));
   server->rdma_ = std::move(*rdma);
@@ -200,7 +213,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
   server->heartbeat_thread_ = std::thread([self] { self->HeartbeatLoop(); });
   server->maintenance_thread_ = std::thread([self] { self->MaintenanceLoop(); });
   MC_LOG_INFO("worker serving node={} host={} port={} master={}", server->config_.node_id,
-              config.host, server->rpc_->port(), config.master);
+              config.host, server->rpc_->port(), config.master_description());
   return server;
 }
 
@@ -246,6 +259,8 @@ void WorkerServer::Stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  // A heartbeat may be waiting for a new master leader (--etcd).
+  if (master_) master_->StopFollowing();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
   if (maintenance_thread_.joinable()) maintenance_thread_.join();
   if (admin_) admin_->Stop();
@@ -259,7 +274,7 @@ bool WorkerServer::WaitRegistered(Millis timeout) {
 
 WorkerReadiness WorkerServer::readiness() {
   WorkerReadiness r;
-  r.master = config_.master;
+  r.master = config_.master_description();
   r.heartbeat_stale_ms =
       std::max(Millis(config_.heartbeat_interval_ms) * kHeartbeatStaleIntervals, kMinHeartbeatStale)
           .count();
@@ -286,7 +301,7 @@ Result<void> WorkerServer::RegisterAndAnnounce() {
   }
   handler_->set_serving_reads(true);
   MC_LOG_INFO("registered with master node={} master={} keys_rejected={}", config_.node_id,
-              config_.master, rejected->size());
+              config_.master_description(), rejected->size());
   return {};
 }
 
@@ -310,7 +325,7 @@ void WorkerServer::HeartbeatLoop() {
       }
     }
     if (!outcome && !warned) {
-      MC_LOG_WARN("master unreachable master={} error={}", config_.master,
+      MC_LOG_WARN("master unreachable master={} error={}", config_.master_description(),
                   ToString(outcome.error()));
     }
     warned = !outcome;

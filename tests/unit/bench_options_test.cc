@@ -122,7 +122,7 @@ TEST_F(BenchOptionsTest, MasterFlagBeatsTheEnvironment) {
 
 TEST_F(BenchOptionsTest, ClientConfigCarriesTheClientFlags) {
   ASSERT_EQ(Parse({"--master", "example.org:6000", "--node", "worker-1", "--hot-cache-bytes",
-                   "1MiB", "--location-cache-entries", "0", "--rdma", "auto"}),
+                   "1MiB", "--location-cache-bytes", "0", "--rdma", "auto"}),
             std::nullopt);
   std::optional<ClientConfig> config = ToClientConfig(options_);
   ASSERT_TRUE(config.has_value());
@@ -130,7 +130,7 @@ TEST_F(BenchOptionsTest, ClientConfigCarriesTheClientFlags) {
   EXPECT_EQ(config->master_port, 6000);
   EXPECT_EQ(config->local_node, "worker-1");
   EXPECT_EQ(config->local_hot_cache_bytes, 1u << 20);
-  EXPECT_EQ(config->location_cache_entries, 0u);
+  EXPECT_EQ(config->location_cache_bytes, 0u);
   EXPECT_EQ(config->rdma, "auto");
 }
 

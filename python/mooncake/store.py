@@ -1,0 +1,235 @@
+"""Mooncake Store's Python class on top of mooncake.Client.
+
+Integration code written for Mooncake (vLLM, SGLang, LMCache connectors)
+imports ``from mooncake.store import MooncakeDistributedStore``; this module
+offers that class with Mooncake's conventions, so such code moves over with
+few edits:
+
+* calls return integer codes (0 or a byte count on success, a negative
+  ErrorCode on failure) instead of raising; ``get`` returns b"" on failure;
+* buffers are given as raw host addresses and sizes (``buffer_ptr``,
+  ``size``), as in Mooncake; any buffer-protocol object works too. The
+  memory must be host memory this process can read or write: a device
+  pointer would crash the process (use the GPU tier's open_for_write for
+  device-resident data).
+* ``register_buffer`` / ``unregister_buffer`` succeed and do nothing: this
+  client copies into the caller's memory itself, no registration needed.
+
+Calls with no counterpart raise NotImplementedError; docs/python.md lists
+them and why.
+"""
+
+import ctypes
+import socket
+
+from ._mooncake import Client, Error, error_codes
+
+_CODES = error_codes()
+_INVALID_PARAMS = _CODES["INVALID_PARAMS"]
+
+
+class ReplicateConfig:
+    """Mooncake's write options. ``replica_num`` is accepted and ignored:
+    one object has one owner node here. ``preferred_segment`` names the
+    node to write to (our ``preferred_node``)."""
+
+    def __init__(self):
+        self.replica_num = 1
+        self.with_soft_pin = False
+        self.with_hard_pin = False
+        self.preferred_segment = ""
+        self.preferred_tier = ""
+
+    def options(self):
+        return {
+            "hard_pin": bool(self.with_hard_pin),
+            "soft_pin": bool(self.with_soft_pin),
+            "preferred_node": self.preferred_segment or "",
+            "preferred_tier": self.preferred_tier or "",
+        }
+
+
+def _options(config):
+    return config.options() if config is not None else {}
+
+
+def _buffer(ptr, size):
+    """A writable view of `size` bytes at host address `ptr`, or `ptr`
+    itself when it already is a buffer-protocol object."""
+    if not isinstance(ptr, int):
+        return ptr
+    if size < 0 or (ptr == 0 and size > 0):
+        raise ValueError("bad buffer address or size")
+    if size == 0:
+        return bytearray()
+    return (ctypes.c_char * size).from_address(ptr)
+
+
+def _code(call, *args, **kwargs):
+    """0 when `call` succeeds, its ErrorCode when it raises Error."""
+    try:
+        call(*args, **kwargs)
+        return 0
+    except Error as e:
+        return e.code
+
+
+class MooncakeDistributedStore:
+    """Mooncake's MooncakeDistributedStore, backed by mooncake.Client."""
+
+    def __init__(self):
+        self._client = None
+
+    def setup(self, local_hostname="", metadata_server="", global_segment_size=0,
+              local_buffer_size=0, protocol="tcp", rdma_devices="",
+              master_server_addr="127.0.0.1:50051", *, local_node="", **client_options):
+        """Connects to the master. `metadata_server`, the segment and buffer
+        sizes are Mooncake transfer-engine settings and are ignored here:
+        memory is provided by the workers. protocol="rdma" turns on RDMA
+        reads where a device is usable ("auto"). Returns 0 or an ErrorCode."""
+        if protocol == "rdma":
+            client_options.setdefault("rdma", "auto")
+            if rdma_devices:
+                client_options.setdefault("rdma_device", rdma_devices.split(",")[0])
+        try:
+            self._client = Client(master=master_server_addr, local_node=local_node,
+                                  **client_options)
+            return 0
+        except Error as e:
+            return e.code
+
+    def init_all(self, protocol, device_name, mount_segment_size=0):
+        """Mooncake's all-in-one setup for a local cluster; connects to the
+        default master."""
+        return self.setup(protocol=protocol, rdma_devices=device_name)
+
+    @property
+    def client(self):
+        """The mooncake.Client underneath, for calls Mooncake lacks."""
+        if self._client is None:
+            raise Error(_INVALID_PARAMS, "setup() was not called")
+        return self._client
+
+    def close(self):
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        return 0
+
+    # ---- single objects ------------------------------------------------
+
+    def put(self, key, value, config=None):
+        return _code(self.client.put, key, value, **_options(config))
+
+    def put_from(self, key, buffer_ptr, size=0, config=None):
+        return _code(self.client.put_from, key, _buffer(buffer_ptr, size), **_options(config))
+
+    def upsert(self, key, value, config=None):
+        return _code(self.client.upsert, key, value, **_options(config))
+
+    def upsert_from(self, key, buffer_ptr, size=0, config=None):
+        return _code(self.client.upsert_from, key, _buffer(buffer_ptr, size),
+                     **_options(config))
+
+    def get(self, key):
+        try:
+            return self.client.get(key)
+        except Error:
+            return b""
+
+    def get_into(self, key, buffer_ptr, size=0):
+        try:
+            return self.client.get_into(key, _buffer(buffer_ptr, size))
+        except Error as e:
+            return e.code
+
+    def get_size(self, key):
+        try:
+            return int(self.client.inspect(key)["size"])
+        except Error as e:
+            return e.code
+
+    def is_exist(self, key):
+        return self.client.is_exist(key)
+
+    def remove(self, key, force=False):
+        return _code(self.client.remove, key, force)
+
+    # ---- batches -------------------------------------------------------
+
+    def batch_is_exist(self, keys):
+        return self.client.batch_is_exist(list(keys))
+
+    def batch_put_from(self, keys, buffer_ptrs, sizes=None, config=None):
+        buffers = self._buffers(keys, buffer_ptrs, sizes)
+        if buffers is None:
+            return [_INVALID_PARAMS] * len(keys)
+        return self.client.batch_put_from(list(keys), buffers, **_options(config))
+
+    def batch_upsert_from(self, keys, buffer_ptrs, sizes=None, config=None):
+        buffers = self._buffers(keys, buffer_ptrs, sizes)
+        if buffers is None:
+            return [_INVALID_PARAMS] * len(keys)
+        return self.client.batch_upsert_from(list(keys), buffers, **_options(config))
+
+    def batch_get_into(self, keys, buffer_ptrs, sizes=None):
+        buffers = self._buffers(keys, buffer_ptrs, sizes)
+        if buffers is None:
+            return [_INVALID_PARAMS] * len(keys)
+        return self.client.batch_get_into(list(keys), buffers)
+
+    def put_batch(self, keys, values, config=None):
+        """Mooncake's put_batch: 0 when every value was stored, else the
+        first failure's code."""
+        results = self.client.batch_put(list(keys), list(values), **_options(config))
+        return next((r.code for r in results if isinstance(r, Error)), 0)
+
+    def upsert_batch(self, keys, values, config=None):
+        results = self.client.batch_upsert(list(keys), list(values), **_options(config))
+        return next((r.code for r in results if isinstance(r, Error)), 0)
+
+    def get_batch(self, keys):
+        """Mooncake's get_batch: bytes per key, b"" where the read failed."""
+        return [b"" if isinstance(v, Error) else v for v in self.client.batch_get(list(keys))]
+
+    @staticmethod
+    def _buffers(keys, buffer_ptrs, sizes):
+        if len(buffer_ptrs) != len(keys) or (sizes is not None and len(sizes) != len(keys)):
+            return None
+        if sizes is None:
+            return list(buffer_ptrs)
+        return [_buffer(p, s) for p, s in zip(buffer_ptrs, sizes)]
+
+    # ---- memory registration -------------------------------------------
+
+    def register_buffer(self, buffer_ptr, size):
+        """Nothing to register: reads and writes copy through this process."""
+        return 0
+
+    def unregister_buffer(self, buffer_ptr):
+        return 0
+
+    def batch_register_buffer(self, buffer_ptrs, sizes):
+        return [0] * len(buffer_ptrs)
+
+    def get_hostname(self):
+        return socket.gethostname()
+
+    # ---- no counterpart --------------------------------------------------
+
+    def remove_by_regex(self, regex, force=False):
+        raise NotImplementedError(
+            "remove_by_regex: the master keeps no key index to match against; "
+            "remove keys by name (batch_remove)")
+
+    def remove_all(self, force=False):
+        raise NotImplementedError(
+            "remove_all: the master keeps no key index; remove keys by name (batch_remove)")
+
+    def get_buffer(self, key):
+        raise NotImplementedError(
+            "get_buffer: no client-side allocator; use get_into with your own buffer")
+
+    def batch_get_buffer(self, keys):
+        raise NotImplementedError(
+            "batch_get_buffer: no client-side allocator; use batch_get_into")

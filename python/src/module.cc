@@ -1,0 +1,603 @@
+// mooncake._mooncake: the Python binding of mooncake::Client (client/client.h).
+//
+// Conventions kept by every method (docs/python.md has the user's view):
+//  * Errors: C++ results are std::expected; the binding turns an error into
+//    mooncake.Error at this boundary. Batch calls never raise for one key:
+//    they answer one entry per key, a value or an Error instance (like
+//    asyncio.gather(return_exceptions=True)). The Mooncake-named calls
+//    (is_exist, batch_is_exist, batch_put_from, batch_get_into and
+//    batch_upsert_from) answer integer codes as Mooncake's do.
+//  * Buffers: values are read from, and get_into writes into, any
+//    C-contiguous buffer-protocol object without an intermediate bytes.
+//  * The GIL is released around every call that talks to the cluster, so
+//    Python threads overlap their network waits.
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "client/client.h"
+#include "client/shared_mapping.h"
+#include "common/log.h"
+#include "python/src/buffer_view.h"
+#include "python/src/convert.h"
+#include "python/src/errors.h"
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace mooncake::python {
+namespace {
+
+// ---- Values and buffers -----------------------------------------------
+
+// A value to write: any buffer-protocol object, or a str (stored as UTF-8).
+class ValueView {
+ public:
+  explicit ValueView(py::handle object)
+      : encoded_(py::isinstance<py::str>(object) ? py::object(py::reinterpret_steal<py::object>(
+                                                       PyUnicode_AsUTF8String(object.ptr())))
+                                                 : py::object()),
+        view_(Source(object), /*writable=*/false) {}
+  std::string_view bytes() const { return view_.bytes(); }
+
+ private:
+  py::handle Source(py::handle object) const {
+    if (!py::isinstance<py::str>(object)) return object;
+    if (!encoded_) throw py::error_already_set();
+    return encoded_;
+  }
+  py::object encoded_;  // keeps the UTF-8 copy of a str alive
+  BufferView view_;
+};
+
+std::vector<ValueView> ValueViews(const py::sequence& values) {
+  std::vector<ValueView> views;
+  views.reserve(values.size());
+  for (py::handle v : values) views.emplace_back(v);
+  return views;
+}
+
+std::vector<BufferView> WritableViews(const py::sequence& buffers) {
+  std::vector<BufferView> views;
+  views.reserve(buffers.size());
+  for (py::handle b : buffers) views.emplace_back(b, /*writable=*/true);
+  return views;
+}
+
+void CheckSameLength(const std::vector<std::string>& keys, size_t other, const char* what) {
+  if (keys.size() == other) return;
+  RaiseError(ErrorCode::kInvalidParams, std::string(what) + ": " + std::to_string(keys.size()) +
+                                            " keys but " + std::to_string(other) + " values");
+}
+
+// ---- Results ------------------------------------------------------------
+
+template <typename T>
+T Unwrap(Result<T> result, std::string_view op, std::string_view key) {
+  if (!result) RaiseError(result.error(), Describe(op, key));
+  return std::move(*result);
+}
+
+void Check(const Result<void>& result, std::string_view op, std::string_view key) {
+  if (!result) RaiseError(result.error(), Describe(op, key));
+}
+
+int32_t CodeOf(ErrorCode code) { return static_cast<int32_t>(code); }
+
+// One entry per key: `ok(value)` or an Error instance.
+template <typename T, typename Ok>
+py::list PerKey(const std::vector<Result<T>>& results, const std::vector<std::string>& keys,
+                std::string_view op, Ok&& ok) {
+  py::list out(results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i]) {
+      out[i] = MakeError(results[i].error(), Describe(op, keys[i]));
+    } else if constexpr (std::is_void_v<T>) {
+      out[i] = ok();
+    } else {
+      out[i] = ok(*results[i]);
+    }
+  }
+  return out;
+}
+
+// Mooncake's convention for writes: 0 or a negative ErrorCode per key.
+py::list Codes(const std::vector<Result<void>>& results) {
+  py::list out(results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    out[i] = results[i] ? 0 : CodeOf(results[i].error());
+  }
+  return out;
+}
+
+// ---- The client ------------------------------------------------------------
+
+// mooncake.Client. Holds the C++ client by shared_ptr, so close() in one
+// thread leaves a call running in another thread its client until it ends.
+// Thread-safety: client_ is read and replaced only with the GIL held; the
+// Client itself is thread-safe.
+class PyClient {
+ public:
+  explicit PyClient(std::unique_ptr<Client> client) : client_(std::move(client)) {}
+
+  std::shared_ptr<Client> get() const {
+    if (!client_) RaiseError(ErrorCode::kInvalidParams, "the client is closed");
+    return client_;
+  }
+  // The client's destructor joins its threads: no GIL meanwhile.
+  void close() {
+    std::shared_ptr<Client> last = std::move(client_);
+    py::gil_scoped_release nogil;
+    last.reset();
+  }
+  bool closed() const { return client_ == nullptr; }
+
+ private:
+  std::shared_ptr<Client> client_;
+};
+
+// "host:port" or "host" (port 50051).
+std::pair<std::string, int> ParseMaster(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos) return {text, 50051};
+  std::string host = text.substr(0, colon);
+  std::string port = text.substr(colon + 1);
+  char* end = nullptr;
+  long value = std::strtol(port.c_str(), &end, 10);
+  if (host.empty() || port.empty() || *end != '\0' || value <= 0 || value > 65535) {
+    RaiseError(ErrorCode::kInvalidParams,
+               "master '" + text + "': expected HOST:PORT with a port in 1..65535");
+  }
+  return {host, static_cast<int>(value)};
+}
+
+std::unique_ptr<PyClient> MakeClient(
+    std::optional<std::string> master, std::string etcd, std::string cluster_name,
+    int64_t leader_wait_ms, std::string local_node, int connect_timeout_ms, int io_timeout_ms,
+    uint64_t location_cache_bytes, uint64_t hot_cache_bytes, uint64_t hot_cache_validate_min_bytes,
+    int64_t hot_cache_max_staleness_ms, std::string rdma, std::string rdma_device,
+    uint64_t rdma_min_bytes, std::string tls_cert, std::string tls_key, std::string tls_ca) {
+  if (!master) {
+    const char* env = std::getenv("MOONCAKE_MASTER");
+    master = env && *env ? env : "127.0.0.1:50051";
+  }
+  ClientConfig config;
+  std::tie(config.master_host, config.master_port) = ParseMaster(*master);
+  config.etcd_endpoints = std::move(etcd);
+  config.cluster_name = std::move(cluster_name);
+  config.leader_wait_ms = leader_wait_ms;
+  config.local_node = std::move(local_node);
+  config.connect_timeout_ms = connect_timeout_ms;
+  config.io_timeout_ms = io_timeout_ms;
+  config.location_cache_bytes = location_cache_bytes;
+  config.local_hot_cache_bytes = hot_cache_bytes;
+  config.hot_cache_validate_min_bytes = hot_cache_validate_min_bytes;
+  config.hot_cache_max_staleness_ms = hot_cache_max_staleness_ms;
+  config.rdma = std::move(rdma);
+  config.rdma_device = std::move(rdma_device);
+  config.rdma_min_bytes = rdma_min_bytes;
+  config.tls = TlsSettings{std::move(tls_cert), std::move(tls_key), std::move(tls_ca)};
+  Result<std::unique_ptr<Client>> client;
+  {
+    py::gil_scoped_release nogil;
+    client = Client::Create(config);
+  }
+  if (!client) {
+    RaiseError(client.error(), config.etcd_endpoints.empty()
+                                   ? "connect to master '" + *master + "'"
+                                   : "find the leader of cluster '" + config.cluster_name +
+                                         "' in etcd '" + config.etcd_endpoints + "'");
+  }
+  return std::make_unique<PyClient>(std::move(*client));
+}
+
+PutOptions Options(bool hard_pin, bool soft_pin, int64_t soft_pin_ttl_ms,
+                   std::string preferred_node, std::string preferred_tier) {
+  return PutOptions{hard_pin, soft_pin, soft_pin_ttl_ms, std::move(preferred_node),
+                    std::move(preferred_tier)};
+}
+
+// The keyword arguments every write takes (PutOptions).
+#define MOONCAKE_PUT_OPTIONS                                                     \
+  py::kw_only(), py::arg("hard_pin") = false, py::arg("soft_pin") = false,       \
+                 py::arg("soft_pin_ttl_ms") = 0, py::arg("preferred_node") = "", \
+                 py::arg("preferred_tier") = ""
+
+void Write(PyClient& self, const std::string& key, py::handle value, const PutOptions& options,
+           bool upsert) {
+  auto client = self.get();
+  ValueView view(value);
+  Result<void> result;
+  {
+    py::gil_scoped_release nogil;
+    result = upsert ? client->Upsert(key, view.bytes(), options)
+                    : client->Put(key, view.bytes(), options);
+  }
+  Check(result, upsert ? "upsert" : "put", key);
+}
+
+py::bytes Get(PyClient& self, const std::string& key) {
+  auto client = self.get();
+  Result<ObjectValue> value;
+  {
+    py::gil_scoped_release nogil;
+    value = client->Get(key);
+  }
+  return py::bytes(Unwrap(std::move(value), "get", key).data);
+}
+
+uint64_t GetInto(PyClient& self, const std::string& key, py::handle buffer) {
+  auto client = self.get();
+  BufferView view(buffer, /*writable=*/true);
+  Result<uint64_t> size;
+  uint64_t needed = 0;
+  {
+    py::gil_scoped_release nogil;
+    size = client->GetInto(key, view.writable(), &needed);
+  }
+  if (!size && size.error() == ErrorCode::kInvalidParams && needed > view.size()) {
+    RaiseError(ErrorCode::kInvalidParams, Describe("get_into", key) + ": the value has " +
+                                              std::to_string(needed) + " bytes, the buffer " +
+                                              std::to_string(view.size()));
+  }
+  return Unwrap(std::move(size), "get_into", key);
+}
+
+bool Exist(PyClient& self, const std::string& key, bool prefetch) {
+  auto client = self.get();
+  Result<bool> found;
+  {
+    py::gil_scoped_release nogil;
+    found = client->Exist(key, prefetch);
+  }
+  return Unwrap(std::move(found), "exist", key);
+}
+
+// Mooncake's is_exist: 1, 0, or a negative ErrorCode.
+int32_t IsExist(PyClient& self, const std::string& key, bool prefetch) {
+  auto client = self.get();
+  Result<bool> found;
+  {
+    py::gil_scoped_release nogil;
+    found = client->Exist(key, prefetch);
+  }
+  return found ? (*found ? 1 : 0) : CodeOf(found.error());
+}
+
+void Remove(PyClient& self, const std::string& key, bool force) {
+  auto client = self.get();
+  Result<void> removed;
+  {
+    py::gil_scoped_release nogil;
+    removed = client->Remove(key, force);
+  }
+  Check(removed, "remove", key);
+}
+
+// BatchPut or BatchUpsert of keys[i] = values[i].
+std::vector<Result<void>> BatchWrite(PyClient& self, const std::vector<std::string>& keys,
+                                     const py::sequence& values, const PutOptions& options,
+                                     bool upsert) {
+  CheckSameLength(keys, values.size(), upsert ? "batch_upsert" : "batch_put");
+  auto client = self.get();
+  std::vector<ValueView> views = ValueViews(values);
+  py::gil_scoped_release nogil;
+  // Thrift's request owns its bytes, so each value is copied once here.
+  std::vector<std::pair<std::string, std::string>> items;
+  items.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) items.emplace_back(keys[i], views[i].bytes());
+  return upsert ? client->BatchUpsert(items, options) : client->BatchPut(items, options);
+}
+
+std::vector<Result<uint64_t>> BatchGetInto(PyClient& self, const std::vector<std::string>& keys,
+                                           const py::sequence& buffers) {
+  CheckSameLength(keys, buffers.size(), "batch_get_into");
+  auto client = self.get();
+  std::vector<BufferView> views = WritableViews(buffers);
+  std::vector<std::span<char>> spans;
+  spans.reserve(views.size());
+  for (const auto& v : views) spans.push_back(v.writable());
+  py::gil_scoped_release nogil;
+  return client->BatchGetInto(keys, spans);
+}
+
+py::list BatchGet(PyClient& self, const std::vector<std::string>& keys) {
+  auto client = self.get();
+  std::vector<Result<ObjectValue>> values;
+  {
+    py::gil_scoped_release nogil;
+    values = client->BatchGet(keys);
+  }
+  return PerKey(values, keys, "get", [](const ObjectValue& v) { return py::bytes(v.data); });
+}
+
+std::vector<Result<bool>> BatchExist(PyClient& self, const std::vector<std::string>& keys,
+                                     bool prefetch) {
+  auto client = self.get();
+  py::gil_scoped_release nogil;
+  return client->BatchExist(keys, prefetch);
+}
+
+py::list BatchRemove(PyClient& self, const std::vector<std::string>& keys, bool force) {
+  auto client = self.get();
+  std::vector<Result<void>> removed;
+  {
+    py::gil_scoped_release nogil;
+    removed = client->BatchRemove(keys, force);
+  }
+  return PerKey(removed, keys, "remove", [] { return py::none(); });
+}
+
+// Runs `call(client)` without the GIL and raises its error.
+template <typename Call>
+auto Plain(PyClient& self, Call&& call, std::string_view op, std::string_view key) {
+  auto client = self.get();
+  decltype(call(*client)) result;
+  {
+    py::gil_scoped_release nogil;
+    result = call(*client);
+  }
+  if constexpr (std::is_same_v<decltype(result), Result<void>>) {
+    Check(result, op, key);
+  } else {
+    return Unwrap(std::move(result), op, key);
+  }
+}
+
+// Copies `buffer` into the plan's reserved bytes through a mapping of the
+// worker's memory tier: the producer must run on the plan's node.
+void WritePlanBytes(const WritePlan& plan, py::handle buffer) {
+  ValueView view(buffer);
+  if (view.bytes().size() != plan.size) {
+    RaiseError(ErrorCode::kInvalidParams, Describe("write_plan", plan.key) + ": the plan has " +
+                                              std::to_string(plan.size) + " bytes, the buffer " +
+                                              std::to_string(view.bytes().size()));
+  }
+  std::string why;
+  Result<void> copied;
+  {
+    py::gil_scoped_release nogil;
+    auto mapping = SharedMapping::Map(plan.memory, plan.offset, plan.size, &why);
+    copied = mapping ? (*mapping)->CopyIn(0, std::as_bytes(std::span(view.bytes())))
+                     : Result<void>(Err(mapping.error()));
+  }
+  if (!copied) {
+    RaiseError(copied.error(), Describe("write_plan", plan.key) + (why.empty() ? "" : ": " + why));
+  }
+}
+
+void BindSingleCalls(py::class_<PyClient>& c) {
+  c.def(
+       "put",
+       [](PyClient& self, const std::string& key, py::handle value, bool hard_pin, bool soft_pin,
+          int64_t ttl, std::string node, std::string tier) {
+         Write(self, key, value, Options(hard_pin, soft_pin, ttl, node, tier), false);
+       },
+       py::arg("key"), py::arg("value"), MOONCAKE_PUT_OPTIONS,
+       "Stores a new object from bytes, a str or any buffer. OBJECT_ALREADY_EXISTS if the key "
+       "has one.")
+      .def(
+          "put_from",
+          [](PyClient& self, const std::string& key, py::handle buffer, bool hard_pin,
+             bool soft_pin, int64_t ttl, std::string node, std::string tier) {
+            Write(self, key, buffer, Options(hard_pin, soft_pin, ttl, node, tier), false);
+          },
+          py::arg("key"), py::arg("buffer"), MOONCAKE_PUT_OPTIONS,
+          "put() from a buffer (numpy array, memoryview, ...), read in place.")
+      .def(
+          "upsert",
+          [](PyClient& self, const std::string& key, py::handle value, bool hard_pin, bool soft_pin,
+             int64_t ttl, std::string node, std::string tier) {
+            Write(self, key, value, Options(hard_pin, soft_pin, ttl, node, tier), true);
+          },
+          py::arg("key"), py::arg("value"), MOONCAKE_PUT_OPTIONS,
+          "Creates or replaces the object. OBJECT_REPLICA_BUSY (retryable) while it is read.")
+      .def(
+          "upsert_from",
+          [](PyClient& self, const std::string& key, py::handle buffer, bool hard_pin,
+             bool soft_pin, int64_t ttl, std::string node, std::string tier) {
+            Write(self, key, buffer, Options(hard_pin, soft_pin, ttl, node, tier), true);
+          },
+          py::arg("key"), py::arg("buffer"), MOONCAKE_PUT_OPTIONS,
+          "upsert() from a buffer, read in place.")
+      .def("get", &Get, py::arg("key"), "The object's bytes. OBJECT_NOT_FOUND if absent.")
+      .def("get_into", &GetInto, py::arg("key"), py::arg("buffer"),
+           "Reads the object into a writable buffer; returns its size. INVALID_PARAMS when the "
+           "buffer is too small.")
+      .def("exist", &Exist, py::arg("key"), py::arg("prefetch") = false,
+           "True if the key has an object. prefetch=True starts moving an SSD-only object to "
+           "DRAM.")
+      .def("is_exist", &IsExist, py::arg("key"), py::arg("prefetch") = false,
+           "Mooncake's is_exist: 1 (exists), 0 (absent) or a negative ErrorCode.")
+      .def("remove", &Remove, py::arg("key"), py::arg("force") = false,
+           "Removes the object; force=True overrides a read lease (OBJECT_HAS_LEASE).");
+}
+
+void BindBatchCalls(py::class_<PyClient>& c) {
+  auto writes = [](bool upsert, bool codes) {
+    return [upsert, codes](PyClient& self, const std::vector<std::string>& keys,
+                           const py::sequence& values, bool hard_pin, bool soft_pin, int64_t ttl,
+                           std::string node, std::string tier) -> py::list {
+      auto results =
+          BatchWrite(self, keys, values, Options(hard_pin, soft_pin, ttl, node, tier), upsert);
+      if (codes) return Codes(results);
+      return PerKey(results, keys, upsert ? "upsert" : "put", [] { return py::none(); });
+    };
+  };
+  c.def("batch_put", writes(false, false), py::arg("keys"), py::arg("values"), MOONCAKE_PUT_OPTIONS,
+        "One entry per key: None (stored) or a mooncake.Error.")
+      .def("batch_upsert", writes(true, false), py::arg("keys"), py::arg("values"),
+           MOONCAKE_PUT_OPTIONS, "One entry per key: None (stored) or a mooncake.Error.")
+      .def("batch_put_from", writes(false, true), py::arg("keys"), py::arg("buffers"),
+           MOONCAKE_PUT_OPTIONS, "Mooncake's batch_put_from: 0 or a negative ErrorCode per key.")
+      .def("batch_upsert_from", writes(true, true), py::arg("keys"), py::arg("buffers"),
+           MOONCAKE_PUT_OPTIONS, "0 or a negative ErrorCode per key.")
+      .def("batch_get", &BatchGet, py::arg("keys"),
+           "One entry per key: its bytes or a mooncake.Error.")
+      .def(
+          "batch_get_into",
+          [](PyClient& self, const std::vector<std::string>& keys, const py::sequence& buffers) {
+            py::list out;
+            for (const auto& r : BatchGetInto(self, keys, buffers)) {
+              out.append(r ? py::int_(*r) : py::int_(CodeOf(r.error())));
+            }
+            return out;
+          },
+          py::arg("keys"), py::arg("buffers"),
+          "Mooncake's batch_get_into: reads keys[i] into buffers[i]; per key the bytes read or "
+          "a negative ErrorCode.")
+      .def(
+          "batch_exist",
+          [](PyClient& self, const std::vector<std::string>& keys, bool prefetch) {
+            return PerKey(BatchExist(self, keys, prefetch), keys, "exist",
+                          [](bool found) { return py::bool_(found); });
+          },
+          py::arg("keys"), py::arg("prefetch") = false,
+          "One entry per key: True, False or a mooncake.Error.")
+      .def(
+          "batch_is_exist",
+          [](PyClient& self, const std::vector<std::string>& keys, bool prefetch) {
+            py::list out;
+            for (const auto& r : BatchExist(self, keys, prefetch)) {
+              out.append(r ? (*r ? 1 : 0) : CodeOf(r.error()));
+            }
+            return out;
+          },
+          py::arg("keys"), py::arg("prefetch") = false,
+          "Mooncake's batch_is_exist: 1, 0 or a negative ErrorCode per key.")
+      .def("batch_remove", &BatchRemove, py::arg("keys"), py::arg("force") = false,
+           "One entry per key: None (removed) or a mooncake.Error.");
+}
+
+void BindAdminCalls(py::class_<PyClient>& c) {
+  c.def(
+       "inspect",
+       [](PyClient& self, const std::string& key) {
+         return InspectDict(Plain(
+             self, [&](Client& cl) { return cl.Inspect(key); }, "inspect", key));
+       },
+       py::arg("key"), "Placement and state of one object, as its owner sees it (a dict).")
+      .def(
+          "nodes",
+          [](PyClient& self) {
+            py::list out;
+            for (const auto& n : Plain(
+                     self, [](Client& cl) { return cl.ListNodes(); }, "nodes", ""))
+              out.append(NodeDict(n));
+            return out;
+          },
+          "Every node the master knows, dead ones too (a list of dicts).")
+      .def(
+          "stats",
+          [](PyClient& self, const std::string& node_id) {
+            return StatsDict(Plain(
+                self, [&](Client& cl) { return cl.Stats(node_id); }, "stats", node_id));
+          },
+          py::arg("node_id"), "One worker's counters (a dict).")
+      .def("hot_cache_counters",
+           [](PyClient& self) { return HotCacheDict(self.get()->hot_cache_counters()); })
+      .def("transport_counters",
+           [](PyClient& self) { return TransportDict(self.get()->transport_counters()); });
+}
+
+void BindPlanCalls(py::class_<PyClient>& c) {
+  c.def(
+       "open_for_write",
+       [](PyClient& self, const std::string& key, uint64_t size, bool upsert, bool hard_pin,
+          bool soft_pin, int64_t ttl, std::string node, std::string tier) {
+         PutOptions options = Options(hard_pin, soft_pin, ttl, node, tier);
+         return Plain(
+             self, [&](Client& cl) { return cl.OpenForWrite(key, size, options, upsert); },
+             "open_for_write", key);
+       },
+       py::arg("key"), py::arg("size"), py::kw_only(), py::arg("upsert") = false,
+       py::arg("hard_pin") = false, py::arg("soft_pin") = false, py::arg("soft_pin_ttl_ms") = 0,
+       py::arg("preferred_node") = "", py::arg("preferred_tier") = "",
+       "Reserves size bytes in a memory tier; write them (write_plan), then commit or revoke.")
+      .def(
+          "commit",
+          [](PyClient& self, const WritePlan& plan) {
+            Plain(
+                self, [&](Client& cl) { return cl.Commit(plan); }, "commit", plan.key);
+          },
+          py::arg("plan"), "Publishes a plan's bytes. ILLEGAL_CLIENT if it was pre-empted.")
+      .def(
+          "revoke",
+          [](PyClient& self, const WritePlan& plan) {
+            Plain(
+                self, [&](Client& cl) { return cl.Revoke(plan); }, "revoke", plan.key);
+          },
+          py::arg("plan"), "Gives a plan's space back without publishing anything.")
+      .def(
+          "get_location",
+          [](PyClient& self, const std::string& key) {
+            return Plain(
+                self, [&](Client& cl) { return cl.GetLocation(key); }, "get_location", key);
+          },
+          py::arg("key"), "Owner, tier and placement of an object (ObjectPlacement).")
+      .def(
+          "write_plan",
+          [](PyClient& self, const WritePlan& plan, py::handle buffer) {
+            self.get();  // a closed client raises, as everywhere
+            WritePlanBytes(plan, buffer);
+          },
+          py::arg("plan"), py::arg("buffer"),
+          "Copies exactly plan.size bytes into the plan's reserved memory. Only on the plan's "
+          "node (the worker's memory is mapped).");
+}
+
+void BindClient(py::module_& m) {
+  ClientConfig d;  // the documented defaults
+  py::class_<PyClient> c(m, "Client", "A client of one Mooncake cluster (mooncake::Client).");
+  c.def(py::init(&MakeClient), py::kw_only(), py::arg("master") = py::none(),
+        py::arg("etcd") = d.etcd_endpoints, py::arg("cluster_name") = d.cluster_name,
+        py::arg("leader_wait_ms") = d.leader_wait_ms, py::arg("local_node") = "",
+        py::arg("connect_timeout_ms") = d.connect_timeout_ms,
+        py::arg("io_timeout_ms") = d.io_timeout_ms,
+        py::arg("location_cache_bytes") = d.location_cache_bytes,
+        py::arg("hot_cache_bytes") = d.local_hot_cache_bytes,
+        py::arg("hot_cache_validate_min_bytes") = d.hot_cache_validate_min_bytes,
+        py::arg("hot_cache_max_staleness_ms") = d.hot_cache_max_staleness_ms,
+        py::arg("rdma") = d.rdma, py::arg("rdma_device") = d.rdma_device,
+        py::arg("rdma_min_bytes") = d.rdma_min_bytes, py::arg("tls_cert") = "",
+        py::arg("tls_key") = "", py::arg("tls_ca") = "",
+        "Connects to the master: HOST:PORT (default $MOONCAKE_MASTER, else 127.0.0.1:50051), "
+        "or, with etcd='http://HOST:PORT,...', the leader of cluster_name.");
+  BindSingleCalls(c);
+  BindBatchCalls(c);
+  BindAdminCalls(c);
+  BindPlanCalls(c);
+  c.def("close", &PyClient::close, "Drops the connections; later calls raise.")
+      .def_property_readonly("closed", &PyClient::closed)
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyClient& self, py::args) { self.close(); });
+}
+
+}  // namespace
+}  // namespace mooncake::python
+
+PYBIND11_MODULE(_mooncake, m) {
+  using namespace mooncake::python;
+  m.doc() = "Binding of mooncake::Client; import the `mooncake` package instead.";
+  DefineErrors(m);
+  BindPlanTypes(m);
+  BindClient(m);
+  m.def("set_log_level", &mooncake::SetLogLevel, py::arg("level"),
+        "Sets the client's log level ('debug', 'info', 'warn', 'error'); False if unknown.");
+  m.def("max_key_bytes", [] { return mooncake::kMaxKeyBytes; });
+  m.attr("RPC_CHUNK_BYTES") = mooncake::kRpcChunkBytes;
+#ifdef MOONCAKE_VERSION
+  m.attr("__version__") = MOONCAKE_VERSION;
+#endif
+}

@@ -1,0 +1,65 @@
+"""mooncake.store.MooncakeDistributedStore: Mooncake's class and return
+conventions (integer codes, raw host pointers) over mooncake.Client."""
+
+import ctypes
+
+import numpy as np
+
+import mooncake
+from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+
+E = mooncake.ErrorCode
+
+
+def make_store(master):
+    store = MooncakeDistributedStore()
+    assert store.setup("localhost", "P2PHANDSHAKE", 0, 0, "tcp", "", master) == 0
+    return store
+
+
+def test_setup_failure_returns_a_code():
+    store = MooncakeDistributedStore()
+    assert store.setup("localhost", "", 0, 0, "tcp", "", "127.0.0.1:bad") == E.INVALID_PARAMS
+
+
+def test_single_calls_return_codes(master, keys, nodes):
+    store = make_store(master)
+    key = keys()
+    config = ReplicateConfig()
+    config.preferred_segment = nodes[1]
+    assert store.put(key, b"value", config) == 0
+    assert store.client.inspect(key)["node_id"] == nodes[1]
+    assert store.put(key, b"again") == E.OBJECT_ALREADY_EXISTS
+    assert store.get(key) == b"value"
+    assert store.get(keys()) == b""
+    assert store.is_exist(key) == 1 and store.is_exist(keys()) == 0
+    assert store.get_size(key) == 5
+    assert store.upsert(key, b"VALUE") == 0 and store.get(key) == b"VALUE"
+    assert store.remove(key, True) == 0
+    assert store.remove(key) == E.OBJECT_NOT_FOUND
+    assert store.close() == 0
+
+
+def test_raw_pointer_calls_like_mooncake(master, keys):
+    store = make_store(master)
+    ks = keys(3)
+    src = [np.full(1024, i + 1, dtype=np.uint8) for i in range(3)]
+    ptrs = [a.ctypes.data for a in src]
+    sizes = [a.nbytes for a in src]
+    assert store.register_buffer(ptrs[0], sizes[0]) == 0
+    assert store.batch_put_from(ks, ptrs, sizes) == [0, 0, 0]
+    dst = [np.zeros(1024, dtype=np.uint8) for _ in range(3)]
+    got = store.batch_get_into(ks, [a.ctypes.data for a in dst], sizes)
+    assert got == [1024] * 3
+    assert all(np.array_equal(a, b) for a, b in zip(src, dst))
+    assert store.batch_is_exist(ks + [keys()]) == [1, 1, 1, 0]
+    one = ctypes.create_string_buffer(1024)
+    assert store.get_into(ks[0], ctypes.addressof(one), 1024) == 1024
+    assert one.raw == src[0].tobytes()
+    assert store.get_into(ks[0], ctypes.addressof(one), 10) == E.INVALID_PARAMS
+    key = keys()
+    assert store.put_from(key, ptrs[2], sizes[2]) == 0 and store.get(key) == src[2].tobytes()
+    assert store.batch_get_into(ks, ptrs[:1], sizes) == [E.INVALID_PARAMS] * 3
+    assert store.put_batch(keys(2), [b"a", b"b"]) == 0
+    assert store.get_batch([ks[0], keys()]) == [src[0].tobytes(), b""]
+    store.close()

@@ -1,0 +1,97 @@
+"""Threads: one Client shared by several Python threads, and the GIL
+released while a call waits on the network."""
+
+import os
+import signal
+import socket
+import threading
+
+import pytest
+
+import mooncake
+from conftest import pattern
+
+
+def test_threads_share_one_client(client, keys, nodes):
+    errors = []
+    per_thread = 30
+
+    def work(t):
+        try:
+            mine = keys(per_thread)
+            for i, k in enumerate(mine):
+                value = pattern(8192 + t * 100 + i, seed=t * 1000 + i)
+                client.put(k, value, preferred_node=nodes[i % 2])
+                assert client.get(k) == value
+            values = client.batch_get(mine)
+            assert [len(v) for v in values] == [8192 + t * 100 + i for i in range(per_thread)]
+            assert client.batch_remove(mine, force=True) == [None] * per_thread
+        except BaseException as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def run_while_counting(call):
+    """Runs call() in a thread; counts how often this thread gets to run
+    meanwhile. Near zero if the call held the GIL while it waited."""
+    done = threading.Event()
+    outcome = []
+
+    def target():
+        try:
+            outcome.append(call())
+        except BaseException as e:  # noqa: BLE001
+            outcome.append(e)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=target)
+    t.start()
+    spins = 0
+    while not done.is_set():
+        spins += 1
+        done.wait(0.001)
+    t.join()
+    return spins, outcome[0]
+
+
+def test_the_gil_is_released_while_connecting():
+    # A listener that never answers: the handshake completes in the
+    # backlog, the master request then waits for io_timeout_ms.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+    try:
+        spins, outcome = run_while_counting(lambda: mooncake.Client(
+            master="127.0.0.1:%d" % port, connect_timeout_ms=500, io_timeout_ms=800))
+    finally:
+        silent.close()
+    assert isinstance(outcome, mooncake.Error)
+    assert outcome.name in ("RPC_FAIL", "RPC_TIMEOUT")
+    assert spins > 20
+
+
+def test_the_gil_is_released_during_a_get_from_a_stalled_worker(master, keys, nodes,
+                                                                 worker_pids):
+    if nodes[1] not in worker_pids:
+        pytest.skip("worker PIDs not exported")
+    pid = worker_pids[nodes[1]]
+    with mooncake.Client(master=master, io_timeout_ms=700) as c:
+        key = keys()
+        c.put(key, b"on w2", preferred_node=nodes[1])
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            spins, outcome = run_while_counting(lambda: c.get(key))
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert isinstance(outcome, mooncake.Error), outcome
+        assert outcome.name in ("RPC_FAIL", "RPC_TIMEOUT")
+        assert spins > 20
+        assert c.get(key) == b"on w2"  # the worker is back
