@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/metrics.h"
+#include "common/status.h"
 #include "http/admin_server.h"
 
 namespace mooncake {
@@ -20,6 +22,25 @@ inline std::string DumpJson(const nlohmann::json& value) {
 
 inline HttpResponse JsonResponse(const nlohmann::json& value, int status = 200) {
   return HttpResponse::Json(status, DumpJson(value));
+}
+
+// Per-operation request counts, answer codes and latency percentiles, as
+// both services' /stats show them.
+inline nlohmann::json RequestsJson(const RequestMetrics& metrics) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& op : metrics.Snapshot()) {
+    nlohmann::json codes = nlohmann::json::object();
+    for (const auto& [code, n] : op.codes) codes[std::string(ToString(code))] = n;
+    out[op.op] = {{"requests", op.requests},
+                  {"errors", op.errors},
+                  {"codes", std::move(codes)},
+                  {"p50_ms", op.latency.Percentile(0.50) * 1e3},
+                  {"p90_ms", op.latency.Percentile(0.90) * 1e3},
+                  {"p99_ms", op.latency.Percentile(0.99) * 1e3},
+                  {"p999_ms", op.latency.Percentile(0.999) * 1e3},
+                  {"mean_ms", op.latency.mean_seconds() * 1e3}};
+  }
+  return out;
 }
 
 }  // namespace mooncake

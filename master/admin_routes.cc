@@ -156,24 +156,6 @@ void WriteNodeMetrics(PrometheusWriter& w, const std::vector<NodeRecord>& nodes)
   }
 }
 
-json RequestsJson(const RequestMetrics* metrics) {
-  json out = json::object();
-  if (!metrics) return out;
-  for (const auto& op : metrics->Snapshot()) {
-    json codes = json::object();
-    for (const auto& [code, n] : op.codes) codes[std::string(ToString(code))] = n;
-    out[op.op] = {{"requests", op.requests},
-                  {"errors", op.errors},
-                  {"codes", std::move(codes)},
-                  {"p50_ms", op.latency.Percentile(0.50) * 1e3},
-                  {"p90_ms", op.latency.Percentile(0.90) * 1e3},
-                  {"p99_ms", op.latency.Percentile(0.99) * 1e3},
-                  {"p999_ms", op.latency.Percentile(0.999) * 1e3},
-                  {"mean_ms", op.latency.mean_seconds() * 1e3}};
-  }
-  return out;
-}
-
 // get_location answers that found no owner: client gets of absent keys.
 uint64_t GetMisses(const RequestMetrics& requests) {
   uint64_t misses = 0;
@@ -194,7 +176,7 @@ HttpResponse MasterStats(const MasterService& service, const RequestMetrics* req
                        {"nodes_alive", alive},
                        {"nodes_dead", dead},
                        {"get_misses", requests ? GetMisses(*requests) : 0},
-                       {"requests", RequestsJson(requests)}});
+                       {"requests", requests ? RequestsJson(*requests) : json::object()}});
 }
 
 json WorkerStatsJson(const rpc::WorkerStats& s) {

@@ -59,23 +59,6 @@ json TotalsJson(const BackendStats& s) {
           {"moved_out", s.moved_out}};
 }
 
-json RequestsJson(const RequestMetrics& metrics) {
-  json out = json::object();
-  for (const auto& op : metrics.Snapshot()) {
-    json codes = json::object();
-    for (const auto& [code, n] : op.codes) codes[std::string(ToString(code))] = n;
-    out[op.op] = {{"requests", op.requests},
-                  {"errors", op.errors},
-                  {"codes", std::move(codes)},
-                  {"p50_ms", op.latency.Percentile(0.50) * 1e3},
-                  {"p90_ms", op.latency.Percentile(0.90) * 1e3},
-                  {"p99_ms", op.latency.Percentile(0.99) * 1e3},
-                  {"p999_ms", op.latency.Percentile(0.999) * 1e3},
-                  {"mean_ms", op.latency.mean_seconds() * 1e3}};
-  }
-  return out;
-}
-
 // /readyz and /health: 200 when every check passes, else 503 with one
 // reason per failed check.
 HttpResponse Readiness(const WorkerRoutes& r) {
