@@ -187,44 +187,52 @@ void AddWriteTasks(const Owner& target,
   }
 }
 
+// After a BatchGet call failed (`failure`) for `slice`: a transport failure
+// may be a reply too large for one frame, and single reads are chunked, so
+// they are tried (`read_one(i)`). If one fails in transport too, the node is
+// down: the rest get that error without waiting for it again.
+template <typename R, typename ReadOne>
+void ReadSinglyAfterFailedBatch(ErrorCode failure, const std::vector<size_t>& slice,
+                                std::vector<R>& results, ReadOne&& read_one) {
+  bool singly = failure == ErrorCode::kRpcFail;
+  for (size_t i : slice) {
+    if (!singly) {
+      results[i] = Err(failure);
+      continue;
+    }
+    results[i] = read_one(i);
+    if (!results[i] && (results[i].error() == ErrorCode::kRpcFail ||
+                        results[i].error() == ErrorCode::kRpcTimeout)) {
+      singly = false;
+      failure = results[i].error();
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<Result<ObjectValue>> Client::BatchGet(const std::vector<std::string>& keys) {
   std::vector<Result<ObjectValue>> results(keys.size());
   auto on_missing = [&](size_t i, ErrorCode code) { results[i] = Err(code); };
-  FanOut(impl_->router, keys, results, on_missing,
-         [&](const Owner& owner, const std::vector<size_t>& slice) {
-           std::vector<rpc::GetResult> replies;
-           auto call = owner.channel->Call(
-               [&](rpc::WorkerServiceClient& c) { c.BatchGet(replies, KeysAt(keys, slice)); });
-           if (!call || replies.size() != slice.size()) {
-             // A transport failure may be a reply too large for one frame;
-             // single reads are chunked, so try them. If one fails in
-             // transport too, the node is down: spare the rest the wait.
-             ErrorCode failure = call ? ErrorCode::kInternalError : call.error();
-             bool singly = failure == ErrorCode::kRpcFail;
-             for (size_t i : slice) {
-               if (!singly) {
-                 results[i] = Err(failure);
-                 continue;
-               }
-               results[i] = Get(keys[i]);
-               if (!results[i] && (results[i].error() == ErrorCode::kRpcFail ||
-                                   results[i].error() == ErrorCode::kRpcTimeout)) {
-                 singly = false;
-                 failure = results[i].error();
-               }
-             }
-             return;
-           }
-           // Each reply carries at most one chunk; ChunkedRead completes larger
-           // values and follows keys that moved.
-           for (size_t j = 0; j < slice.size(); ++j) {
-             results[slice[j]] =
-                 ReadValue(impl_->router, impl_->rdma.get(), keys[slice[j]], owner, &replies[j]);
-           }
-         },
-         Owners::kCacheFirst);
+  FanOut(
+      impl_->router, keys, results, on_missing,
+      [&](const Owner& owner, const std::vector<size_t>& slice) {
+        std::vector<rpc::GetResult> replies;
+        auto call = owner.channel->Call(
+            [&](rpc::WorkerServiceClient& c) { c.BatchGet(replies, KeysAt(keys, slice)); });
+        if (!call || replies.size() != slice.size()) {
+          ReadSinglyAfterFailedBatch(call ? ErrorCode::kInternalError : call.error(), slice,
+                                     results, [&](size_t i) { return Get(keys[i]); });
+          return;
+        }
+        // Each reply carries at most one chunk; ChunkedRead completes larger
+        // values and follows keys that moved.
+        for (size_t j = 0; j < slice.size(); ++j) {
+          results[slice[j]] =
+              ReadValue(impl_->router, impl_->rdma.get(), keys[slice[j]], owner, &replies[j]);
+        }
+      },
+      Owners::kCacheFirst);
   return results;
 }
 
@@ -236,37 +244,28 @@ std::vector<Result<uint64_t>> Client::BatchGetInto(const std::vector<std::string
     return results;
   }
   auto on_missing = [&](size_t i, ErrorCode code) { results[i] = Err(code); };
-  FanOut(impl_->router, keys, results, on_missing,
-         [&](const Owner& owner, const std::vector<size_t>& slice) {
-           std::vector<rpc::GetResult> replies;
-           auto call = owner.channel->Call(
-               [&](rpc::WorkerServiceClient& c) { c.BatchGet(replies, KeysAt(keys, slice)); });
-           if (!call || replies.size() != slice.size()) {
-             // As in BatchGet: try the chunked single reads while the node
-             // answers them.
-             ErrorCode failure = call ? ErrorCode::kInternalError : call.error();
-             bool singly = failure == ErrorCode::kRpcFail;
-             for (size_t i : slice) {
-               results[i] = singly ? GetInto(keys[i], buffers[i]) : Err(failure);
-               if (singly && !results[i] &&
-                   (results[i].error() == ErrorCode::kRpcFail ||
-                    results[i].error() == ErrorCode::kRpcTimeout)) {
-                 singly = false;
-                 failure = results[i].error();
-               }
-             }
-             return;
-           }
-           for (size_t j = 0; j < slice.size(); ++j) {
-             size_t i = slice[j];
-             uint64_t total = 0;
-             ReadSink sink = SpanSink(buffers[i], total);
-             auto done = ReadChunked(impl_->router, keys[i], owner, sink, {}, impl_->rdma.get(),
-                                     &replies[j]);
-             results[i] = done ? Result<uint64_t>(done->total) : Err(done.error());
-           }
-         },
-         Owners::kCacheFirst);
+  FanOut(
+      impl_->router, keys, results, on_missing,
+      [&](const Owner& owner, const std::vector<size_t>& slice) {
+        std::vector<rpc::GetResult> replies;
+        auto call = owner.channel->Call(
+            [&](rpc::WorkerServiceClient& c) { c.BatchGet(replies, KeysAt(keys, slice)); });
+        if (!call || replies.size() != slice.size()) {
+          ReadSinglyAfterFailedBatch(call ? ErrorCode::kInternalError : call.error(), slice,
+                                     results,
+                                     [&](size_t i) { return GetInto(keys[i], buffers[i]); });
+          return;
+        }
+        for (size_t j = 0; j < slice.size(); ++j) {
+          size_t i = slice[j];
+          uint64_t total = 0;
+          ReadSink sink = SpanSink(buffers[i], total);
+          auto done =
+              ReadChunked(impl_->router, keys[i], owner, sink, {}, impl_->rdma.get(), &replies[j]);
+          results[i] = done ? Result<uint64_t>(done->total) : Err(done.error());
+        }
+      },
+      Owners::kCacheFirst);
   return results;
 }
 
