@@ -412,12 +412,13 @@ class ScaleRun {
   ScaleRun(const BenchOptions& o, std::vector<Shard>& shards, const SlotTable& table,
            std::string run)
       : o_(o), shards_(shards), table_(table), run_(std::move(run)) {
-    for (int w = 0; w < o_.sim_workers; ++w)
+    for (int w = 0; w < o_.sim_workers; ++w) {
       workers_.push_back(fmt::format("sim-{}-w{:04}", run_, w));
+    }
   }
 
-  // The row of this shard count; its "ok" says whether keys were announced
-  // and looked up.
+  // The report's row of this shard count: one object per phase, the
+  // masters' memory, and what else was running (load, the bench's CPU).
   json Run() {
     json row = {{"shards", shards_.size()}, {"sim_workers", o_.sim_workers}};
     row["loadavg_before"] = LoadAverage();
@@ -789,100 +790,116 @@ bool Usable(const json& row) {
   return row["keys"].get<uint64_t>() > 0 && row["lookup"]["keys"].get<uint64_t>() > 0;
 }
 
+// The running masters of --shard-table; nullopt (after a usage error line)
+// when the table or --shard-admins is malformed.
+std::optional<Setup> SetupFromTable(const BenchOptions& o) {
+  std::string why;
+  auto table = SlotTable::Parse(o.shard_table, &why);
+  if (!table) {
+    std::fprintf(stderr, "error: usage: --shard-table: %s\n", why.c_str());
+    return std::nullopt;
+  }
+  auto admins = SplitList(o.shard_admins);
+  if (!admins.empty() && admins.size() != table->shard_count()) {
+    std::fprintf(stderr, "error: usage: --shard-admins names %zu admins for %u shards\n",
+                 admins.size(), table->shard_count());
+    return std::nullopt;
+  }
+  Setup setup;
+  for (uint32_t s = 0; s < table->shard_count(); ++s) {
+    auto address = SplitAddress(table->address(s));  // Parse checked HOST:PORT
+    Shard shard;
+    shard.host = address->first;
+    shard.port = address->second;
+    if (!admins.empty()) shard.admin = admins[s];
+    setup.shards.push_back(std::move(shard));
+  }
+  setup.table = std::move(*table);
+  return setup;
+}
+
+// `count` masters started by `masters`, the slots split evenly over them;
+// nullopt (after an error line) when one did not start.
+std::optional<Setup> StartShards(MasterProcesses& masters, int count) {
+  Setup setup;
+  if (!masters.Start(count, setup.shards)) return std::nullopt;
+  std::vector<std::string> addresses;
+  for (const Shard& s : setup.shards) addresses.push_back(fmt::format("{}:{}", s.host, s.port));
+  setup.table = *SlotTable::Even(count, addresses);
+  return setup;
+}
+
+json ConfigJson(const BenchOptions& o, const std::string& run, const std::string& master,
+                bool started) {
+  json config = {{"master", master},
+                 {"run", run},
+                 {"sim_workers", o.sim_workers},
+                 {"keys", o.keys},
+                 {"heartbeat_ms", o.heartbeat_ms},
+                 {"concurrency", o.concurrency},
+                 {"duration_s", o.duration_s},
+                 {"location_batch", o.location_batch},
+                 {"claim_batch", o.batch},
+                 {"master_node_ttl_ms", started ? json(kMasterNodeTtlMs) : json(nullptr)}};
+  config["summary"] = fmt::format(
+      "{} workers, {} keys, heartbeat {} ms, concurrency {}, {} s phases, "
+      "lookups of {} keys, claims of {} keys, run {}",
+      o.sim_workers, o.keys, o.heartbeat_ms, o.concurrency, o.duration_s, o.location_batch, o.batch,
+      run);
+  return config;
+}
+
+// Runs the phases on `setup` and returns its row.
+json RunShards(const BenchOptions& o, Setup& setup, const std::string& run) {
+  for (Shard& s : setup.shards) s.channel = Connect(s, o.concurrency);
+  json row = ScaleRun(o, setup.shards, *setup.table, run).Run();
+  row["slot_table"] = setup.table->Format();
+  if (!o.json) std::fprintf(stderr, "scale: %zu shard(s) done\n", setup.shards.size());
+  return row;
+}
+
 }  // namespace
 
 int RunScaleBench(const BenchOptions& options) {
   const std::string run = RunId();
-  json report = {{"rows", json::array()}};
-  std::vector<Setup> setups;
+  std::vector<json> rows;
   std::string master_label;
-  std::optional<std::string> binary;
   if (!options.shard_table.empty()) {
-    std::string why;
-    auto table = SlotTable::Parse(options.shard_table, &why);
-    if (!table) {
-      std::fprintf(stderr, "error: usage: --shard-table: %s\n", why.c_str());
-      return 2;
-    }
-    auto admins = SplitList(options.shard_admins);
-    if (!admins.empty() && admins.size() != table->shard_count()) {
-      std::fprintf(stderr, "error: usage: --shard-admins names %zu admins for %u shards\n",
-                   admins.size(), table->shard_count());
-      return 2;
-    }
-    Setup setup;
-    for (uint32_t s = 0; s < table->shard_count(); ++s) {
-      auto address = SplitAddress(table->address(s));
-      Shard shard;
-      shard.host = address->first;
-      shard.port = address->second;
-      if (!admins.empty()) shard.admin = admins[s];
-      setup.shards.push_back(std::move(shard));
-    }
-    setup.table = std::move(*table);
-    setups.push_back(std::move(setup));
+    auto setup = SetupFromTable(options);
+    if (!setup) return 2;
     master_label = "running masters of --shard-table";
+    rows.push_back(RunShards(options, *setup, run + "-0"));
   } else {
-    binary = FindMasterBin(options);
+    auto binary = FindMasterBin(options);
     if (!binary) {
       std::fprintf(stderr,
                    "error: usage: no mooncake-master next to mooncake-bench; pass --master-bin\n");
       return 2;
     }
     master_label = *binary + " (" + MasterVersion(*binary) + ")";
-  }
-  report["config"] = {{"master", master_label},
-                      {"run", run},
-                      {"sim_workers", options.sim_workers},
-                      {"keys", options.keys},
-                      {"heartbeat_ms", options.heartbeat_ms},
-                      {"concurrency", options.concurrency},
-                      {"duration_s", options.duration_s},
-                      {"location_batch", options.location_batch},
-                      {"claim_batch", options.batch},
-                      {"master_node_ttl_ms", binary ? json(kMasterNodeTtlMs) : json(nullptr)}};
-  report["config"]["summary"] = fmt::format(
-      "{} workers, {} keys, heartbeat {} ms, concurrency {}, {} s phases, "
-      "lookups of {} keys, claims of {} keys, run {}",
-      options.sim_workers, options.keys, options.heartbeat_ms, options.concurrency,
-      options.duration_s, options.location_batch, options.batch, run);
-
-  bool all_usable = true;
-  TempDir dir;
-  const size_t runs = binary ? options.scale_shards.size() : 1;
-  for (size_t r = 0; r < runs; ++r) {
-    std::optional<MasterProcesses> masters;
-    Setup setup;
-    if (binary) {
-      if (dir.path().empty()) {
-        std::fprintf(stderr, "error: cannot create a temporary folder\n");
-        return 3;
-      }
-      int count = options.scale_shards[r];
-      masters.emplace(*binary, dir.path());
-      if (!masters->Start(count, setup.shards)) return 3;
-      std::vector<std::string> addresses;
-      for (const Shard& s : setup.shards) addresses.push_back(fmt::format("{}:{}", s.host, s.port));
-      setup.table = *SlotTable::Even(count, addresses);
-    } else {
-      setup = std::move(setups[0]);
+    TempDir dir;
+    if (dir.path().empty()) {
+      std::fprintf(stderr, "error: cannot create a temporary folder\n");
+      return 3;
     }
-    for (Shard& s : setup.shards) s.channel = Connect(s, options.concurrency);
-    json row = ScaleRun(options, setup.shards, *setup.table, fmt::format("{}-{}", run, r)).Run();
-    row["slot_table"] = setup.table->Format();
-    all_usable = all_usable && Usable(row);
-    report["rows"].push_back(std::move(row));
-    if (!options.json) {
-      std::fprintf(stderr, "scale: %zu shard(s) done\n", setup.shards.size());
+    for (size_t r = 0; r < options.scale_shards.size(); ++r) {
+      // Declared before the setup, so its connections close before the
+      // masters are stopped.
+      MasterProcesses masters(*binary, dir.path());
+      auto setup = StartShards(masters, options.scale_shards[r]);
+      if (!setup) return 3;
+      rows.push_back(RunShards(options, *setup, fmt::format("{}-{}", run, r)));
     }
   }
+  json report = {{"config", ConfigJson(options, run, master_label, options.shard_table.empty())},
+                 {"rows", rows}};
   if (options.json) {
     std::printf("%s\n", report.dump(2).c_str());
   } else {
     PrintTable(report);
     PrintNotes(report);
   }
-  return all_usable ? 0 : 3;
+  return std::ranges::all_of(rows, Usable) ? 0 : 3;
 }
 
 }  // namespace mooncake::bench
