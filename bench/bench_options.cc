@@ -70,6 +70,9 @@ void AddClusterFlags(CLI::App& app, BenchOptions& o) {
   app.add_option("--master", o.master, "Master HOST:PORT")->capture_default_str();
   app.add_option("--etcd", o.etcd,
                  "Master HA: etcd endpoints http://HOST:PORT[,...] (instead of --master)");
+  app.add_option("--master-shards", o.master_shards,
+                 "Sharded masters: FIRST-LAST=HOST:PORT[,...] or HOST:PORT,HOST:PORT (instead "
+                 "of --master)");
   app.add_option("--cluster-name", o.cluster_name, "Master HA group name in etcd")
       ->capture_default_str();
   AddTlsOptions(app, o.tls);
@@ -257,6 +260,7 @@ std::optional<ClientConfig> ToClientConfig(const BenchOptions& o) {
   config.master_port = std::atoi(o.master.c_str() + colon + 1);
   config.etcd_endpoints = o.etcd;
   config.cluster_name = o.cluster_name;
+  config.master_shards = o.master_shards;
   config.local_node = o.node;
   config.local_hot_cache_bytes = o.hot_cache_bytes;
   config.location_cache_bytes = o.location_cache_bytes;

@@ -26,6 +26,9 @@ struct BenchOptions {
   // leader of cluster_name there instead of using `master`.
   std::string etcd;
   std::string cluster_name = "mooncake";
+  // A sharded master directory for the client workloads (docs/sharding.md):
+  // ClientConfig::master_shards; empty: one master.
+  std::string master_shards;
   std::string node;
   std::string value_size_text = "4KiB";
   uint64_t value_size = 4096;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/version.h"
+#include "thrift/master_shard_list.h"
 #include "thrift/rpc_settings.h"
 
 namespace mooncake::cli {
@@ -23,6 +24,9 @@ constexpr const char* kTopFooter =
     "The config file (TOML) may also set node, json, tls-cert, tls-key and tls-ca; flags win.\n"
     "Master HA: --etcd http://HOST:PORT[,...] (or MOONCAKE_ETCD, or the file's etcd key) finds\n"
     "the leader of --cluster-name (default mooncake) in etcd; --master on the command line wins.\n"
+    "Sharded masters: --master-shards 0-8191=HOST:PORT,8192-16383=HOST:PORT or "
+    "HOST:PORT,HOST:PORT\n"
+    "(or MOONCAKE_MASTER_SHARDS, or the file's master-shards key) routes each key by its slot.\n"
     "--json: every command prints one JSON object with \"ok\"; failures add \"error\" and "
     "\"code\".\n"
     "-h is not help (use --master HOST:PORT); --help is.\n"
@@ -37,6 +41,7 @@ struct RawArgs {
   std::string master;
   std::string etcd;
   std::string cluster_name;
+  std::string master_shards;
   std::string config;
   std::string node;
   bool json = false;
@@ -65,6 +70,7 @@ struct WriteCommand {
 struct Subcommands {
   CLI::Option* master = nullptr;
   CLI::Option* etcd = nullptr;
+  CLI::Option* shards = nullptr;
   CLI::Option* config = nullptr;
   WriteCommand put;
   WriteCommand upsert;
@@ -115,6 +121,9 @@ Subcommands Define(CLI::App& app, RawArgs& raw) {
                           "of --cluster-name found there (instead of --master)");
   app.add_option("--cluster-name", raw.cluster_name,
                  "Master HA group name in etcd (default mooncake)");
+  s.shards = app.add_option("--master-shards", raw.master_shards,
+                            "Sharded masters: FIRST-LAST=HOST:PORT[,...] or HOST:PORT,HOST:PORT "
+                            "(even split); each key goes to its slot's master");
   s.config = app.add_option("--config", raw.config,
                             "CLI config file (default ~/.config/mooncake/cli.toml)");
   app.add_option("--node", raw.node,
@@ -292,6 +301,16 @@ std::string ResolveEtcd(const Subcommands& s, const RawArgs& raw, const CliEnvir
   return file.etcd.value_or("");
 }
 
+// The shard list by precedence: --master-shards > MOONCAKE_MASTER_SHARDS >
+// file; none when --master or --etcd is on the command line.
+std::string ResolveShards(const Subcommands& s, const RawArgs& raw, const CliEnvironment& env,
+                          const CliFileConfig& file) {
+  if (s.shards->count() > 0) return raw.master_shards;
+  if (s.master->count() > 0 || s.etcd->count() > 0) return "";
+  if (env.env_master_shards && *env.env_master_shards) return env.env_master_shards;
+  return file.master_shards.value_or("");
+}
+
 // [http://]HOST:PORT entries separated by commas.
 bool ValidEtcdList(std::string_view text) {
   for (;;) {
@@ -333,6 +352,14 @@ ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironmen
       return Usage("--etcd must be http://HOST:PORT[,http://HOST:PORT...], got '" + etcd + "'");
     }
     cmd.etcd = etcd;
+  }
+  if (s.shards->count() > 0 && (s.master->count() > 0 || s.etcd->count() > 0)) {
+    return Usage("give --master-shards or --master/--etcd, not both");
+  }
+  if (auto shards = ResolveShards(s, raw, env, *file); !shards.empty()) {
+    if (std::string why; !ParseMasterShards(shards, &why)) return Usage("--master-shards: " + why);
+    if (!cmd.etcd.empty()) return Usage("master shards and etcd are exclusive");
+    cmd.master_shards = shards;
   }
   cmd.cluster_name =
       !raw.cluster_name.empty() ? raw.cluster_name : file->cluster_name.value_or("mooncake");
@@ -377,7 +404,8 @@ std::optional<std::string> UnknownSubcommand(const std::vector<std::string>& arg
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--master" || arg == "--node" || arg == "--config" || arg == "--tls-cert" ||
-        arg == "--tls-key" || arg == "--tls-ca" || arg == "--etcd" || arg == "--cluster-name") {
+        arg == "--tls-key" || arg == "--tls-ca" || arg == "--etcd" || arg == "--cluster-name" ||
+        arg == "--master-shards") {
       ++i;  // skip the option's value
       continue;
     }
@@ -459,6 +487,7 @@ ParseOutcome ParseCli(const std::vector<std::string>& args, const CliEnvironment
 }
 
 std::string MasterLabel(const CliCommand& command) {
+  if (!command.master_shards.empty()) return "shards " + command.master_shards;
   if (!command.etcd.empty()) return "etcd " + command.etcd + " cluster " + command.cluster_name;
   return command.master_host + ":" + std::to_string(command.master_port);
 }
@@ -523,6 +552,8 @@ std::optional<CliFileConfig> ParseCliConfig(std::string_view text, std::string* 
       config.etcd = value;
     } else if (name == "cluster-name") {
       config.cluster_name = value;
+    } else if (name == "master-shards") {
+      config.master_shards = value;
     } else if (name == "json") {
       if (value != "true" && value != "false") {
         *problem = "json must be true or false, got '" + value + "'";
@@ -531,7 +562,8 @@ std::optional<CliFileConfig> ParseCliConfig(std::string_view text, std::string* 
       config.json = value == "true";
     } else {
       *problem = "unknown key '" + name +
-                 "' (known: master, node, json, tls-cert, tls-key, tls-ca, etcd, cluster-name)";
+                 "' (known: master, node, json, tls-cert, tls-key, tls-ca, etcd, cluster-name, "
+                 "master-shards)";
       return std::nullopt;
     }
   }

@@ -41,6 +41,9 @@ struct CliCommand {
   // cluster_name is found there and master_host/master_port are unused.
   std::string etcd;
   std::string cluster_name = "mooncake";
+  // A sharded master directory (docs/sharding.md): a slot table or an
+  // address list; when non-empty master_host/master_port are unused.
+  std::string master_shards;
   std::string node;  // --node: local node, put target, stats node
   bool json = false;
   std::string key;
@@ -73,6 +76,9 @@ struct CliCommand {
 struct CliEnvironment {
   const char* env_master = nullptr;
   const char* env_etcd = nullptr;
+  // MOONCAKE_MASTER_SHARDS: like --master-shards, below it and above the
+  // file's master-shards key; unused when --master or --etcd is given.
+  const char* env_master_shards = nullptr;
   std::string default_config_path;
   // Reads a whole file; nullopt when it cannot be read. Null: no file is read.
   std::function<std::optional<std::string>(const std::string& path)> read_file;
@@ -104,13 +110,15 @@ struct CliFileConfig {
   std::optional<std::string> tls_ca;
   std::optional<std::string> etcd;          // etcd = "http://host:2379,..."
   std::optional<std::string> cluster_name;  // cluster-name = "mooncake"
+  // master-shards = "0-8191=host:port,8192-16383=host:port"
+  std::optional<std::string> master_shards;
 };
 
 // Parses a cli.toml text (CLI11's TOML reader). nullopt, with `*problem`
 // set (e.g. "unknown key 'mastr'"), when the text is not such a file.
 std::optional<CliFileConfig> ParseCliConfig(std::string_view text, std::string* problem);
 
-// "HOST:PORT", or "etcd ENDPOINTS cluster NAME", for messages.
+// "HOST:PORT", "etcd ENDPOINTS cluster NAME" or "shards TABLE", for messages.
 std::string MasterLabel(const CliCommand& command);
 
 // The --json answer to a usage error: {"ok":false,"error":MESSAGE,"code":"USAGE"}.

@@ -378,6 +378,7 @@ int RunCommand(const CliCommand& command) {
   config.master_port = command.master_port;
   config.etcd_endpoints = command.etcd;
   config.cluster_name = command.cluster_name;
+  config.master_shards = command.master_shards;
   config.local_node = command.node;
   config.tls = command.tls;
   auto client = Client::Create(config);

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   mooncake::cli::CliEnvironment env;
   env.env_master = std::getenv("MOONCAKE_MASTER");
   env.env_etcd = std::getenv("MOONCAKE_ETCD");
+  env.env_master_shards = std::getenv("MOONCAKE_MASTER_SHARDS");
   env.default_config_path = DefaultConfigPath();
   env.read_file = ReadWholeFile;
   auto outcome = mooncake::cli::ParseCli(args, env);

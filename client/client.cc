@@ -13,6 +13,7 @@
 #include "client/client_impl.h"
 #include "client/client_retry.h"
 #include "common/log.h"
+#include "thrift/master_shards.h"
 
 namespace mooncake {
 namespace {
@@ -35,6 +36,16 @@ NodeRecord ToNodeRecord(const rpc::NodeInfo& info) {
   return record;
 }
 
+// An empty master_shards (one master) or a parseable one without etcd.
+bool MasterShardsUsable(const ClientConfig& config, std::string* why) {
+  if (config.master_shards.empty()) return true;
+  if (!config.etcd_endpoints.empty()) {
+    *why = "master_shards and etcd_endpoints are exclusive";
+    return false;
+  }
+  return ParseMasterShards(config.master_shards, why).has_value();
+}
+
 }  // namespace
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -43,6 +54,10 @@ Client::~Client() = default;
 Result<std::unique_ptr<Client>> Client::Create(ClientConfig config) {
   if (std::string why; !ValidateMasterTarget(ToMasterTarget(config), &why)) {
     MC_LOG_ERROR("client master settings unusable reason=\"{}\"", why);
+    return Err(ErrorCode::kInvalidParams);
+  }
+  if (std::string why; !MasterShardsUsable(config, &why)) {
+    MC_LOG_ERROR("client master shards unusable reason=\"{}\"", why);
     return Err(ErrorCode::kInvalidParams);
   }
   // Before the master: a bad mode or a missing device is the caller's

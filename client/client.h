@@ -39,6 +39,13 @@ struct ClientConfig {
   std::string etcd_endpoints;
   std::string cluster_name = "mooncake";
   int64_t leader_wait_ms = 15000;
+  // A sharded master directory (docs/sharding.md): a slot table
+  // "FIRST-LAST=HOST:PORT,..." or a plain list "HOST:PORT,HOST:PORT" (an even
+  // split of the slots in that order). When set, master_host/master_port are
+  // ignored: each key-level call goes to the master of the key's slot, node
+  // listings to the first shard. Not combinable with etcd_endpoints (Create
+  // fails with kInvalidParams). Empty: one master, as above.
+  std::string master_shards;
   // Node id of the worker on this client's own machine; Put prefers it when
   // no preferred_node is given. Empty: let the master pick by free space.
   std::string local_node;

@@ -1,5 +1,6 @@
 #include "client/client_router.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/etcd_client.h"
@@ -35,6 +36,17 @@ MasterTarget ToMasterTarget(const ClientConfig& config) {
   return target;
 }
 
+std::optional<SlotTable> ToSlotTable(const ClientConfig& config) {
+  if (config.master_shards.empty()) return std::nullopt;
+  std::string why;
+  auto table = ParseMasterShards(config.master_shards, &why);
+  if (!table) {
+    MC_LOG_ERROR("client master shards unusable reason=\"{}\"", why);
+    return std::nullopt;
+  }
+  return std::move(*table);
+}
+
 std::vector<std::vector<size_t>> SliceIndices(const std::vector<size_t>& indices,
                                               const std::function<size_t(size_t)>& size_of,
                                               size_t max_bytes, size_t max_count) {
@@ -65,10 +77,10 @@ ClientRouter::ClientRouter(ClientConfig config, ReaddressedFn on_readdressed,
     : config_(std::move(config)),
       on_readdressed_(std::move(on_readdressed)),
       rpc_options_(ToRpcOptions(config_, std::move(tls))),
-      master_(ToMasterTarget(config_), rpc_options_) {}
+      masters_(ToMasterTarget(config_), ToSlotTable(config_), rpc_options_) {}
 
 Result<std::vector<rpc::NodeInfo>> ClientRouter::FetchNodes() {
-  auto nodes = master_.Call([&](rpc::MasterServiceClient& c) {
+  auto nodes = masters_.Any().Call([&](rpc::MasterServiceClient& c) {
     std::vector<rpc::NodeInfo> listed;
     c.ListNodes(listed);
     return listed;
@@ -121,7 +133,7 @@ Result<Owner> ClientRouter::Locate(const std::string& key) {
 Result<Owner> ClientRouter::LocateAtMaster(const std::string& key) {
   // The reply is returned, not captured, so the master channel sees a
   // NOT_LEADER answer and follows the leader.
-  auto call = master_.Call([&](rpc::MasterServiceClient& c) {
+  auto call = masters_.ForKey(key).Call([&](rpc::MasterServiceClient& c) {
     rpc::LocationResult r;
     c.GetLocation(r, key);
     return r;
@@ -174,11 +186,30 @@ Result<std::map<std::string, OwnerGroup>> ClientRouter::GroupByOwner(
     const std::vector<std::string>& keys, const std::vector<size_t>& todo,
     std::vector<std::pair<size_t, ErrorCode>>& missing) {
   std::map<std::string, OwnerGroup> groups;
-  for (const auto& slice : SliceIndices(todo, keys, kMaxLocateBytes, kMaxLocateCount)) {
+  const std::vector<ShardKeys> shards = masters_.ForKeys(keys, todo);
+  for (const ShardKeys& shard : shards) {
+    if (auto located = LocateAtShard(shard, keys, groups, missing); !located) {
+      return Err(located.error());
+    }
+  }
+  if (shards.size() > 1) {
+    // Shard by shard appended each group's indices out of `todo` order.
+    for (auto& [node, group] : groups) std::ranges::sort(group.indices);
+    std::ranges::sort(missing);
+  }
+  return groups;
+}
+
+Result<void> ClientRouter::LocateAtShard(const ShardKeys& shard,
+                                         const std::vector<std::string>& keys,
+                                         std::map<std::string, OwnerGroup>& groups,
+                                         std::vector<std::pair<size_t, ErrorCode>>& missing) {
+  MasterEndpoint& master = masters_.Shard(shard.shard);
+  for (const auto& slice : SliceIndices(shard.indices, keys, kMaxLocateBytes, kMaxLocateCount)) {
     std::vector<std::string> slice_keys;
     slice_keys.reserve(slice.size());
     for (size_t i : slice) slice_keys.push_back(keys[i]);
-    auto call = master_.Call([&](rpc::MasterServiceClient& c) {
+    auto call = master.Call([&](rpc::MasterServiceClient& c) {
       std::vector<rpc::LocationResult> r;
       c.BatchGetLocation(r, slice_keys);
       return r;
@@ -200,7 +231,7 @@ Result<std::map<std::string, OwnerGroup>> ClientRouter::GroupByOwner(
       group.indices.push_back(slice[j]);
     }
   }
-  return groups;
+  return {};
 }
 
 std::map<std::string, OwnerGroup> ClientRouter::GroupCached(const std::vector<std::string>& keys,
@@ -237,7 +268,7 @@ Result<Owner> ClientRouter::PickTarget(uint64_t size, const PutOptions& options,
 }
 
 Result<Owner> ClientRouter::PickByMaster(uint64_t size, const std::vector<std::string>& exclude) {
-  auto call = master_.Call([&](rpc::MasterServiceClient& c) {
+  auto call = masters_.Any().Call([&](rpc::MasterServiceClient& c) {
     rpc::PickNodeResult r;
     c.PickNode(r, static_cast<int64_t>(size), exclude);
     return r;

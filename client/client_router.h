@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@
 #include "mooncake_rpc/MasterService.h"
 #include "mooncake_rpc/WorkerService.h"
 #include "thrift/master_endpoint.h"
+#include "thrift/master_shards.h"
 #include "thrift/rpc_channel.h"
 #include "thrift/rpc_codes.h"
 
@@ -61,7 +63,9 @@ class ClientRouter {
                         std::shared_ptr<const RpcTlsContext> tls = nullptr);
 
   const ClientConfig& config() const { return config_; }
-  MasterChannel& master() { return master_; }
+  // The master for node-level calls (the first shard when sharded).
+  MasterChannel& master() { return masters_.Any(); }
+  MasterShards& masters() { return masters_; }
 
   // Asks the master for the registry and refreshes the address cache.
   Result<std::vector<rpc::NodeInfo>> FetchNodes();
@@ -86,7 +90,8 @@ class ClientRouter {
   Result<Owner> RelocateUnreachable(const std::string& key, const std::string& stale_node,
                                     ErrorCode failure);
   // Locates keys[i] for every i in `todo` with one master round trip per slice
-  // of keys and groups them by owner. Keys without an owner get their code in
+  // of keys (per shard when sharded) and groups them by owner, each group's
+  // indices in `todo` order. Keys without an owner get their code in
   // `missing` (index, code); a failed master call fails the whole batch.
   Result<std::map<std::string, OwnerGroup>> GroupByOwner(
       const std::vector<std::string>& keys, const std::vector<size_t>& todo,
@@ -116,12 +121,17 @@ class ClientRouter {
   // changed (a worker restarted elsewhere).
   Owner Remember(const std::string& node_id, const std::string& host, int port);
   std::shared_ptr<WorkerChannel> Cached(const std::string& node_id);
+  // GroupByOwner's master round trips for the keys of one shard.
+  Result<void> LocateAtShard(const ShardKeys& shard, const std::vector<std::string>& keys,
+                             std::map<std::string, OwnerGroup>& groups,
+                             std::vector<std::pair<size_t, ErrorCode>>& missing);
 
   const ClientConfig config_;
   const ReaddressedFn on_readdressed_;
   const RpcOptions rpc_options_;
-  MasterChannel master_;
-  std::shared_mutex mu_;  // shared for lookups, exclusive for changes
+  // One shard, or one per slot-table shard (config_.master_shards).
+  MasterShards masters_;
+  std::shared_mutex mu_;                    // shared for lookups, exclusive for changes
   std::map<std::string, NodeEntry> nodes_;  // guarded by mu_
   // key -> owner node id; thread-safe on its own (not guarded by mu_).
   OwnerCache owners_{config_.location_cache_bytes};
@@ -129,6 +139,9 @@ class ClientRouter {
 
 // Where the client's master is: config.master_host:port, or etcd.
 MasterTarget ToMasterTarget(const ClientConfig& config);
+// The slot table of config.master_shards; nullopt when empty (one master) or
+// unusable (Client::Create refuses those first).
+std::optional<SlotTable> ToSlotTable(const ClientConfig& config);
 
 // Turns a call that answers an rpc ErrorCode into one Result.
 inline Result<void> Flatten(const Result<rpc::ErrorCode::type>& result) {

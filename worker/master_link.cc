@@ -4,6 +4,7 @@
 
 #include "mooncake_rpc/MasterService.h"
 #include "thrift/master_endpoint.h"
+#include "thrift/master_shards.h"
 #include "thrift/rpc_channel.h"
 #include "thrift/rpc_codes.h"
 
@@ -58,10 +59,22 @@ size_t AnnounceBatchEnd(const std::vector<std::string>& keys, size_t begin) {
   return end;
 }
 
+// Which failure of several shards' answers a caller sees: kNodeNotFound
+// first (it makes the worker register again), else the first one.
+Result<void> WorstOf(const std::vector<Result<void>>& results) {
+  Result<void> worst;
+  for (const auto& result : results) {
+    if (result) continue;
+    if (result.error() == ErrorCode::kNodeNotFound) return result;
+    if (worst) worst = result;
+  }
+  return worst;
+}
+
 }  // namespace
 
 struct MasterLink::Channel {
-  MasterEndpoint rpc;
+  MasterShards shards;
 };
 
 MasterLink::MasterLink(std::string master_host, int master_port,
@@ -70,10 +83,15 @@ MasterLink::MasterLink(std::string master_host, int master_port,
                  std::move(tls)) {}
 
 MasterLink::MasterLink(MasterTarget target, std::shared_ptr<const RpcTlsContext> tls)
-    : channel_(new Channel{MasterEndpoint(
-          std::move(target), RpcOptions{.io_timeout_ms = 10000, .tls = std::move(tls)})}) {}
+    : MasterLink(std::move(target), std::nullopt, std::move(tls)) {}
 
-void MasterLink::StopFollowing() { channel_->rpc.Cancel(); }
+MasterLink::MasterLink(MasterTarget target, std::optional<SlotTable> shards,
+                       std::shared_ptr<const RpcTlsContext> tls)
+    : channel_(
+          new Channel{MasterShards(std::move(target), std::move(shards),
+                                   RpcOptions{.io_timeout_ms = 10000, .tls = std::move(tls)})}) {}
+
+void MasterLink::StopFollowing() { channel_->shards.CancelAll(); }
 
 MasterLink::~MasterLink() = default;
 
@@ -114,10 +132,25 @@ std::vector<Result<void>> MasterLink::ClaimMany(const std::vector<std::string>& 
 }
 
 std::vector<Result<void>> MasterLink::SendClaims(const std::vector<std::string>& keys) {
+  MasterShards& shards = channel_->shards;
+  if (!shards.sharded()) return SendShardClaims(shards.Any(), keys);
+  std::vector<Result<void>> results(keys.size());
+  for (const ShardKeys& group : shards.ForKeys(keys)) {
+    std::vector<std::string> shard_keys;
+    shard_keys.reserve(group.indices.size());
+    for (size_t i : group.indices) shard_keys.push_back(keys[i]);
+    auto answers = SendShardClaims(shards.Shard(group.shard), shard_keys);
+    for (size_t j = 0; j < group.indices.size(); ++j) results[group.indices[j]] = answers[j];
+  }
+  return results;
+}
+
+std::vector<Result<void>> MasterLink::SendShardClaims(MasterEndpoint& master,
+                                                      const std::vector<std::string>& keys) {
   std::vector<Result<void>> results;
   results.reserve(keys.size());
   if (keys.size() == 1) {
-    auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
+    auto reply = master.Call([&](rpc::MasterServiceClient& client) {
       rpc::PutOwnerResult result;
       client.PutOwner(result, keys.front(), node_id_);
       return result;
@@ -125,7 +158,7 @@ std::vector<Result<void>> MasterLink::SendClaims(const std::vector<std::string>&
     results.push_back(reply ? ToResult(reply->code) : Err(reply.error()));
     return results;
   }
-  auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
+  auto reply = master.Call([&](rpc::MasterServiceClient& client) {
     std::vector<rpc::PutOwnerResult> answers;
     client.BatchPutOwner(answers, keys, node_id_);
     return answers;
@@ -140,7 +173,7 @@ std::vector<Result<void>> MasterLink::SendClaims(const std::vector<std::string>&
 }
 
 Result<void> MasterLink::Release(const std::string& key) {
-  auto reply = channel_->rpc.Call(
+  auto reply = channel_->shards.ForKey(key).Call(
       [&](rpc::MasterServiceClient& client) { return client.RemoveOwner(key, node_id_); });
   if (!reply) return Err(reply.error());
   return ToResult(*reply);
@@ -153,26 +186,52 @@ Result<void> MasterLink::Register(const NodeRecord& node) {
   info.port = node.port;
   info.alive = true;
   info.tiers = ToRpcUsages(node.tiers);
-  auto reply = channel_->rpc.Call(
-      [&](rpc::MasterServiceClient& client) { return client.RegisterNode(info); });
-  if (!reply) return Err(reply.error());
-  return ToResult(*reply);
+  MasterShards& shards = channel_->shards;
+  std::vector<Result<void>> results;
+  for (uint32_t shard = 0; shard < shards.size(); ++shard) {
+    auto reply = shards.Shard(shard).Call(
+        [&](rpc::MasterServiceClient& client) { return client.RegisterNode(info); });
+    results.push_back(reply ? ToResult(*reply) : Err(reply.error()));
+  }
+  return WorstOf(results);
 }
 
 Result<void> MasterLink::Heartbeat(const std::vector<TierUsage>& tiers) {
   auto usages = ToRpcUsages(tiers);
-  auto reply = channel_->rpc.Call(
-      [&](rpc::MasterServiceClient& client) { return client.Heartbeat(node_id_, usages); });
-  if (!reply) return Err(reply.error());
-  return ToResult(*reply);
+  MasterShards& shards = channel_->shards;
+  std::vector<Result<void>> results;
+  for (uint32_t shard = 0; shard < shards.size(); ++shard) {
+    auto reply = shards.Shard(shard).Call(
+        [&](rpc::MasterServiceClient& client) { return client.Heartbeat(node_id_, usages); });
+    results.push_back(reply ? ToResult(*reply) : Err(reply.error()));
+  }
+  return WorstOf(results);
 }
 
 Result<std::vector<std::string>> MasterLink::Announce(const std::vector<std::string>& keys) {
   std::vector<std::string> rejected;
+  MasterShards& shards = channel_->shards;
+  if (!shards.sharded()) {
+    if (auto sent = AnnounceTo(shards.Any(), keys, rejected); !sent) return Err(sent.error());
+    return rejected;
+  }
+  for (const ShardKeys& group : shards.ForKeys(keys)) {
+    std::vector<std::string> shard_keys;
+    shard_keys.reserve(group.indices.size());
+    for (size_t i : group.indices) shard_keys.push_back(keys[i]);
+    if (auto sent = AnnounceTo(shards.Shard(group.shard), shard_keys, rejected); !sent) {
+      return Err(sent.error());
+    }
+  }
+  return rejected;
+}
+
+Result<void> MasterLink::AnnounceTo(MasterEndpoint& master, const std::vector<std::string>& keys,
+                                    std::vector<std::string>& rejected) {
   for (size_t begin = 0, end = 0; begin < keys.size(); begin = end) {
     end = AnnounceBatchEnd(keys, begin);
     std::vector<std::string> batch(keys.begin() + begin, keys.begin() + end);
-    auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
+    auto reply = master.Call([&](rpc::MasterServiceClient& client) {
       rpc::AnnounceResult result;
       client.AnnounceKeys(result, node_id_, batch);
       return result;
@@ -181,11 +240,11 @@ Result<std::vector<std::string>> MasterLink::Announce(const std::vector<std::str
     if (auto ok = ToResult(reply->code); !ok) return Err(ok.error());
     rejected.insert(rejected.end(), reply->rejected.begin(), reply->rejected.end());
   }
-  return rejected;
+  return {};
 }
 
 Result<NodeRecord> MasterLink::PickNode(uint64_t size) {
-  auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
+  auto reply = channel_->shards.Any().Call([&](rpc::MasterServiceClient& client) {
     rpc::PickNodeResult result;
     client.PickNode(result, static_cast<int64_t>(size), {node_id_});
     return result;
@@ -196,7 +255,7 @@ Result<NodeRecord> MasterLink::PickNode(uint64_t size) {
 }
 
 Result<NodeRecord> MasterLink::FindNode(const std::string& node_id) {
-  auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
+  auto reply = channel_->shards.Any().Call([&](rpc::MasterServiceClient& client) {
     std::vector<rpc::NodeInfo> nodes;
     client.ListNodes(nodes);
     return nodes;
@@ -209,7 +268,7 @@ Result<NodeRecord> MasterLink::FindNode(const std::string& node_id) {
 }
 
 Result<void> MasterLink::HandOver(const std::string& key, const std::string& new_owner) {
-  auto reply = channel_->rpc.Call([&](rpc::MasterServiceClient& client) {
+  auto reply = channel_->shards.ForKey(key).Call([&](rpc::MasterServiceClient& client) {
     return client.UpdateOwner(key, node_id_, new_owner);
   });
   if (!reply) return Err(reply.error());

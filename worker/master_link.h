@@ -7,11 +7,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/node.h"
 #include "thrift/master_endpoint.h"
+#include "thrift/master_shards.h"
 #include "worker/claim_batcher.h"
 #include "worker/tiered_cache_backend.h"
 
@@ -27,6 +29,12 @@ class MasterLink : public OwnerDirectory {
   // The master found through `target` (a static address or etcd, following
   // a change of leader: thrift/master_endpoint.h).
   explicit MasterLink(MasterTarget target, std::shared_ptr<const RpcTlsContext> tls = nullptr);
+  // A sharded directory (docs/sharding.md) when `shards` has a value:
+  // Register, Heartbeat go to every shard, Announce, claims, Release and
+  // HandOver to each key's shard, PickNode and FindNode to the first shard.
+  // Without one, the master found through `target`.
+  MasterLink(MasterTarget target, std::optional<SlotTable> shards,
+             std::shared_ptr<const RpcTlsContext> tls = nullptr);
   ~MasterLink() override;
 
   // Set once the node id is known (after the port is bound).
@@ -48,6 +56,9 @@ class MasterLink : public OwnerDirectory {
   std::vector<Result<void>> ClaimMany(const std::vector<std::string>& keys) override;
   Result<void> Release(const std::string& key) override;
 
+  // With several shards: every shard is asked even after one fails; the
+  // first failure is returned, kNodeNotFound before any other, so a shard
+  // that forgot this node triggers registering again with all of them.
   Result<void> Register(const NodeRecord& node);
   Result<void> Heartbeat(const std::vector<TierUsage>& tiers);
   // Returns the keys another node owns already.
@@ -62,8 +73,14 @@ class MasterLink : public OwnerDirectory {
 
  private:
   struct Channel;
-  // One claim call to the master: PutOwner for one key, else BatchPutOwner.
+  // The claims of one batch, one call per shard holding some of the keys.
   std::vector<Result<void>> SendClaims(const std::vector<std::string>& keys);
+  // One claim call to one master: PutOwner for one key, else BatchPutOwner.
+  std::vector<Result<void>> SendShardClaims(MasterEndpoint& master,
+                                            const std::vector<std::string>& keys);
+  // Announce's batches to one shard; appends the rejected keys.
+  Result<void> AnnounceTo(MasterEndpoint& master, const std::vector<std::string>& keys,
+                          std::vector<std::string>& rejected);
 
   std::unique_ptr<Channel> channel_;
   std::string node_id_;

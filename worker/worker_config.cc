@@ -10,6 +10,7 @@
 #include "common/units.h"
 #include "common/version.h"
 #include "http/admin_settings.h"
+#include "thrift/master_shard_list.h"
 #include "thrift/rpc_settings.h"
 #include "transport/rdma_link.h"
 #include "worker/peer_transfer.h"
@@ -55,6 +56,10 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
       ->envname("MOONCAKE_ETCD");
   app.add_option("--cluster-name", c.cluster_name, "Master HA group name in etcd")
       ->capture_default_str();
+  app.add_option("--master-shards", c.master_shards,
+                 "Sharded masters: FIRST-LAST=HOST:PORT[,...] or HOST:PORT,HOST:PORT (even "
+                 "split); registers with every shard (instead of --master)")
+      ->envname("MOONCAKE_MASTER_SHARDS");
   AddSizeOption(app, "--dram-capacity", c.dram_capacity, "DRAM tier size");
   AddSizeOption(app, "--ssd-capacity", c.ssd_capacity, "SSD tier size, 0 for none");
   AddSizeOption(app, "--vram-capacity", c.vram_capacity,
@@ -137,6 +142,7 @@ bool ParseHostPort(const std::string& text, std::string* host, int* port) {
 }  // namespace
 
 std::string WorkerConfig::master_description() const {
+  if (!master_shards.empty()) return "shards " + master_shards;
   return etcd.empty() ? master : "etcd " + etcd + " cluster " + cluster_name;
 }
 
@@ -167,6 +173,11 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
   }
   if (c.cluster_name.empty() || c.cluster_name.find('/') != std::string::npos) {
     return fail("--cluster-name must be non-empty and hold no '/'");
+  }
+  if (!c.master_shards.empty()) {
+    if (!c.etcd.empty()) return fail("--master-shards and --etcd are exclusive");
+    std::string why;
+    if (!ParseMasterShards(c.master_shards, &why)) return fail("--master-shards: " + why);
   }
   if (c.dram_capacity == 0) return fail("--dram-capacity must be positive");
   if (c.ssd_capacity > 0 && c.ssd_path.empty()) return fail("--ssd-path must not be empty");
@@ -208,7 +219,8 @@ Result<WorkerConfig> ParseWorkerConfig(int argc, const char* const* argv, std::s
       "Exit codes: 0 stopped cleanly, 1 cannot start, 2 bad configuration, 4 the SSD tier\n"
       "cannot be opened (a corrupt, locked or unreadable RocksDB directory under --ssd-path;\n"
       "a missing or empty directory starts an empty SSD tier).\n"
-      "Environment: MOONCAKE_MASTER (--master), MOONCAKE_ETCD (--etcd), MOONCAKE_NODE_ID\n"
+      "Environment: MOONCAKE_MASTER (--master), MOONCAKE_ETCD (--etcd), MOONCAKE_MASTER_SHARDS\n"
+      "(--master-shards), MOONCAKE_NODE_ID\n"
       "(--node-id). Precedence:\n"
       "a flag, then a --config file key, then the environment variable, then the default.");
   bool help = false;

@@ -38,6 +38,11 @@ struct WorkerConfig {
   // and follow it when it changes, instead of using `master`.
   std::string etcd;
   std::string cluster_name = "mooncake";
+  // A sharded master directory (docs/sharding.md): a slot table
+  // "FIRST-LAST=HOST:PORT,..." or "HOST:PORT,HOST:PORT" (an even split).
+  // Non-empty: register and heartbeat with every shard and route each key's
+  // calls to its shard; `master` is then unused. Exclusive with `etcd`.
+  std::string master_shards;
   uint64_t dram_capacity = 256ull << 20;
   // 0 runs without an SSD tier.
   uint64_t ssd_capacity = 1ull << 30;

@@ -9,6 +9,7 @@
 #include "http/admin_settings.h"
 #include "http/ready_file.h"
 #include "mooncake_rpc/WorkerService.h"
+#include "thrift/master_shards.h"
 #include "thrift/rpc_server.h"
 #include "thrift/rpc_transport.h"
 #include "tiers/dram_tier.h"
@@ -172,7 +173,16 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
     MC_LOG_ERROR("cannot start: TLS files unusable reason=\"{}\"", why);
     return Err(tls.error());
   }
-  server->master_ = std::make_unique<MasterLink>(ToMasterTarget(config), *tls);
+  std::optional<SlotTable> shards;  // nullopt: one master (--master or --etcd)
+  if (!config.master_shards.empty()) {
+    auto table = ParseMasterShards(config.master_shards, &why);
+    if (!table) {
+      MC_LOG_ERROR("cannot start: --master-shards unusable reason=\"{}\"", why);
+      return Err(table.error());
+    }
+    shards = std::move(*table);
+  }
+  server->master_ = std::make_unique<MasterLink>(ToMasterTarget(config), std::move(shards), *tls);
   server->backend_ = std::make_unique<TieredCacheBackend>(std::move(*tiers), server->master_.get(),
                                                           ToBackendOptions(config));
   server->rdma_ = std::move(*rdma);
