@@ -209,30 +209,42 @@ void ReadSinglyAfterFailedBatch(ErrorCode failure, const std::vector<size_t>& sl
   }
 }
 
-}  // namespace
-
-std::vector<Result<ObjectValue>> Client::BatchGet(const std::vector<std::string>& keys) {
-  std::vector<Result<ObjectValue>> results(keys.size());
+// BatchGet and BatchGetInto: one BatchGet call per owner slice (owners the
+// cache remembers first). A failed call falls back to single reads
+// (`read_one(i)`); each reply becomes a result through
+// `from_reply(i, owner, reply)`, which completes values larger than the
+// reply's one chunk and follows keys that moved.
+template <typename R, typename ReadOne, typename FromReply>
+void FanOutBatchGet(ClientRouter& router, const std::vector<std::string>& keys,
+                    std::vector<R>& results, ReadOne&& read_one, FromReply&& from_reply) {
   auto on_missing = [&](size_t i, ErrorCode code) { results[i] = Err(code); };
   FanOut(
-      impl_->router, keys, results, on_missing,
+      router, keys, results, on_missing,
       [&](const Owner& owner, const std::vector<size_t>& slice) {
         std::vector<rpc::GetResult> replies;
         auto call = owner.channel->Call(
             [&](rpc::WorkerServiceClient& c) { c.BatchGet(replies, KeysAt(keys, slice)); });
         if (!call || replies.size() != slice.size()) {
           ReadSinglyAfterFailedBatch(call ? ErrorCode::kInternalError : call.error(), slice,
-                                     results, [&](size_t i) { return Get(keys[i]); });
+                                     results, read_one);
           return;
         }
-        // Each reply carries at most one chunk; ChunkedRead completes larger
-        // values and follows keys that moved.
         for (size_t j = 0; j < slice.size(); ++j) {
-          results[slice[j]] =
-              ReadValue(impl_->router, impl_->rdma.get(), keys[slice[j]], owner, &replies[j]);
+          results[slice[j]] = from_reply(slice[j], owner, replies[j]);
         }
       },
       Owners::kCacheFirst);
+}
+
+}  // namespace
+
+std::vector<Result<ObjectValue>> Client::BatchGet(const std::vector<std::string>& keys) {
+  std::vector<Result<ObjectValue>> results(keys.size());
+  FanOutBatchGet(
+      impl_->router, keys, results, [&](size_t i) { return Get(keys[i]); },
+      [&](size_t i, const Owner& owner, rpc::GetResult& reply) {
+        return ReadValue(impl_->router, impl_->rdma.get(), keys[i], owner, &reply);
+      });
   return results;
 }
 
@@ -243,29 +255,14 @@ std::vector<Result<uint64_t>> Client::BatchGetInto(const std::vector<std::string
     for (auto& r : results) r = Err(ErrorCode::kInvalidParams);
     return results;
   }
-  auto on_missing = [&](size_t i, ErrorCode code) { results[i] = Err(code); };
-  FanOut(
-      impl_->router, keys, results, on_missing,
-      [&](const Owner& owner, const std::vector<size_t>& slice) {
-        std::vector<rpc::GetResult> replies;
-        auto call = owner.channel->Call(
-            [&](rpc::WorkerServiceClient& c) { c.BatchGet(replies, KeysAt(keys, slice)); });
-        if (!call || replies.size() != slice.size()) {
-          ReadSinglyAfterFailedBatch(call ? ErrorCode::kInternalError : call.error(), slice,
-                                     results,
-                                     [&](size_t i) { return GetInto(keys[i], buffers[i]); });
-          return;
-        }
-        for (size_t j = 0; j < slice.size(); ++j) {
-          size_t i = slice[j];
-          uint64_t total = 0;
-          ReadSink sink = SpanSink(buffers[i], total);
-          auto done =
-              ReadChunked(impl_->router, keys[i], owner, sink, {}, impl_->rdma.get(), &replies[j]);
-          results[i] = done ? Result<uint64_t>(done->total) : Err(done.error());
-        }
-      },
-      Owners::kCacheFirst);
+  FanOutBatchGet(
+      impl_->router, keys, results, [&](size_t i) { return GetInto(keys[i], buffers[i]); },
+      [&](size_t i, const Owner& owner, rpc::GetResult& reply) -> Result<uint64_t> {
+        uint64_t total = 0;
+        ReadSink sink = SpanSink(buffers[i], total);
+        auto done = ReadChunked(impl_->router, keys[i], owner, sink, {}, impl_->rdma.get(), &reply);
+        return done ? Result<uint64_t>(done->total) : Err(done.error());
+      });
   return results;
 }
 

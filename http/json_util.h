@@ -43,4 +43,23 @@ inline nlohmann::json RequestsJson(const RequestMetrics& metrics) {
   return out;
 }
 
+// A worker's node-wide counters, as both admin servers show them. A template
+// because the worker's BackendStats and the Stats RPC's WorkerStats (which
+// the master gathers) carry the same fields under the same names.
+template <typename Counters>
+nlohmann::json WorkerTotalsJson(const Counters& s) {
+  return {{"gets", s.gets},
+          {"get_misses", s.get_misses},
+          {"puts", s.puts},
+          {"upserts", s.upserts},
+          {"removes", s.removes},
+          {"dropped", s.dropped},
+          {"prefetch_started", s.prefetch_started},
+          {"prefetch_succeeded", s.prefetch_succeeded},
+          {"prefetch_failed", s.prefetch_failed},
+          {"prefetch_skipped", s.prefetch_skipped},
+          {"moved_in", s.moved_in},
+          {"moved_out", s.moved_out}};
+}
+
 }  // namespace mooncake

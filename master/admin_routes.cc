@@ -193,19 +193,7 @@ json WorkerStatsJson(const rpc::WorkerStats& s) {
                      {"evictions", t.evictions}});
   }
   return {{"tiers", std::move(tiers)},
-          {"totals",
-           {{"gets", s.gets},
-            {"get_misses", s.get_misses},
-            {"puts", s.puts},
-            {"upserts", s.upserts},
-            {"removes", s.removes},
-            {"dropped", s.dropped},
-            {"prefetch_started", s.prefetch_started},
-            {"prefetch_succeeded", s.prefetch_succeeded},
-            {"prefetch_failed", s.prefetch_failed},
-            {"prefetch_skipped", s.prefetch_skipped},
-            {"moved_in", s.moved_in},
-            {"moved_out", s.moved_out}}},
+          {"totals", WorkerTotalsJson(s)},
           {"pinned_bytes", s.pinned_bytes}};
 }
 

@@ -14,6 +14,26 @@
 namespace mooncake {
 namespace {
 
+// The keys that pass ValidateKey, and where each stands in `keys`
+// (valid[j] is keys[at[j]]): batch calls answer the others INVALID_KEY.
+struct ValidKeySet {
+  std::vector<std::string_view> valid;
+  std::vector<size_t> at;
+};
+
+ValidKeySet ValidKeys(const std::vector<std::string>& keys) {
+  ValidKeySet out;
+  out.valid.reserve(keys.size());
+  out.at.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (ValidateKey(keys[i])) {
+      out.valid.push_back(keys[i]);
+      out.at.push_back(i);
+    }
+  }
+  return out;
+}
+
 constexpr uint32_t kNone = KeyDirectory::kNone;
 
 struct NodeEntry {
@@ -208,16 +228,7 @@ Result<KeyLocation> MasterService::GetLocation(const std::string& key) const {
 std::vector<Result<KeyLocation>> MasterService::BatchGetLocation(
     const std::vector<std::string>& keys) const {
   std::vector<Result<KeyLocation>> results(keys.size(), Err(ErrorCode::kInvalidKey));
-  std::vector<std::string_view> valid;
-  std::vector<size_t> at;  // valid[j] is keys[at[j]]
-  valid.reserve(keys.size());
-  at.reserve(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (ValidateKey(keys[i])) {
-      valid.push_back(keys[i]);
-      at.push_back(i);
-    }
-  }
+  auto [valid, at] = ValidKeys(keys);
   std::vector<uint32_t> owners(valid.size());
   std::shared_lock index(state_->index_mu);
   state_->keys.FindMany(valid, owners);
@@ -246,16 +257,7 @@ std::vector<Result<void>> MasterService::BatchPutOwner(const std::vector<std::st
   if (node_id.empty())
     return std::vector<Result<void>>(keys.size(), Err(ErrorCode::kInvalidParams));
   std::vector<Result<void>> results(keys.size(), Err(ErrorCode::kInvalidKey));
-  std::vector<std::string_view> valid;
-  std::vector<size_t> at;  // valid[j] is keys[at[j]]
-  valid.reserve(keys.size());
-  at.reserve(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (ValidateKey(keys[i])) {
-      valid.push_back(keys[i]);
-      at.push_back(i);
-    }
-  }
+  auto [valid, at] = ValidKeys(keys);
   std::vector<uint32_t> owners(valid.size());
   std::shared_lock index(state_->index_mu);
   uint32_t me = state_->LiveIndex(node_id);

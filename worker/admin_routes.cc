@@ -44,21 +44,6 @@ json TierJson(const TierSnapshot& t) {
           {"pinned_bytes", t.pinned_bytes}};
 }
 
-json TotalsJson(const BackendStats& s) {
-  return {{"gets", s.gets},
-          {"get_misses", s.get_misses},
-          {"puts", s.puts},
-          {"upserts", s.upserts},
-          {"removes", s.removes},
-          {"dropped", s.dropped},
-          {"prefetch_started", s.prefetch_started},
-          {"prefetch_succeeded", s.prefetch_succeeded},
-          {"prefetch_failed", s.prefetch_failed},
-          {"prefetch_skipped", s.prefetch_skipped},
-          {"moved_in", s.moved_in},
-          {"moved_out", s.moved_out}};
-}
-
 // /readyz and /health: 200 when every check passes, else 503 with one
 // reason per failed check.
 HttpResponse Readiness(const WorkerRoutes& r) {
@@ -98,7 +83,7 @@ HttpResponse Stats(const WorkerRoutes& r) {
   for (const auto& t : stats.tiers) tiers.push_back(TierJson(t));
   json body = {{"node_id", r.NodeId()},
                {"tiers", std::move(tiers)},
-               {"totals", TotalsJson(stats)},
+               {"totals", WorkerTotalsJson(stats)},
                {"requests", RequestsJson(r.requests)}};
   if (r.transport) {
     TransportSnapshot t = r.transport();

@@ -47,16 +47,25 @@ std::vector<rpc::TierUsage> ToRpcUsages(const std::vector<TierUsage>& tiers) {
 // kMaxKeyBytes each, so the count alone does not bound the bytes.
 constexpr size_t kAnnounceBatchKeys = 8192;
 
-// The end of the batch that starts at `begin`.
-size_t AnnounceBatchEnd(const std::vector<std::string>& keys, size_t begin) {
+// The end of the run of keys that starts at `begin` and holds at most
+// `max_keys` keys and `max_bytes` key bytes (always at least one key).
+size_t KeyBatchEnd(const std::vector<std::string>& keys, size_t begin, size_t max_keys,
+                   uint64_t max_bytes) {
   size_t end = begin;
   uint64_t bytes = 0;
-  while (end < keys.size() && end - begin < kAnnounceBatchKeys &&
-         (end == begin || bytes + keys[end].size() <= kRpcMaxKeyListBytes)) {
-    bytes += keys[end].size();
-    ++end;
+  while (end < keys.size() && end - begin < max_keys &&
+         (end == begin || bytes + keys[end].size() <= max_bytes)) {
+    bytes += keys[end++].size();
   }
   return end;
+}
+
+std::vector<std::string> KeysAt(const std::vector<std::string>& keys,
+                                const std::vector<size_t>& indices) {
+  std::vector<std::string> out;
+  out.reserve(indices.size());
+  for (size_t i : indices) out.push_back(keys[i]);
+  return out;
 }
 
 // Which failure of several shards' answers a caller sees: kNodeNotFound
@@ -109,17 +118,11 @@ std::vector<Result<void>> MasterLink::ClaimMany(const std::vector<std::string>& 
   std::vector<Result<void>> results;
   results.reserve(keys.size());
   for (size_t begin = 0; begin < keys.size();) {
-    size_t end = begin;
-    uint64_t bytes = 0;
-    while (end < keys.size() && end - begin < limits.max_keys &&
-           (end == begin || bytes + keys[end].size() <= limits.max_key_bytes)) {
-      bytes += keys[end++].size();
-    }
+    size_t end = KeyBatchEnd(keys, begin, limits.max_keys, limits.max_key_bytes);
     std::vector<std::string> slice(keys.begin() + begin, keys.begin() + end);
     auto answers = SendClaims(slice);
-    bool unknown = std::ranges::any_of(answers, [](const Result<void>& r) {
-      return !r && r.error() == ErrorCode::kNodeNotFound;
-    });
+    bool unknown = std::ranges::any_of(
+        answers, [](const Result<void>& r) { return !r && r.error() == ErrorCode::kNodeNotFound; });
     if (unknown && on_unknown_node_) {
       // The master forgot this node: register again, then claim once more.
       on_unknown_node_();
@@ -136,10 +139,7 @@ std::vector<Result<void>> MasterLink::SendClaims(const std::vector<std::string>&
   if (!shards.sharded()) return SendShardClaims(shards.Any(), keys);
   std::vector<Result<void>> results(keys.size());
   for (const ShardKeys& group : shards.ForKeys(keys)) {
-    std::vector<std::string> shard_keys;
-    shard_keys.reserve(group.indices.size());
-    for (size_t i : group.indices) shard_keys.push_back(keys[i]);
-    auto answers = SendShardClaims(shards.Shard(group.shard), shard_keys);
+    auto answers = SendShardClaims(shards.Shard(group.shard), KeysAt(keys, group.indices));
     for (size_t j = 0; j < group.indices.size(); ++j) results[group.indices[j]] = answers[j];
   }
   return results;
@@ -216,10 +216,8 @@ Result<std::vector<std::string>> MasterLink::Announce(const std::vector<std::str
     return rejected;
   }
   for (const ShardKeys& group : shards.ForKeys(keys)) {
-    std::vector<std::string> shard_keys;
-    shard_keys.reserve(group.indices.size());
-    for (size_t i : group.indices) shard_keys.push_back(keys[i]);
-    if (auto sent = AnnounceTo(shards.Shard(group.shard), shard_keys, rejected); !sent) {
+    if (auto sent = AnnounceTo(shards.Shard(group.shard), KeysAt(keys, group.indices), rejected);
+        !sent) {
       return Err(sent.error());
     }
   }
@@ -229,7 +227,7 @@ Result<std::vector<std::string>> MasterLink::Announce(const std::vector<std::str
 Result<void> MasterLink::AnnounceTo(MasterEndpoint& master, const std::vector<std::string>& keys,
                                     std::vector<std::string>& rejected) {
   for (size_t begin = 0, end = 0; begin < keys.size(); begin = end) {
-    end = AnnounceBatchEnd(keys, begin);
+    end = KeyBatchEnd(keys, begin, kAnnounceBatchKeys, kRpcMaxKeyListBytes);
     std::vector<std::string> batch(keys.begin() + begin, keys.begin() + end);
     auto reply = master.Call([&](rpc::MasterServiceClient& client) {
       rpc::AnnounceResult result;
