@@ -23,6 +23,16 @@
 
 namespace mooncake {
 
+// How DramTier::Create backs the arena; the defaults map it lazily.
+struct DramTierOptions {
+  // Fault in every page of the arena before Create returns, so the first
+  // write into each page pays no page fault (a large share of a cold put's
+  // cost) at the cost of startup time and RSS = capacity up front.
+  // Create fails rather than leave the worker to be OOM-killed later when
+  // the memory is not there.
+  bool prefault = false;
+};
+
 class DramTier : public ArenaTier {
  public:
   // Every allocation is rounded to this many bytes (a cache line).
@@ -30,8 +40,10 @@ class DramTier : public ArenaTier {
 
   // Maps an arena of `capacity` bytes (> 0). Pages are reserved lazily
   // (MAP_NORESERVE, a sparse memfd), so a large capacity costs nothing
-  // until written.
-  static Result<std::unique_ptr<DramTier>> Create(std::string name, uint64_t capacity);
+  // until written, unless `options.prefault` populates them all up front:
+  // then kNoAvailableHandle when the memory cannot be had.
+  static Result<std::unique_ptr<DramTier>> Create(std::string name, uint64_t capacity,
+                                                  DramTierOptions options = {});
 
   ~DramTier() override;
   DramTier(const DramTier&) = delete;

@@ -197,6 +197,7 @@ HttpResponse Config(const WorkerRoutes& r) {
                        {"port", c.port},
                        {"master", c.master},
                        {"dram-capacity", c.dram_capacity},
+                       {"dram-prefault", c.dram_prefault},
                        {"ssd-capacity", c.ssd_capacity},
                        {"ssd-path", c.ssd_path},
                        {"high-watermark", c.high_watermark},

@@ -61,6 +61,10 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
                  "split); registers with every shard (instead of --master)")
       ->envname("MOONCAKE_MASTER_SHARDS");
   AddSizeOption(app, "--dram-capacity", c.dram_capacity, "DRAM tier size");
+  app.add_flag("--dram-prefault", c.dram_prefault,
+               "Populate the whole DRAM arena at startup (before ready): steady put latency "
+               "from the first write, for startup time and RSS = --dram-capacity up front; "
+               "fails to start if that memory is not free");
   AddSizeOption(app, "--ssd-capacity", c.ssd_capacity, "SSD tier size, 0 for none");
   AddSizeOption(app, "--vram-capacity", c.vram_capacity,
                 "VRAM tier size, 0 for none (needs a HIP build and a GPU)");

@@ -44,6 +44,11 @@ struct WorkerConfig {
   // calls to its shard; `master` is then unused. Exclusive with `etcd`.
   std::string master_shards;
   uint64_t dram_capacity = 256ull << 20;
+  // Populate the whole DRAM arena at startup, before reporting ready, so
+  // first writes pay no page faults (like memcached -L). Costs startup time
+  // and RSS = dram_capacity up front; the worker does not start when the
+  // memory cannot be had.
+  bool dram_prefault = false;
   // 0 runs without an SSD tier.
   uint64_t ssd_capacity = 1ull << 30;
   // RocksDB directory of the SSD tier; reopened on restart to recover objects.

@@ -64,7 +64,7 @@ Result<std::vector<std::unique_ptr<CacheTier>>> OpenTiers(const WorkerConfig& c,
       return Err(vram.error());
     }
   }
-  auto dram = DramTier::Create("dram", c.dram_capacity);
+  auto dram = DramTier::Create("dram", c.dram_capacity, {.prefault = c.dram_prefault});
   if (!dram) {
     MC_LOG_ERROR("cannot create dram tier capacity={} error={}", c.dram_capacity,
                  ToString(dram.error()));
