@@ -145,44 +145,50 @@ void FanOut(ClientRouter& router, const std::vector<std::string>& keys, std::vec
 
 // Adds tasks that write items[positions] to `target`: bounded BatchPut (or
 // BatchUpsert) requests, and values too big for one request one by one.
-// Tasks hold references to items, config and results: run them before
-// those go away.
-void AddWriteTasks(const Owner& target,
+// Keys written are remembered as `target`'s, as the single Put does, so
+// later reads of them skip the master. Tasks hold references to router,
+// items, config and results: run them before those go away.
+void AddWriteTasks(ClientRouter& router, const Owner& target,
                    const std::vector<std::pair<std::string, std::string>>& items,
                    const std::vector<size_t>& positions, const rpc::ReplicateConfig& config,
                    bool upsert, std::vector<Result<void>>& results,
                    std::vector<std::function<void()>>& tasks) {
   std::vector<size_t> large;
   for (auto& request : PlanPutRequests(items, positions, large)) {
-    tasks.emplace_back([&items, &config, &results, target, upsert, request = std::move(request)] {
-      std::vector<rpc::PutItem> batch(request.size());
-      for (size_t j = 0; j < request.size(); ++j) {
-        batch[j].key = items[request[j]].first;
-        batch[j].value = items[request[j]].second;
-        batch[j].config = config;
-      }
-      std::vector<rpc::ErrorCode::type> codes;
-      auto call = target.channel->Call([&](rpc::WorkerServiceClient& c) {
-        if (upsert) {
-          c.BatchUpsert(codes, batch);
-        } else {
-          c.BatchPut(codes, batch);
-        }
-      });
-      for (size_t j = 0; j < request.size(); ++j) {
-        if (!call || codes.size() != request.size()) {
-          results[request[j]] = Err(call ? ErrorCode::kInternalError : call.error());
-        } else {
-          results[request[j]] = ToResult(codes[j]);
-        }
-      }
-    });
+    tasks.emplace_back(
+        [&router, &items, &config, &results, target, upsert, request = std::move(request)] {
+          std::vector<rpc::PutItem> batch(request.size());
+          for (size_t j = 0; j < request.size(); ++j) {
+            batch[j].key = items[request[j]].first;
+            batch[j].value = items[request[j]].second;
+            batch[j].config = config;
+          }
+          std::vector<rpc::ErrorCode::type> codes;
+          auto call = target.channel->Call([&](rpc::WorkerServiceClient& c) {
+            if (upsert) {
+              c.BatchUpsert(codes, batch);
+            } else {
+              c.BatchPut(codes, batch);
+            }
+          });
+          for (size_t j = 0; j < request.size(); ++j) {
+            if (!call || codes.size() != request.size()) {
+              results[request[j]] = Err(call ? ErrorCode::kInternalError : call.error());
+            } else {
+              results[request[j]] = ToResult(codes[j]);
+              if (results[request[j]]) {
+                router.RememberOwner(items[request[j]].first, target.node_id);
+              }
+            }
+          }
+        });
   }
   for (size_t i : large) {
-    tasks.emplace_back([&items, &config, &results, target, upsert, i] {
+    tasks.emplace_back([&router, &items, &config, &results, target, upsert, i] {
       const auto& [key, value] = items[i];
       results[i] =
           upsert ? UpsertValue(target, key, value, config) : PutValue(target, key, value, config);
+      if (results[i]) router.RememberOwner(key, target.node_id);
     });
   }
 }
@@ -222,8 +228,14 @@ void FanOutBatchGet(ClientRouter& router, const std::vector<std::string>& keys,
       router, keys, results, on_missing,
       [&](const Owner& owner, const std::vector<size_t>& slice) {
         std::vector<rpc::GetResult> replies;
-        auto call = owner.channel->Call(
-            [&](rpc::WorkerServiceClient& c) { c.BatchGet(replies, KeysAt(keys, slice)); });
+        // Slices hold increasing positions, so one as long as the batch is
+        // the whole batch (one owner, every key valid): send the keys as
+        // they are instead of a copy.
+        std::vector<std::string> subset;
+        if (slice.size() != keys.size()) subset = KeysAt(keys, slice);
+        const std::vector<std::string>& sent = slice.size() == keys.size() ? keys : subset;
+        auto call =
+            owner.channel->Call([&](rpc::WorkerServiceClient& c) { c.BatchGet(replies, sent); });
         if (!call || replies.size() != slice.size()) {
           ReadSinglyAfterFailedBatch(call ? ErrorCode::kInternalError : call.error(), slice,
                                      results, read_one);
@@ -242,7 +254,13 @@ std::vector<Result<ObjectValue>> Client::BatchGet(const std::vector<std::string>
   std::vector<Result<ObjectValue>> results(keys.size());
   FanOutBatchGet(
       impl_->router, keys, results, [&](size_t i) { return Get(keys[i]); },
-      [&](size_t i, const Owner& owner, rpc::GetResult& reply) {
+      [&](size_t i, const Owner& owner, rpc::GetResult& reply) -> Result<ObjectValue> {
+        // The common case, a whole value in the reply, takes the reply's
+        // bytes as they are; ReadValue would copy them into a new string.
+        if (reply.code == rpc::ErrorCode::OK && reply.total_size >= 0 &&
+            reply.data.size() == static_cast<uint64_t>(reply.total_size)) {
+          return ObjectValue{std::move(reply.data), reply.version};
+        }
         return ReadValue(impl_->router, impl_->rdma.get(), keys[i], owner, &reply);
       });
   return results;
@@ -317,7 +335,12 @@ std::vector<Result<void>> Client::BatchRemove(const std::vector<std::string>& ke
              }
            }
          });
-  for (const auto& key : keys) impl_->hot_cache.Erase(key);
+  // Grouping remembered the owners; the removed keys have none now. Forgetting
+  // a key that survived costs at most one master round trip later.
+  for (const auto& key : keys) {
+    impl_->router.ForgetOwner(key);
+    impl_->hot_cache.Erase(key);
+  }
   return results;
 }
 
@@ -336,7 +359,7 @@ std::vector<Result<void>> Client::BatchPut(
   }
   rpc::ReplicateConfig config = ToRpcConfig(options);
   std::vector<std::function<void()>> tasks;
-  AddWriteTasks(*target, items, positions, config, /*upsert=*/false, results, tasks);
+  AddWriteTasks(impl_->router, *target, items, positions, config, /*upsert=*/false, results, tasks);
   RunParallel(tasks);
   // A node the client chose may be full; the single path asks the master for
   // another node, item by item.
@@ -369,7 +392,8 @@ std::vector<Result<void>> Client::BatchUpsert(
   rpc::ReplicateConfig config = ToRpcConfig(options);
   std::vector<std::function<void()>> tasks;
   for (const auto& [node_id, group] : *groups) {
-    AddWriteTasks(group.owner, items, group.indices, config, /*upsert=*/true, results, tasks);
+    AddWriteTasks(impl_->router, group.owner, items, group.indices, config, /*upsert=*/true,
+                  results, tasks);
   }
   std::vector<size_t> absent;
   for (const auto& [i, code] : missing) {
@@ -384,7 +408,7 @@ std::vector<Result<void>> Client::BatchUpsert(
   if (!absent.empty()) {
     auto target = impl_->router.PickTarget(TotalBytes(items, absent), options, explicit_choice);
     if (target) {
-      AddWriteTasks(*target, items, absent, config, /*upsert=*/true, results, tasks);
+      AddWriteTasks(impl_->router, *target, items, absent, config, /*upsert=*/true, results, tasks);
     } else {
       for (size_t i : absent) results[i] = Err(target.error());
     }

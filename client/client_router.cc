@@ -229,6 +229,10 @@ Result<void> ClientRouter::LocateAtShard(const ShardKeys& shard,
       OwnerGroup& group = groups[loc.node_id];
       if (!group.owner.channel) group.owner = Remember(loc.node_id, loc.host, loc.port);
       group.indices.push_back(slice[j]);
+      // As LocateAtMaster does: without this, batch reads of keys written
+      // by a batch never find them in the cache and pay this master round
+      // trip on every call.
+      RememberOwner(keys[slice[j]], loc.node_id);
     }
   }
   return {};
@@ -240,14 +244,23 @@ std::map<std::string, OwnerGroup> ClientRouter::GroupCached(const std::vector<st
   std::map<std::string, OwnerGroup> groups;
   for (size_t i : todo) {
     auto node_id = owners_.Find(keys[i]);
-    auto channel = node_id ? Cached(*node_id) : nullptr;
-    if (!channel) {
+    if (!node_id) {
       uncached.push_back(i);
       continue;
     }
-    OwnerGroup& group = groups[*node_id];
-    if (!group.owner.channel) group.owner = Owner{*node_id, std::move(channel), /*cached=*/true};
-    group.indices.push_back(i);
+    // A batch's keys mostly share a few owners: look each node's channel up
+    // once per batch, not once per key under the shared lock.
+    auto it = groups.find(*node_id);
+    if (it == groups.end()) {
+      auto channel = Cached(*node_id);
+      if (!channel) {
+        uncached.push_back(i);
+        continue;
+      }
+      Owner owner{*node_id, std::move(channel), /*cached=*/true};
+      it = groups.emplace(*node_id, OwnerGroup{std::move(owner), {}}).first;
+    }
+    it->second.indices.push_back(i);
   }
   return groups;
 }

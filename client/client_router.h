@@ -91,8 +91,9 @@ class ClientRouter {
                                     ErrorCode failure);
   // Locates keys[i] for every i in `todo` with one master round trip per slice
   // of keys (per shard when sharded) and groups them by owner, each group's
-  // indices in `todo` order. Keys without an owner get their code in
-  // `missing` (index, code); a failed master call fails the whole batch.
+  // indices in `todo` order, and remembers each located owner in the owner
+  // cache. Keys without an owner get their code in `missing` (index, code);
+  // a failed master call fails the whole batch.
   Result<std::map<std::string, OwnerGroup>> GroupByOwner(
       const std::vector<std::string>& keys, const std::vector<size_t>& todo,
       std::vector<std::pair<size_t, ErrorCode>>& missing);

@@ -122,6 +122,7 @@ void ObjectTable::Erase(Object& object) {
   MC_DCHECK(IsLegalTransition(object.state_, ObjectState::kRemoved));
   Unindex(object);
   objects_.erase(objects_.find(*object.key_));
+  ++erasures_;
 }
 
 void ObjectTable::EraseIfSame(const std::string& key, uint64_t object_id) {

@@ -196,6 +196,11 @@ class ObjectTable {
   // its allocation keep the space alive until they let go.
   void Erase(Object& object);
   void EraseIfSame(const std::string& key, uint64_t object_id);
+  // How many records were erased so far. The map never moves a record (a
+  // rehash keeps nodes in place), so a pointer to one stays valid for as
+  // long as this count has not changed: a reader that let go of the lock
+  // can find its record again without a lookup.
+  uint64_t erasures() const { return erasures_; }
 
   void SetState(Object& object, ObjectState to);
   void SetMove(Object& object, MoveState to);
@@ -243,6 +248,7 @@ class ObjectTable {
   std::vector<uint64_t> pinned_bytes_;   // per tier: bytes of hard-pinned objects
   uint64_t next_object_id_ = 1;
   uint64_t next_version_ = 1;
+  uint64_t erasures_ = 0;
 };
 
 }  // namespace mooncake

@@ -113,61 +113,155 @@ Result<void> TieredCacheBackend::AdoptAbort(const std::string& key) {
 // ---------------------------------------------------------------------------
 // Reads
 
-Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offset,
-                                          uint64_t length) {
-  if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
-  BackendCounters& counters = ctx_->counters;
-  // A client reads an object in kRpcChunkBytes pieces; only the piece at
-  // offset 0 starts an object read, so only it counts a get, a hit or a miss.
-  const bool object_read = offset == 0;
-  if (object_read) counters.gets.fetch_add(1, std::memory_order_relaxed);
-  AllocationPtr allocation;
-  uint64_t object_id, size;
-  size_t tier;
-  ReadSlice slice;
-  {
-    std::lock_guard lock(ctx_->mu);
-    Object* object = table_->Find(key);
-    if (object == nullptr) {
-      if (object_read) counters.get_misses.fetch_add(1, std::memory_order_relaxed);
-      return Err(ErrorCode::kObjectNotFound);
-    }
-    if (!object->complete()) return Err(ErrorCode::kReplicaIsNotReady);
-    if (offset > object->size) return Err(ErrorCode::kInvalidParams);
-    table_->BeginRead(*object, SteadyClock::now(), ctx_->options.kv_lease_ttl);
-    allocation = object->allocation;
-    object_id = object->id;
-    size = object->size;
-    tier = object->tier();
-    slice.total_size = object->size;
-    slice.version = object->version;
-  }
+namespace {
 
-  uint64_t remaining = size - offset;
+// Keys GetMany handles per hold of the lock: bounds how long one batch keeps
+// other requests waiting, and how many objects it pins at once.
+constexpr size_t kKeysPerLockHold = 64;
+
+// A read between its two locked steps: the object is pinned (a reader) and
+// its allocation held, so the copy-out needs no lock.
+struct PinnedRead {
+  AllocationPtr allocation;
+  // The record, valid while the table's erasures() still reads `erasures`.
+  Object* object = nullptr;
+  uint64_t erasures = 0;
+  uint64_t object_id = 0;
+  uint64_t size = 0;
+  size_t tier = 0;
+  uint64_t offset = 0;
+  uint64_t want = 0;  // bytes to copy out
+};
+
+// Caller holds ctx.mu. Pins `key` for a read of [offset, offset + length)
+// (length 0: to the end; at most kRpcChunkBytes) and grants its lease;
+// `slice` gets the object's size and version.
+Result<PinnedRead> PinLocked(BackendContext& ctx, ObjectTable& table, const std::string& key,
+                             uint64_t offset, uint64_t length, SteadyClock::time_point now,
+                             ReadSlice& slice) {
+  Object* object = table.Find(key);
+  if (object == nullptr) {
+    if (offset == 0) ctx.counters.get_misses.fetch_add(1, std::memory_order_relaxed);
+    return Err(ErrorCode::kObjectNotFound);
+  }
+  if (!object->complete()) return Err(ErrorCode::kReplicaIsNotReady);
+  if (offset > object->size) return Err(ErrorCode::kInvalidParams);
+  table.BeginRead(*object, now, ctx.options.kv_lease_ttl);
+  slice.total_size = object->size;
+  slice.version = object->version;
+  uint64_t remaining = object->size - offset;
   uint64_t want = length == 0 ? remaining : std::min(length, remaining);
-  want = std::min(want, kRpcChunkBytes);
+  return PinnedRead{.allocation = object->allocation,
+                    .object = object,
+                    .erasures = table.erasures(),
+                    .object_id = object->id,
+                    .size = object->size,
+                    .tier = object->tier(),
+                    .offset = offset,
+                    .want = std::min(want, kRpcChunkBytes)};
+}
+
+// Copies the pinned bytes out of their tier, without the lock.
+Result<void> CopyOut(const PinnedRead& pinned, std::string& data) {
   Result<void> read;
   // Straight from the tier into the reply's buffer: no zero-fill first.
   // Uses `want`, not the callback's size: libstdc++ 12 passes the grown
   // capacity there (30 for 16..29 bytes), which would read past the object.
-  slice.data.resize_and_overwrite(want, [&](char* buffer, size_t) -> size_t {
-    if (want == 0) return 0;
-    read = allocation->tier->Read(allocation->location, offset,
-                                  std::as_writable_bytes(std::span(buffer, want)));
-    return read ? want : 0;
+  data.resize_and_overwrite(pinned.want, [&](char* buffer, size_t) -> size_t {
+    if (pinned.want == 0) return 0;
+    read = pinned.allocation->tier->Read(pinned.allocation->location, pinned.offset,
+                                         std::as_writable_bytes(std::span(buffer, pinned.want)));
+    return read ? pinned.want : 0;
   });
+  return read;
+}
 
-  std::lock_guard lock(ctx_->mu);
-  Object* object = table_->FindSame(key, object_id);
-  if (object != nullptr) table_->EndRead(*object);
-  if (!read) return Err(read.error());
-  counters.tier[tier].read_bytes.fetch_add(want, std::memory_order_relaxed);
-  if (object_read) counters.tier[tier].hits.fetch_add(1, std::memory_order_relaxed);
-  bool read_to_end = offset + want == size;
-  if (object != nullptr && read_to_end && tier > 0 && ctx_->options.promote_on_get) {
-    work_->QueuePromotionLocked(*object, {.key = key, .requester_node = "", .prefetch = false});
+// Caller holds ctx.mu. Lets go of a pinned read that copied out (`copied`),
+// counts it and queues a promotion when it read an object below the top tier
+// to its end.
+void UnpinLocked(BackendContext& ctx, ObjectTable& table, WorkQueue& work, const std::string& key,
+                 const PinnedRead& pinned, const Result<void>& copied) {
+  // Nothing erased since the pin: the record is where it was, and still the
+  // same object. Saves a hash lookup (a few cache misses) per key.
+  Object* object =
+      table.erasures() == pinned.erasures ? pinned.object : table.FindSame(key, pinned.object_id);
+  MC_DCHECK(object == nullptr || object->id == pinned.object_id);
+  if (object != nullptr) table.EndRead(*object);
+  if (!copied) return;
+  BackendCounters& counters = ctx.counters;
+  counters.tier[pinned.tier].read_bytes.fetch_add(pinned.want, std::memory_order_relaxed);
+  if (pinned.offset == 0) counters.tier[pinned.tier].hits.fetch_add(1, std::memory_order_relaxed);
+  bool read_to_end = pinned.offset + pinned.want == pinned.size;
+  if (object != nullptr && read_to_end && pinned.tier > 0 && ctx.options.promote_on_get) {
+    work.QueuePromotionLocked(*object, {.key = key, .requester_node = "", .prefetch = false});
   }
+}
+
+}  // namespace
+
+Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offset,
+                                          uint64_t length) {
+  if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
+  // A client reads an object in kRpcChunkBytes pieces; only the piece at
+  // offset 0 starts an object read, so only it counts a get, a hit or a miss.
+  if (offset == 0) ctx_->counters.gets.fetch_add(1, std::memory_order_relaxed);
+  ReadSlice slice;
+  Result<PinnedRead> pinned;
+  {
+    std::lock_guard lock(ctx_->mu);
+    pinned = PinLocked(*ctx_, *table_, key, offset, length, SteadyClock::now(), slice);
+  }
+  if (!pinned) return Err(pinned.error());
+  Result<void> copied = CopyOut(*pinned, slice.data);
+  std::lock_guard lock(ctx_->mu);
+  UnpinLocked(*ctx_, *table_, *work_, key, *pinned, copied);
+  if (!copied) return Err(copied.error());
   return slice;
+}
+
+std::vector<Result<ReadSlice>> TieredCacheBackend::GetMany(const std::vector<std::string>& keys,
+                                                           uint64_t budget) {
+  std::vector<Result<ReadSlice>> results(keys.size());
+  std::vector<Result<PinnedRead>> pinned(std::min(keys.size(), kKeysPerLockHold));
+  for (size_t first = 0; first < keys.size(); first += kKeysPerLockHold) {
+    const size_t count = std::min(keys.size() - first, kKeysPerLockHold);
+    for (size_t j = 0; j < count; ++j) {
+      const std::string& key = keys[first + j];
+      if (auto valid = ValidateKey(key); !valid) {
+        pinned[j] = Err(valid.error());
+      } else {
+        ctx_->counters.gets.fetch_add(1, std::memory_order_relaxed);
+        pinned[j] = PinnedRead{};  // marks the key for the locked pass
+      }
+    }
+    {
+      std::lock_guard lock(ctx_->mu);
+      auto now = SteadyClock::now();
+      for (size_t j = 0; j < count; ++j) {
+        if (!pinned[j]) continue;
+        results[first + j] = ReadSlice{};
+        pinned[j] =
+            PinLocked(*ctx_, *table_, keys[first + j], 0, kRpcChunkBytes, now, *results[first + j]);
+      }
+    }
+    std::vector<Result<void>> copied(count);
+    for (size_t j = 0; j < count; ++j) {
+      if (!pinned[j]) continue;
+      pinned[j]->want = std::min(pinned[j]->want, budget);
+      budget -= pinned[j]->want;
+      copied[j] = CopyOut(*pinned[j], results[first + j]->data);
+    }
+    std::lock_guard lock(ctx_->mu);
+    for (size_t j = 0; j < count; ++j) {
+      if (!pinned[j]) {
+        results[first + j] = Err(pinned[j].error());
+        continue;
+      }
+      UnpinLocked(*ctx_, *table_, *work_, keys[first + j], *pinned[j], copied[j]);
+      if (!copied[j]) results[first + j] = Err(copied[j].error());
+    }
+  }
+  return results;
 }
 
 Result<bool> TieredCacheBackend::Exist(const std::string& key, bool prefetch,

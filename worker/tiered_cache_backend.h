@@ -122,6 +122,12 @@ class TieredCacheBackend {
   // Reads [offset, offset + length) of a complete object; length 0 means to
   // the end. At most kRpcChunkBytes are returned. Grants a lease.
   Result<ReadSlice> Get(const std::string& key, uint64_t offset, uint64_t length);
+  // Get(key, 0, kRpcChunkBytes) for each of `keys`, one result per key in
+  // order, with the same leases, counters and promotions; the keys' data
+  // together stop at `budget` bytes: a key past it gets its size and version
+  // and no data. Takes the lock twice per run of keys rather than twice per
+  // key, so a batch does not queue on the lock once for every key.
+  std::vector<Result<ReadSlice>> GetMany(const std::vector<std::string>& keys, uint64_t budget);
   // True if a complete copy is here. Grants a lease. With `prefetch`, an
   // object only on the last (SSD) tier is queued for promotion to DRAM: to
   // `requester_node` (through PeerTransfer, moving ownership) when given,

@@ -98,6 +98,8 @@ class WorkerHandler : public rpc::WorkerServiceIf {
                        rpc::ErrorCode::type code);
   // Fills a NOT_OWNER answer with the new owner when this node handed it off.
   void HintMovedKey(rpc::GetResult& result, const std::string& key) const;
+  // The answer to a read of `key`: the slice, or its error with the hint.
+  void FillGetResult(rpc::GetResult& result, const std::string& key, Result<ReadSlice> slice) const;
 
   TieredCacheBackend& backend_;
   std::string node_id_;

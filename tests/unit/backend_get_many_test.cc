@@ -1,0 +1,248 @@
+// TieredCacheBackend::GetMany (the worker's BatchGet) over a real DRAM arena
+// and a real RocksDB SSD tier: one answer per key in order, the reply budget,
+// and the same leases, counters and promotions as one Get per key.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "tests/unit/in_memory_directory.h"
+#include "tiers/dram_tier.h"
+#include "tiers/ssd_tier.h"
+#include "worker/tiered_cache_backend.h"
+
+namespace mooncake {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+using mooncake::testing::InMemoryDirectory;
+
+std::string Pattern(uint64_t size, uint64_t salt) {
+  std::string value(size, '\0');
+  std::mt19937_64 rng(salt);
+  for (auto& c : value) c = static_cast<char>(rng());
+  return value;
+}
+
+// Forwards to `inner`, but reads wait while the gate is shut, so a test can
+// act while a read is known to be in progress.
+class GatedReadTier : public CacheTier {
+ public:
+  explicit GatedReadTier(std::unique_ptr<CacheTier> inner) : inner_(std::move(inner)) {}
+
+  void Close() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+  void Open() {
+    {
+      std::lock_guard lock(mu_);
+      closed_ = false;
+    }
+    cv_.notify_all();
+  }
+  bool WaitForHeldRead(Millis timeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return held_ > 0; });
+  }
+
+  std::string_view name() const override { return inner_->name(); }
+  TierKind kind() const override { return inner_->kind(); }
+  uint64_t capacity() const override { return inner_->capacity(); }
+  uint64_t used() const override { return inner_->used(); }
+  uint64_t object_count() const override { return inner_->object_count(); }
+  Result<TierLocation> Allocate(uint64_t size) override { return inner_->Allocate(size); }
+  void Free(const TierLocation& location) override { inner_->Free(location); }
+  Result<void> Write(const TierLocation& location, uint64_t offset,
+                     std::span<const std::byte> data) override {
+    return inner_->Write(location, offset, data);
+  }
+  Result<void> Read(const TierLocation& location, uint64_t offset,
+                    std::span<std::byte> out) const override {
+    {
+      std::unique_lock lock(mu_);
+      if (closed_) {
+        ++held_;
+        cv_.notify_all();
+        // Bounded, so a failing test cannot hang.
+        cv_.wait_for(lock, Millis(30000), [&] { return !closed_; });
+        --held_;
+      }
+    }
+    return inner_->Read(location, offset, out);
+  }
+  const std::byte* HostAddress(const TierLocation& location) const override {
+    return inner_->HostAddress(location);
+  }
+  Result<SharedRegion> ExportRegion() const override { return inner_->ExportRegion(); }
+  Result<void> Persist(const DurableObjectMeta& meta) override { return inner_->Persist(meta); }
+  std::vector<DurableObjectMeta> Recover() override { return inner_->Recover(); }
+
+ private:
+  std::unique_ptr<CacheTier> inner_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool closed_ = false;   // guarded by mu_
+  mutable int held_ = 0;  // guarded by mu_
+};
+
+class GetManyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/mooncake-getmany-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    backend_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // A DRAM tier and an SSD tier behind a gate (gate_, owned by the backend).
+  void Open(uint64_t dram, uint64_t ssd, BackendOptions options = Options()) {
+    backend_.reset();
+    std::vector<std::unique_ptr<CacheTier>> tiers;
+    tiers.push_back(std::move(DramTier::Create("dram", dram).value()));
+    auto gated = std::make_unique<GatedReadTier>(
+        std::move(SsdTier::Open("ssd", dir_ + "/ssd", ssd).value()));
+    gate_ = gated.get();
+    tiers.push_back(std::move(gated));
+    backend_ = std::make_unique<TieredCacheBackend>(std::move(tiers), &directory_, options);
+    backend_->Recover();
+  }
+
+  static BackendOptions Options() {
+    BackendOptions options;
+    options.kv_lease_ttl = Millis(0);
+    return options;
+  }
+
+  std::string TierOf(const std::string& key) { return backend_->Inspect(key).value().tier; }
+
+  std::string dir_;
+  InMemoryDirectory directory_;
+  std::unique_ptr<TieredCacheBackend> backend_;
+  GatedReadTier* gate_ = nullptr;
+};
+
+TEST_F(GetManyTest, AnswersEachKeyInOrderAndCountsLikeGets) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("a", "alpha", {}));
+  ASSERT_TRUE(backend_->Put("b", Pattern(1000, 2), {}));
+  auto pending = backend_->PutStart("w", 10, {});
+  ASSERT_TRUE(pending);
+
+  auto results = backend_->GetMany({"b", "missing", "", "w", "a", "b"}, 8 * kMiB);
+
+  ASSERT_EQ(results.size(), 6u);
+  ASSERT_TRUE(results[0]);
+  EXPECT_EQ(results[0]->data, Pattern(1000, 2));
+  EXPECT_EQ(results[0]->total_size, 1000u);
+  EXPECT_EQ(results[1].error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(results[2].error(), ErrorCode::kInvalidKey);
+  EXPECT_EQ(results[3].error(), ErrorCode::kReplicaIsNotReady);
+  ASSERT_TRUE(results[4]);
+  EXPECT_EQ(results[4]->data, "alpha");
+  EXPECT_EQ(results[4]->version, backend_->Inspect("a")->version);
+  ASSERT_TRUE(results[5]);
+  EXPECT_EQ(results[5]->data, Pattern(1000, 2));
+  BackendStats stats = backend_->Stats();
+  EXPECT_EQ(stats.gets, 5u) << "every valid key is one get";
+  EXPECT_EQ(stats.get_misses, 1u);
+  EXPECT_EQ(stats.tiers[0].hits, 3u);
+  // Every read let go of its object: no reader is left behind.
+  EXPECT_EQ(backend_->Inspect("a")->readers, 0);
+  EXPECT_EQ(backend_->Inspect("b")->readers, 0);
+}
+
+TEST_F(GetManyTest, DataStopsAtTheBudgetButEveryKeyKeepsItsSizeAndVersion) {
+  Open(16 * kMiB, 32 * kMiB);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(backend_->Put("k" + std::to_string(i), Pattern(kMiB, i), {}));
+
+  auto results = backend_->GetMany({"k0", "k1", "k2"}, kMiB + kMiB / 2);
+
+  ASSERT_EQ(results.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(results[i]) << i;
+    EXPECT_EQ(results[i]->total_size, kMiB);
+    EXPECT_EQ(results[i]->version, backend_->Inspect("k" + std::to_string(i))->version);
+  }
+  EXPECT_EQ(results[0]->data, Pattern(kMiB, 0));
+  EXPECT_EQ(results[1]->data, Pattern(kMiB, 1).substr(0, kMiB / 2)) << "a partial first chunk";
+  EXPECT_TRUE(results[2]->data.empty());
+}
+
+TEST_F(GetManyTest, ManyKeysSpanSeveralLockHolds) {
+  Open(16 * kMiB, 32 * kMiB);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 200; ++i) {
+    keys.push_back("m" + std::to_string(i));
+    ASSERT_TRUE(backend_->Put(keys.back(), Pattern(100, i), {}));
+  }
+  auto results = backend_->GetMany(keys, 8 * kMiB);
+  ASSERT_EQ(results.size(), keys.size());
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(results[i]) << i;
+    EXPECT_EQ(results[i]->data, Pattern(100, i)) << i;
+  }
+}
+
+TEST_F(GetManyTest, AWholeReadOfAnSsdObjectPromotesIt) {
+  Open(4 * kMiB, 64 * kMiB);
+  ASSERT_TRUE(backend_->Put("cold", Pattern(kMiB, 7), {.preferred_tier = 1}));
+  ASSERT_EQ(TierOf("cold"), "ssd");
+  auto results = backend_->GetMany({"cold"}, 8 * kMiB);
+  ASSERT_TRUE(results[0]);
+  EXPECT_EQ(results[0]->data, Pattern(kMiB, 7));
+  EXPECT_EQ(backend_->Stats().tiers[1].hits, 1u);
+  backend_->RunMaintenance();
+  EXPECT_EQ(TierOf("cold"), "dram");
+}
+
+TEST_F(GetManyTest, AKeyErasedDuringTheReadLeavesTheOthersReleased) {
+  BackendOptions options = Options();
+  options.promote_on_get = false;
+  Open(16 * kMiB, 64 * kMiB, options);
+  ASSERT_TRUE(backend_->Put("gone", Pattern(kMiB, 1), {.preferred_tier = 1}));
+  ASSERT_TRUE(backend_->Put("kept", Pattern(kMiB, 2), {.preferred_tier = 1}));
+
+  // Given a batch read held in the middle of copying out (the gate is shut).
+  gate_->Close();
+  std::vector<Result<ReadSlice>> results;
+  std::thread reader([&] { results = backend_->GetMany({"gone", "kept"}, 8 * kMiB); });
+  struct Release {
+    GatedReadTier* gate;
+    std::thread& thread;
+    ~Release() {
+      gate->Open();
+      if (thread.joinable()) thread.join();
+    }
+  } release{gate_, reader};
+  ASSERT_TRUE(gate_->WaitForHeldRead(Millis(10000))) << "the read never reached the tier";
+  EXPECT_EQ(backend_->Inspect("kept")->readers, 1);
+
+  // When one of its keys is removed by force meanwhile.
+  ASSERT_TRUE(backend_->Remove("gone", true));
+  gate_->Open();
+  reader.join();
+
+  // Then both reads still return whole values, and the surviving object is
+  // let go, so an ordinary remove of it succeeds.
+  ASSERT_EQ(results.size(), 2u);
+  ASSERT_TRUE(results[0]);
+  EXPECT_TRUE(results[0]->data == Pattern(kMiB, 1));
+  ASSERT_TRUE(results[1]);
+  EXPECT_TRUE(results[1]->data == Pattern(kMiB, 2));
+  EXPECT_EQ(backend_->Inspect("kept")->readers, 0);
+  EXPECT_TRUE(backend_->Remove("kept", false));
+}
+
+}  // namespace
+}  // namespace mooncake
