@@ -1,7 +1,10 @@
 #pragma once
 
 // A Thrift server on one TCP port: bounded framed transport, strict binary
-// protocol, optional mutual TLS, one thread per connection.
+// protocol, optional mutual TLS. Plain TCP is served by a thread per
+// connection or, with RpcEngine::kEpoll, by an epoll loop whose pool threads
+// answer frames themselves (thrift/rpc_event_server.h); TLS connections keep
+// one thread each (OpenSSL's blocking reads).
 //
 // What it protects against (docs/design.md, "Trust and limits"): a frame or
 // field over the limits of thrift/rpc_limits.h closes that connection with one
@@ -31,6 +34,10 @@ class TThreadedServer;
 
 namespace mooncake {
 
+class RpcEventServer;
+class RpcGuard;
+class RpcTlsContext;
+
 struct RpcServerOptions {
   std::string host = "127.0.0.1";
   // 0 picks a free port.
@@ -55,16 +62,22 @@ class RpcServer {
   // The bound port (useful when started with port 0).
   int port() const { return port_; }
   RpcServerStats stats() const;
-  // Stops accepting, closes connections and joins the serving thread.
+  // Stops accepting, closes connections and joins the serving threads.
   void Stop();
 
-  // Shared with the accepting socket and the per-connection processor.
-  class Guard;
+  // The TLS engine's sockets, shared with its accepting socket.
+  class ThreadedConnections;
 
  private:
   RpcServer() = default;
+  Result<void> StartThreaded(std::shared_ptr<apache::thrift::TProcessor> processor,
+                             const RpcServerOptions& options,
+                             std::shared_ptr<const RpcTlsContext> tls);
 
-  std::shared_ptr<Guard> guard_;
+  std::shared_ptr<RpcGuard> guard_;
+  // Exactly one of the two engines is set while serving.
+  std::unique_ptr<RpcEventServer> event_server_;
+  std::shared_ptr<ThreadedConnections> threaded_;
   std::shared_ptr<apache::thrift::server::TThreadedServer> server_;
   std::thread thread_;
   // Set once serve() has returned (every connection closed).

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fstream>
+#include <map>
 
 namespace mooncake {
 namespace {
@@ -26,6 +27,15 @@ void AddRpcServerOptions(CLI::App& app, RpcServerLimits& limits) {
                  "Close an RPC connection whose started request does not arrive whole "
                  "within this")
       ->capture_default_str();
+  app.add_option("--rpc-engine", limits.engine,
+                 "How plain-TCP RPC connections are served: 'threads' (one thread each, the "
+                 "lowest tail latency) or 'epoll' (threads only for calls in progress; for "
+                 "thousands of mostly idle connections). TLS connections always use threads")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, RpcEngine>{{"threads", RpcEngine::kThreads},
+                                           {"epoll", RpcEngine::kEpoll}},
+          CLI::ignore_case))
+      ->default_str("threads");
 }
 
 void AddTlsOptions(CLI::App& app, TlsSettings& tls) {

@@ -272,7 +272,11 @@ void BoundedFramedTransport::ReadPayload(uint32_t size) {
 // ---- BoundedBinaryProtocol ----
 
 BoundedBinaryProtocol::BoundedBinaryProtocol(std::shared_ptr<BoundedFramedTransport> transport)
-    : TVirtualProtocol(transport), framed_(transport.get()) {}
+    : TVirtualProtocol(transport), frame_(transport.get()) {}
+
+BoundedBinaryProtocol::BoundedBinaryProtocol(
+    std::shared_ptr<apache::thrift::transport::TTransport> transport, const RpcFrameSource* frame)
+    : TVirtualProtocol(std::move(transport)), frame_(frame) {}
 
 void BoundedBinaryProtocol::RequireElements(int64_t count, int64_t min_bytes) const {
   if (count > kRpcMaxContainerElements) {
@@ -286,7 +290,7 @@ void BoundedBinaryProtocol::RequireElements(int64_t count, int64_t min_bytes) co
 void BoundedBinaryProtocol::RequireFrameBytes(int64_t count, int64_t min_bytes) const {
   if (count < 0) throw TProtocolException(TProtocolException::NEGATIVE_SIZE);
   // count < 2^31 and min_bytes <= 8: no overflow in 64 bits.
-  if (count * min_bytes > static_cast<int64_t>(framed_->frame_bytes_left())) {
+  if (count * min_bytes > static_cast<int64_t>(frame_->frame_bytes_left())) {
     throw TProtocolException(TProtocolException::SIZE_LIMIT,
                              "declared size exceeds the rest of the frame");
   }
@@ -341,6 +345,28 @@ uint32_t BoundedBinaryProtocol::readMapBegin(TType& key_type, TType& value_type,
   size = static_cast<uint32_t>(count);
   return bytes;
 }
+
+// ---- RpcFrameInput ----
+
+RpcFrameInput::RpcFrameInput() : TVirtualTransport(BoundedConfiguration()) {}
+
+void RpcFrameInput::Observe(uint8_t* data, uint32_t size) {
+  setReadBuffer(data, size);
+  setWriteBuffer(nullptr, 0);
+  // One frame is one message, as in BoundedFramedTransport::readFrame.
+  resetConsumedMessageSize();
+  resetConsumedMessageSize(size);
+}
+
+uint32_t RpcFrameInput::readSlow(uint8_t* /*buf*/, uint32_t /*len*/) {
+  throw TTransportException(TTransportException::END_OF_FILE, "read past the end of the frame");
+}
+
+void RpcFrameInput::writeSlow(const uint8_t* /*buf*/, uint32_t /*len*/) {
+  throw TTransportException(TTransportException::BAD_ARGS, "a received frame is read-only");
+}
+
+const uint8_t* RpcFrameInput::borrowSlow(uint8_t* /*buf*/, uint32_t* /*len*/) { return nullptr; }
 
 // ---- TLS ----
 

@@ -45,8 +45,6 @@ class TSSLSocketFactory;
 
 namespace mooncake {
 
-
-
 // Thrown by the bounded transport and protocol.
 class RpcFaultError : public apache::thrift::transport::TTransportException {
  public:
@@ -69,15 +67,26 @@ struct RpcReadTimeouts {
   std::chrono::milliseconds frame{0};
 };
 
+// What BoundedBinaryProtocol needs of its transport: the bytes of the frame
+// being decoded that are still unread.
+class RpcFrameSource {
+ public:
+  virtual uint32_t frame_bytes_left() const = 0;
+
+ protected:
+  ~RpcFrameSource() = default;
+};
+
 // Framed transport over a TSocket (or TSSLSocket) that enforces the frame
 // limits above. Writes are TFramedTransport's.
-class BoundedFramedTransport : public apache::thrift::transport::TFramedTransport {
+class BoundedFramedTransport : public apache::thrift::transport::TFramedTransport,
+                               public RpcFrameSource {
  public:
   BoundedFramedTransport(std::shared_ptr<apache::thrift::transport::TSocket> socket,
                          RpcReadTimeouts timeouts);
 
   // Bytes of the current frame not yet decoded.
-  uint32_t frame_bytes_left() const { return static_cast<uint32_t>(rBound_ - rBase_); }
+  uint32_t frame_bytes_left() const override { return static_cast<uint32_t>(rBound_ - rBase_); }
   // "ip:port" of the other end, without a name lookup.
   std::string peer() const;
 
@@ -114,6 +123,10 @@ class BoundedBinaryProtocol
           apache::thrift::protocol::TBinaryProtocolT<apache::thrift::transport::TTransport>> {
  public:
   explicit BoundedBinaryProtocol(std::shared_ptr<BoundedFramedTransport> transport);
+  // Over any transport that is also the RpcFrameSource `frame` (which must
+  // outlive this protocol).
+  BoundedBinaryProtocol(std::shared_ptr<apache::thrift::transport::TTransport> transport,
+                        const RpcFrameSource* frame);
 
   uint32_t readMessageBegin(std::string& name, apache::thrift::protocol::TMessageType& type,
                             int32_t& seqid);
@@ -134,7 +147,28 @@ class BoundedBinaryProtocol
   // RequireFrameBytes, and at most kRpcMaxContainerElements.
   void RequireElements(int64_t count, int64_t min_bytes) const;
 
-  BoundedFramedTransport* framed_;
+  const RpcFrameSource* frame_;
+};
+
+// One received frame, decoded in place: the input transport of a server
+// that reads frames itself (thrift/rpc_event_server.h).
+class RpcFrameInput
+    : public apache::thrift::transport::TVirtualTransport<RpcFrameInput,
+                                                         apache::thrift::transport::TBufferBase>,
+      public RpcFrameSource {
+ public:
+  RpcFrameInput();
+  // Decodes from [data, data + size) next; the bytes must outlive the reads.
+  void Observe(uint8_t* data, uint32_t size);
+  uint32_t frame_bytes_left() const override { return static_cast<uint32_t>(rBound_ - rBase_); }
+
+  bool isOpen() const override { return true; }
+
+ protected:
+  // Past the end of the frame: the message claims more than it carries.
+  uint32_t readSlow(uint8_t* buf, uint32_t len) override;
+  void writeSlow(const uint8_t* buf, uint32_t len) override;
+  const uint8_t* borrowSlow(uint8_t* buf, uint32_t* len) override;
 };
 
 // One process's TLS material, loaded once (certificate, key, CA) and shared

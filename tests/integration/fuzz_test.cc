@@ -1117,13 +1117,17 @@ void ExpectRejectionsCounted(const std::string& who, const std::string& page) {
   }
 }
 
-TEST(FuzzTest, MalformedFramesAndRequestsChangeNothing) {
+// The whole flood against a master and a worker serving RPC with `engine`
+// (--rpc-engine).
+void FloodAndExpectNothingChanged(const std::string& engine) {
   std::signal(SIGPIPE, SIG_IGN);  // sends use MSG_NOSIGNAL; this covers the rest
   const auto test_start = Clock::now();
   TestCluster cluster;
-  ASSERT_TRUE(cluster.StartMaster({"--admin-token", kToken}));
+  ASSERT_TRUE(cluster.StartMaster({"--admin-token", kToken, "--rpc-engine", engine}));
   ASSERT_TRUE(cluster.StartWorker(
-      "w1", {.dram = kWorkerDram, .ssd = 0, .extra_args = {"--admin-token", kToken}}));
+      "w1", {.dram = kWorkerDram,
+             .ssd = 0,
+             .extra_args = {"--admin-token", kToken, "--rpc-engine", engine}}));
   auto client = cluster.NewClient();
   ASSERT_TRUE(client);
   const std::string known = Pattern(kKnownSize, kSeed);
@@ -1238,6 +1242,14 @@ TEST(FuzzTest, MalformedFramesAndRequestsChangeNothing) {
             << "\n"
             << "fuzz: master rejected" << DescribeRejections(master_metrics) << "\n"
             << "fuzz: worker rejected" << DescribeRejections(worker_metrics) << std::endl;
+}
+
+TEST(FuzzTest, MalformedFramesAndRequestsChangeNothing) {
+  FloodAndExpectNothingChanged("threads");
+}
+
+TEST(FuzzTest, MalformedFramesAndRequestsChangeNothingOnTheEpollEngine) {
+  FloodAndExpectNothingChanged("epoll");
 }
 
 // A POST /evict whose `mib` MiB body is chunked (1 MiB chunks), or has no

@@ -16,6 +16,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -93,11 +95,14 @@ void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 // An RpcServer with the real MasterService processor over a handler that
 // answers everything with defaults.
-class RpcServerTest : public ::testing::Test {
+// Every server test runs on both engines (--rpc-engine threads and epoll).
+class RpcServerTest : public ::testing::TestWithParam<RpcEngine> {
  protected:
-  void StartServer(RpcServerLimits limits = {}) {
-    auto processor =
-        std::make_shared<rpc::MasterServiceProcessor>(std::make_shared<rpc::MasterServiceNull>());
+  void StartServer(RpcServerLimits limits = {},
+                   std::shared_ptr<rpc::MasterServiceIf> handler =
+                       std::make_shared<rpc::MasterServiceNull>()) {
+    auto processor = std::make_shared<rpc::MasterServiceProcessor>(std::move(handler));
+    limits.engine = GetParam();
     auto started = RpcServer::Start(processor, {.host = "127.0.0.1", .port = 0, .limits = limits});
     ASSERT_TRUE(started) << ToString(started.error());
     server_ = std::move(*started);
@@ -132,7 +137,7 @@ class RpcServerTest : public ::testing::Test {
   std::unique_ptr<RpcServer> server_;
 };
 
-TEST_F(RpcServerTest, AnswersAValidCallOnARawSocketAndThroughRpcChannel) {
+TEST_P(RpcServerTest, AnswersAValidCallOnARawSocketAndThroughRpcChannel) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   RawConnection conn(server_->port());
   ASSERT_TRUE(conn.connected());
@@ -152,7 +157,7 @@ TEST_F(RpcServerTest, AnswersAValidCallOnARawSocketAndThroughRpcChannel) {
   EXPECT_EQ(std::accumulate(stats.faults.begin(), stats.faults.end(), uint64_t{0}), 0u);
 }
 
-TEST_F(RpcServerTest, FrameOverTheLimitIsRefusedBeforeItsPayload) {
+TEST_P(RpcServerTest, FrameOverTheLimitIsRefusedBeforeItsPayload) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   RawConnection conn(server_->port());
   ASSERT_TRUE(conn.Send(Frame("", kRpcMaxFrameBytes + 1)));
@@ -165,7 +170,7 @@ TEST_F(RpcServerTest, FrameOverTheLimitIsRefusedBeforeItsPayload) {
   EXPECT_TRUE(Eventually([&] { return Faults(RpcFault::kFrameTooLarge) == 2; }));
 }
 
-TEST_F(RpcServerTest, FrameOfExactlyTheLimitIsRead) {
+TEST_P(RpcServerTest, FrameOfExactlyTheLimitIsRead) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   // A ListNodes call padded with an unknown string field up to 16 MiB.
   Wire w;
@@ -181,14 +186,14 @@ TEST_F(RpcServerTest, FrameOfExactlyTheLimitIsRead) {
   EXPECT_EQ(ReadI32(*reply, 0), kReplyHeader);
 }
 
-TEST_F(RpcServerTest, StringLargerThanItsFrameIsRefusedWithoutAllocating) {
+TEST_P(RpcServerTest, StringLargerThanItsFrameIsRefusedWithoutAllocating) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   // GetLocation(key) whose key declares 0x7FFFFFF0 bytes in a 40-byte frame.
   ExpectRefusedWithoutAllocating(
       Wire().Call("GetLocation").Field(T_STRING, 1).I32(0x7FFFFFF0).Raw("abc").Framed());
 }
 
-TEST_F(RpcServerTest, ListLargerThanItsFrameIsRefused) {
+TEST_P(RpcServerTest, ListLargerThanItsFrameIsRefused) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   // BatchGetLocation(keys) declaring 0x7FFFFFF0 strings (4 bytes each at least).
   ExpectRefusedWithoutAllocating(Wire()
@@ -200,7 +205,7 @@ TEST_F(RpcServerTest, ListLargerThanItsFrameIsRefused) {
                                      .Framed());
 }
 
-TEST_F(RpcServerTest, MapInAnUnknownFieldIsCheckedToo) {
+TEST_P(RpcServerTest, MapInAnUnknownFieldIsCheckedToo) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   RawConnection conn(server_->port());
   // 100 i32 -> i32 pairs need 800 bytes; the frame has a dozen.
@@ -210,7 +215,7 @@ TEST_F(RpcServerTest, MapInAnUnknownFieldIsCheckedToo) {
   ExpectClosedFor(conn, RpcFault::kSizeLimit);
 }
 
-TEST_F(RpcServerTest, ContainersAreCappedInElementsEvenWhenTheFrameHoldsThem) {
+TEST_P(RpcServerTest, ContainersAreCappedInElementsEvenWhenTheFrameHoldsThem) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   // `count` one-byte bools in an unknown list field: all present in the frame.
   auto bools = [](int32_t count) {
@@ -234,7 +239,7 @@ TEST_F(RpcServerTest, ContainersAreCappedInElementsEvenWhenTheFrameHoldsThem) {
   ExpectClosedFor(over, RpcFault::kSizeLimit);
 }
 
-TEST_F(RpcServerTest, NestingBeyondTheDepthLimitIsRefused) {
+TEST_P(RpcServerTest, NestingBeyondTheDepthLimitIsRefused) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   // The args struct is level 1: 15 nested unknown structs reach 16, allowed.
   RawConnection ok(server_->port());
@@ -248,7 +253,7 @@ TEST_F(RpcServerTest, NestingBeyondTheDepthLimitIsRefused) {
   ExpectClosedFor(deep, RpcFault::kDepthLimit);
 }
 
-TEST_F(RpcServerTest, UnversionedMessageIsMalformed) {
+TEST_P(RpcServerTest, UnversionedMessageIsMalformed) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   RawConnection conn(server_->port());
   // The old non-strict form: method name first, no version word.
@@ -257,7 +262,7 @@ TEST_F(RpcServerTest, UnversionedMessageIsMalformed) {
   ExpectClosedFor(conn, RpcFault::kMalformed);
 }
 
-TEST_F(RpcServerTest, PeerClosingInsideAFrameIsTruncated) {
+TEST_P(RpcServerTest, PeerClosingInsideAFrameIsTruncated) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   {
     RawConnection conn(server_->port());
@@ -266,7 +271,7 @@ TEST_F(RpcServerTest, PeerClosingInsideAFrameIsTruncated) {
   EXPECT_TRUE(Eventually([&] { return Faults(RpcFault::kTruncatedFrame) == 1; }));
 }
 
-TEST_F(RpcServerTest, FrameThatDribblesIsClosedAtTheReadTimeout) {
+TEST_P(RpcServerTest, FrameThatDribblesIsClosedAtTheReadTimeout) {
   ASSERT_NO_FATAL_FAILURE(StartServer({.read_timeout_ms = 300}));
   RawConnection conn(server_->port());
   ASSERT_TRUE(conn.Send(Frame("", 1000)));
@@ -281,7 +286,7 @@ TEST_F(RpcServerTest, FrameThatDribblesIsClosedAtTheReadTimeout) {
   EXPECT_TRUE(Eventually([&] { return Faults(RpcFault::kSlowFrame) == 1; }));
 }
 
-TEST_F(RpcServerTest, SilentConnectionIsClosedAtTheIdleTimeout) {
+TEST_P(RpcServerTest, SilentConnectionIsClosedAtTheIdleTimeout) {
   ASSERT_NO_FATAL_FAILURE(StartServer({.idle_timeout_ms = 200}));
   RawConnection conn(server_->port());
   ASSERT_TRUE(conn.RoundTrip());  // idle counts from the last frame too
@@ -293,7 +298,7 @@ TEST_F(RpcServerTest, SilentConnectionIsClosedAtTheIdleTimeout) {
   EXPECT_EQ(Faults(RpcFault::kSlowFrame), 0u);
 }
 
-TEST_F(RpcServerTest, ConnectionsOverTheLimitAreClosedWhileOthersKeepWorking) {
+TEST_P(RpcServerTest, ConnectionsOverTheLimitAreClosedWhileOthersKeepWorking) {
   ASSERT_NO_FATAL_FAILURE(StartServer({.max_connections = 2}));
   RawConnection first(server_->port());
   RawConnection second(server_->port());
@@ -318,6 +323,116 @@ TEST_F(RpcServerTest, ConnectionsOverTheLimitAreClosedWhileOthersKeepWorking) {
   EXPECT_EQ(server_->stats().refused_connections, 1u);
   EXPECT_EQ(server_->stats().accepted_connections, 3u);
 }
+
+TEST_P(RpcServerTest, RejectedFramesDoNotPoisonTheThreadsThatServeLaterCalls) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  // A depth-limit exception leaves Thrift's depth count raised in the
+  // protocol that threw; pool threads reuse theirs, so a rejected frame must
+  // not make every later call on that thread fail too.
+  constexpr int kRounds = 16;
+  for (int i = 0; i < kRounds; ++i) {
+    RawConnection deep(server_->port());
+    ASSERT_TRUE(deep.Send(ListNodesWithNestedStructs(kRpcMaxDepth)));
+    EXPECT_EQ(deep.Await(3s), RawConnection::Outcome::kClosed);
+  }
+  for (int i = 0; i < kRounds; ++i) {
+    RawConnection conn(server_->port());
+    EXPECT_TRUE(conn.RoundTrip()) << "call " << i << " after the rejected frames";
+  }
+  EXPECT_EQ(Faults(RpcFault::kDepthLimit), static_cast<uint64_t>(kRounds));
+}
+
+TEST_P(RpcServerTest, PipelinedFramesBeyondOneReadAreAnsweredInOrder) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  // More frames than one read of the connection's buffer holds, sent at once.
+  constexpr int kFrames = 2000;
+  std::string burst;
+  for (int i = 0; i < kFrames; ++i) {
+    burst += Wire().Call("ListNodes", static_cast<uint32_t>(i)).Stop().Framed();
+  }
+  ASSERT_GT(burst.size(), 32u << 10);
+  RawConnection conn(server_->port());
+  ASSERT_TRUE(conn.Send(burst));
+  std::string stream;
+  size_t at = 0;
+  for (int i = 0; i < kFrames; ++i) {
+    // Each reply: frame size, reply header, method name, sequence id, ...
+    auto whole = [&] {
+      return stream.size() >= at + 4 && stream.size() >= at + 4 + ReadI32(stream, at);
+    };
+    while (!whole()) {
+      ASSERT_EQ(conn.Await(5s, &stream), RawConnection::Outcome::kAnswered)
+          << "no reply to frame " << i;
+    }
+    EXPECT_EQ(ReadI32(stream, at + 4), kReplyHeader);
+    EXPECT_EQ(ReadI32(stream, at + 4 + 4 + 4 + 9), i) << "replies out of order";
+    at += 4 + static_cast<size_t>(ReadI32(stream, at));
+  }
+}
+
+// A master whose ListNodes blocks until released.
+class BlockingMaster : public rpc::MasterServiceNull {
+ public:
+  void ListNodes(std::vector<rpc::NodeInfo>& /*nodes*/) override {
+    std::unique_lock lock(mu_);
+    ++blocked_;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return released_; });
+  }
+  void WaitBlocked(int n) {
+    std::unique_lock lock(mu_);
+    changed_.wait_for(lock, 10s, [&] { return blocked_ >= n; });
+  }
+  int blocked() {
+    std::lock_guard lock(mu_);
+    return blocked_;
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  int blocked_ = 0;
+  bool released_ = false;
+};
+
+TEST_P(RpcServerTest, HandlersThatBlockDoNotStallOtherConnections) {
+  auto master = std::make_shared<BlockingMaster>();
+  ASSERT_NO_FATAL_FAILURE(StartServer({}, master));
+  auto& server = server_;
+  // However this test ends, the handlers return, so the server can stop.
+  struct ReleaseOnExit {
+    BlockingMaster& master;
+    ~ReleaseOnExit() { master.Release(); }
+  } release_on_exit{*master};
+  // More blocked calls than the pool starts with.
+  constexpr int kBlocked = 8;
+  std::vector<RawConnection> blocked;
+  for (int i = 0; i < kBlocked; ++i) {
+    blocked.emplace_back(server->port());
+    ASSERT_TRUE(blocked.back().Send(ListNodesCall()));
+  }
+  master->WaitBlocked(kBlocked);
+  ASSERT_EQ(master->blocked(), kBlocked) << "the pool did not grow to serve every connection";
+
+  // Then another connection is still answered at once.
+  RawConnection other(server->port());
+  EXPECT_TRUE(other.RoundTrip("GetRole"));
+
+  master->Release();
+  for (auto& conn : blocked) EXPECT_TRUE(conn.ReadFrame()) << "a blocked call was not answered";
+  server->Stop();
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, RpcServerTest,
+                         ::testing::Values(RpcEngine::kThreads, RpcEngine::kEpoll),
+                         [](const ::testing::TestParamInfo<RpcEngine>& info) {
+                           return info.param == RpcEngine::kEpoll ? "Epoll" : "Threads";
+                         });
 
 TEST(RpcServerStartTest, RejectsBadLimitsAndUnreadableTlsFiles) {
   auto processor =

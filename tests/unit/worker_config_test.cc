@@ -103,6 +103,19 @@ TEST(WorkerConfigTest, FlagsOverrideDefaults) {
   EXPECT_EQ(config->test_crash_at, "after_adopt");
 }
 
+TEST(WorkerConfigTest, RpcEngineIsThreadsUnlessEpollIsAsked) {
+  std::string message;
+  auto by_default = Parse({}, &message);
+  ASSERT_TRUE(by_default) << message;
+  EXPECT_EQ(by_default->rpc_limits.engine, RpcEngine::kThreads);
+  auto epoll = Parse({"--rpc-engine", "epoll"}, &message);
+  ASSERT_TRUE(epoll) << message;
+  EXPECT_EQ(epoll->rpc_limits.engine, RpcEngine::kEpoll);
+  auto bogus = Parse({"--rpc-engine", "fibers"}, &message);
+  ASSERT_FALSE(bogus);
+  EXPECT_NE(message.find("--rpc-engine"), std::string::npos) << message;
+}
+
 TEST(WorkerConfigTest, SizesAcceptBinaryAndDecimalSuffixes) {
   struct Case {
     const char* text;

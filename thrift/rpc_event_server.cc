@@ -1,0 +1,531 @@
+#include "thrift/rpc_event_server.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <thrift/TProcessor.h>
+#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/transport/TBufferTransports.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "common/log.h"
+#include "thrift/rpc_transport.h"
+
+namespace mooncake {
+
+using apache::thrift::TProcessor;
+using apache::thrift::protocol::TBinaryProtocolT;
+using apache::thrift::protocol::TProtocol;
+using apache::thrift::transport::TMemoryBuffer;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// A connection's receive buffer starts this small (a small frame and its
+// header arrive in one recv) and doubles with the bytes of a larger frame as
+// they arrive, never with what a header declares.
+constexpr uint32_t kFirstReadBuffer = 16u << 10;
+// A receive or reply buffer above this is freed after a frame at most this
+// large, so a connection or thread does not pin the memory of its largest
+// transfer; back-to-back large frames keep theirs.
+constexpr uint32_t kKeptBuffer = 1u << 20;
+// Pool threads kept however idle; the others exit after kRetireAfter idle.
+constexpr int kMinThreads = 2;
+constexpr int kRetireAfterMs = 10000;
+constexpr uint32_t kFrameHeaderBytes = sizeof(uint32_t);
+
+// epoll tags of the two descriptors that are not connections.
+char listen_tag;
+char stop_tag;
+
+std::string PeerOf(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "unknown";
+  char host[INET6_ADDRSTRLEN] = {};
+  int port = 0;
+  if (address.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
+    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
+    port = ntohs(v4->sin_port);
+  } else if (address.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
+    port = ntohs(v6->sin6_port);
+  } else {
+    return "unknown";
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+// A listening, non-blocking socket on host:port (port 0: a free one).
+Result<int> Listen(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found);
+  if (rc != 0) {
+    MC_LOG_ERROR("rpc listen failed host={} port={} error=\"{}\"", host, port, gai_strerror(rc));
+    return Err(ErrorCode::kRpcFail);
+  }
+  int last_errno = 0;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      last_errno = errno;
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
+      freeaddrinfo(found);
+      return fd;
+    }
+    last_errno = errno;
+    close(fd);
+  }
+  freeaddrinfo(found);
+  MC_LOG_ERROR("rpc listen failed host={} port={} error=\"{}\"", host, port,
+               std::strerror(last_errno));
+  return Err(ErrorCode::kRpcFail);
+}
+
+int BoundPort(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return 0;
+  if (address.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(&address)->sin6_port);
+  }
+  return ntohs(reinterpret_cast<const sockaddr_in*>(&address)->sin_port);
+}
+
+}  // namespace
+
+// One accepted connection. Its buffer and times belong to the thread that
+// holds `mu`: the pool thread serving it, or briefly the housekeeper.
+struct RpcEventServer::Connection {
+  explicit Connection(int socket_fd) : fd(socket_fd) {}
+  ~Connection() { close(fd); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  uint32_t pending() const { return end - begin; }
+
+  const int fd;
+  std::mutex mu;
+  // Received, not yet answered: [begin, end) of buffer.
+  std::unique_ptr<uint8_t[]> buffer;
+  uint32_t capacity = 0;
+  uint32_t begin = 0;
+  uint32_t end = 0;
+  // Since when nothing of a frame has been pending (idle timeout) ...
+  Clock::time_point quiet_since = Clock::now();
+  // ... and since when the pending frame's first bytes are here (frame timeout).
+  Clock::time_point frame_since;
+  // Set by the housekeeper just before it shuts the socket down.
+  std::optional<RpcFault> expired;
+};
+
+// What one pool thread decodes and encodes with, reused for every frame.
+struct RpcEventServer::Worker {
+  Worker() { Reset(); }
+
+  // Fresh protocols. Needed after a frame failed to decode: Thrift counts
+  // struct depth in the protocol and a DEPTH_LIMIT exception leaves the
+  // count raised (the throwing tracker is never destroyed), so a reused
+  // protocol would refuse every later frame.
+  void Reset() {
+    input = std::make_shared<RpcFrameInput>();
+    output = std::make_shared<TMemoryBuffer>(kFirstReadBuffer);
+    in_protocol = std::make_shared<BoundedBinaryProtocol>(input, input.get());
+    out_protocol = std::make_shared<TBinaryProtocolT<TMemoryBuffer>>(output);
+  }
+
+  std::shared_ptr<RpcFrameInput> input;
+  std::shared_ptr<TMemoryBuffer> output;
+  std::shared_ptr<TProtocol> in_protocol;
+  std::shared_ptr<TProtocol> out_protocol;
+};
+
+Result<std::unique_ptr<RpcEventServer>> RpcEventServer::Start(
+    std::shared_ptr<TProcessor> processor, const RpcServerOptions& options,
+    std::shared_ptr<RpcGuard> guard) {
+  std::unique_ptr<RpcEventServer> server(new RpcEventServer());
+  server->processor_ = std::move(processor);
+  server->guard_ = std::move(guard);
+  // One thread per connection at most, plus one that accepts.
+  server->max_threads_ = std::max(options.limits.max_connections, 1) + 1;
+
+  auto listen_fd = Listen(options.host, options.port);
+  if (!listen_fd) return Err(listen_fd.error());
+  server->listen_fd_ = *listen_fd;
+  server->port_ = BoundPort(server->listen_fd_);
+  server->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  server->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (server->epoll_fd_ < 0 || server->stop_fd_ < 0) {
+    MC_LOG_ERROR("rpc server setup failed error=\"{}\"", std::strerror(errno));
+    return Err(ErrorCode::kRpcFail);
+  }
+  // The stop event stays readable, so it wakes every thread in turn.
+  epoll_event stop{.events = EPOLLIN, .data = {.ptr = &stop_tag}};
+  epoll_event accept{.events = EPOLLIN | EPOLLONESHOT, .data = {.ptr = &listen_tag}};
+  if (epoll_ctl(server->epoll_fd_, EPOLL_CTL_ADD, server->stop_fd_, &stop) != 0 ||
+      epoll_ctl(server->epoll_fd_, EPOLL_CTL_ADD, server->listen_fd_, &accept) != 0) {
+    MC_LOG_ERROR("rpc server setup failed error=\"{}\"", std::strerror(errno));
+    return Err(ErrorCode::kRpcFail);
+  }
+  for (int i = 0; i < kMinThreads; ++i) server->GrowPool();
+  server->housekeeping_ = std::thread([raw = server.get()] { raw->Housekeeping(); });
+  return server;
+}
+
+RpcEventServer::~RpcEventServer() { Stop(); }
+
+void RpcEventServer::Stop() {
+  if (stopping_.exchange(true)) return;
+  if (stop_fd_ >= 0) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t written = write(stop_fd_, &one, sizeof(one));
+  }
+  {
+    // Wakes a reply blocked on a peer that does not read, and tells every
+    // peer at once.
+    std::lock_guard lock(connections_mu_);
+    for (auto& [raw, conn] : connections_) shutdown(conn->fd, SHUT_RDWR);
+  }
+  {
+    std::lock_guard lock(housekeeping_mu_);
+    housekeeping_cv_.notify_all();
+  }
+  if (housekeeping_.joinable()) housekeeping_.join();
+  for (;;) {
+    std::unordered_map<std::thread::id, std::thread> threads;
+    {
+      std::lock_guard lock(pool_mu_);
+      threads.swap(threads_);
+      finished_.clear();
+    }
+    if (threads.empty()) break;
+    for (auto& [id, thread] : threads) thread.join();
+  }
+  {
+    std::lock_guard lock(connections_mu_);
+    connections_.clear();
+    active_.store(0, std::memory_order_relaxed);
+  }
+  for (int* fd : {&listen_fd_, &stop_fd_, &epoll_fd_}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
+}
+
+void RpcEventServer::GrowPool() {
+  std::lock_guard lock(pool_mu_);
+  if (stopping_.load() || static_cast<int>(threads_.size() - finished_.size()) >= max_threads_) {
+    return;
+  }
+  // Counted idle before it runs, so that the events it will take do not
+  // each start yet another thread.
+  idle_threads_.fetch_add(1);
+  std::thread thread([this] { ServeLoop(); });
+  threads_.emplace(thread.get_id(), std::move(thread));
+}
+
+bool RpcEventServer::RetireThisThread() {
+  std::lock_guard lock(pool_mu_);
+  if (stopping_.load() || static_cast<int>(threads_.size() - finished_.size()) <= kMinThreads) {
+    return false;
+  }
+  finished_.push_back(std::this_thread::get_id());
+  return true;
+}
+
+void RpcEventServer::JoinFinishedThreads() {
+  std::vector<std::thread> done;
+  {
+    std::lock_guard lock(pool_mu_);
+    for (auto id : finished_) {
+      auto it = threads_.find(id);
+      if (it == threads_.end()) continue;
+      done.push_back(std::move(it->second));
+      threads_.erase(it);
+    }
+    finished_.clear();
+  }
+  // A finished thread is past its last use of this server.
+  for (auto& thread : done) thread.join();
+}
+
+// Each pool thread: wait for one ready descriptor, serve it, wait again.
+// Entered counted as idle (see GrowPool).
+void RpcEventServer::ServeLoop() {
+  Worker worker;
+  for (;;) {
+    epoll_event event{};
+    int ready = epoll_wait(epoll_fd_, &event, 1, kRetireAfterMs);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0 && !RetireThisThread()) continue;
+    if (ready <= 0 || event.data.ptr == &stop_tag) {
+      if (ready < 0) MC_LOG_ERROR("rpc epoll_wait failed error=\"{}\"", std::strerror(errno));
+      idle_threads_.fetch_sub(1);
+      return;
+    }
+    // The last idle thread takes work: start another to wait meanwhile.
+    if (idle_threads_.fetch_sub(1) == 1) GrowPool();
+    if (event.data.ptr == &listen_tag) {
+      AcceptAll();
+    } else {
+      auto* conn = static_cast<Connection*>(event.data.ptr);
+      bool keep = false;
+      {
+        std::lock_guard lock(conn->mu);
+        keep = ServeConnection(*conn, worker);
+      }
+      if (!keep || !Rearm(*conn)) Close(conn);
+    }
+    idle_threads_.fetch_add(1);
+  }
+}
+
+void RpcEventServer::AcceptAll() {
+  for (;;) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        // Out of descriptors, say: try again on the next connection.
+        MC_LOG_WARN("rpc accept failed port={} error=\"{}\"", port_, std::strerror(errno));
+      }
+      break;
+    }
+    if (stopping_.load() || !guard_->Admit(active_.load(std::memory_order_relaxed))) {
+      close(fd);
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    // Replies are sent blocking: a peer that stops reading must not hold a
+    // thread for good.
+    auto send_timeout = guard_->timeouts().frame;
+    if (send_timeout.count() > 0) {
+      timeval tv{.tv_sec = static_cast<time_t>(send_timeout.count() / 1000),
+                 .tv_usec = static_cast<suseconds_t>(send_timeout.count() % 1000 * 1000)};
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    }
+    auto conn = std::make_unique<Connection>(fd);
+    Connection* raw = conn.get();
+    {
+      std::lock_guard lock(connections_mu_);
+      connections_.emplace(raw, std::move(conn));
+      active_.fetch_add(1, std::memory_order_relaxed);
+    }
+    epoll_event event{.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data = {.ptr = raw}};
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) Close(raw);
+  }
+  epoll_event accept{.events = EPOLLIN | EPOLLONESHOT, .data = {.ptr = &listen_tag}};
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &accept);
+}
+
+bool RpcEventServer::Rearm(Connection& conn) {
+  epoll_event event{.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data = {.ptr = &conn}};
+  return epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, conn.fd, &event) == 0;
+}
+
+void RpcEventServer::Close(Connection* conn) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, conn->fd, nullptr);
+  std::unique_ptr<Connection> owned;
+  {
+    std::lock_guard lock(connections_mu_);
+    auto it = connections_.find(conn);
+    if (it == connections_.end()) return;  // Stop cleared it
+    owned = std::move(it->second);
+    connections_.erase(it);
+    active_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  // The descriptor closes here, after no one can find the connection.
+}
+
+bool RpcEventServer::ServeConnection(Connection& conn, Worker& worker) {
+  for (;;) {
+    if (!conn.buffer) {
+      conn.buffer = std::make_unique_for_overwrite<uint8_t[]>(kFirstReadBuffer);
+      conn.capacity = kFirstReadBuffer;
+    }
+    if (conn.end == conn.capacity) {
+      if (conn.begin > 0) {
+        std::memmove(conn.buffer.get(), conn.buffer.get() + conn.begin, conn.pending());
+        conn.end = conn.pending();
+        conn.begin = 0;
+      } else {
+        // A frame larger than the buffer, whose header is here (the buffer
+        // holds more than one): grow with what arrived, up to the frame.
+        uint32_t declared_bits = 0;
+        std::memcpy(&declared_bits, conn.buffer.get(), sizeof(declared_bits));
+        uint32_t whole = ntohl(declared_bits) + kFrameHeaderBytes;
+        uint32_t capacity = std::min(whole, 2 * conn.capacity);
+        auto bigger = std::make_unique_for_overwrite<uint8_t[]>(capacity);
+        std::memcpy(bigger.get(), conn.buffer.get(), conn.end);
+        conn.buffer = std::move(bigger);
+        conn.capacity = capacity;
+      }
+    }
+    ssize_t n = recv(conn.fd, conn.buffer.get() + conn.end, conn.capacity - conn.end, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n <= 0) {
+      // The peer hung up or reset, or the housekeeper shut the socket down.
+      if (conn.expired) {
+        guard_->Record(*conn.expired, PeerOf(conn.fd),
+                       *conn.expired == RpcFault::kSlowFrame
+                           ? "frame did not arrive within the frame timeout"
+                           : "no frame within the idle timeout");
+      } else if (n == 0 && conn.pending() > 0) {
+        guard_->Record(RpcFault::kTruncatedFrame, PeerOf(conn.fd),
+                       "connection closed inside a frame");
+      }
+      return false;
+    }
+    if (conn.pending() == 0) conn.frame_since = Clock::now();
+    conn.end += static_cast<uint32_t>(n);
+
+    // Answer every whole frame that is here.
+    while (conn.pending() >= kFrameHeaderBytes) {
+      uint32_t declared_bits = 0;
+      std::memcpy(&declared_bits, conn.buffer.get() + conn.begin, sizeof(declared_bits));
+      auto declared = static_cast<int32_t>(ntohl(declared_bits));
+      if (declared < 0 || static_cast<uint32_t>(declared) > kRpcMaxFrameBytes) {
+        guard_->Record(RpcFault::kFrameTooLarge, PeerOf(conn.fd),
+                       ("frame of " + std::to_string(declared) + " bytes, limit " +
+                        std::to_string(kRpcMaxFrameBytes))
+                           .c_str());
+        return false;
+      }
+      auto size = static_cast<uint32_t>(declared);
+      if (conn.pending() - kFrameHeaderBytes < size) break;
+      if (!AnswerFrame(conn, worker, conn.buffer.get() + conn.begin + kFrameHeaderBytes, size)) {
+        return false;
+      }
+      conn.begin += kFrameHeaderBytes + size;
+      if (conn.pending() > 0) {
+        conn.frame_since = Clock::now();
+        continue;
+      }
+      conn.begin = conn.end = 0;
+      conn.quiet_since = Clock::now();
+      if (conn.capacity > kKeptBuffer && size <= kKeptBuffer) {
+        conn.buffer.reset();
+        conn.capacity = 0;
+      }
+    }
+    // Between frames: wait for the next. Inside one: take what else is here.
+    if (conn.pending() == 0) return true;
+  }
+}
+
+bool RpcEventServer::AnswerFrame(Connection& conn, Worker& worker, uint8_t* frame,
+                                 uint32_t size) {
+  worker.input->Observe(frame, size);
+  TMemoryBuffer& output = *worker.output;
+  output.resetBuffer();
+  const uint8_t header_space[kFrameHeaderBytes] = {};
+  output.write(header_space, kFrameHeaderBytes);
+  try {
+    if (!processor_->process(worker.in_protocol, worker.out_protocol, nullptr)) {
+      worker.Reset();
+      return false;
+    }
+  } catch (const std::exception& e) {
+    // A frame it could not decode, or anything a handler let escape (even
+    // bad_alloc): this connection closes, the server goes on.
+    if (auto fault = ClassifyRpcException(e)) guard_->Record(*fault, PeerOf(conn.fd), e.what());
+    worker.Reset();
+    return false;
+  }
+  uint8_t* reply = nullptr;
+  uint32_t length = 0;
+  output.getBuffer(&reply, &length);
+  if (length <= kFrameHeaderBytes) return true;  // a oneway call: no reply
+  uint32_t size_bits = htonl(length - kFrameHeaderBytes);
+  std::memcpy(reply, &size_bits, sizeof(size_bits));
+  bool sent = SendAll(conn, reply, length);
+  if (output.getBufferSize() > kKeptBuffer && length <= kKeptBuffer) {
+    output.resetBuffer(kFirstReadBuffer);
+  }
+  return sent;
+}
+
+bool RpcEventServer::SendAll(Connection& conn, const uint8_t* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = send(conn.fd, data, size, MSG_NOSIGNAL);
+    if (n > 0) {
+      data += n;
+      size -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      guard_->Record(RpcFault::kSlowReader, PeerOf(conn.fd),
+                     "the peer did not take its reply within the read timeout");
+    }
+    return false;  // otherwise the peer is gone
+  }
+  return true;
+}
+
+void RpcEventServer::Housekeeping() {
+  const auto& timeouts = guard_->timeouts();
+  auto shortest = std::chrono::milliseconds(1000);
+  for (auto timeout : {timeouts.idle, timeouts.frame}) {
+    if (timeout.count() > 0) shortest = std::min(shortest, timeout);
+  }
+  // Checked four times a timeout: a connection closes at most a quarter
+  // late.
+  auto period = std::clamp(shortest / 4, std::chrono::milliseconds(5),
+                           std::chrono::milliseconds(250));
+  std::unique_lock lock(housekeeping_mu_);
+  while (!stopping_.load()) {
+    housekeeping_cv_.wait_for(lock, period);
+    if (stopping_.load()) break;
+    CloseExpired(Clock::now());
+    JoinFinishedThreads();
+  }
+}
+
+void RpcEventServer::CloseExpired(Clock::time_point now) {
+  const auto& timeouts = guard_->timeouts();
+  std::lock_guard lock(connections_mu_);
+  for (auto& [raw, conn] : connections_) {
+    // A connection being served is busy, not idle.
+    std::unique_lock serving(conn->mu, std::try_to_lock);
+    if (!serving.owns_lock() || conn->expired) continue;
+    if (conn->pending() == 0 && timeouts.idle.count() > 0 &&
+        now - conn->quiet_since >= timeouts.idle) {
+      conn->expired = RpcFault::kIdleTimeout;
+    } else if (conn->pending() > 0 && timeouts.frame.count() > 0 &&
+               now - conn->frame_since >= timeouts.frame) {
+      conn->expired = RpcFault::kSlowFrame;
+    } else {
+      continue;
+    }
+    // Its pool thread sees the end of the stream, counts the fault and
+    // closes the connection.
+    shutdown(conn->fd, SHUT_RDWR);
+  }
+}
+
+}  // namespace mooncake
