@@ -24,6 +24,11 @@
 #   SCALE_KEYS=1000000            keys of the many-keys get row, next to 20,000
 #                                 (0 = skip it; QUICK=1 skips it by default)
 #   LOCATION_CACHE=256MiB (client owner cache), TLS=0, BUILD_DIR=./build
+#   PREFAULT=1                    the worker runs with --dram-prefault (its
+#                                 arena resident before ready, as Redis's
+#                                 memory is warm after its first pass over
+#                                 the keys); 0 measures a cold arena
+#   RPC_ENGINE=threads            the master's and worker's --rpc-engine
 #
 # Batch rows: mooncake --batch N (BatchPut of N keys per call in the load
 # phase, BatchGet of N in the get phase) against redis-benchmark -P N
@@ -104,15 +109,18 @@ if [ "${TLS:-0}" = "1" ]; then
   TLS_ARGS=(--tls-cert "$WORK/node.crt" --tls-key "$WORK/node.key" --tls-ca "$WORK/ca.crt")
 fi
 
+PREFAULT_ARGS=()
+[ "${PREFAULT:-1}" = "1" ] && PREFAULT_ARGS=(--dram-prefault)
+ENGINE_ARGS=(--rpc-engine "${RPC_ENGINE:-threads}")
 "$BUILD_DIR/master/mooncake-master" --port 0 --admin-port -1 --ready-file "$WORK/master.port" \
-  "${TLS_ARGS[@]}" >"$WORK/master.log" 2>&1 &
+  "${ENGINE_ARGS[@]}" "${TLS_ARGS[@]}" >"$WORK/master.log" 2>&1 &
 PIDS+=($!)
 wait_for_file "$WORK/master.port"
 MASTER_PORT="$(head -n1 "$WORK/master.port")"
 "$BUILD_DIR/worker/mooncake-worker" --node-id bench-1 --port 0 --admin-port -1 \
   --master "127.0.0.1:$MASTER_PORT" --dram-capacity 2GiB --ssd-capacity 1GiB \
   --ssd-path "$WORK/ssd" --kv-lease-ttl-ms 0 --ready-file "$WORK/worker.port" \
-  "${TLS_ARGS[@]}" >"$WORK/worker.log" 2>&1 &
+  "${PREFAULT_ARGS[@]}" "${ENGINE_ARGS[@]}" "${TLS_ARGS[@]}" >"$WORK/worker.log" 2>&1 &
 PIDS+=($!)
 wait_for_file "$WORK/worker.port"
 
@@ -123,7 +131,8 @@ PIDS+=($!)
 for _ in $(seq 1 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 
 BENCH="$BUILD_DIR/bench/mooncake-bench"
-echo "$SYSTEM vs redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), loopback;" \
+echo "$SYSTEM (worker ${PREFAULT_ARGS[*]:-without --dram-prefault}, --rpc-engine ${RPC_ENGINE:-threads})" \
+  "vs redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), loopback;" \
   "batch rows: mooncake --batch N (BatchPut/BatchGet) vs redis-benchmark -P N (pipelined" \
   "SET/GET); ops/s = keys/s; mooncake latency per call, redis per request"
 printf '%-6s %4s %-8s %-4s %12s %9s %9s %12s %9s %9s %7s\n' size conc mode op \
