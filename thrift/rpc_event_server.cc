@@ -162,9 +162,9 @@ struct RpcEventServer::Worker {
   std::shared_ptr<TProtocol> out_protocol;
 };
 
-Result<std::unique_ptr<RpcEventServer>> RpcEventServer::Start(
-    std::shared_ptr<TProcessor> processor, const RpcServerOptions& options,
-    std::shared_ptr<RpcGuard> guard) {
+Result<std::unique_ptr<RpcEventServer>> RpcEventServer::Start(std::shared_ptr<TProcessor> processor,
+                                                              const RpcServerOptions& options,
+                                                              std::shared_ptr<RpcGuard> guard) {
   std::unique_ptr<RpcEventServer> server(new RpcEventServer());
   server->processor_ = std::move(processor);
   server->guard_ = std::move(guard);
@@ -437,8 +437,7 @@ bool RpcEventServer::ServeConnection(Connection& conn, Worker& worker) {
   }
 }
 
-bool RpcEventServer::AnswerFrame(Connection& conn, Worker& worker, uint8_t* frame,
-                                 uint32_t size) {
+bool RpcEventServer::AnswerFrame(Connection& conn, Worker& worker, uint8_t* frame, uint32_t size) {
   worker.input->Observe(frame, size);
   TMemoryBuffer& output = *worker.output;
   output.resetBuffer();
@@ -495,8 +494,8 @@ void RpcEventServer::Housekeeping() {
   }
   // Checked four times a timeout: a connection closes at most a quarter
   // late.
-  auto period = std::clamp(shortest / 4, std::chrono::milliseconds(5),
-                           std::chrono::milliseconds(250));
+  auto period =
+      std::clamp(shortest / 4, std::chrono::milliseconds(5), std::chrono::milliseconds(250));
   std::unique_lock lock(housekeeping_mu_);
   while (!stopping_.load()) {
     housekeeping_cv_.wait_for(lock, period);

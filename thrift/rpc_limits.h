@@ -85,7 +85,7 @@ inline constexpr size_t kRpcFaultCount = 10;
 
 constexpr std::string_view RpcFaultName(RpcFault fault) {
   constexpr std::array<std::string_view, kRpcFaultCount> kNames = {
-      "frame_too_large", "truncated_frame", "slow_frame", "size_limit",  "depth_limit",
+      "frame_too_large", "truncated_frame", "slow_frame", "size_limit",   "depth_limit",
       "malformed",       "tls_handshake",   "internal",   "idle_timeout", "slow_reader"};
   return kNames[static_cast<size_t>(fault)];
 }

@@ -1,5 +1,6 @@
 #include "thrift/rpc_server.h"
 
+#include <sys/socket.h>
 #include <thrift/TProcessor.h>
 #include <thrift/protocol/TProtocol.h>
 #include <thrift/server/TServer.h>
@@ -7,8 +8,6 @@
 #include <thrift/transport/TSSLSocket.h>
 #include <thrift/transport/TServerSocket.h>
 #include <thrift/transport/TSocket.h>
-
-#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -220,8 +219,8 @@ Result<void> RpcServer::StartThreaded(std::shared_ptr<TProcessor> processor,
                                       const RpcServerOptions& options,
                                       std::shared_ptr<const RpcTlsContext> tls) {
   threaded_ = std::make_shared<ThreadedConnections>();
-  auto socket = std::make_shared<GuardedServerSocket>(options.host, options.port, guard_,
-                                                      threaded_, std::move(tls));
+  auto socket = std::make_shared<GuardedServerSocket>(options.host, options.port, guard_, threaded_,
+                                                      std::move(tls));
   auto server = std::make_shared<TThreadedServer>(
       std::move(processor), socket, std::make_shared<BoundedTransportFactory>(guard_->timeouts()),
       std::make_shared<BoundedProtocolFactory>());
@@ -232,8 +231,8 @@ Result<void> RpcServer::StartThreaded(std::shared_ptr<TProcessor> processor,
 
   server_ = server;
   served_ = std::make_shared<std::atomic<bool>>(false);
-  thread_ = std::thread(
-      [server, ready, served = served_, host = options.host, port = options.port] {
+  thread_ =
+      std::thread([server, ready, served = served_, host = options.host, port = options.port] {
         try {
           server->serve();
         } catch (const std::exception& e) {
@@ -256,8 +255,8 @@ RpcServer::~RpcServer() { Stop(); }
 
 RpcServerStats RpcServer::stats() const {
   if (!guard_) return RpcServerStats{};
-  int64_t active = event_server_ ? event_server_->active_connections()
-                                 : (threaded_ ? threaded_->active() : 0);
+  int64_t active =
+      event_server_ ? event_server_->active_connections() : (threaded_ ? threaded_->active() : 0);
   return guard_->Snapshot(active);
 }
 

@@ -31,10 +31,10 @@ void AddRpcServerOptions(CLI::App& app, RpcServerLimits& limits) {
                  "How plain-TCP RPC connections are served: 'threads' (one thread each, the "
                  "lowest tail latency) or 'epoll' (threads only for calls in progress; for "
                  "thousands of mostly idle connections). TLS connections always use threads")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, RpcEngine>{{"threads", RpcEngine::kThreads},
-                                           {"epoll", RpcEngine::kEpoll}},
-          CLI::ignore_case))
+      ->transform(
+          CLI::CheckedTransformer(std::map<std::string, RpcEngine>{{"threads", RpcEngine::kThreads},
+                                                                   {"epoll", RpcEngine::kEpoll}},
+                                  CLI::ignore_case))
       ->default_str("threads");
 }
 

@@ -179,7 +179,8 @@ bool BoundedFramedTransport::ReadHeader(uint32_t* size) {
       n = socket_->read(ahead_.get() + ahead_end_, kReadAheadBytes - ahead_end_);
     } catch (const TTransportException& e) {
       if (!IsTimeout(e)) throw;
-      if (have == 0) throw RpcFaultError(RpcFault::kIdleTimeout, "no frame within the idle timeout");
+      if (have == 0)
+        throw RpcFaultError(RpcFault::kIdleTimeout, "no frame within the idle timeout");
       throw RpcFaultError(RpcFault::kSlowFrame, "frame header did not arrive in time");
     }
     if (n == 0) {
@@ -193,9 +194,9 @@ bool BoundedFramedTransport::ReadHeader(uint32_t* size) {
   ahead_begin_ += sizeof(declared_bits);
   auto declared = static_cast<int32_t>(ntohl(declared_bits));
   if (declared < 0 || static_cast<uint32_t>(declared) > kRpcMaxFrameBytes) {
-    throw RpcFaultError(RpcFault::kFrameTooLarge,
-                        "frame of " + std::to_string(declared) + " bytes, limit " +
-                            std::to_string(kRpcMaxFrameBytes));
+    throw RpcFaultError(RpcFault::kFrameTooLarge, "frame of " + std::to_string(declared) +
+                                                      " bytes, limit " +
+                                                      std::to_string(kRpcMaxFrameBytes));
   }
   *size = static_cast<uint32_t>(declared);
   return true;
@@ -419,8 +420,8 @@ std::shared_ptr<BoundedFramedTransport> OpenClientTransport(
   // A client waits for its reply as long as the call may take; one timeout
   // serves both the wait and the frame.
   auto transport = std::make_shared<BoundedFramedTransport>(
-      socket, RpcReadTimeouts{.idle = milliseconds(io_timeout_ms),
-                              .frame = milliseconds(io_timeout_ms)});
+      socket,
+      RpcReadTimeouts{.idle = milliseconds(io_timeout_ms), .frame = milliseconds(io_timeout_ms)});
   transport->open();
   return transport;
 }

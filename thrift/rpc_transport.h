@@ -154,7 +154,7 @@ class BoundedBinaryProtocol
 // that reads frames itself (thrift/rpc_event_server.h).
 class RpcFrameInput
     : public apache::thrift::transport::TVirtualTransport<RpcFrameInput,
-                                                         apache::thrift::transport::TBufferBase>,
+                                                          apache::thrift::transport::TBufferBase>,
       public RpcFrameSource {
  public:
   RpcFrameInput();
@@ -179,8 +179,7 @@ class RpcTlsContext {
   // reason in `*message`) when they are incomplete, a file cannot be read or
   // loaded, or the key does not match the certificate.
   static Result<std::shared_ptr<const RpcTlsContext>> Create(const TlsSettings& settings,
-                                                             bool server,
-                                                             std::string* message);
+                                                             bool server, std::string* message);
   ~RpcTlsContext();
 
   apache::thrift::transport::TSSLSocketFactory& factory() const { return *factory_; }

@@ -1124,10 +1124,10 @@ void FloodAndExpectNothingChanged(const std::string& engine) {
   const auto test_start = Clock::now();
   TestCluster cluster;
   ASSERT_TRUE(cluster.StartMaster({"--admin-token", kToken, "--rpc-engine", engine}));
-  ASSERT_TRUE(cluster.StartWorker(
-      "w1", {.dram = kWorkerDram,
-             .ssd = 0,
-             .extra_args = {"--admin-token", kToken, "--rpc-engine", engine}}));
+  ASSERT_TRUE(
+      cluster.StartWorker("w1", {.dram = kWorkerDram,
+                                 .ssd = 0,
+                                 .extra_args = {"--admin-token", kToken, "--rpc-engine", engine}}));
   auto client = cluster.NewClient();
   ASSERT_TRUE(client);
   const std::string known = Pattern(kKnownSize, kSeed);
@@ -1244,9 +1244,7 @@ void FloodAndExpectNothingChanged(const std::string& engine) {
             << "fuzz: worker rejected" << DescribeRejections(worker_metrics) << std::endl;
 }
 
-TEST(FuzzTest, MalformedFramesAndRequestsChangeNothing) {
-  FloodAndExpectNothingChanged("threads");
-}
+TEST(FuzzTest, MalformedFramesAndRequestsChangeNothing) { FloodAndExpectNothingChanged("threads"); }
 
 TEST(FuzzTest, MalformedFramesAndRequestsChangeNothingOnTheEpollEngine) {
   FloodAndExpectNothingChanged("epoll");

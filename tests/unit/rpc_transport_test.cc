@@ -17,13 +17,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -98,9 +98,8 @@ void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 // Every server test runs on both engines (--rpc-engine threads and epoll).
 class RpcServerTest : public ::testing::TestWithParam<RpcEngine> {
  protected:
-  void StartServer(RpcServerLimits limits = {},
-                   std::shared_ptr<rpc::MasterServiceIf> handler =
-                       std::make_shared<rpc::MasterServiceNull>()) {
+  void StartServer(RpcServerLimits limits = {}, std::shared_ptr<rpc::MasterServiceIf> handler =
+                                                    std::make_shared<rpc::MasterServiceNull>()) {
     auto processor = std::make_shared<rpc::MasterServiceProcessor>(std::move(handler));
     limits.engine = GetParam();
     auto started = RpcServer::Start(processor, {.host = "127.0.0.1", .port = 0, .limits = limits});
