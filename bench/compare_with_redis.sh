@@ -143,8 +143,8 @@ printf '%-6s %4s %-8s %-4s %12s %9s %9s %12s %9s %9s %7s\n' size conc mode op \
 compare() {
   local size="$1" bytes="$2" conc="$3" batch="$4"
   local keys requests tag="$1-$3-$4"
-  if [ "$bytes" -ge 4194304 ]; then keys=100; requests=1000
-  elif [ "$bytes" -ge 1048576 ]; then keys=400; requests=4000
+  if [ "$bytes" -ge 4194304 ]; then keys=400; requests=1000
+  elif [ "$bytes" -ge 1048576 ]; then keys=1600; requests=4000
   elif [ "$bytes" -ge 65536 ]; then keys=4000; requests=50000
   else keys=20000; requests=200000; fi
   keys=$(( keys / SCALE > 20 ? keys / SCALE : 20 ))

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <thrift/TConfiguration.h>
 #include <thrift/TOutput.h>
 #include <thrift/protocol/TProtocolException.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstring>
 #include <mutex>
@@ -83,6 +85,38 @@ void IgnoreSigpipeIfDefault() {
   struct sigaction current {};
   if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
     std::signal(SIGPIPE, SIG_IGN);
+  }
+}
+
+// A write at least this large is sent from the caller's memory instead of
+// being copied into the frame buffer (BoundedFramedTransport::flush).
+constexpr uint32_t kBorrowedWriteBytes = 64u << 10;
+
+// Sends every byte of `pieces` on a blocking socket; its send timeout
+// (SO_SNDTIMEO) bounds each wait.
+void SendPieces(int fd, std::vector<iovec>& pieces) {
+  size_t first = 0;
+  while (first < pieces.size()) {
+    msghdr message{};
+    message.msg_iov = pieces.data() + first;
+    message.msg_iovlen = std::min<size_t>(pieces.size() - first, IOV_MAX);
+    ssize_t sent = sendmsg(fd, &message, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        throw TTransportException(TTransportException::TIMED_OUT, "send timed out");
+      }
+      throw TTransportException(TTransportException::NOT_OPEN, "send failed", errno);
+    }
+    auto left = static_cast<size_t>(sent);
+    while (first < pieces.size() && left >= pieces[first].iov_len) {
+      left -= pieces[first].iov_len;
+      ++first;
+    }
+    if (left > 0) {
+      pieces[first].iov_base = static_cast<uint8_t*>(pieces[first].iov_base) + left;
+      pieces[first].iov_len -= left;
+    }
   }
 }
 
@@ -268,6 +302,46 @@ void BoundedFramedTransport::ReadPayload(uint32_t size) {
     }
     got += n;
   }
+}
+
+void BoundedFramedTransport::write_virt(const uint8_t* buf, uint32_t len) {
+  if (len < kBorrowedWriteBytes || !plain_socket_) {
+    TFramedTransport::write(buf, len);
+    return;
+  }
+  borrowed_.push_back({static_cast<uint32_t>(wBase_ - wBuf_.get()), buf, len});
+}
+
+void BoundedFramedTransport::flush() {
+  if (borrowed_.empty()) {
+    TFramedTransport::flush();
+    return;
+  }
+  // The frame: the write buffer (its first 4 bytes reserved for the size)
+  // with the borrowed writes spliced in where they were made.
+  const auto buffered = static_cast<uint32_t>(wBase_ - wBuf_.get());
+  uint64_t payload = buffered - sizeof(uint32_t);
+  std::vector<iovec> pieces;
+  pieces.reserve(2 * borrowed_.size() + 1);
+  uint32_t from = 0;
+  for (const BorrowedWrite& write : borrowed_) {
+    if (write.at > from) pieces.push_back({wBuf_.get() + from, write.at - from});
+    pieces.push_back({const_cast<uint8_t*>(write.data), write.size});
+    payload += write.size;
+    from = write.at;
+  }
+  if (buffered > from) pieces.push_back({wBuf_.get() + from, buffered - from});
+  if (payload > kRpcMaxFrameBytes) {
+    borrowed_.clear();
+    wBase_ = wBuf_.get() + sizeof(uint32_t);
+    throw TTransportException(TTransportException::BAD_ARGS, "frame over the frame limit");
+  }
+  const uint32_t size_bits = htonl(static_cast<uint32_t>(payload));
+  std::memcpy(wBuf_.get(), &size_bits, sizeof(size_bits));
+  // As TFramedTransport does: the buffer is clean before the write can throw.
+  borrowed_.clear();
+  wBase_ = wBuf_.get() + sizeof(uint32_t);
+  SendPieces(socket_->getSocketFD(), pieces);
 }
 
 // ---- BoundedBinaryProtocol ----

@@ -33,6 +33,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "thrift/rpc_limits.h"
@@ -78,7 +79,11 @@ class RpcFrameSource {
 };
 
 // Framed transport over a TSocket (or TSSLSocket) that enforces the frame
-// limits above. Writes are TFramedTransport's.
+// limits above. Writes are TFramedTransport's, except that on a plain socket
+// a large write (a value) is not copied into the write buffer: flush sends
+// it from the caller's memory, in place between the buffered bytes, with one
+// sendmsg. Thrift's generated code flushes before the written objects go
+// away (a client's request arguments, a server's result), which this needs.
 class BoundedFramedTransport : public apache::thrift::transport::TFramedTransport,
                                public RpcFrameSource {
  public:
@@ -89,6 +94,9 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   uint32_t frame_bytes_left() const override { return static_cast<uint32_t>(rBound_ - rBase_); }
   // "ip:port" of the other end, without a name lookup.
   std::string peer() const;
+
+  void write_virt(const uint8_t* buf, uint32_t len) override;
+  void flush() override;
 
  protected:
   bool readFrame() override;
@@ -112,6 +120,14 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   std::unique_ptr<uint8_t[]> ahead_;
   uint32_t ahead_begin_ = 0;
   uint32_t ahead_end_ = 0;
+  // Large writes since the last flush, sent from where they are: each goes
+  // after the first `at` bytes of the write buffer.
+  struct BorrowedWrite {
+    uint32_t at;
+    const uint8_t* data;
+    uint32_t size;
+  };
+  std::vector<BorrowedWrite> borrowed_;
 };
 
 // Strict binary protocol whose reads check declared sizes against the bytes

@@ -502,7 +502,9 @@ TEST_F(MasterServiceTest, ReRegistrationsDuringClaimsAndLookupsNeverNameAnotherN
       }
       auto results = service_.BatchGetLocation(keys);
       for (size_t k = 0; k < keys.size(); ++k) {
-        if (results[k]) ASSERT_EQ(results[k]->node_id, keys[k].substr(0, 1)) << keys[k];
+        if (results[k]) {
+          ASSERT_EQ(results[k]->node_id, keys[k].substr(0, 1)) << keys[k];
+        }
       }
     }
   });
