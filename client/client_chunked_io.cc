@@ -10,6 +10,7 @@
 #include "client/client_retry.h"
 #include "client/rdma_reads.h"
 #include "common/log.h"
+#include "thrift/value_calls.h"
 
 namespace mooncake {
 namespace {
@@ -170,10 +171,14 @@ class ChunkedRead {
 };
 
 // Single-call put of a value that fits one RPC.
-Result<void> PutSingle(const Owner& owner, const std::string& key, const std::string& value,
-                       const rpc::ReplicateConfig& config) {
-  return Flatten(
-      owner.channel->Call([&](rpc::WorkerServiceClient& c) { return c.Put(key, value, config); }));
+// One Put (or Upsert) call carrying the whole value, sent from the caller's
+// bytes (thrift/value_calls.h).
+Result<void> PutSingle(const Owner& owner, const std::string& key, std::string_view value,
+                       const rpc::ReplicateConfig& config, bool upsert) {
+  return Flatten(owner.channel->Call([&](rpc::WorkerServiceClient& c) {
+    SendValueCall(c, upsert, key, value, config);
+    return upsert ? c.recv_Upsert() : c.recv_Put();
+  }));
 }
 
 // Gives a two-phase write's reservation back after a failed step.
@@ -313,7 +318,7 @@ Result<void> PutChunked(const Owner& owner, const std::string& key, uint64_t siz
 
 Result<void> PutValue(const Owner& owner, const std::string& key, std::string_view value,
                       const rpc::ReplicateConfig& config) {
-  if (value.size() <= kRpcChunkBytes) return PutSingle(owner, key, std::string(value), config);
+  if (value.size() <= kRpcChunkBytes) return PutSingle(owner, key, value, config, /*upsert=*/false);
   return PutChunked(owner, key, value.size(), config, SlicesOf(value), {});
 }
 
@@ -322,9 +327,7 @@ Result<void> UpsertValue(const Owner& owner, const std::string& key, std::string
   if (value.size() > kRpcChunkBytes) {
     return PutChunked(owner, key, value.size(), config, SlicesOf(value), {}, /*upsert=*/true);
   }
-  std::string copy(value);
-  return Flatten(owner.channel->Call(
-      [&](rpc::WorkerServiceClient& c) { return c.Upsert(key, copy, config); }));
+  return PutSingle(owner, key, value, config, /*upsert=*/true);
 }
 
 }  // namespace mooncake

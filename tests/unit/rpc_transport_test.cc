@@ -32,11 +32,13 @@
 #include <vector>
 
 #include "mooncake_rpc/MasterService.h"
+#include "mooncake_rpc/WorkerService.h"
 #include "tests/raw_rpc.h"
 #include "thrift/rpc_channel.h"
 #include "thrift/rpc_limits.h"
 #include "thrift/rpc_server.h"
 #include "thrift/rpc_settings.h"
+#include "thrift/value_calls.h"
 
 namespace mooncake {
 namespace {
@@ -494,6 +496,32 @@ INSTANTIATE_TEST_SUITE_P(Engines, RpcServerTest,
                          [](const ::testing::TestParamInfo<RpcEngine>& info) {
                            return info.param == RpcEngine::kEpoll ? "Epoll" : "Threads";
                          });
+
+// What `send` writes through a WorkerServiceClient over a memory buffer.
+std::string WorkerCallBytes(const std::function<void(rpc::WorkerServiceClient&)>& send) {
+  auto buffer = std::make_shared<apache::thrift::transport::TMemoryBuffer>();
+  rpc::WorkerServiceClient client(
+      std::make_shared<apache::thrift::protocol::TBinaryProtocol>(buffer));
+  send(client);
+  return buffer->getBufferAsString();
+}
+
+TEST(ValueCallsTest, PutAndUpsertFromAViewWriteExactlyTheGeneratedBytes) {
+  rpc::ReplicateConfig config;
+  config.with_soft_pin = true;
+  config.preferred_node = "w2";
+  config.preferred_tier = "dram";
+  for (size_t size : {size_t{1}, size_t{4} << 10, size_t{100} << 10}) {
+    const std::string key = "key-" + std::to_string(size);
+    const std::string value = PatternOf(size, static_cast<int>(size % 97));
+    EXPECT_EQ(WorkerCallBytes([&](auto& c) { SendValueCall(c, false, key, value, config); }),
+              WorkerCallBytes([&](auto& c) { c.send_Put(key, value, config); }))
+        << "Put of " << size << " bytes";
+    EXPECT_EQ(WorkerCallBytes([&](auto& c) { SendValueCall(c, true, key, value, config); }),
+              WorkerCallBytes([&](auto& c) { c.send_Upsert(key, value, config); }))
+        << "Upsert of " << size << " bytes";
+  }
+}
 
 TEST(RpcServerStartTest, RejectsBadLimitsAndUnreadableTlsFiles) {
   auto processor =

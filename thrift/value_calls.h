@@ -1,0 +1,29 @@
+#pragma once
+
+// Put and Upsert requests sent from a view of the caller's value, without
+// copying it into a std::string first (the generated WorkerServiceClient
+// takes const std::string&). With BoundedFramedTransport's borrowed writes a
+// value of 64 KiB or more then goes from the caller's memory to the socket
+// with no copy in this process. For a 4 MiB value that is a 4 MiB malloc,
+// memcpy and free less per call; with many client threads those
+// mmap/munmap pairs also serialised on the process's address-space lock.
+//
+// The wire bytes are exactly the generated send_Put/send_Upsert's (strict
+// binary protocol); the reply is read with the generated recv_Put/recv_Upsert.
+//
+// Thread-safety: as the client passed in (one thread at a time).
+
+#include <string>
+#include <string_view>
+
+#include "mooncake_rpc/WorkerService.h"
+
+namespace mooncake {
+
+// Sends Put (or Upsert) of `value` under `key`; read the answer with
+// client.recv_Put() (client.recv_Upsert()). Throws what the generated
+// send_Put throws.
+void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::string& key,
+                   std::string_view value, const rpc::ReplicateConfig& config);
+
+}  // namespace mooncake
