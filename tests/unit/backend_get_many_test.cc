@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "tests/unit/gated_read_tier.h"
 #include "tests/unit/in_memory_directory.h"
 #include "tiers/dram_tier.h"
 #include "tiers/ssd_tier.h"
@@ -30,67 +31,7 @@ std::string Pattern(uint64_t size, uint64_t salt) {
   return value;
 }
 
-// Forwards to `inner`, but reads wait while the gate is shut, so a test can
-// act while a read is known to be in progress.
-class GatedReadTier : public CacheTier {
- public:
-  explicit GatedReadTier(std::unique_ptr<CacheTier> inner) : inner_(std::move(inner)) {}
-
-  void Close() {
-    std::lock_guard lock(mu_);
-    closed_ = true;
-  }
-  void Open() {
-    {
-      std::lock_guard lock(mu_);
-      closed_ = false;
-    }
-    cv_.notify_all();
-  }
-  bool WaitForHeldRead(Millis timeout) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return held_ > 0; });
-  }
-
-  std::string_view name() const override { return inner_->name(); }
-  TierKind kind() const override { return inner_->kind(); }
-  uint64_t capacity() const override { return inner_->capacity(); }
-  uint64_t used() const override { return inner_->used(); }
-  uint64_t object_count() const override { return inner_->object_count(); }
-  Result<TierLocation> Allocate(uint64_t size) override { return inner_->Allocate(size); }
-  void Free(const TierLocation& location) override { inner_->Free(location); }
-  Result<void> Write(const TierLocation& location, uint64_t offset,
-                     std::span<const std::byte> data) override {
-    return inner_->Write(location, offset, data);
-  }
-  Result<void> Read(const TierLocation& location, uint64_t offset,
-                    std::span<std::byte> out) const override {
-    {
-      std::unique_lock lock(mu_);
-      if (closed_) {
-        ++held_;
-        cv_.notify_all();
-        // Bounded, so a failing test cannot hang.
-        cv_.wait_for(lock, Millis(30000), [&] { return !closed_; });
-        --held_;
-      }
-    }
-    return inner_->Read(location, offset, out);
-  }
-  const std::byte* HostAddress(const TierLocation& location) const override {
-    return inner_->HostAddress(location);
-  }
-  Result<SharedRegion> ExportRegion() const override { return inner_->ExportRegion(); }
-  Result<void> Persist(const DurableObjectMeta& meta) override { return inner_->Persist(meta); }
-  std::vector<DurableObjectMeta> Recover() override { return inner_->Recover(); }
-
- private:
-  std::unique_ptr<CacheTier> inner_;
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  bool closed_ = false;   // guarded by mu_
-  mutable int held_ = 0;  // guarded by mu_
-};
+using mooncake::testing::GatedReadTier;
 
 class GetManyTest : public ::testing::Test {
  protected:
@@ -225,7 +166,7 @@ TEST_F(GetManyTest, AKeyErasedDuringTheReadLeavesTheOthersReleased) {
       if (thread.joinable()) thread.join();
     }
   } release{gate_, reader};
-  ASSERT_TRUE(gate_->WaitForHeldRead(Millis(10000))) << "the read never reached the tier";
+  ASSERT_TRUE(gate_->WaitForHeldReads(1, Millis(10000))) << "the read never reached the tier";
   EXPECT_EQ(backend_->Inspect("kept")->readers, 1);
 
   // When one of its keys is removed by force meanwhile.

@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/unit/gated_read_tier.h"
 #include "tests/unit/in_memory_directory.h"
 #include "tiers/dram_tier.h"
 #include "tiers/ssd_tier.h"
@@ -34,73 +35,7 @@ std::string Pattern(const std::string& key, uint64_t size, uint64_t salt = 0) {
   return value;
 }
 
-// A tier that forwards to `inner` but whose reads can be held open: after
-// Close(), every Read blocks (bounded) until Open(). Tests use it to pin an
-// interleaving, e.g. "a read is in progress" while something else runs,
-// instead of hoping threads meet.
-class GatedReadTier : public CacheTier {
- public:
-  // A read held longer than this goes on anyway, so a test that fails before
-  // Open() cannot hang; such a test fails on its own assertions.
-  static constexpr Millis kMaxHold{30000};
-
-  explicit GatedReadTier(std::unique_ptr<CacheTier> inner) : inner_(std::move(inner)) {}
-
-  void Close() {
-    std::lock_guard lock(mu_);
-    closed_ = true;
-  }
-  void Open() {
-    {
-      std::lock_guard lock(mu_);
-      closed_ = false;
-    }
-    cv_.notify_all();
-  }
-  // Waits up to `timeout` until `n` reads are held at the gate.
-  bool WaitForHeldReads(int n, Millis timeout) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return held_ >= n; });
-  }
-
-  std::string_view name() const override { return inner_->name(); }
-  TierKind kind() const override { return inner_->kind(); }
-  uint64_t capacity() const override { return inner_->capacity(); }
-  uint64_t used() const override { return inner_->used(); }
-  uint64_t object_count() const override { return inner_->object_count(); }
-  Result<TierLocation> Allocate(uint64_t size) override { return inner_->Allocate(size); }
-  void Free(const TierLocation& location) override { inner_->Free(location); }
-  Result<void> Write(const TierLocation& location, uint64_t offset,
-                     std::span<const std::byte> data) override {
-    return inner_->Write(location, offset, data);
-  }
-  Result<void> Read(const TierLocation& location, uint64_t offset,
-                    std::span<std::byte> out) const override {
-    {
-      std::unique_lock lock(mu_);
-      if (closed_) {
-        ++held_;
-        cv_.notify_all();
-        cv_.wait_for(lock, kMaxHold, [&] { return !closed_; });
-        --held_;
-      }
-    }
-    return inner_->Read(location, offset, out);
-  }
-  const std::byte* HostAddress(const TierLocation& location) const override {
-    return inner_->HostAddress(location);
-  }
-  Result<SharedRegion> ExportRegion() const override { return inner_->ExportRegion(); }
-  Result<void> Persist(const DurableObjectMeta& meta) override { return inner_->Persist(meta); }
-  std::vector<DurableObjectMeta> Recover() override { return inner_->Recover(); }
-
- private:
-  std::unique_ptr<CacheTier> inner_;
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  bool closed_ = false;   // guarded by mu_
-  mutable int held_ = 0;  // guarded by mu_
-};
+using mooncake::testing::GatedReadTier;
 
 class BackendTest : public ::testing::Test {
  protected:
