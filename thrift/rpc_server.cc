@@ -47,8 +47,16 @@ class RpcServer::ThreadedConnections {
     return server ? server->getConcurrentClientCount() : 0;
   }
 
+  // A plain socket for an accepted connection whose close() waits for
+  // ShutdownAll, so a shutdown never lands on a descriptor number that
+  // close() has just handed back to the kernel (and maybe to another
+  // connection). TLS sockets come from OpenSSL's factory and are not wrapped.
+  std::shared_ptr<TSocket> NewPlainSocket(THRIFT_SOCKET fd) {
+    return std::make_shared<TrackedSocket>(fd, sockets_mu_);
+  }
+
   void Track(const std::shared_ptr<TSocket>& socket) {
-    std::lock_guard lock(sockets_mu_);
+    std::lock_guard lock(*sockets_mu_);
     std::erase_if(sockets_, [](const std::weak_ptr<TSocket>& s) { return s.expired(); });
     sockets_.push_back(socket);
   }
@@ -57,18 +65,37 @@ class RpcServer::ThreadedConnections {
   // the end of the stream and lets the server stop. (Children are not
   // interruptible: Thrift's interrupt pipe costs a poll() before every read.)
   void ShutdownAll() {
-    std::lock_guard lock(sockets_mu_);
+    // Released after the lock: the last reference closes its socket, and
+    // closing takes the lock.
+    std::vector<std::shared_ptr<TSocket>> alive;
+    std::lock_guard lock(*sockets_mu_);
     for (const auto& weak : sockets_) {
       if (auto socket = weak.lock(); socket && socket->getSocketFD() >= 0) {
         ::shutdown(socket->getSocketFD(), SHUT_RDWR);
+        alive.push_back(std::move(socket));
       }
     }
   }
 
  private:
+  class TrackedSocket : public TSocket {
+   public:
+    TrackedSocket(THRIFT_SOCKET fd, std::shared_ptr<std::mutex> mu)
+        : TSocket(fd), mu_(std::move(mu)) {}
+    // TSocket's destructor would call its own close(), not this one.
+    ~TrackedSocket() override { close(); }
+    void close() override {
+      std::lock_guard lock(*mu_);
+      TSocket::close();
+    }
+
+   private:
+    std::shared_ptr<std::mutex> mu_;
+  };
+
   std::atomic<const TThreadedServer*> server_{nullptr};
-  std::mutex sockets_mu_;
-  std::vector<std::weak_ptr<TSocket>> sockets_;  // guarded by sockets_mu_
+  std::shared_ptr<std::mutex> sockets_mu_ = std::make_shared<std::mutex>();
+  std::vector<std::weak_ptr<TSocket>> sockets_;  // guarded by *sockets_mu_
 };
 
 namespace {
@@ -101,7 +128,7 @@ class GuardedServerSocket : public TServerSocket {
   }
 
   std::shared_ptr<TSocket> createSocket(THRIFT_SOCKET fd) override {
-    auto socket = tls_ ? tls_->factory().createSocket(fd) : TServerSocket::createSocket(fd);
+    auto socket = tls_ ? tls_->factory().createSocket(fd) : connections_->NewPlainSocket(fd);
     connections_->Track(socket);
     return socket;
   }
