@@ -32,7 +32,8 @@ inline constexpr int64_t kRpcMaxContainerElements = 16384;
 inline constexpr int kRpcMaxDepth = 16;
 
 // Server defaults; each is a flag of the master and the worker.
-// A connection is one thread: this bounds threads and frame buffers.
+// With --rpc-engine threads a connection is one thread: this bounds threads
+// and frame buffers.
 inline constexpr int kDefaultRpcMaxConnections = 1024;
 // Pooled client connections sit idle between calls; the client reconnects
 // transparently when one was closed.

@@ -5,6 +5,7 @@ import os
 import signal
 import socket
 import threading
+import time
 
 import pytest
 
@@ -78,6 +79,29 @@ def test_the_gil_is_released_while_connecting():
     assert spins > 20
 
 
+def stop_and_wait(pid, timeout_s=5.0):
+    """SIGSTOPs `pid` and returns once every one of its threads has stopped.
+
+    kill() only queues the stop: a busy machine can let a worker thread
+    answer a request after kill() returned, before it reaches the stop.
+    """
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                    # "tid (comm) S ...": the state follows the last ')'.
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:
+                continue  # a thread that just exited
+        if states and all(state in ("T", "t") for state in states):
+            return
+        time.sleep(0.001)
+    raise AssertionError("worker %d did not stop within %.1f s" % (pid, timeout_s))
+
+
 def test_the_gil_is_released_during_a_get_from_a_stalled_worker(master, keys, nodes,
                                                                  worker_pids):
     if nodes[1] not in worker_pids:
@@ -86,8 +110,8 @@ def test_the_gil_is_released_during_a_get_from_a_stalled_worker(master, keys, no
     with mooncake.Client(master=master, io_timeout_ms=700) as c:
         key = keys()
         c.put(key, b"on w2", preferred_node=nodes[1])
-        os.kill(pid, signal.SIGSTOP)
         try:
+            stop_and_wait(pid)
             spins, outcome = run_while_counting(lambda: c.get(key))
         finally:
             os.kill(pid, signal.SIGCONT)
