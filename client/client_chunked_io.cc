@@ -105,8 +105,13 @@ class ChunkedRead {
                    reply.data.size(), total_);
       return Err(ErrorCode::kInternalError);
     }
-    if (auto written = sink_.write(reply.data); !written) return written;
-    offset_ += reply.data.size();
+    const uint64_t size = reply.data.size();
+    if (sink_.take && offset_ == 0 && size == total_) {
+      sink_.take(std::move(reply.data));  // the whole object in one reply
+    } else if (auto written = sink_.write(reply.data); !written) {
+      return written;
+    }
+    offset_ += size;
     if (progress_) progress_(offset_, total_);
     return {};
   }
@@ -212,7 +217,8 @@ ReadSink StringSink(std::string& out) {
                   [&out](std::string_view data) -> Result<void> {
                     out.append(data);
                     return {};
-                  }};
+                  },
+                  [&out](std::string&& whole) { out = std::move(whole); }};
 }
 
 ReadSink SpanSink(std::span<char> out, uint64_t& total) {

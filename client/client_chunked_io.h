@@ -39,6 +39,9 @@ struct ReadSink {
   // the object was replaced; `total` is the size of the version being read.
   std::function<Result<void>(uint64_t total)> begin;
   std::function<Result<void>(std::string_view data)> write;
+  // Optional: takes the whole object when one reply carries all of it,
+  // instead of `write` copying it (a string sink keeps the reply's bytes).
+  std::function<void(std::string&& whole)> take;
 };
 
 struct ReadDone {
