@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/integration/bench_runner.h"
 #include "tests/integration/test_cluster.h"
 
 #ifndef MOONCAKE_BENCH_BIN
@@ -23,12 +24,6 @@ namespace {
 
 using nlohmann::json;
 
-struct BenchRun {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
 class BenchTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -36,27 +31,10 @@ class BenchTest : public ::testing::Test {
     ASSERT_TRUE(cluster_.StartWorker("w1", {.dram = 64ull << 20, .ssd = 64ull << 20}));
   }
 
-  // Runs mooncake-bench with `--master` of this cluster, bounded by
-  // timeout(1), stdout and stderr kept apart.
-  BenchRun Run(const std::vector<std::string>& args) {
-    std::string err_path = (cluster_.dir() / "bench.err").string();
-    std::string command =
-        "timeout 120 " + std::string(MOONCAKE_BENCH_BIN) + " --master " + cluster_.master_address();
-    for (const auto& arg : args) command += " '" + arg + "'";
-    command += " 2>" + err_path;
-    BenchRun run;
-    FILE* pipe = popen(command.c_str(), "r");
-    if (pipe == nullptr) return run;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) run.out.append(buf.data(), n);
-    int raw = pclose(pipe);
-    run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    std::ifstream err(err_path);
-    std::stringstream text;
-    text << err.rdbuf();
-    run.err = text.str();
-    return run;
+  // Runs mooncake-bench with `--master` of this cluster.
+  BenchRun Run(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--master", cluster_.master_address()});
+    return RunBenchBinary(args, cluster_.dir() / "bench.err");
   }
 
   // The phase `phase`/`op` of a report, or null.

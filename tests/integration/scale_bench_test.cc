@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/integration/bench_runner.h"
 #include "tests/integration/test_cluster.h"
 
 #ifndef MOONCAKE_BENCH_BIN
@@ -30,36 +31,12 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct BenchRun {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-// Runs mooncake-bench with `args`, bounded by timeout(1), stdout and stderr
-// kept apart.
+// Runs mooncake-bench with `args` (its stderr through a per-test file).
 BenchRun RunBench(const std::vector<std::string>& args) {
-  fs::path err_path = fs::temp_directory_path() /
-                      ("scale-bench-" + std::to_string(getpid()) + "-" +
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".err");
-  std::string command = "timeout 120 " + std::string(MOONCAKE_BENCH_BIN);
-  for (const auto& arg : args) command += " '" + arg + "'";
-  command += " 2>" + err_path.string();
-  BenchRun run;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) run.out.append(buf.data(), n);
-  int raw = pclose(pipe);
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream err(err_path);
-  std::stringstream text;
-  text << err.rdbuf();
-  run.err = text.str();
-  std::error_code ec;
-  fs::remove(err_path, ec);
-  return run;
+  return RunBenchBinary(
+      args, fs::temp_directory_path() /
+                ("scale-bench-" + std::to_string(getpid()) + "-" +
+                 ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".err"));
 }
 
 const std::vector<std::string> kSmallRun = {
