@@ -5,8 +5,22 @@
 namespace mooncake {
 
 using apache::thrift::protocol::T_CALL;
+using apache::thrift::protocol::T_I32;
+using apache::thrift::protocol::T_I64;
+using apache::thrift::protocol::T_REPLY;
 using apache::thrift::protocol::T_STRING;
 using apache::thrift::protocol::T_STRUCT;
+using apache::thrift::protocol::TProtocol;
+
+namespace {
+
+// The binary protocol's writeBinary: the length, then the bytes.
+void WriteBytes(TProtocol& protocol, const void* data, size_t size) {
+  protocol.writeI32(static_cast<int32_t>(size));
+  protocol.getTransport()->write(static_cast<const uint8_t*>(data), static_cast<uint32_t>(size));
+}
+
+}  // namespace
 
 void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::string& key,
                    std::string_view value, const rpc::ReplicateConfig& config) {
@@ -19,10 +33,7 @@ void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::str
   protocol->writeString(key);
   protocol->writeFieldEnd();
   protocol->writeFieldBegin("value", T_STRING, 2);
-  // The binary protocol's writeBinary: the length, then the bytes.
-  protocol->writeI32(static_cast<int32_t>(value.size()));
-  protocol->getTransport()->write(reinterpret_cast<const uint8_t*>(value.data()),
-                                  static_cast<uint32_t>(value.size()));
+  WriteBytes(*protocol, value.data(), value.size());
   protocol->writeFieldEnd();
   protocol->writeFieldBegin("config", T_STRUCT, 3);
   config.write(protocol.get());
@@ -32,6 +43,39 @@ void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::str
   protocol->writeMessageEnd();
   protocol->getTransport()->writeEnd();
   protocol->getTransport()->flush();
+}
+
+void WriteGetReply(TProtocol& out, int32_t seqid, const rpc::GetResult& head,
+                   std::span<const std::byte> data) {
+  // Mirrors WorkerServiceProcessor::process_Get's reply,
+  // WorkerService_Get_result::write and GetResult::write.
+  out.writeMessageBegin("Get", T_REPLY, seqid);
+  out.writeStructBegin("WorkerService_Get_result");
+  out.writeFieldBegin("success", T_STRUCT, 0);
+  out.writeStructBegin("GetResult");
+  out.writeFieldBegin("code", T_I32, 1);
+  out.writeI32(static_cast<int32_t>(head.code));
+  out.writeFieldEnd();
+  out.writeFieldBegin("data", T_STRING, 2);
+  WriteBytes(out, data.data(), data.size());
+  out.writeFieldEnd();
+  out.writeFieldBegin("total_size", T_I64, 3);
+  out.writeI64(head.total_size);
+  out.writeFieldEnd();
+  out.writeFieldBegin("version", T_I64, 4);
+  out.writeI64(head.version);
+  out.writeFieldEnd();
+  out.writeFieldBegin("owner_hint", T_STRING, 5);
+  out.writeString(head.owner_hint);
+  out.writeFieldEnd();
+  out.writeFieldStop();
+  out.writeStructEnd();
+  out.writeFieldEnd();
+  out.writeFieldStop();
+  out.writeStructEnd();
+  out.writeMessageEnd();
+  out.getTransport()->writeEnd();
+  out.getTransport()->flush();
 }
 
 }  // namespace mooncake

@@ -11,8 +11,14 @@
 // The wire bytes are exactly the generated send_Put/send_Upsert's (strict
 // binary protocol); the reply is read with the generated recv_Put/recv_Upsert.
 //
-// Thread-safety: as the client passed in (one thread at a time).
+// The worker answers Get the same way (WriteGetReply): the object's bytes go
+// from where they lie in its tier to the socket, not through
+// GetResult::data.
+//
+// Thread-safety: as the client or protocol passed in (one thread at a time).
 
+#include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -25,5 +31,12 @@ namespace mooncake {
 // send_Put throws.
 void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::string& key,
                    std::string_view value, const rpc::ReplicateConfig& config);
+
+// Writes and flushes the reply to Get call `seqid`: `head` with `data` as
+// its data field (head.data is not sent). The bytes are exactly those of the
+// generated processor's reply for a GetResult holding `data`. Throws what
+// the protocol's transport throws.
+void WriteGetReply(apache::thrift::protocol::TProtocol& out, int32_t seqid,
+                   const rpc::GetResult& head, std::span<const std::byte> data);
 
 }  // namespace mooncake

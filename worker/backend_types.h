@@ -129,6 +129,16 @@ struct ReadSlice {
   uint64_t version = 0;
 };
 
+// A slice read in place (TieredCacheBackend::ReadInPlace): the object's
+// size and version; its bytes are passed beside it.
+struct ReadInfo {
+  uint64_t total_size = 0;
+  uint64_t version = 0;
+};
+// Receives a slice's bytes where they lie; they stay valid (the object is
+// pinned) only until it returns.
+using ReadVisitor = std::function<void(const ReadInfo& info, std::span<const std::byte> bytes)>;
+
 // Where a write's space was allocated.
 struct WriteTarget {
   size_t tier = 0;

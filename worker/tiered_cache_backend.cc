@@ -219,6 +219,43 @@ Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offse
   return slice;
 }
 
+Result<void> TieredCacheBackend::ReadInPlace(const std::string& key, uint64_t offset,
+                                             uint64_t length, const ReadVisitor& visit) {
+  if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
+  if (offset == 0) ctx_->counters.gets.fetch_add(1, std::memory_order_relaxed);
+  ReadSlice slice;  // its size and version; the bytes are viewed, not copied
+  Result<PinnedRead> pinned;
+  {
+    std::lock_guard lock(ctx_->mu);
+    pinned = PinLocked(*ctx_, *table_, key, offset, length, SteadyClock::now(), slice);
+  }
+  if (!pinned) return Err(pinned.error());
+  Result<void> copied;
+  // Released however this returns, `visit` throwing included: a pin left
+  // behind would keep the object from ever moving or being evicted.
+  struct Unpin {
+    TieredCacheBackend& backend;
+    const std::string& key;
+    const PinnedRead& pinned;
+    const Result<void>& copied;
+    ~Unpin() {
+      std::lock_guard lock(backend.ctx_->mu);
+      UnpinLocked(*backend.ctx_, *backend.table_, *backend.work_, key, pinned, copied);
+    }
+  } unpin{*this, key, *pinned, copied};
+  const Allocation& allocation = *pinned->allocation;
+  std::span<const std::byte> bytes;
+  if (const std::byte* base = allocation.tier->HostAddress(allocation.location)) {
+    bytes = std::span(base + pinned->offset, pinned->want);
+  } else {
+    copied = CopyOut(*pinned, slice.data);
+    if (!copied) return Err(copied.error());
+    bytes = std::as_bytes(std::span(slice.data));
+  }
+  visit(ReadInfo{.total_size = slice.total_size, .version = slice.version}, bytes);
+  return {};
+}
+
 std::vector<Result<ReadSlice>> TieredCacheBackend::GetMany(const std::vector<std::string>& keys,
                                                            uint64_t budget) {
   std::vector<Result<ReadSlice>> results(keys.size());

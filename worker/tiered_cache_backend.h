@@ -122,6 +122,13 @@ class TieredCacheBackend {
   // Reads [offset, offset + length) of a complete object; length 0 means to
   // the end. At most kRpcChunkBytes are returned. Grants a lease.
   Result<ReadSlice> Get(const std::string& key, uint64_t offset, uint64_t length);
+  // Get without the copy: passes the slice to `visit` where it lies (a
+  // host-memory tier), or from a buffer it was read into (the others). The
+  // object stays pinned, so neither moved nor evicted, until `visit`
+  // returns; the lock is not held meanwhile. An exception from `visit`
+  // passes through, after the pin is released.
+  Result<void> ReadInPlace(const std::string& key, uint64_t offset, uint64_t length,
+                           const ReadVisitor& visit);
   // Get(key, 0, kRpcChunkBytes) for each of `keys`, one result per key in
   // order, with the same leases, counters and promotions; the keys' data
   // together stop at `budget` bytes: a key past it gets its size and version

@@ -1,8 +1,7 @@
 #include "worker/worker_handler.h"
 
-#include <deque>
-
 #include <algorithm>
+#include <deque>
 
 #include "common/log.h"
 #include "thrift/rdma_wire.h"
@@ -289,6 +288,33 @@ void WorkerHandler::Get(rpc::GetResult& result, const std::string& key, int64_t 
   RequestTimer timer(requests_, "get");
   GetUntimed(result, key, offset, length);
   timer.Finish(CodeOf(result.code));
+}
+
+void WorkerHandler::GetInPlace(const std::string& key, int64_t offset, int64_t length,
+                               const GetReply& reply) {
+  RequestTimer timer(requests_, "get");
+  rpc::GetResult head;
+  if (!serving_reads_.load()) {
+    head.code = rpc::ErrorCode::REPLICA_IS_NOT_READY;
+  } else if (offset < 0 || length < 0) {
+    head.code = rpc::ErrorCode::INVALID_PARAMS;
+  } else {
+    auto read =
+        backend_.ReadInPlace(key, static_cast<uint64_t>(offset), static_cast<uint64_t>(length),
+                             [&](const ReadInfo& info, std::span<const std::byte> data) {
+                               head.code = rpc::ErrorCode::OK;
+                               head.total_size = static_cast<int64_t>(info.total_size);
+                               head.version = static_cast<int64_t>(info.version);
+                               // Timed up to the reply, as Get is: the send is the caller's.
+                               timer.Finish(CodeOf(head.code));
+                               reply(head, data);
+                             });
+    if (read) return;
+    head.code = ToRpc(read.error());
+    HintMovedKey(head, key);
+  }
+  timer.Finish(CodeOf(head.code));
+  reply(head, {});
 }
 
 void WorkerHandler::GetUntimed(rpc::GetResult& result, const std::string& key, int64_t offset,

@@ -7,6 +7,8 @@
 // Thread-safety: stateless apart from references to thread-safe objects.
 
 #include <atomic>
+#include <functional>
+#include <span>
 #include <string>
 
 #include "common/metrics.h"
@@ -48,6 +50,12 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   rpc::ErrorCode::type PutEnd(int64_t handle) override;
   rpc::ErrorCode::type PutRevoke(int64_t handle) override;
   void Get(rpc::GetResult& result, const std::string& key, int64_t offset, int64_t length) override;
+  // Get, answered through `reply` with the bytes where they lie instead of
+  // in result.data (WorkerProcessor sends them from there). `reply` is
+  // called exactly once, also for an error (with no bytes); the object
+  // stays pinned while it runs. Counted in the metrics as a get.
+  using GetReply = std::function<void(const rpc::GetResult& head, std::span<const std::byte> data)>;
+  void GetInPlace(const std::string& key, int64_t offset, int64_t length, const GetReply& reply);
   int32_t Exist(const std::string& key, bool prefetch, const std::string& requester_node) override;
   rpc::ErrorCode::type Remove(const std::string& key, bool force) override;
   void BatchPut(std::vector<rpc::ErrorCode::type>& results,

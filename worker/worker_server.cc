@@ -21,6 +21,7 @@
 #include "worker/peer_transfer.h"
 #include "worker/tiered_cache_backend.h"
 #include "worker/worker_handler.h"
+#include "worker/worker_processor.h"
 
 namespace mooncake {
 namespace {
@@ -201,7 +202,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
       std::make_shared<WorkerHandler>(*server->backend_, config.node_id, *server->requests_);
   handler->set_rdma_link(server->rdma_.get());
   server->handler_ = handler;
-  auto rpc = RpcServer::Start(std::make_shared<rpc::WorkerServiceProcessor>(handler),
+  auto rpc = RpcServer::Start(std::make_shared<WorkerProcessor>(handler),
                               {.host = config.host,
                                .port = config.port,
                                .limits = config.rpc_limits,

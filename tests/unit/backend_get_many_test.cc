@@ -1,6 +1,8 @@
-// TieredCacheBackend::GetMany (the worker's BatchGet) over a real DRAM arena
-// and a real RocksDB SSD tier: one answer per key in order, the reply budget,
-// and the same leases, counters and promotions as one Get per key.
+// TieredCacheBackend::GetMany (the worker's BatchGet) and ReadInPlace (its
+// Get) over a real DRAM arena and a real RocksDB SSD tier: one answer per key
+// in order, the reply budget, the same leases, counters and promotions as
+// one Get per key, and reads in place that view the arena and pin the object
+// only while they are visited.
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -9,6 +11,8 @@
 #include <filesystem>
 #include <mutex>
 #include <random>
+#include <stdexcept>
+#include <string_view>
 #include <thread>
 
 #include "tests/unit/gated_read_tier.h"
@@ -49,7 +53,9 @@ class GetManyTest : public ::testing::Test {
   void Open(uint64_t dram, uint64_t ssd, BackendOptions options = Options()) {
     backend_.reset();
     std::vector<std::unique_ptr<CacheTier>> tiers;
-    tiers.push_back(std::move(DramTier::Create("dram", dram).value()));
+    auto dram_tier = std::move(DramTier::Create("dram", dram).value());
+    dram_ = dram_tier.get();
+    tiers.push_back(std::move(dram_tier));
     auto gated = std::make_unique<GatedReadTier>(
         std::move(SsdTier::Open("ssd", dir_ + "/ssd", ssd).value()));
     gate_ = gated.get();
@@ -70,6 +76,7 @@ class GetManyTest : public ::testing::Test {
   InMemoryDirectory directory_;
   std::unique_ptr<TieredCacheBackend> backend_;
   GatedReadTier* gate_ = nullptr;
+  DramTier* dram_ = nullptr;  // owned by the backend
 };
 
 TEST_F(GetManyTest, AnswersEachKeyInOrderAndCountsLikeGets) {
@@ -183,6 +190,86 @@ TEST_F(GetManyTest, AKeyErasedDuringTheReadLeavesTheOthersReleased) {
   EXPECT_TRUE(results[1]->data == Pattern(kMiB, 2));
   EXPECT_EQ(backend_->Inspect("kept")->readers, 0);
   EXPECT_TRUE(backend_->Remove("kept", false));
+}
+
+// ---- ReadInPlace ----
+
+TEST_F(GetManyTest, ReadInPlaceViewsDramBytesWhereTheyLieWhileTheObjectIsPinned) {
+  Open(8 * kMiB, 32 * kMiB);
+  const std::string value = Pattern(kMiB, 3);
+  ASSERT_TRUE(backend_->Put("a", value, {}));
+  const ObjectSnapshot before = backend_->Inspect("a").value();
+
+  int visits = 0;
+  auto read = backend_->ReadInPlace("a", 0, 0, [&](const ReadInfo& info, auto bytes) {
+    ++visits;
+    EXPECT_EQ(reinterpret_cast<const void*>(bytes.data()),
+              reinterpret_cast<const void*>(dram_->arena_base() + before.offset))
+        << "a view of the arena, not a copy";
+    EXPECT_TRUE(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()) ==
+                value);
+    EXPECT_EQ(info.total_size, kMiB);
+    EXPECT_EQ(info.version, before.version);
+    EXPECT_EQ(backend_->Inspect("a")->readers, 1) << "pinned while visited";
+  });
+
+  ASSERT_TRUE(read) << ToString(read.error());
+  EXPECT_EQ(visits, 1);
+  EXPECT_EQ(backend_->Inspect("a")->readers, 0);
+  BackendStats stats = backend_->Stats();
+  EXPECT_EQ(stats.gets, 1u);
+  EXPECT_EQ(stats.tiers[0].hits, 1u);
+  EXPECT_EQ(stats.tiers[0].read_bytes, kMiB);
+}
+
+TEST_F(GetManyTest, ReadInPlaceOfARangeViewsOnlyThatRange) {
+  Open(8 * kMiB, 32 * kMiB);
+  const std::string value = Pattern(1000, 4);
+  ASSERT_TRUE(backend_->Put("r", value, {}));
+  std::string seen;
+  ASSERT_TRUE(backend_->ReadInPlace("r", 100, 50, [&](const ReadInfo& info, auto bytes) {
+    seen.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    EXPECT_EQ(info.total_size, 1000u);
+  }));
+  EXPECT_EQ(seen, value.substr(100, 50));
+  EXPECT_EQ(backend_->Stats().gets, 0u) << "only a read from offset 0 counts as a get";
+}
+
+TEST_F(GetManyTest, ReadInPlaceOfAnSsdObjectPassesACopyAndPromotesIt) {
+  Open(4 * kMiB, 64 * kMiB);
+  ASSERT_TRUE(backend_->Put("cold", Pattern(kMiB, 7), {.preferred_tier = 1}));
+  ASSERT_EQ(TierOf("cold"), "ssd");
+  std::string seen;
+  ASSERT_TRUE(backend_->ReadInPlace("cold", 0, 0, [&](const ReadInfo&, auto bytes) {
+    seen.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }));
+  EXPECT_TRUE(seen == Pattern(kMiB, 7));
+  EXPECT_EQ(backend_->Stats().tiers[1].hits, 1u);
+  backend_->RunMaintenance();
+  EXPECT_EQ(TierOf("cold"), "dram");
+}
+
+TEST_F(GetManyTest, ReadInPlaceOfWhatCannotBeReadNeverVisits) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->PutStart("w", 10, {}));
+  int visits = 0;
+  auto visit = [&](const ReadInfo&, auto) { ++visits; };
+  EXPECT_EQ(backend_->ReadInPlace("missing", 0, 0, visit).error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(backend_->ReadInPlace("", 0, 0, visit).error(), ErrorCode::kInvalidKey);
+  EXPECT_EQ(backend_->ReadInPlace("w", 0, 0, visit).error(), ErrorCode::kReplicaIsNotReady);
+  EXPECT_EQ(visits, 0);
+  EXPECT_EQ(backend_->Stats().get_misses, 1u);
+}
+
+TEST_F(GetManyTest, AVisitThatThrowsStillLetsGoOfTheObject) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("a", Pattern(4096, 5), {}));
+  EXPECT_THROW(
+      backend_->ReadInPlace(
+          "a", 0, 0, [](const ReadInfo&, auto) { throw std::runtime_error("the peer went away"); }),
+      std::runtime_error);
+  EXPECT_EQ(backend_->Inspect("a")->readers, 0);
+  EXPECT_TRUE(backend_->Remove("a", false)) << "an unpinned object can be removed";
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -520,6 +521,40 @@ TEST(ValueCallsTest, PutAndUpsertFromAViewWriteExactlyTheGeneratedBytes) {
     EXPECT_EQ(WorkerCallBytes([&](auto& c) { SendValueCall(c, true, key, value, config); }),
               WorkerCallBytes([&](auto& c) { c.send_Upsert(key, value, config); }))
         << "Upsert of " << size << " bytes";
+  }
+}
+
+// What the generated processor replies to Get when the handler fills
+// `result`, as WorkerServiceProcessor::process_Get writes it.
+std::string GeneratedGetReplyBytes(int32_t seqid, const rpc::GetResult& result) {
+  auto buffer = std::make_shared<apache::thrift::transport::TMemoryBuffer>();
+  apache::thrift::protocol::TBinaryProtocol out(buffer);
+  rpc::WorkerService_Get_result reply;
+  reply.success = result;
+  reply.__isset.success = true;
+  out.writeMessageBegin("Get", apache::thrift::protocol::T_REPLY, seqid);
+  reply.write(&out);
+  out.writeMessageEnd();
+  return buffer->getBufferAsString();
+}
+
+TEST(ValueCallsTest, AGetReplyFromAViewWritesExactlyTheGeneratedBytes) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{4} << 10, size_t{100} << 10}) {
+    rpc::GetResult result;
+    result.code = size == 0 ? rpc::ErrorCode::NOT_OWNER : rpc::ErrorCode::OK;
+    result.data = PatternOf(size, static_cast<int>(size % 89));
+    result.total_size = static_cast<int64_t>(3 * size + 7);
+    result.version = 42 + static_cast<int64_t>(size);
+    if (size == 0) result.owner_hint = "worker-b";
+    rpc::GetResult head = result;
+    head.data = "not sent: the view is";
+
+    auto buffer = std::make_shared<apache::thrift::transport::TMemoryBuffer>();
+    apache::thrift::protocol::TBinaryProtocol out(buffer);
+    WriteGetReply(out, 77, head, std::as_bytes(std::span(result.data)));
+
+    EXPECT_EQ(buffer->getBufferAsString(), GeneratedGetReplyBytes(77, result))
+        << "reply with " << size << " bytes";
   }
 }
 
