@@ -7,6 +7,7 @@ namespace mooncake {
 using apache::thrift::protocol::T_CALL;
 using apache::thrift::protocol::T_I32;
 using apache::thrift::protocol::T_I64;
+using apache::thrift::protocol::T_LIST;
 using apache::thrift::protocol::T_REPLY;
 using apache::thrift::protocol::T_STRING;
 using apache::thrift::protocol::T_STRUCT;
@@ -45,13 +46,10 @@ void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::str
   protocol->getTransport()->flush();
 }
 
-void WriteGetReply(TProtocol& out, int32_t seqid, const rpc::GetResult& head,
-                   std::span<const std::byte> data) {
-  // Mirrors WorkerServiceProcessor::process_Get's reply,
-  // WorkerService_Get_result::write and GetResult::write.
-  out.writeMessageBegin("Get", T_REPLY, seqid);
-  out.writeStructBegin("WorkerService_Get_result");
-  out.writeFieldBegin("success", T_STRUCT, 0);
+namespace {
+
+// GetResult::write with `data` as the data field.
+void WriteGetResult(TProtocol& out, const rpc::GetResult& head, std::span<const std::byte> data) {
   out.writeStructBegin("GetResult");
   out.writeFieldBegin("code", T_I32, 1);
   out.writeI32(static_cast<int32_t>(head.code));
@@ -70,12 +68,40 @@ void WriteGetReply(TProtocol& out, int32_t seqid, const rpc::GetResult& head,
   out.writeFieldEnd();
   out.writeFieldStop();
   out.writeStructEnd();
+}
+
+void EndReply(TProtocol& out) {
   out.writeFieldEnd();
   out.writeFieldStop();
   out.writeStructEnd();
   out.writeMessageEnd();
   out.getTransport()->writeEnd();
   out.getTransport()->flush();
+}
+
+}  // namespace
+
+void WriteGetReply(TProtocol& out, int32_t seqid, const rpc::GetResult& head,
+                   std::span<const std::byte> data) {
+  // Mirrors WorkerServiceProcessor::process_Get's reply and
+  // WorkerService_Get_result::write.
+  out.writeMessageBegin("Get", T_REPLY, seqid);
+  out.writeStructBegin("WorkerService_Get_result");
+  out.writeFieldBegin("success", T_STRUCT, 0);
+  WriteGetResult(out, head, data);
+  EndReply(out);
+}
+
+void WriteBatchGetReply(TProtocol& out, int32_t seqid, std::span<const rpc::GetResult> heads,
+                        std::span<const std::span<const std::byte>> data) {
+  // Mirrors process_BatchGet's reply and WorkerService_BatchGet_result::write.
+  out.writeMessageBegin("BatchGet", T_REPLY, seqid);
+  out.writeStructBegin("WorkerService_BatchGet_result");
+  out.writeFieldBegin("success", T_LIST, 0);
+  out.writeListBegin(T_STRUCT, static_cast<uint32_t>(heads.size()));
+  for (size_t i = 0; i < heads.size(); ++i) WriteGetResult(out, heads[i], data[i]);
+  out.writeListEnd();
+  EndReply(out);
 }
 
 }  // namespace mooncake

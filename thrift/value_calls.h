@@ -3,7 +3,7 @@
 // Put and Upsert requests sent from a view of the caller's value, without
 // copying it into a std::string first (the generated WorkerServiceClient
 // takes const std::string&). With BoundedFramedTransport's borrowed writes a
-// value of 64 KiB or more then goes from the caller's memory to the socket
+// value of 4 KiB or more then goes from the caller's memory to the socket
 // with no copy in this process. For a 4 MiB value that is a 4 MiB malloc,
 // memcpy and free less per call; with many client threads those
 // mmap/munmap pairs also serialised on the process's address-space lock.
@@ -11,7 +11,8 @@
 // The wire bytes are exactly the generated send_Put/send_Upsert's (strict
 // binary protocol); the reply is read with the generated recv_Put/recv_Upsert.
 //
-// The worker answers Get the same way (WriteGetReply): the object's bytes go
+// The worker answers Get and BatchGet the same way (WriteGetReply,
+// WriteBatchGetReply): the object's bytes go
 // from where they lie in its tier to the socket, not through
 // GetResult::data.
 //
@@ -38,5 +39,9 @@ void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::str
 // the protocol's transport throws.
 void WriteGetReply(apache::thrift::protocol::TProtocol& out, int32_t seqid,
                    const rpc::GetResult& head, std::span<const std::byte> data);
+// The same for a BatchGet reply: heads[i] with data[i], in order.
+void WriteBatchGetReply(apache::thrift::protocol::TProtocol& out, int32_t seqid,
+                        std::span<const rpc::GetResult> heads,
+                        std::span<const std::span<const std::byte>> data);
 
 }  // namespace mooncake

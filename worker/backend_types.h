@@ -139,6 +139,16 @@ struct ReadInfo {
 // pinned) only until it returns.
 using ReadVisitor = std::function<void(const ReadInfo& info, std::span<const std::byte> bytes)>;
 
+// One key of a batch read in place (TieredCacheBackend::ReadManyInPlace):
+// its size and version and its bytes, or why it could not be read.
+struct ReadPiece {
+  Result<ReadInfo> info;
+  std::span<const std::byte> bytes;
+};
+// Receives every key's piece at once; the bytes stay valid (the objects are
+// pinned) only until it returns.
+using ReadManyVisitor = std::function<void(std::span<const ReadPiece> pieces)>;
+
 // Where a write's space was allocated.
 struct WriteTarget {
   size_t tier = 0;

@@ -115,7 +115,7 @@ Result<void> TieredCacheBackend::AdoptAbort(const std::string& key) {
 
 namespace {
 
-// Keys GetMany handles per hold of the lock: bounds how long one batch keeps
+// Keys ReadManyInPlace pins per hold of the lock: bounds how long one batch keeps
 // other requests waiting, and how many objects it pins at once.
 constexpr size_t kKeysPerLockHold = 64;
 
@@ -256,49 +256,69 @@ Result<void> TieredCacheBackend::ReadInPlace(const std::string& key, uint64_t of
   return {};
 }
 
-std::vector<Result<ReadSlice>> TieredCacheBackend::GetMany(const std::vector<std::string>& keys,
-                                                           uint64_t budget) {
-  std::vector<Result<ReadSlice>> results(keys.size());
-  std::vector<Result<PinnedRead>> pinned(std::min(keys.size(), kKeysPerLockHold));
-  for (size_t first = 0; first < keys.size(); first += kKeysPerLockHold) {
-    const size_t count = std::min(keys.size() - first, kKeysPerLockHold);
-    for (size_t j = 0; j < count; ++j) {
-      const std::string& key = keys[first + j];
-      if (auto valid = ValidateKey(key); !valid) {
-        pinned[j] = Err(valid.error());
-      } else {
-        ctx_->counters.gets.fetch_add(1, std::memory_order_relaxed);
-        pinned[j] = PinnedRead{};  // marks the key for the locked pass
-      }
-    }
-    {
-      std::lock_guard lock(ctx_->mu);
-      auto now = SteadyClock::now();
-      for (size_t j = 0; j < count; ++j) {
-        if (!pinned[j]) continue;
-        results[first + j] = ReadSlice{};
-        pinned[j] =
-            PinLocked(*ctx_, *table_, keys[first + j], 0, kRpcChunkBytes, now, *results[first + j]);
-      }
-    }
-    std::vector<Result<void>> copied(count);
-    for (size_t j = 0; j < count; ++j) {
-      if (!pinned[j]) continue;
-      pinned[j]->want = std::min(pinned[j]->want, budget);
-      budget -= pinned[j]->want;
-      copied[j] = CopyOut(*pinned[j], results[first + j]->data);
-    }
-    std::lock_guard lock(ctx_->mu);
-    for (size_t j = 0; j < count; ++j) {
-      if (!pinned[j]) {
-        results[first + j] = Err(pinned[j].error());
-        continue;
-      }
-      UnpinLocked(*ctx_, *table_, *work_, keys[first + j], *pinned[j], copied[j]);
-      if (!copied[j]) results[first + j] = Err(copied[j].error());
+void TieredCacheBackend::ReadManyInPlace(const std::vector<std::string>& keys, uint64_t budget,
+                                         const ReadManyVisitor& visit) {
+  const size_t count = keys.size();
+  std::vector<ReadPiece> pieces(count);
+  std::vector<Result<PinnedRead>> pinned(count);
+  std::vector<Result<void>> copied(count);
+  std::vector<std::string> copies(count);  // for tiers outside host memory
+  for (size_t i = 0; i < count; ++i) {
+    if (auto valid = ValidateKey(keys[i]); !valid) {
+      pinned[i] = Err(valid.error());
+    } else {
+      ctx_->counters.gets.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  return results;
+  // Released however this returns, `visit` throwing included, a run of keys
+  // per hold of the lock as they were pinned.
+  struct UnpinAll {
+    TieredCacheBackend& backend;
+    const std::vector<std::string>& keys;
+    const std::vector<Result<PinnedRead>>& pinned;
+    const std::vector<Result<void>>& copied;
+    size_t pinned_keys = 0;  // keys [0, pinned_keys) went through PinLocked
+    ~UnpinAll() {
+      for (size_t first = 0; first < pinned_keys; first += kKeysPerLockHold) {
+        std::lock_guard lock(backend.ctx_->mu);
+        for (size_t i = first; i < std::min(pinned_keys, first + kKeysPerLockHold); ++i) {
+          if (!pinned[i]) continue;
+          UnpinLocked(*backend.ctx_, *backend.table_, *backend.work_, keys[i], *pinned[i],
+                      copied[i]);
+        }
+      }
+    }
+  } unpin{*this, keys, pinned, copied};
+  for (size_t first = 0; first < count; first += kKeysPerLockHold) {
+    const size_t last = std::min(count, first + kKeysPerLockHold);
+    std::lock_guard lock(ctx_->mu);
+    auto now = SteadyClock::now();
+    for (size_t i = first; i < last; ++i) {
+      if (!pinned[i]) continue;
+      ReadSlice meta;
+      pinned[i] = PinLocked(*ctx_, *table_, keys[i], 0, kRpcChunkBytes, now, meta);
+      pieces[i].info = ReadInfo{.total_size = meta.total_size, .version = meta.version};
+    }
+    unpin.pinned_keys = last;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (!pinned[i]) {
+      pieces[i].info = Err(pinned[i].error());
+      continue;
+    }
+    PinnedRead& read = *pinned[i];
+    read.want = std::min(read.want, budget);
+    budget -= read.want;
+    const Allocation& allocation = *read.allocation;
+    if (const std::byte* base = allocation.tier->HostAddress(allocation.location)) {
+      pieces[i].bytes = std::span(base + read.offset, read.want);
+    } else if (copied[i] = CopyOut(read, copies[i]); copied[i]) {
+      pieces[i].bytes = std::as_bytes(std::span(copies[i]));
+    } else {
+      pieces[i].info = Err(copied[i].error());
+    }
+  }
+  visit(pieces);
 }
 
 Result<bool> TieredCacheBackend::Exist(const std::string& key, bool prefetch,

@@ -129,12 +129,16 @@ class TieredCacheBackend {
   // passes through, after the pin is released.
   Result<void> ReadInPlace(const std::string& key, uint64_t offset, uint64_t length,
                            const ReadVisitor& visit);
-  // Get(key, 0, kRpcChunkBytes) for each of `keys`, one result per key in
-  // order, with the same leases, counters and promotions; the keys' data
-  // together stop at `budget` bytes: a key past it gets its size and version
-  // and no data. Takes the lock twice per run of keys rather than twice per
-  // key, so a batch does not queue on the lock once for every key.
-  std::vector<Result<ReadSlice>> GetMany(const std::vector<std::string>& keys, uint64_t budget);
+  // A batch read (BatchGet): ReadInPlace(key, 0, kRpcChunkBytes) for each
+  // of `keys`, with the same leases, counters and promotions, but every
+  // key's piece is passed to `visit` at once, in order, with every readable
+  // object pinned until `visit` returns. The keys' bytes together stop at
+  // `budget`: a key past it gets its size and version and no bytes. Takes
+  // the lock twice per run of keys rather than twice per key, so a batch
+  // does not queue on the lock once for every key. An exception from
+  // `visit` passes through, after the pins are released.
+  void ReadManyInPlace(const std::vector<std::string>& keys, uint64_t budget,
+                       const ReadManyVisitor& visit);
   // True if a complete copy is here. Grants a lease. With `prefetch`, an
   // object only on the last (SSD) tier is queued for promotion to DRAM: to
   // `requester_node` (through PeerTransfer, moving ownership) when given,

@@ -285,9 +285,11 @@ rpc::ErrorCode::type WorkerHandler::PutRevoke(int64_t handle) {
 
 void WorkerHandler::Get(rpc::GetResult& result, const std::string& key, int64_t offset,
                         int64_t length) {
-  RequestTimer timer(requests_, "get");
-  GetUntimed(result, key, offset, length);
-  timer.Finish(CodeOf(result.code));
+  // The generated processor's path (WorkerProcessor replies in place).
+  GetInPlace(key, offset, length, [&](const rpc::GetResult& head, std::span<const std::byte> data) {
+    result = head;
+    result.data.assign(reinterpret_cast<const char*>(data.data()), data.size());
+  });
 }
 
 void WorkerHandler::GetInPlace(const std::string& key, int64_t offset, int64_t length,
@@ -317,33 +319,6 @@ void WorkerHandler::GetInPlace(const std::string& key, int64_t offset, int64_t l
   reply(head, {});
 }
 
-void WorkerHandler::GetUntimed(rpc::GetResult& result, const std::string& key, int64_t offset,
-                               int64_t length) {
-  if (!serving_reads_.load()) {
-    result.code = rpc::ErrorCode::REPLICA_IS_NOT_READY;
-    return;
-  }
-  if (offset < 0 || length < 0) {
-    result.code = rpc::ErrorCode::INVALID_PARAMS;
-    return;
-  }
-  FillGetResult(result, key,
-                backend_.Get(key, static_cast<uint64_t>(offset), static_cast<uint64_t>(length)));
-}
-
-void WorkerHandler::FillGetResult(rpc::GetResult& result, const std::string& key,
-                                  Result<ReadSlice> slice) const {
-  if (!slice) {
-    result.code = ToRpc(slice.error());
-    HintMovedKey(result, key);
-    return;
-  }
-  result.code = rpc::ErrorCode::OK;
-  result.data = std::move(slice->data);
-  result.total_size = static_cast<int64_t>(slice->total_size);
-  result.version = static_cast<int64_t>(slice->version);
-}
-
 int32_t WorkerHandler::Exist(const std::string& key, bool prefetch,
                              const std::string& requester_node) {
   if (!serving_reads_.load()) return static_cast<int32_t>(ErrorCode::kReplicaIsNotReady);
@@ -369,23 +344,50 @@ void WorkerHandler::BatchPut(std::vector<rpc::ErrorCode::type>& results,
 
 void WorkerHandler::BatchGet(std::vector<rpc::GetResult>& results,
                              const std::vector<std::string>& keys) {
-  // Each key is counted as one get that took the whole batch's time.
-  auto started = std::chrono::steady_clock::now();
-  results.resize(keys.size());
-  if (!serving_reads_.load()) {
-    for (auto& result : results) result.code = rpc::ErrorCode::REPLICA_IS_NOT_READY;
-  } else {
-    // The whole reply must fit one Thrift frame (~16 MB). Past the budget
-    // each result carries only its size and version; the client reads the
-    // rest with ranged Gets. One backend call for the batch: the backend
-    // takes its lock per run of keys, not twice per key.
-    auto slices = backend_.GetMany(keys, 2 * kRpcChunkBytes);
-    for (size_t i = 0; i < keys.size(); ++i) {
-      FillGetResult(results[i], keys[i], std::move(slices[i]));
+  BatchGetInPlace(keys, [&](std::span<const rpc::GetResult> heads,
+                            std::span<const std::span<const std::byte>> data) {
+    results.assign(heads.begin(), heads.end());
+    for (size_t i = 0; i < results.size(); ++i) {
+      results[i].data.assign(reinterpret_cast<const char*>(data[i].data()), data[i].size());
     }
+  });
+}
+
+void WorkerHandler::BatchGetInPlace(const std::vector<std::string>& keys,
+                                    const BatchGetReply& reply) {
+  // Each key is counted as one get that took the whole batch's time, up to
+  // its reply.
+  auto started = std::chrono::steady_clock::now();
+  std::vector<rpc::GetResult> heads(keys.size());
+  std::vector<std::span<const std::byte>> data(keys.size());
+  auto answer = [&] {
+    auto elapsed = std::chrono::steady_clock::now() - started;
+    for (const auto& head : heads) requests_.Record("get", CodeOf(head.code), elapsed);
+    reply(heads, data);
+  };
+  if (!serving_reads_.load()) {
+    for (auto& head : heads) head.code = rpc::ErrorCode::REPLICA_IS_NOT_READY;
+    answer();
+    return;
   }
-  auto elapsed = std::chrono::steady_clock::now() - started;
-  for (const auto& result : results) requests_.Record("get", CodeOf(result.code), elapsed);
+  // The whole reply must fit one Thrift frame (~16 MB). Past the budget each
+  // result carries only its size and version; the client reads the rest
+  // with ranged Gets.
+  backend_.ReadManyInPlace(keys, 2 * kRpcChunkBytes, [&](std::span<const ReadPiece> pieces) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      rpc::GetResult& head = heads[i];
+      if (!pieces[i].info) {
+        head.code = ToRpc(pieces[i].info.error());
+        HintMovedKey(head, keys[i]);
+        continue;
+      }
+      head.code = rpc::ErrorCode::OK;
+      head.total_size = static_cast<int64_t>(pieces[i].info->total_size);
+      head.version = static_cast<int64_t>(pieces[i].info->version);
+      data[i] = pieces[i].bytes;
+    }
+    answer();
+  });
 }
 
 void WorkerHandler::BatchUpsert(std::vector<rpc::ErrorCode::type>& results,

@@ -10,6 +10,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/metrics.h"
 #include "mooncake_rpc/WorkerService.h"
@@ -56,6 +57,10 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   // stays pinned while it runs. Counted in the metrics as a get.
   using GetReply = std::function<void(const rpc::GetResult& head, std::span<const std::byte> data)>;
   void GetInPlace(const std::string& key, int64_t offset, int64_t length, const GetReply& reply);
+  // BatchGet, answered the same way: one head and one view per key.
+  using BatchGetReply = std::function<void(std::span<const rpc::GetResult> heads,
+                                           std::span<const std::span<const std::byte>> data)>;
+  void BatchGetInPlace(const std::vector<std::string>& keys, const BatchGetReply& reply);
   int32_t Exist(const std::string& key, bool prefetch, const std::string& requester_node) override;
   rpc::ErrorCode::type Remove(const std::string& key, bool force) override;
   void BatchPut(std::vector<rpc::ErrorCode::type>& results,
@@ -99,15 +104,12 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   void OpenForWriteUntimed(rpc::WritePlan& result, const std::string& key, int64_t size,
                            const rpc::ReplicateConfig& config, bool upsert);
   void GetPlacementUntimed(rpc::Placement& result, const std::string& key);
-  void GetUntimed(rpc::GetResult& result, const std::string& key, int64_t offset, int64_t length);
   // Logs a failed put, upsert, put_start or open_for_write at WARN, at most
   // once per second per error code, with the count of lines held back.
   void LogWriteFailure(std::string_view op, const std::string& key, uint64_t size,
                        rpc::ErrorCode::type code);
   // Fills a NOT_OWNER answer with the new owner when this node handed it off.
   void HintMovedKey(rpc::GetResult& result, const std::string& key) const;
-  // The answer to a read of `key`: the slice, or its error with the hint.
-  void FillGetResult(rpc::GetResult& result, const std::string& key, Result<ReadSlice> slice) const;
 
   TieredCacheBackend& backend_;
   std::string node_id_;

@@ -22,35 +22,67 @@ bool WorkerProcessor::dispatchCall(TProtocol* in, TProtocol* out, const std::str
     ProcessGet(in, out, seqid);
     return true;
   }
+  if (name == "BatchGet") {
+    ProcessBatchGet(in, out, seqid);
+    return true;
+  }
   return rpc::WorkerServiceProcessor::dispatchCall(in, out, name, seqid, call_context);
 }
 
-void WorkerProcessor::ProcessGet(TProtocol* in, TProtocol* out, int32_t seqid) {
-  // As the generated process_Get reads its call (this server sets no
-  // event handler, so there are no hooks to run).
-  rpc::WorkerService_Get_args args;
-  args.read(in);
-  in->readMessageEnd();
-  in->getTransport()->readEnd();
-  bool replying = false;
+namespace {
+
+// Runs `answer`, which replies through `out` once. A handler failure before
+// the reply began is answered as the generated processor answers one; once
+// the reply has begun the stream is in an unknown state, so the failure
+// passes to the server, which closes the connection.
+template <typename Answer>
+void ReplyOrFail(TProtocol* out, const char* name, int32_t seqid, bool& replying, Answer&& answer) {
   try {
-    handler_->GetInPlace(args.key, args.offset, args.length,
-                         [&](const rpc::GetResult& head, std::span<const std::byte> data) {
-                           replying = true;
-                           WriteGetReply(*out, seqid, head, data);
-                         });
+    answer();
   } catch (const std::exception& e) {
-    // Once the reply has begun the stream is in an unknown state: let the
-    // server close the connection. Before it, answer as the generated
-    // processor does when a handler throws.
     if (replying) throw;
     TApplicationException failure(e.what());
-    out->writeMessageBegin("Get", T_EXCEPTION, seqid);
+    out->writeMessageBegin(name, T_EXCEPTION, seqid);
     failure.write(out);
     out->writeMessageEnd();
     out->getTransport()->writeEnd();
     out->getTransport()->flush();
   }
+}
+
+}  // namespace
+
+// Both read their call as the generated process_Get/process_BatchGet do
+// (this server sets no event handler, so there are no hooks to run).
+
+void WorkerProcessor::ProcessGet(TProtocol* in, TProtocol* out, int32_t seqid) {
+  rpc::WorkerService_Get_args args;
+  args.read(in);
+  in->readMessageEnd();
+  in->getTransport()->readEnd();
+  bool replying = false;
+  ReplyOrFail(out, "Get", seqid, replying, [&] {
+    handler_->GetInPlace(args.key, args.offset, args.length,
+                         [&](const rpc::GetResult& head, std::span<const std::byte> data) {
+                           replying = true;
+                           WriteGetReply(*out, seqid, head, data);
+                         });
+  });
+}
+
+void WorkerProcessor::ProcessBatchGet(TProtocol* in, TProtocol* out, int32_t seqid) {
+  rpc::WorkerService_BatchGet_args args;
+  args.read(in);
+  in->readMessageEnd();
+  in->getTransport()->readEnd();
+  bool replying = false;
+  ReplyOrFail(out, "BatchGet", seqid, replying, [&] {
+    handler_->BatchGetInPlace(args.keys, [&](std::span<const rpc::GetResult> heads,
+                                             std::span<const std::span<const std::byte>> data) {
+      replying = true;
+      WriteBatchGetReply(*out, seqid, heads, data);
+    });
+  });
 }
 
 }  // namespace mooncake

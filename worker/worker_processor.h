@@ -1,10 +1,12 @@
 #pragma once
 
 // WorkerProcessor: the worker's Thrift processor. It is the generated
-// WorkerServiceProcessor except for Get, whose reply is written from where
-// the object's bytes lie (WorkerHandler::GetInPlace, WriteGetReply) rather
-// than from a copy in GetResult::data: for a 4 MiB object that is a 4 MiB
-// allocation and memcpy less per read. The bytes on the wire are the same.
+// WorkerServiceProcessor except for Get and BatchGet, whose replies are
+// written from where the objects' bytes lie (WorkerHandler::GetInPlace and
+// BatchGetInPlace, WriteGetReply and WriteBatchGetReply) rather than from
+// copies in GetResult::data: for a 4 MiB object that is a 4 MiB allocation
+// and memcpy less per read, for a batch one per key. The bytes on the wire
+// are the same.
 //
 // Thread-safety: as WorkerServiceProcessor (one call per protocol at a time).
 
@@ -29,6 +31,8 @@ class WorkerProcessor : public rpc::WorkerServiceProcessor {
  private:
   void ProcessGet(apache::thrift::protocol::TProtocol* in, apache::thrift::protocol::TProtocol* out,
                   int32_t seqid);
+  void ProcessBatchGet(apache::thrift::protocol::TProtocol* in,
+                       apache::thrift::protocol::TProtocol* out, int32_t seqid);
 
   std::shared_ptr<WorkerHandler> handler_;
 };

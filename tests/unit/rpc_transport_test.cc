@@ -558,6 +558,35 @@ TEST(ValueCallsTest, AGetReplyFromAViewWritesExactlyTheGeneratedBytes) {
   }
 }
 
+TEST(ValueCallsTest, ABatchGetReplyFromViewsWritesExactlyTheGeneratedBytes) {
+  std::vector<rpc::GetResult> results(3);
+  results[0].code = rpc::ErrorCode::OK;
+  results[0].data = PatternOf(4096, 5);
+  results[0].total_size = 4096;
+  results[0].version = 9;
+  results[1].code = rpc::ErrorCode::NOT_OWNER;
+  results[1].owner_hint = "worker-c";
+  results[2].code = rpc::ErrorCode::OK;
+  results[2].total_size = 1 << 30;  // past the reply budget: no bytes
+  results[2].version = 11;
+  std::vector<std::span<const std::byte>> data;
+  for (const auto& result : results) data.push_back(std::as_bytes(std::span(result.data)));
+
+  auto buffer = std::make_shared<apache::thrift::transport::TMemoryBuffer>();
+  apache::thrift::protocol::TBinaryProtocol out(buffer);
+  WriteBatchGetReply(out, 5, results, data);
+
+  auto expected = std::make_shared<apache::thrift::transport::TMemoryBuffer>();
+  apache::thrift::protocol::TBinaryProtocol generated(expected);
+  rpc::WorkerService_BatchGet_result reply;
+  reply.success = results;
+  reply.__isset.success = true;
+  generated.writeMessageBegin("BatchGet", apache::thrift::protocol::T_REPLY, 5);
+  reply.write(&generated);
+  generated.writeMessageEnd();
+  EXPECT_EQ(buffer->getBufferAsString(), expected->getBufferAsString());
+}
+
 TEST(RpcServerStartTest, RejectsBadLimitsAndUnreadableTlsFiles) {
   auto processor =
       std::make_shared<rpc::MasterServiceProcessor>(std::make_shared<rpc::MasterServiceNull>());

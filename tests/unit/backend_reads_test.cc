@@ -1,8 +1,8 @@
-// TieredCacheBackend::GetMany (the worker's BatchGet) and ReadInPlace (its
-// Get) over a real DRAM arena and a real RocksDB SSD tier: one answer per key
-// in order, the reply budget, the same leases, counters and promotions as
-// one Get per key, and reads in place that view the arena and pin the object
-// only while they are visited.
+// TieredCacheBackend::ReadManyInPlace (the worker's BatchGet) and
+// ReadInPlace (its Get) over a real DRAM arena and a real RocksDB SSD tier:
+// one answer per key in order, the reply budget, the same leases, counters
+// and promotions as one Get per key, and reads that view the arena and pin
+// the objects only while they are visited.
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <mutex>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -37,7 +38,27 @@ std::string Pattern(uint64_t size, uint64_t salt) {
 
 using mooncake::testing::GatedReadTier;
 
-class GetManyTest : public ::testing::Test {
+// What a BatchGet answers: each key's piece, copied out while visited.
+std::vector<Result<ReadSlice>> GetMany(TieredCacheBackend& backend,
+                                       const std::vector<std::string>& keys, uint64_t budget) {
+  std::vector<Result<ReadSlice>> results;
+  backend.ReadManyInPlace(keys, budget, [&](std::span<const ReadPiece> pieces) {
+    for (const ReadPiece& piece : pieces) {
+      if (!piece.info) {
+        results.push_back(Err(piece.info.error()));
+        continue;
+      }
+      results.push_back(ReadSlice{
+          .data =
+              std::string(reinterpret_cast<const char*>(piece.bytes.data()), piece.bytes.size()),
+          .total_size = piece.info->total_size,
+          .version = piece.info->version});
+    }
+  });
+  return results;
+}
+
+class BackendReadTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/mooncake-getmany-XXXXXX";
@@ -79,14 +100,14 @@ class GetManyTest : public ::testing::Test {
   DramTier* dram_ = nullptr;  // owned by the backend
 };
 
-TEST_F(GetManyTest, AnswersEachKeyInOrderAndCountsLikeGets) {
+TEST_F(BackendReadTest, AnswersEachKeyInOrderAndCountsLikeGets) {
   Open(8 * kMiB, 32 * kMiB);
   ASSERT_TRUE(backend_->Put("a", "alpha", {}));
   ASSERT_TRUE(backend_->Put("b", Pattern(1000, 2), {}));
   auto pending = backend_->PutStart("w", 10, {});
   ASSERT_TRUE(pending);
 
-  auto results = backend_->GetMany({"b", "missing", "", "w", "a", "b"}, 8 * kMiB);
+  auto results = GetMany(*backend_, {"b", "missing", "", "w", "a", "b"}, 8 * kMiB);
 
   ASSERT_EQ(results.size(), 6u);
   ASSERT_TRUE(results[0]);
@@ -109,12 +130,12 @@ TEST_F(GetManyTest, AnswersEachKeyInOrderAndCountsLikeGets) {
   EXPECT_EQ(backend_->Inspect("b")->readers, 0);
 }
 
-TEST_F(GetManyTest, DataStopsAtTheBudgetButEveryKeyKeepsItsSizeAndVersion) {
+TEST_F(BackendReadTest, DataStopsAtTheBudgetButEveryKeyKeepsItsSizeAndVersion) {
   Open(16 * kMiB, 32 * kMiB);
   for (int i = 0; i < 3; ++i)
     ASSERT_TRUE(backend_->Put("k" + std::to_string(i), Pattern(kMiB, i), {}));
 
-  auto results = backend_->GetMany({"k0", "k1", "k2"}, kMiB + kMiB / 2);
+  auto results = GetMany(*backend_, {"k0", "k1", "k2"}, kMiB + kMiB / 2);
 
   ASSERT_EQ(results.size(), 3u);
   for (int i = 0; i < 3; ++i) {
@@ -127,14 +148,14 @@ TEST_F(GetManyTest, DataStopsAtTheBudgetButEveryKeyKeepsItsSizeAndVersion) {
   EXPECT_TRUE(results[2]->data.empty());
 }
 
-TEST_F(GetManyTest, ManyKeysSpanSeveralLockHolds) {
+TEST_F(BackendReadTest, ManyKeysSpanSeveralLockHolds) {
   Open(16 * kMiB, 32 * kMiB);
   std::vector<std::string> keys;
   for (int i = 0; i < 200; ++i) {
     keys.push_back("m" + std::to_string(i));
     ASSERT_TRUE(backend_->Put(keys.back(), Pattern(100, i), {}));
   }
-  auto results = backend_->GetMany(keys, 8 * kMiB);
+  auto results = GetMany(*backend_, keys, 8 * kMiB);
   ASSERT_EQ(results.size(), keys.size());
   for (int i = 0; i < 200; ++i) {
     ASSERT_TRUE(results[i]) << i;
@@ -142,11 +163,11 @@ TEST_F(GetManyTest, ManyKeysSpanSeveralLockHolds) {
   }
 }
 
-TEST_F(GetManyTest, AWholeReadOfAnSsdObjectPromotesIt) {
+TEST_F(BackendReadTest, AWholeReadOfAnSsdObjectPromotesIt) {
   Open(4 * kMiB, 64 * kMiB);
   ASSERT_TRUE(backend_->Put("cold", Pattern(kMiB, 7), {.preferred_tier = 1}));
   ASSERT_EQ(TierOf("cold"), "ssd");
-  auto results = backend_->GetMany({"cold"}, 8 * kMiB);
+  auto results = GetMany(*backend_, {"cold"}, 8 * kMiB);
   ASSERT_TRUE(results[0]);
   EXPECT_EQ(results[0]->data, Pattern(kMiB, 7));
   EXPECT_EQ(backend_->Stats().tiers[1].hits, 1u);
@@ -154,7 +175,7 @@ TEST_F(GetManyTest, AWholeReadOfAnSsdObjectPromotesIt) {
   EXPECT_EQ(TierOf("cold"), "dram");
 }
 
-TEST_F(GetManyTest, AKeyErasedDuringTheReadLeavesTheOthersReleased) {
+TEST_F(BackendReadTest, AKeyErasedDuringTheReadLeavesTheOthersReleased) {
   BackendOptions options = Options();
   options.promote_on_get = false;
   Open(16 * kMiB, 64 * kMiB, options);
@@ -164,7 +185,7 @@ TEST_F(GetManyTest, AKeyErasedDuringTheReadLeavesTheOthersReleased) {
   // Given a batch read held in the middle of copying out (the gate is shut).
   gate_->Close();
   std::vector<Result<ReadSlice>> results;
-  std::thread reader([&] { results = backend_->GetMany({"gone", "kept"}, 8 * kMiB); });
+  std::thread reader([&] { results = GetMany(*backend_, {"gone", "kept"}, 8 * kMiB); });
   struct Release {
     GatedReadTier* gate;
     std::thread& thread;
@@ -194,7 +215,7 @@ TEST_F(GetManyTest, AKeyErasedDuringTheReadLeavesTheOthersReleased) {
 
 // ---- ReadInPlace ----
 
-TEST_F(GetManyTest, ReadInPlaceViewsDramBytesWhereTheyLieWhileTheObjectIsPinned) {
+TEST_F(BackendReadTest, ReadInPlaceViewsDramBytesWhereTheyLieWhileTheObjectIsPinned) {
   Open(8 * kMiB, 32 * kMiB);
   const std::string value = Pattern(kMiB, 3);
   ASSERT_TRUE(backend_->Put("a", value, {}));
@@ -222,7 +243,7 @@ TEST_F(GetManyTest, ReadInPlaceViewsDramBytesWhereTheyLieWhileTheObjectIsPinned)
   EXPECT_EQ(stats.tiers[0].read_bytes, kMiB);
 }
 
-TEST_F(GetManyTest, ReadInPlaceOfARangeViewsOnlyThatRange) {
+TEST_F(BackendReadTest, ReadInPlaceOfARangeViewsOnlyThatRange) {
   Open(8 * kMiB, 32 * kMiB);
   const std::string value = Pattern(1000, 4);
   ASSERT_TRUE(backend_->Put("r", value, {}));
@@ -235,7 +256,7 @@ TEST_F(GetManyTest, ReadInPlaceOfARangeViewsOnlyThatRange) {
   EXPECT_EQ(backend_->Stats().gets, 0u) << "only a read from offset 0 counts as a get";
 }
 
-TEST_F(GetManyTest, ReadInPlaceOfAnSsdObjectPassesACopyAndPromotesIt) {
+TEST_F(BackendReadTest, ReadInPlaceOfAnSsdObjectPassesACopyAndPromotesIt) {
   Open(4 * kMiB, 64 * kMiB);
   ASSERT_TRUE(backend_->Put("cold", Pattern(kMiB, 7), {.preferred_tier = 1}));
   ASSERT_EQ(TierOf("cold"), "ssd");
@@ -249,7 +270,7 @@ TEST_F(GetManyTest, ReadInPlaceOfAnSsdObjectPassesACopyAndPromotesIt) {
   EXPECT_EQ(TierOf("cold"), "dram");
 }
 
-TEST_F(GetManyTest, ReadInPlaceOfWhatCannotBeReadNeverVisits) {
+TEST_F(BackendReadTest, ReadInPlaceOfWhatCannotBeReadNeverVisits) {
   Open(8 * kMiB, 32 * kMiB);
   ASSERT_TRUE(backend_->PutStart("w", 10, {}));
   int visits = 0;
@@ -261,7 +282,7 @@ TEST_F(GetManyTest, ReadInPlaceOfWhatCannotBeReadNeverVisits) {
   EXPECT_EQ(backend_->Stats().get_misses, 1u);
 }
 
-TEST_F(GetManyTest, AVisitThatThrowsStillLetsGoOfTheObject) {
+TEST_F(BackendReadTest, AVisitThatThrowsStillLetsGoOfTheObject) {
   Open(8 * kMiB, 32 * kMiB);
   ASSERT_TRUE(backend_->Put("a", Pattern(4096, 5), {}));
   EXPECT_THROW(
@@ -270,6 +291,36 @@ TEST_F(GetManyTest, AVisitThatThrowsStillLetsGoOfTheObject) {
       std::runtime_error);
   EXPECT_EQ(backend_->Inspect("a")->readers, 0);
   EXPECT_TRUE(backend_->Remove("a", false)) << "an unpinned object can be removed";
+}
+
+TEST_F(BackendReadTest, ABatchReadViewsEveryDramKeyPinnedAndLetsGoOfAllEvenWhenTheVisitThrows) {
+  Open(16 * kMiB, 32 * kMiB);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 150; ++i) {  // more than one run of keys per lock hold
+    keys.push_back("v" + std::to_string(i));
+    ASSERT_TRUE(backend_->Put(keys.back(), Pattern(512, i), {}));
+  }
+  int visits = 0;
+  backend_->ReadManyInPlace(keys, 8 * kMiB, [&](std::span<const ReadPiece> pieces) {
+    ++visits;
+    ASSERT_EQ(pieces.size(), keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const ObjectSnapshot object = backend_->Inspect(keys[i]).value();
+      EXPECT_EQ(reinterpret_cast<const void*>(pieces[i].bytes.data()),
+                reinterpret_cast<const void*>(dram_->arena_base() + object.offset))
+          << keys[i] << " is viewed where it lies";
+      EXPECT_EQ(object.readers, 1) << keys[i] << " is pinned while visited";
+    }
+  });
+  EXPECT_EQ(visits, 1);
+  EXPECT_THROW(backend_->ReadManyInPlace(keys, 8 * kMiB,
+                                         [](std::span<const ReadPiece>) {
+                                           throw std::runtime_error("the peer went away");
+                                         }),
+               std::runtime_error);
+  for (const std::string& key : keys) {
+    EXPECT_EQ(backend_->Inspect(key)->readers, 0) << key;
+  }
 }
 
 }  // namespace
