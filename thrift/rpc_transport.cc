@@ -14,6 +14,7 @@
 #include <climits>
 #include <csignal>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <new>
 
@@ -168,10 +169,11 @@ std::optional<RpcFault> ClassifyRpcException(const std::exception& e) {
 // ---- BoundedFramedTransport ----
 
 BoundedFramedTransport::BoundedFramedTransport(std::shared_ptr<TSocket> socket,
-                                               RpcReadTimeouts timeouts)
+                                               RpcReadTimeouts timeouts, LargeFrames large)
     : TFramedTransport(socket, BoundedConfiguration()),
       socket_(std::move(socket)),
       timeouts_(timeouts),
+      large_frames_(large),
       plain_socket_(dynamic_cast<TSSLSocket*>(socket_.get()) == nullptr) {
   setMaxFrameSize(kRpcMaxFrameBytes);
   SetSocketTimeout(timeouts_.idle);
@@ -194,13 +196,49 @@ void BoundedFramedTransport::SetSocketTimeout(milliseconds timeout) {
 bool BoundedFramedTransport::readFrame() {
   uint32_t size = 0;
   if (!ReadHeader(&size)) return false;
-  ReadPayload(size);
+  frame_unread_ = size;
+  frame_deadline_ = Clock::now() + timeouts_.frame;
   // Thrift counts decoded bytes against the message size; one frame is one
   // message.
   resetConsumedMessageSize();
   resetConsumedMessageSize(size);
-  setReadBuffer(frame_.get(), size);
+  bool as_decoded = large_frames_ == LargeFrames::kAsDecoded && size > kFirstFrameBuffer;
+  BufferFrameBytes(as_decoded ? kFirstFrameBuffer : size);
   return true;
+}
+
+uint32_t BoundedFramedTransport::readSlow(uint8_t* buf, uint32_t len) {
+  if (frame_unread_ == 0) return TFramedTransport::readSlow(buf, len);  // the next frame
+  // What is buffered first (readSlow runs when it is not enough) ...
+  uint32_t buffered = static_cast<uint32_t>(rBound_ - rBase_);
+  if (buffered > 0) std::memcpy(buf, rBase_, buffered);
+  rBase_ = rBound_;
+  uint32_t need = len - buffered;
+  uint32_t from_frame = std::min(need, frame_unread_);
+  if (from_frame >= kFirstFrameBuffer) {
+    // ... then a value's bytes straight into their destination, ...
+    ReceiveFrameBytes(buf + buffered, from_frame);
+  } else {
+    // ... or the next piece of the frame through the buffer.
+    BufferFrameBytes(std::min(frame_unread_, kFirstFrameBuffer));
+    std::memcpy(buf + buffered, rBase_, from_frame);
+    rBase_ += from_frame;
+  }
+  if (from_frame == need) return len;
+  // The message reads past its frame: carry on in the next one, as
+  // TFramedTransport does.
+  return buffered + from_frame +
+         TFramedTransport::readSlow(buf + buffered + from_frame, need - from_frame);
+}
+
+uint32_t BoundedFramedTransport::readEnd() {
+  // One frame is one message: what it did not decode is dropped.
+  uint8_t drop[4096];
+  while (frame_unread_ > 0) {
+    ReceiveFrameBytes(drop, std::min<uint32_t>(frame_unread_, sizeof(drop)));
+  }
+  rBase_ = rBound_;
+  return TFramedTransport::readEnd();
 }
 
 bool BoundedFramedTransport::ReadHeader(uint32_t* size) {
@@ -254,29 +292,38 @@ void BoundedFramedTransport::GrowFrameBuffer(uint32_t size, uint32_t got, uint32
   }
 }
 
-void BoundedFramedTransport::ReadPayload(uint32_t size) {
+void BoundedFramedTransport::BufferFrameBytes(uint32_t size) {
   if (frame_capacity_ > kKeptFrameBuffer && size <= kKeptFrameBuffer) {
     frame_.reset();
     frame_capacity_ = 0;
   }
+  // The buffer grows only once what it holds has arrived: with the bytes a
+  // peer sent, never with what it merely declared.
+  uint32_t got = 0;
+  while (got < size) {
+    if (got == frame_capacity_) GrowFrameBuffer(size, got, got + 1);
+    uint32_t piece = std::min(size, frame_capacity_) - got;
+    ReceiveFrameBytes(frame_.get() + got, piece);
+    got += piece;
+  }
+  setReadBuffer(frame_.get(), size);
+}
+
+void BoundedFramedTransport::ReceiveFrameBytes(uint8_t* out, uint32_t size) {
   // What the header's read brought along (bounded by kReadAheadBytes).
   uint32_t got = std::min(size, ahead_end_ - ahead_begin_);
   if (got > 0) {
-    GrowFrameBuffer(size, 0, got);
-    std::memcpy(frame_.get(), ahead_.get() + ahead_begin_, got);
+    std::memcpy(out, ahead_.get() + ahead_begin_, got);
     ahead_begin_ += got;
   }
-  const auto deadline = Clock::now() + timeouts_.frame;
   bool tried_without_waiting = false;
   while (got < size) {
-    if (got == frame_capacity_) GrowFrameBuffer(size, got, got + 1);
     if (!tried_without_waiting && plain_socket_) {
-      // Usually the rest of the frame is in the socket buffer already: a
-      // non-blocking read takes it without re-arming the socket's timer
-      // (two setsockopt calls a frame otherwise).
+      // Usually the rest is in the socket buffer already: a non-blocking
+      // read takes it without re-arming the socket's timer (two setsockopt
+      // calls a frame otherwise).
       tried_without_waiting = true;
-      ssize_t n = recv(socket_->getSocketFD(), frame_.get() + got,
-                       std::min(frame_capacity_, size) - got, MSG_DONTWAIT);
+      ssize_t n = recv(socket_->getSocketFD(), out + got, size - got, MSG_DONTWAIT);
       if (n > 0) {
         got += static_cast<uint32_t>(n);
         continue;
@@ -289,7 +336,7 @@ void BoundedFramedTransport::ReadPayload(uint32_t size) {
       }
     }
     if (timeouts_.frame.count() > 0) {
-      auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+      auto left = std::chrono::duration_cast<milliseconds>(frame_deadline_ - Clock::now());
       if (left.count() <= 0) {
         throw RpcFaultError(RpcFault::kSlowFrame, "frame did not arrive within the frame timeout");
       }
@@ -298,7 +345,7 @@ void BoundedFramedTransport::ReadPayload(uint32_t size) {
     }
     uint32_t n = 0;
     try {
-      n = socket_->read(frame_.get() + got, std::min(frame_capacity_, size) - got);
+      n = socket_->read(out + got, size - got);
     } catch (const TTransportException& e) {
       if (!IsTimeout(e)) throw;
       throw RpcFaultError(RpcFault::kSlowFrame, "frame did not arrive within the frame timeout");
@@ -308,6 +355,7 @@ void BoundedFramedTransport::ReadPayload(uint32_t size) {
     }
     got += n;
   }
+  frame_unread_ -= size;
 }
 
 void BoundedFramedTransport::write_virt(const uint8_t* buf, uint32_t len) {
@@ -396,7 +444,22 @@ uint32_t BoundedBinaryProtocol::readString(std::string& str) {
   int32_t size = 0;
   uint32_t bytes = readI32(size);
   RequireFrameBytes(size, 1);
-  return bytes + readStringBody(str, size);
+  // Thrift's readStringBody zero-fills a string it cannot borrow whole
+  // from the buffer (a value read as it arrives) before reading into it.
+  // Read straight into uninitialised space instead. An exception may not
+  // leave resize_and_overwrite's callback: it is carried out of it.
+  std::exception_ptr failure;
+  str.resize_and_overwrite(static_cast<size_t>(size), [&](char* data, size_t) -> size_t {
+    try {
+      trans_->readAll(reinterpret_cast<uint8_t*>(data), static_cast<uint32_t>(size));
+      return static_cast<size_t>(size);
+    } catch (...) {
+      failure = std::current_exception();
+      return 0;
+    }
+  });
+  if (failure) std::rethrow_exception(failure);
+  return bytes + static_cast<uint32_t>(size);
 }
 
 uint32_t BoundedBinaryProtocol::readBinary(std::string& str) { return readString(str); }
@@ -498,10 +561,12 @@ std::shared_ptr<BoundedFramedTransport> OpenClientTransport(
   socket->setSendTimeout(io_timeout_ms);
   socket->setNoDelay(true);
   // A client waits for its reply as long as the call may take; one timeout
-  // serves both the wait and the frame.
+  // serves both the wait and the frame. A reply's value goes straight into
+  // its string.
   auto transport = std::make_shared<BoundedFramedTransport>(
       socket,
-      RpcReadTimeouts{.idle = milliseconds(io_timeout_ms), .frame = milliseconds(io_timeout_ms)});
+      RpcReadTimeouts{.idle = milliseconds(io_timeout_ms), .frame = milliseconds(io_timeout_ms)},
+      BoundedFramedTransport::LargeFrames::kAsDecoded);
   transport->open();
   return transport;
 }

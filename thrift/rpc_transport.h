@@ -84,37 +84,68 @@ class RpcFrameSource {
 // it from the caller's memory, in place between the buffered bytes, with one
 // sendmsg. Thrift's generated code flushes before the written objects go
 // away (a client's request arguments, a server's result), which this needs.
+//
+// How a large frame is read:
+// * kWhole (servers): all of it arrives before decoding starts, into a
+//   buffer that grows only with the bytes that came, so what a peer merely
+//   declares costs nothing.
+// * kAsDecoded (clients, of replies they asked for): the first 64 KiB, then
+//   the rest as it is decoded; a string of 64 KiB or more (a value) goes
+//   from the socket straight into its std::string, with no copy through
+//   the frame buffer. The string is sized by its declared length, bounded
+//   by the frame limit: acceptable for the answer to one's own request.
 class BoundedFramedTransport : public apache::thrift::transport::TFramedTransport,
                                public RpcFrameSource {
  public:
-  BoundedFramedTransport(std::shared_ptr<apache::thrift::transport::TSocket> socket,
-                         RpcReadTimeouts timeouts);
+  enum class LargeFrames { kWhole, kAsDecoded };
 
-  // Bytes of the current frame not yet decoded.
-  uint32_t frame_bytes_left() const override { return static_cast<uint32_t>(rBound_ - rBase_); }
+  BoundedFramedTransport(std::shared_ptr<apache::thrift::transport::TSocket> socket,
+                         RpcReadTimeouts timeouts, LargeFrames large = LargeFrames::kWhole);
+
+  // Bytes of the current frame not yet decoded (buffered or still unread).
+  uint32_t frame_bytes_left() const override {
+    return static_cast<uint32_t>(rBound_ - rBase_) + frame_unread_;
+  }
   // "ip:port" of the other end, without a name lookup.
   std::string peer() const;
 
   void write_virt(const uint8_t* buf, uint32_t len) override;
   void flush() override;
+  // Ends a message; bytes of its frame left undecoded are received and
+  // dropped, so that the next frame starts where it should.
+  uint32_t readEnd() override;
 
  protected:
   bool readFrame() override;
+  // Past the buffered bytes: the rest of the current frame (kAsDecoded),
+  // else the next frame.
+  uint32_t readSlow(uint8_t* buf, uint32_t len) override;
 
  private:
   bool ReadHeader(uint32_t* size);
-  void ReadPayload(uint32_t size);
+  // Receives the next `size` bytes of the current frame into frame_, which
+  // grows as they arrive, and makes them the read buffer.
+  void BufferFrameBytes(uint32_t size);
+  // Receives the next `size` bytes of the current frame into `out`: first
+  // what came with the header, then from the socket, within the frame's
+  // deadline.
+  void ReceiveFrameBytes(uint8_t* out, uint32_t size);
   // Makes frame_ hold at least `needed` bytes, keeping the first `got`.
   void GrowFrameBuffer(uint32_t size, uint32_t got, uint32_t needed);
   void SetSocketTimeout(std::chrono::milliseconds timeout);
 
   std::shared_ptr<apache::thrift::transport::TSocket> socket_;
   const RpcReadTimeouts timeouts_;
+  const LargeFrames large_frames_;
   // Not TLS: the payload's first read may bypass the socket (see ReadPayload).
   const bool plain_socket_;
   std::chrono::milliseconds socket_timeout_{0};
   std::unique_ptr<uint8_t[]> frame_;
   uint32_t frame_capacity_ = 0;
+  // Bytes of the current frame still in the socket (or in ahead_), and by
+  // when all of them must have arrived.
+  uint32_t frame_unread_ = 0;
+  std::chrono::steady_clock::time_point frame_deadline_;
   // Bytes read past the last frame's header and not yet handed to a frame
   // (the start of the next frame, when a peer pipelines): [begin, end).
   std::unique_ptr<uint8_t[]> ahead_;

@@ -755,6 +755,48 @@ TEST(RpcChannelLimitsTest, ReplyThatStopsHalfWayTimesOut) {
   EXPECT_LT(Clock::now() - start, 5s);
 }
 
+// Replies larger than 64 KiB are decoded as they arrive, their values read
+// straight into their strings (BoundedFramedTransport::LargeFrames).
+
+TEST(RpcChannelLimitsTest, ALargeReplyWithBytesPastItsMessageLeavesTheNextReplyIntact) {
+  const std::string node_id = PatternOf(300u << 10, 9);
+  FakeServer server([&](int32_t seqid) {
+    Wire w;
+    w.Message(kReplyHeader, "GetLocation", seqid).Field(T_STRUCT, 0);
+    w.Field(T_I32, 1).I32(0).Field(T_STRING, 2).Str(node_id).Field(T_I32, 4).I32(7001);
+    // Undecoded bytes inside the frame, after the message: dropped, not
+    // taken for the start of the next reply.
+    return w.Stop().Stop().Raw(std::string(100u << 10, 'p')).Framed();
+  });
+  RpcChannel<rpc::MasterServiceClient> channel("127.0.0.1", server.port(),
+                                               {.connect_timeout_ms = 1000, .io_timeout_ms = 2000});
+  for (int call = 0; call < 3; ++call) {
+    auto r = channel.Call([](auto& c) {
+      rpc::LocationResult result;
+      c.GetLocation(result, "key");
+      return result;
+    });
+    ASSERT_TRUE(r) << "call " << call << ": " << ToString(r.error());
+    EXPECT_TRUE(r->node_id == node_id) << "call " << call;
+    EXPECT_EQ(r->port, 7001) << "call " << call;
+  }
+  EXPECT_EQ(server.requests(), 3) << "one connection served every call";
+}
+
+TEST(RpcChannelLimitsTest, ALargeReplyThatStopsInsideItsValueTimesOut) {
+  FakeServer server([](int32_t seqid) {
+    std::string whole = LocationReply(seqid, [](Wire& w) {
+      w.Field(T_I32, 1).I32(0).Field(T_STRING, 2).Str(std::string(600u << 10, 'v'));
+    });
+    return whole.substr(0, 200u << 10);  // the rest never comes
+  });
+  const auto start = Clock::now();
+  auto r = GetLocationFrom(server.port());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), ErrorCode::kRpcTimeout);
+  EXPECT_LT(Clock::now() - start, 5s);
+}
+
 // ---- Flag checks ----
 
 // A file in a fresh temp dir, removed with it.
