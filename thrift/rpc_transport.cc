@@ -440,14 +440,11 @@ uint32_t BoundedBinaryProtocol::readMessageBegin(std::string& name, TMessageType
   return bytes;
 }
 
-uint32_t BoundedBinaryProtocol::readString(std::string& str) {
-  int32_t size = 0;
-  uint32_t bytes = readI32(size);
-  RequireFrameBytes(size, 1);
-  // Thrift's readStringBody zero-fills a string it cannot borrow whole
-  // from the buffer (a value read as it arrives) before reading into it.
-  // Read straight into uninitialised space instead. An exception may not
-  // leave resize_and_overwrite's callback: it is carried out of it.
+void BoundedBinaryProtocol::ReadBytesInto(std::string& str, int32_t size) {
+  // Thrift's readStringBody zero-fills a string it cannot borrow whole from
+  // the buffer (a value read as it arrives) before reading into it. Read
+  // straight into uninitialised space instead. An exception may not leave
+  // resize_and_overwrite's callback: it is carried out of it.
   std::exception_ptr failure;
   str.resize_and_overwrite(static_cast<size_t>(size), [&](char* data, size_t) -> size_t {
     try {
@@ -459,10 +456,33 @@ uint32_t BoundedBinaryProtocol::readString(std::string& str) {
     }
   });
   if (failure) std::rethrow_exception(failure);
+}
+
+uint32_t BoundedBinaryProtocol::readString(std::string& str) {
+  int32_t size = 0;
+  uint32_t bytes = readI32(size);
+  RequireFrameBytes(size, 1);
+  ReadBytesInto(str, size);
   return bytes + static_cast<uint32_t>(size);
 }
 
 uint32_t BoundedBinaryProtocol::readBinary(std::string& str) { return readString(str); }
+
+uint32_t BoundedBinaryProtocol::readBinaryView(std::string_view& view, std::string& storage) {
+  int32_t size = 0;
+  uint32_t bytes = readI32(size);
+  RequireFrameBytes(size, 1);
+  uint32_t available = static_cast<uint32_t>(size);
+  const uint8_t* here = size > 0 ? trans_->borrow(nullptr, &available) : nullptr;
+  if (here != nullptr) {
+    view = std::string_view(reinterpret_cast<const char*>(here), static_cast<size_t>(size));
+    trans_->consume(static_cast<uint32_t>(size));
+  } else {
+    ReadBytesInto(storage, size);
+    view = storage;
+  }
+  return bytes + static_cast<uint32_t>(size);
+}
 
 uint32_t BoundedBinaryProtocol::readListBegin(TType& elem_type, uint32_t& size) {
   int8_t type = 0;

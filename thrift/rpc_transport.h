@@ -179,6 +179,10 @@ class BoundedBinaryProtocol
                             int32_t& seqid);
   uint32_t readString(std::string& str);
   uint32_t readBinary(std::string& str);
+  // A binary field as a view of the frame when the frame holds it whole (a
+  // server's frames), else read into `storage`. Valid until the transport
+  // reads its next frame.
+  uint32_t readBinaryView(std::string_view& view, std::string& storage);
   uint32_t readListBegin(apache::thrift::protocol::TType& elem_type, uint32_t& size);
   uint32_t readSetBegin(apache::thrift::protocol::TType& elem_type, uint32_t& size);
   uint32_t readMapBegin(apache::thrift::protocol::TType& key_type,
@@ -193,6 +197,8 @@ class BoundedBinaryProtocol
   void RequireFrameBytes(int64_t count, int64_t min_bytes) const;
   // RequireFrameBytes, and at most kRpcMaxContainerElements.
   void RequireElements(int64_t count, int64_t min_bytes) const;
+  // Reads `size` (checked) bytes into `str`.
+  void ReadBytesInto(std::string& str, int32_t size);
 
   const RpcFrameSource* frame_;
 };

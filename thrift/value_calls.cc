@@ -2,6 +2,8 @@
 
 #include <thrift/protocol/TProtocol.h>
 
+#include "thrift/rpc_transport.h"
+
 namespace mooncake {
 
 using apache::thrift::protocol::T_CALL;
@@ -9,9 +11,12 @@ using apache::thrift::protocol::T_I32;
 using apache::thrift::protocol::T_I64;
 using apache::thrift::protocol::T_LIST;
 using apache::thrift::protocol::T_REPLY;
+using apache::thrift::protocol::T_STOP;
 using apache::thrift::protocol::T_STRING;
 using apache::thrift::protocol::T_STRUCT;
+using apache::thrift::protocol::TInputRecursionTracker;
 using apache::thrift::protocol::TProtocol;
+using apache::thrift::protocol::TType;
 
 namespace {
 
@@ -44,6 +49,33 @@ void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::str
   protocol->writeMessageEnd();
   protocol->getTransport()->writeEnd();
   protocol->getTransport()->flush();
+}
+
+void ReadValueCall(BoundedBinaryProtocol& in, std::string& key, std::string_view& value,
+                   std::string& storage, rpc::ReplicateConfig& config) {
+  // Mirrors WorkerService_Put_args::read (Upsert's args have the same
+  // fields): unknown fields and fields of another type are skipped.
+  TInputRecursionTracker tracker(in);
+  std::string name;
+  TType type;
+  int16_t id = 0;
+  value = {};
+  in.readStructBegin(name);
+  for (;;) {
+    in.readFieldBegin(name, type, id);
+    if (type == T_STOP) break;
+    if (id == 1 && type == T_STRING) {
+      in.readString(key);
+    } else if (id == 2 && type == T_STRING) {
+      in.readBinaryView(value, storage);
+    } else if (id == 3 && type == T_STRUCT) {
+      config.read(&in);
+    } else {
+      in.skip(type);
+    }
+    in.readFieldEnd();
+  }
+  in.readStructEnd();
 }
 
 namespace {

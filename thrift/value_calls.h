@@ -11,7 +11,9 @@
 // The wire bytes are exactly the generated send_Put/send_Upsert's (strict
 // binary protocol); the reply is read with the generated recv_Put/recv_Upsert.
 //
-// The worker answers Get and BatchGet the same way (WriteGetReply,
+// The worker reads a Put or Upsert the other way round (ReadValueCall): the
+// value stays where it arrived, in the request's frame, until it is written
+// into the tier. The worker answers Get and BatchGet the same way (WriteGetReply,
 // WriteBatchGetReply): the object's bytes go
 // from where they lie in its tier to the socket, not through
 // GetResult::data.
@@ -32,6 +34,16 @@ namespace mooncake {
 // send_Put throws.
 void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::string& key,
                    std::string_view value, const rpc::ReplicateConfig& config);
+
+class BoundedBinaryProtocol;
+
+// Reads the arguments of a Put or Upsert call (after readMessageBegin,
+// before readMessageEnd), as WorkerService_Put_args::read does, except that
+// `value` views the frame (or `storage`, where the frame is not held whole;
+// see BoundedBinaryProtocol::readBinaryView). Throws what the generated
+// reader throws.
+void ReadValueCall(BoundedBinaryProtocol& in, std::string& key, std::string_view& value,
+                   std::string& storage, rpc::ReplicateConfig& config);
 
 // Writes and flushes the reply to Get call `seqid`: `head` with `data` as
 // its data field (head.data is not sent). The bytes are exactly those of the

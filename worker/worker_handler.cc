@@ -61,17 +61,18 @@ Result<ObjectOptions> WorkerHandler::ToObjectOptions(const rpc::ReplicateConfig&
 
 rpc::ErrorCode::type WorkerHandler::Put(const std::string& key, const std::string& value,
                                         const rpc::ReplicateConfig& config) {
-  return WriteValue("put", key, value, config, WriteMode::kCreate);
+  return WriteValue(WriteMode::kCreate, key, value, config);
 }
 
 rpc::ErrorCode::type WorkerHandler::Upsert(const std::string& key, const std::string& value,
                                            const rpc::ReplicateConfig& config) {
-  return WriteValue("upsert", key, value, config, WriteMode::kUpsert);
+  return WriteValue(WriteMode::kUpsert, key, value, config);
 }
 
-rpc::ErrorCode::type WorkerHandler::WriteValue(std::string_view op, const std::string& key,
-                                               const std::string& value,
-                                               const rpc::ReplicateConfig& config, WriteMode mode) {
+rpc::ErrorCode::type WorkerHandler::WriteValue(WriteMode mode, const std::string& key,
+                                               std::string_view value,
+                                               const rpc::ReplicateConfig& config) {
+  const std::string_view op = mode == WriteMode::kUpsert ? "upsert" : "put";
   RequestTimer timer(requests_, op);
   auto options = ToObjectOptions(config);
   Result<void> written = !options                     ? Err(options.error())

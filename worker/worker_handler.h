@@ -57,6 +57,10 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   // stays pinned while it runs. Counted in the metrics as a get.
   using GetReply = std::function<void(const rpc::GetResult& head, std::span<const std::byte> data)>;
   void GetInPlace(const std::string& key, int64_t offset, int64_t length, const GetReply& reply);
+  // Put (kCreate) or Upsert (kUpsert) of a value the caller holds:
+  // WorkerProcessor passes a view of the request's frame, not a copy.
+  rpc::ErrorCode::type WriteValue(WriteMode mode, const std::string& key, std::string_view value,
+                                  const rpc::ReplicateConfig& config);
   // BatchGet, answered the same way: one head and one view per key.
   using BatchGetReply = std::function<void(std::span<const rpc::GetResult> heads,
                                            std::span<const std::span<const std::byte>> data)>;
@@ -94,9 +98,6 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   // claimed at the master together.
   void WriteValues(std::string_view op, const std::vector<rpc::PutItem>& items, WriteMode mode,
                    std::vector<rpc::ErrorCode::type>& results);
-  rpc::ErrorCode::type WriteValue(std::string_view op, const std::string& key,
-                                  const std::string& value, const rpc::ReplicateConfig& config,
-                                  WriteMode mode);
   void StartWrite(rpc::PutStartResult& result, const std::string& key, int64_t size,
                   const rpc::ReplicateConfig& config, WriteMode mode, int64_t version);
   void StartWriteUntimed(rpc::PutStartResult& result, const std::string& key, int64_t size,

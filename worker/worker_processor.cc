@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "thrift/rpc_transport.h"
 #include "thrift/value_calls.h"
 #include "worker/worker_handler.h"
 
@@ -11,6 +12,7 @@ namespace mooncake {
 
 using apache::thrift::TApplicationException;
 using apache::thrift::protocol::T_EXCEPTION;
+using apache::thrift::protocol::T_REPLY;
 using apache::thrift::protocol::TProtocol;
 
 WorkerProcessor::WorkerProcessor(std::shared_ptr<WorkerHandler> handler)
@@ -21,6 +23,16 @@ bool WorkerProcessor::dispatchCall(TProtocol* in, TProtocol* out, const std::str
   if (name == "Get") {
     ProcessGet(in, out, seqid);
     return true;
+  }
+  if (name == "Put" || name == "Upsert") {
+    if (auto* bounded = dynamic_cast<BoundedBinaryProtocol*>(in)) {
+      if (name == "Put") {
+        ProcessWrite<rpc::WorkerService_Put_result>(*bounded, out, seqid, WriteMode::kCreate);
+      } else {
+        ProcessWrite<rpc::WorkerService_Upsert_result>(*bounded, out, seqid, WriteMode::kUpsert);
+      }
+      return true;
+    }
   }
   if (name == "BatchGet") {
     ProcessBatchGet(in, out, seqid);
@@ -51,6 +63,33 @@ void ReplyOrFail(TProtocol* out, const char* name, int32_t seqid, bool& replying
 }
 
 }  // namespace
+
+template <typename WriteResult>
+void WorkerProcessor::ProcessWrite(BoundedBinaryProtocol& in, TProtocol* out, int32_t seqid,
+                                   WriteMode mode) {
+  // As the generated process_Put/process_Upsert, with the value left in
+  // the request's frame (valid until the next frame is read, after this).
+  std::string key;
+  std::string_view value;
+  std::string storage;
+  rpc::ReplicateConfig config;
+  ReadValueCall(in, key, value, storage, config);
+  in.readMessageEnd();
+  in.getTransport()->readEnd();
+  const char* name = mode == WriteMode::kUpsert ? "Upsert" : "Put";
+  bool replying = false;
+  ReplyOrFail(out, name, seqid, replying, [&] {
+    WriteResult result;
+    result.success = handler_->WriteValue(mode, key, value, config);
+    result.__isset.success = true;
+    replying = true;
+    out->writeMessageBegin(name, T_REPLY, seqid);
+    result.write(out);
+    out->writeMessageEnd();
+    out->getTransport()->writeEnd();
+    out->getTransport()->flush();
+  });
+}
 
 // Both read their call as the generated process_Get/process_BatchGet do
 // (this server sets no event handler, so there are no hooks to run).

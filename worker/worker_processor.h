@@ -1,7 +1,9 @@
 #pragma once
 
 // WorkerProcessor: the worker's Thrift processor. It is the generated
-// WorkerServiceProcessor except for Get and BatchGet, whose replies are
+// WorkerServiceProcessor except for Put and Upsert, whose value is written
+// into its tier from the request's frame rather than from a copy in the
+// generated arguments, and Get and BatchGet, whose replies are
 // written from where the objects' bytes lie (WorkerHandler::GetInPlace and
 // BatchGetInPlace, WriteGetReply and WriteBatchGetReply) rather than from
 // copies in GetResult::data: for a 4 MiB object that is a 4 MiB allocation
@@ -14,9 +16,11 @@
 #include <string>
 
 #include "mooncake_rpc/WorkerService.h"
+#include "worker/backend_types.h"
 
 namespace mooncake {
 
+class BoundedBinaryProtocol;
 class WorkerHandler;
 
 class WorkerProcessor : public rpc::WorkerServiceProcessor {
@@ -31,6 +35,9 @@ class WorkerProcessor : public rpc::WorkerServiceProcessor {
  private:
   void ProcessGet(apache::thrift::protocol::TProtocol* in, apache::thrift::protocol::TProtocol* out,
                   int32_t seqid);
+  template <typename WriteResult>
+  void ProcessWrite(BoundedBinaryProtocol& in, apache::thrift::protocol::TProtocol* out,
+                    int32_t seqid, WriteMode mode);
   void ProcessBatchGet(apache::thrift::protocol::TProtocol* in,
                        apache::thrift::protocol::TProtocol* out, int32_t seqid);
 

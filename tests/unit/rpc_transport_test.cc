@@ -524,6 +524,42 @@ TEST(ValueCallsTest, PutAndUpsertFromAViewWriteExactlyTheGeneratedBytes) {
   }
 }
 
+TEST(ValueCallsTest, APutReadFromItsFrameViewsTheValueWhereItArrived) {
+  rpc::ReplicateConfig config;
+  config.with_hard_pin = true;
+  config.preferred_tier = "ssd";
+  for (bool upsert : {false, true}) {
+    const std::string value = PatternOf(100u << 10, upsert ? 3 : 4);
+    // A frame as the generated client sends it, less its 4-byte header.
+    std::string frame = WorkerCallBytes([&](auto& c) {
+      upsert ? c.send_Upsert("k1", value, config) : c.send_Put("k1", value, config);
+    });
+    auto input = std::make_shared<RpcFrameInput>();
+    input->Observe(reinterpret_cast<uint8_t*>(frame.data()), static_cast<uint32_t>(frame.size()));
+    BoundedBinaryProtocol in(input, input.get());
+    std::string name;
+    apache::thrift::protocol::TMessageType type;
+    int32_t seqid = 0;
+    in.readMessageBegin(name, type, seqid);
+    EXPECT_EQ(name, upsert ? "Upsert" : "Put");
+
+    std::string key;
+    std::string_view seen;
+    std::string storage;
+    rpc::ReplicateConfig read_config;
+    ReadValueCall(in, key, seen, storage, read_config);
+    in.readMessageEnd();
+
+    EXPECT_EQ(key, "k1");
+    EXPECT_TRUE(seen == value);
+    EXPECT_GE(seen.data(), frame.data()) << "a view of the frame, not a copy";
+    EXPECT_LE(seen.data() + seen.size(), frame.data() + frame.size());
+    EXPECT_TRUE(storage.empty());
+    EXPECT_EQ(read_config, config);
+    EXPECT_EQ(input->frame_bytes_left(), 0u) << "the whole call was read";
+  }
+}
+
 // What the generated processor replies to Get when the handler fills
 // `result`, as WorkerServiceProcessor::process_Get writes it.
 std::string GeneratedGetReplyBytes(int32_t seqid, const rpc::GetResult& result) {
