@@ -51,25 +51,54 @@ void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::str
   protocol->getTransport()->flush();
 }
 
-void ReadValueCall(BoundedBinaryProtocol& in, std::string& key, std::string_view& value,
-                   std::string& storage, rpc::ReplicateConfig& config) {
-  // Mirrors WorkerService_Put_args::read (Upsert's args have the same
-  // fields): unknown fields and fields of another type are skipped.
+void ReadValueCall(BoundedBinaryProtocol& in, ValueItem& item) {
+  // Mirrors WorkerService_Put_args::read and PutItem::read (fields 1 key,
+  // 2 value, 3 config): unknown fields and fields of another type are
+  // skipped.
   TInputRecursionTracker tracker(in);
   std::string name;
   TType type;
   int16_t id = 0;
-  value = {};
+  item.value = {};
   in.readStructBegin(name);
   for (;;) {
     in.readFieldBegin(name, type, id);
     if (type == T_STOP) break;
     if (id == 1 && type == T_STRING) {
-      in.readString(key);
+      in.readString(item.key);
     } else if (id == 2 && type == T_STRING) {
-      in.readBinaryView(value, storage);
+      in.readBinaryView(item.value, item.storage);
     } else if (id == 3 && type == T_STRUCT) {
-      config.read(&in);
+      item.config.read(&in);
+    } else {
+      in.skip(type);
+    }
+    in.readFieldEnd();
+  }
+  in.readStructEnd();
+}
+
+void ReadBatchValueCall(BoundedBinaryProtocol& in, std::vector<ValueItem>& items) {
+  // Mirrors WorkerService_BatchPut_args::read (field 1, list<PutItem>),
+  // which reads each element as a PutItem whatever type the list declares.
+  TInputRecursionTracker tracker(in);
+  std::string name;
+  TType type;
+  int16_t id = 0;
+  in.readStructBegin(name);
+  for (;;) {
+    in.readFieldBegin(name, type, id);
+    if (type == T_STOP) break;
+    if (id == 1 && type == T_LIST) {
+      TType element = T_STOP;
+      uint32_t size = 0;
+      in.readListBegin(element, size);
+      // Sized once (readListBegin bounded `size`): items never move after
+      // their value views were taken.
+      items.clear();
+      items.resize(size);
+      for (ValueItem& item : items) ReadValueCall(in, item);
+      in.readListEnd();
     } else {
       in.skip(type);
     }

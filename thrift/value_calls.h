@@ -24,6 +24,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "mooncake_rpc/WorkerService.h"
 
@@ -37,13 +38,25 @@ void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::str
 
 class BoundedBinaryProtocol;
 
+// One value of a Put, Upsert or batched write as a worker receives it.
+struct ValueItem {
+  std::string key;
+  // Views the request's frame, or `storage` where the frame is not held
+  // whole (see BoundedBinaryProtocol::readBinaryView): valid while both
+  // are, so an item is not moved once read.
+  std::string_view value;
+  rpc::ReplicateConfig config;
+  std::string storage;
+};
+
 // Reads the arguments of a Put or Upsert call (after readMessageBegin,
-// before readMessageEnd), as WorkerService_Put_args::read does, except that
-// `value` views the frame (or `storage`, where the frame is not held whole;
-// see BoundedBinaryProtocol::readBinaryView). Throws what the generated
-// reader throws.
-void ReadValueCall(BoundedBinaryProtocol& in, std::string& key, std::string_view& value,
-                   std::string& storage, rpc::ReplicateConfig& config);
+// before readMessageEnd), as WorkerService_Put_args::read does (the same
+// fields as a PutItem), with the value left where it is. Throws what the
+// generated reader throws.
+void ReadValueCall(BoundedBinaryProtocol& in, ValueItem& item);
+// The same for a BatchPut or BatchUpsert call, as
+// WorkerService_BatchPut_args::read: one item per PutItem, in order.
+void ReadBatchValueCall(BoundedBinaryProtocol& in, std::vector<ValueItem>& items);
 
 // Writes and flushes the reply to Get call `seqid`: `head` with `data` as
 // its data field (head.data is not sent). The bytes are exactly those of the

@@ -338,9 +338,24 @@ rpc::ErrorCode::type WorkerHandler::Remove(const std::string& key, bool force) {
   return code;
 }
 
+namespace {
+
+// The generated arguments of BatchPut/BatchUpsert, their values viewed.
+std::vector<ValueItem> ToValueItems(const std::vector<rpc::PutItem>& items) {
+  std::vector<ValueItem> views(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    views[i].key = items[i].key;
+    views[i].value = items[i].value;
+    views[i].config = items[i].config;
+  }
+  return views;
+}
+
+}  // namespace
+
 void WorkerHandler::BatchPut(std::vector<rpc::ErrorCode::type>& results,
                              const std::vector<rpc::PutItem>& items) {
-  WriteValues("put", items, WriteMode::kCreate, results);
+  WriteValues(WriteMode::kCreate, ToValueItems(items), results);
 }
 
 void WorkerHandler::BatchGet(std::vector<rpc::GetResult>& results,
@@ -393,11 +408,12 @@ void WorkerHandler::BatchGetInPlace(const std::vector<std::string>& keys,
 
 void WorkerHandler::BatchUpsert(std::vector<rpc::ErrorCode::type>& results,
                                 const std::vector<rpc::PutItem>& items) {
-  WriteValues("upsert", items, WriteMode::kUpsert, results);
+  WriteValues(WriteMode::kUpsert, ToValueItems(items), results);
 }
 
-void WorkerHandler::WriteValues(std::string_view op, const std::vector<rpc::PutItem>& items,
-                                WriteMode mode, std::vector<rpc::ErrorCode::type>& results) {
+void WorkerHandler::WriteValues(WriteMode mode, std::span<const ValueItem> items,
+                                std::vector<rpc::ErrorCode::type>& results) {
+  const std::string_view op = mode == WriteMode::kUpsert ? "upsert" : "put";
   // Each item is counted as one request that took the whole batch's time.
   std::deque<RequestTimer> timers;  // neither copyable nor movable
   std::vector<WholeWrite> writes;

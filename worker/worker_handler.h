@@ -14,6 +14,7 @@
 
 #include "common/metrics.h"
 #include "mooncake_rpc/WorkerService.h"
+#include "thrift/value_calls.h"
 #include "worker/tiered_cache_backend.h"
 
 namespace mooncake {
@@ -61,6 +62,10 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   // WorkerProcessor passes a view of the request's frame, not a copy.
   rpc::ErrorCode::type WriteValue(WriteMode mode, const std::string& key, std::string_view value,
                                   const rpc::ReplicateConfig& config);
+  // BatchPut (kCreate) and BatchUpsert (kUpsert): one backend call, so the
+  // batch's keys are claimed at the master together. One code per item.
+  void WriteValues(WriteMode mode, std::span<const ValueItem> items,
+                   std::vector<rpc::ErrorCode::type>& results);
   // BatchGet, answered the same way: one head and one view per key.
   using BatchGetReply = std::function<void(std::span<const rpc::GetResult> heads,
                                            std::span<const std::span<const std::byte>> data)>;
@@ -93,11 +98,6 @@ class WorkerHandler : public rpc::WorkerServiceIf {
  private:
   // Translates a ReplicateConfig; kTierNotFound for an unknown tier name.
   Result<ObjectOptions> ToObjectOptions(const rpc::ReplicateConfig& config) const;
-  // Put and Upsert of a whole value in one call.
-  // BatchPut and BatchUpsert: one backend call, so the batch's keys are
-  // claimed at the master together.
-  void WriteValues(std::string_view op, const std::vector<rpc::PutItem>& items, WriteMode mode,
-                   std::vector<rpc::ErrorCode::type>& results);
   void StartWrite(rpc::PutStartResult& result, const std::string& key, int64_t size,
                   const rpc::ReplicateConfig& config, WriteMode mode, int64_t version);
   void StartWriteUntimed(rpc::PutStartResult& result, const std::string& key, int64_t size,

@@ -24,19 +24,30 @@ bool WorkerProcessor::dispatchCall(TProtocol* in, TProtocol* out, const std::str
     ProcessGet(in, out, seqid);
     return true;
   }
-  if (name == "Put" || name == "Upsert") {
-    if (auto* bounded = dynamic_cast<BoundedBinaryProtocol*>(in)) {
-      if (name == "Put") {
-        ProcessWrite<rpc::WorkerService_Put_result>(*bounded, out, seqid, WriteMode::kCreate);
-      } else {
-        ProcessWrite<rpc::WorkerService_Upsert_result>(*bounded, out, seqid, WriteMode::kUpsert);
-      }
-      return true;
-    }
-  }
   if (name == "BatchGet") {
     ProcessBatchGet(in, out, seqid);
     return true;
+  }
+  // Writes need the frame views of our protocol (every server of ours
+  // decodes with it); any other goes the generated way.
+  if (auto* bounded = dynamic_cast<BoundedBinaryProtocol*>(in)) {
+    using rpc::WorkerService_BatchPut_result, rpc::WorkerService_BatchUpsert_result;
+    if (name == "Put") {
+      ProcessWrite<rpc::WorkerService_Put_result>(*bounded, out, seqid, WriteMode::kCreate);
+      return true;
+    }
+    if (name == "Upsert") {
+      ProcessWrite<rpc::WorkerService_Upsert_result>(*bounded, out, seqid, WriteMode::kUpsert);
+      return true;
+    }
+    if (name == "BatchPut") {
+      ProcessBatchWrite<WorkerService_BatchPut_result>(*bounded, out, seqid, WriteMode::kCreate);
+      return true;
+    }
+    if (name == "BatchUpsert") {
+      ProcessBatchWrite<WorkerService_BatchUpsert_result>(*bounded, out, seqid, WriteMode::kUpsert);
+      return true;
+    }
   }
   return rpc::WorkerServiceProcessor::dispatchCall(in, out, name, seqid, call_context);
 }
@@ -69,18 +80,39 @@ void WorkerProcessor::ProcessWrite(BoundedBinaryProtocol& in, TProtocol* out, in
                                    WriteMode mode) {
   // As the generated process_Put/process_Upsert, with the value left in
   // the request's frame (valid until the next frame is read, after this).
-  std::string key;
-  std::string_view value;
-  std::string storage;
-  rpc::ReplicateConfig config;
-  ReadValueCall(in, key, value, storage, config);
+  ValueItem item;
+  ReadValueCall(in, item);
   in.readMessageEnd();
   in.getTransport()->readEnd();
   const char* name = mode == WriteMode::kUpsert ? "Upsert" : "Put";
   bool replying = false;
   ReplyOrFail(out, name, seqid, replying, [&] {
     WriteResult result;
-    result.success = handler_->WriteValue(mode, key, value, config);
+    result.success = handler_->WriteValue(mode, item.key, item.value, item.config);
+    result.__isset.success = true;
+    replying = true;
+    out->writeMessageBegin(name, T_REPLY, seqid);
+    result.write(out);
+    out->writeMessageEnd();
+    out->getTransport()->writeEnd();
+    out->getTransport()->flush();
+  });
+}
+
+template <typename BatchWriteResult>
+void WorkerProcessor::ProcessBatchWrite(BoundedBinaryProtocol& in, TProtocol* out, int32_t seqid,
+                                        WriteMode mode) {
+  // As the generated process_BatchPut/process_BatchUpsert, with each value
+  // left in the request's frame.
+  std::vector<ValueItem> items;
+  ReadBatchValueCall(in, items);
+  in.readMessageEnd();
+  in.getTransport()->readEnd();
+  const char* name = mode == WriteMode::kUpsert ? "BatchUpsert" : "BatchPut";
+  bool replying = false;
+  ReplyOrFail(out, name, seqid, replying, [&] {
+    BatchWriteResult result;
+    handler_->WriteValues(mode, items, result.success);
     result.__isset.success = true;
     replying = true;
     out->writeMessageBegin(name, T_REPLY, seqid);

@@ -1,14 +1,15 @@
 #pragma once
 
 // WorkerProcessor: the worker's Thrift processor. It is the generated
-// WorkerServiceProcessor except for Put and Upsert, whose value is written
-// into its tier from the request's frame rather than from a copy in the
-// generated arguments, and Get and BatchGet, whose replies are
-// written from where the objects' bytes lie (WorkerHandler::GetInPlace and
-// BatchGetInPlace, WriteGetReply and WriteBatchGetReply) rather than from
-// copies in GetResult::data: for a 4 MiB object that is a 4 MiB allocation
-// and memcpy less per read, for a batch one per key. The bytes on the wire
-// are the same.
+// WorkerServiceProcessor except where values pass through it:
+// * Put, Upsert, BatchPut and BatchUpsert write each value into its tier
+//   from the request's frame (ReadValueCall, ReadBatchValueCall), not from
+//   a copy in the generated arguments;
+// * Get and BatchGet reply with the objects' bytes from where they lie
+//   (WorkerHandler::GetInPlace and BatchGetInPlace, WriteGetReply and
+//   WriteBatchGetReply), not from copies in GetResult::data.
+// For a 4 MiB value that is a 4 MiB allocation and memcpy less per call,
+// for a batch one per key. The bytes on the wire are the same.
 //
 // Thread-safety: as WorkerServiceProcessor (one call per protocol at a time).
 
@@ -38,6 +39,9 @@ class WorkerProcessor : public rpc::WorkerServiceProcessor {
   template <typename WriteResult>
   void ProcessWrite(BoundedBinaryProtocol& in, apache::thrift::protocol::TProtocol* out,
                     int32_t seqid, WriteMode mode);
+  template <typename BatchWriteResult>
+  void ProcessBatchWrite(BoundedBinaryProtocol& in, apache::thrift::protocol::TProtocol* out,
+                         int32_t seqid, WriteMode mode);
   void ProcessBatchGet(apache::thrift::protocol::TProtocol* in,
                        apache::thrift::protocol::TProtocol* out, int32_t seqid);
 

@@ -543,19 +543,53 @@ TEST(ValueCallsTest, APutReadFromItsFrameViewsTheValueWhereItArrived) {
     in.readMessageBegin(name, type, seqid);
     EXPECT_EQ(name, upsert ? "Upsert" : "Put");
 
-    std::string key;
-    std::string_view seen;
-    std::string storage;
-    rpc::ReplicateConfig read_config;
-    ReadValueCall(in, key, seen, storage, read_config);
+    ValueItem item;
+    ReadValueCall(in, item);
     in.readMessageEnd();
 
-    EXPECT_EQ(key, "k1");
-    EXPECT_TRUE(seen == value);
-    EXPECT_GE(seen.data(), frame.data()) << "a view of the frame, not a copy";
-    EXPECT_LE(seen.data() + seen.size(), frame.data() + frame.size());
-    EXPECT_TRUE(storage.empty());
-    EXPECT_EQ(read_config, config);
+    EXPECT_EQ(item.key, "k1");
+    EXPECT_TRUE(item.value == value);
+    EXPECT_GE(item.value.data(), frame.data()) << "a view of the frame, not a copy";
+    EXPECT_LE(item.value.data() + item.value.size(), frame.data() + frame.size());
+    EXPECT_TRUE(item.storage.empty());
+    EXPECT_EQ(item.config, config);
+    EXPECT_EQ(input->frame_bytes_left(), 0u) << "the whole call was read";
+  }
+}
+
+TEST(ValueCallsTest, ABatchPutReadFromItsFrameViewsEveryValueInOrder) {
+  std::vector<rpc::PutItem> items(3);
+  for (size_t i = 0; i < items.size(); ++i) {
+    items[i].key = "k" + std::to_string(i);
+    items[i].value = PatternOf(i == 1 ? 0 : (5u << 10) * (i + 1), static_cast<int>(i));
+    items[i].config.preferred_node = "w" + std::to_string(i);
+  }
+  for (bool upsert : {false, true}) {
+    std::string frame = WorkerCallBytes(
+        [&](auto& c) { upsert ? c.send_BatchUpsert(items) : c.send_BatchPut(items); });
+    auto input = std::make_shared<RpcFrameInput>();
+    input->Observe(reinterpret_cast<uint8_t*>(frame.data()), static_cast<uint32_t>(frame.size()));
+    BoundedBinaryProtocol in(input, input.get());
+    std::string name;
+    apache::thrift::protocol::TMessageType type;
+    int32_t seqid = 0;
+    in.readMessageBegin(name, type, seqid);
+    EXPECT_EQ(name, upsert ? "BatchUpsert" : "BatchPut");
+
+    std::vector<ValueItem> read;
+    ReadBatchValueCall(in, read);
+    in.readMessageEnd();
+
+    ASSERT_EQ(read.size(), items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      EXPECT_EQ(read[i].key, items[i].key);
+      EXPECT_TRUE(read[i].value == items[i].value) << i;
+      EXPECT_EQ(read[i].config, items[i].config) << i;
+      if (!read[i].value.empty()) {
+        EXPECT_GE(read[i].value.data(), frame.data()) << i << " is a view of the frame";
+        EXPECT_LE(read[i].value.data() + read[i].value.size(), frame.data() + frame.size());
+      }
+    }
     EXPECT_EQ(input->frame_bytes_left(), 0u) << "the whole call was read";
   }
 }
