@@ -13,6 +13,7 @@ namespace mooncake {
 using apache::thrift::TApplicationException;
 using apache::thrift::protocol::T_EXCEPTION;
 using apache::thrift::protocol::T_REPLY;
+using apache::thrift::protocol::TMessageType;
 using apache::thrift::protocol::TProtocol;
 
 WorkerProcessor::WorkerProcessor(std::shared_ptr<WorkerHandler> handler)
@@ -30,96 +31,84 @@ bool WorkerProcessor::dispatchCall(TProtocol* in, TProtocol* out, const std::str
   }
   // Writes need the frame views of our protocol (every server of ours
   // decodes with it); any other goes the generated way.
-  if (auto* bounded = dynamic_cast<BoundedBinaryProtocol*>(in)) {
-    using rpc::WorkerService_BatchPut_result, rpc::WorkerService_BatchUpsert_result;
-    if (name == "Put") {
-      ProcessWrite<rpc::WorkerService_Put_result>(*bounded, out, seqid, WriteMode::kCreate);
-      return true;
-    }
-    if (name == "Upsert") {
-      ProcessWrite<rpc::WorkerService_Upsert_result>(*bounded, out, seqid, WriteMode::kUpsert);
-      return true;
-    }
-    if (name == "BatchPut") {
-      ProcessBatchWrite<WorkerService_BatchPut_result>(*bounded, out, seqid, WriteMode::kCreate);
-      return true;
-    }
-    if (name == "BatchUpsert") {
-      ProcessBatchWrite<WorkerService_BatchUpsert_result>(*bounded, out, seqid, WriteMode::kUpsert);
-      return true;
-    }
+  auto* bounded = dynamic_cast<BoundedBinaryProtocol*>(in);
+  if (bounded == nullptr) {
+    return rpc::WorkerServiceProcessor::dispatchCall(in, out, name, seqid, call_context);
   }
-  return rpc::WorkerServiceProcessor::dispatchCall(in, out, name, seqid, call_context);
+  if (name == "Put") {
+    ProcessWrite<rpc::WorkerService_Put_result>(*bounded, out, "Put", seqid, WriteMode::kCreate);
+  } else if (name == "Upsert") {
+    ProcessWrite<rpc::WorkerService_Upsert_result>(*bounded, out, "Upsert", seqid,
+                                                   WriteMode::kUpsert);
+  } else if (name == "BatchPut") {
+    ProcessWrite<rpc::WorkerService_BatchPut_result>(*bounded, out, "BatchPut", seqid,
+                                                     WriteMode::kCreate);
+  } else if (name == "BatchUpsert") {
+    ProcessWrite<rpc::WorkerService_BatchUpsert_result>(*bounded, out, "BatchUpsert", seqid,
+                                                        WriteMode::kUpsert);
+  } else {
+    return rpc::WorkerServiceProcessor::dispatchCall(in, out, name, seqid, call_context);
+  }
+  return true;
 }
 
 namespace {
 
-// Runs `answer`, which replies through `out` once. A handler failure before
-// the reply began is answered as the generated processor answers one; once
-// the reply has begun the stream is in an unknown state, so the failure
-// passes to the server, which closes the connection.
+// Writes one message, `body` its struct, and flushes it.
+template <typename Body>
+void SendMessage(TProtocol* out, const char* name, TMessageType type, int32_t seqid,
+                 const Body& body) {
+  out->writeMessageBegin(name, type, seqid);
+  body.write(out);
+  out->writeMessageEnd();
+  out->getTransport()->writeEnd();
+  out->getTransport()->flush();
+}
+
+// Runs `answer`, which replies through `out` once and sets `replying` as it
+// begins. A handler failure before the reply began is answered as the
+// generated processor answers one; once the reply has begun the stream is in
+// an unknown state, so the failure passes to the server, which closes the
+// connection.
 template <typename Answer>
 void ReplyOrFail(TProtocol* out, const char* name, int32_t seqid, bool& replying, Answer&& answer) {
   try {
     answer();
   } catch (const std::exception& e) {
     if (replying) throw;
-    TApplicationException failure(e.what());
-    out->writeMessageBegin(name, T_EXCEPTION, seqid);
-    failure.write(out);
-    out->writeMessageEnd();
-    out->getTransport()->writeEnd();
-    out->getTransport()->flush();
+    SendMessage(out, name, T_EXCEPTION, seqid, TApplicationException(e.what()));
   }
 }
 
 }  // namespace
 
 template <typename WriteResult>
-void WorkerProcessor::ProcessWrite(BoundedBinaryProtocol& in, TProtocol* out, int32_t seqid,
-                                   WriteMode mode) {
-  // As the generated process_Put/process_Upsert, with the value left in
-  // the request's frame (valid until the next frame is read, after this).
-  ValueItem item;
-  ReadValueCall(in, item);
+void WorkerProcessor::ProcessWrite(BoundedBinaryProtocol& in, TProtocol* out, const char* name,
+                                   int32_t seqid, WriteMode mode) {
+  // As the generated process_Put/Upsert/BatchPut/BatchUpsert, with each
+  // value left in the request's frame (valid until the next frame is read,
+  // after this). A batch's result is a list of codes, a single write's one.
+  constexpr bool kBatch = requires(WriteResult r) { r.success.size(); };
+  std::vector<ValueItem> items;  // a batch's
+  ValueItem item;                // a single write's
+  if constexpr (kBatch) {
+    ReadBatchValueCall(in, items);
+  } else {
+    ReadValueCall(in, item);
+  }
   in.readMessageEnd();
   in.getTransport()->readEnd();
-  const char* name = mode == WriteMode::kUpsert ? "Upsert" : "Put";
   bool replying = false;
   ReplyOrFail(out, name, seqid, replying, [&] {
     WriteResult result;
-    result.success = handler_->WriteValue(mode, item.key, item.value, item.config);
+    if constexpr (kBatch) {
+      handler_->WriteValues(mode, items, result.success);
+    } else {
+      result.success = handler_->WriteValue(mode, item.key, item.value, item.config);
+    }
     result.__isset.success = true;
     replying = true;
-    out->writeMessageBegin(name, T_REPLY, seqid);
-    result.write(out);
-    out->writeMessageEnd();
-    out->getTransport()->writeEnd();
-    out->getTransport()->flush();
-  });
-}
-
-template <typename BatchWriteResult>
-void WorkerProcessor::ProcessBatchWrite(BoundedBinaryProtocol& in, TProtocol* out, int32_t seqid,
-                                        WriteMode mode) {
-  // As the generated process_BatchPut/process_BatchUpsert, with each value
-  // left in the request's frame.
-  std::vector<ValueItem> items;
-  ReadBatchValueCall(in, items);
-  in.readMessageEnd();
-  in.getTransport()->readEnd();
-  const char* name = mode == WriteMode::kUpsert ? "BatchUpsert" : "BatchPut";
-  bool replying = false;
-  ReplyOrFail(out, name, seqid, replying, [&] {
-    BatchWriteResult result;
-    handler_->WriteValues(mode, items, result.success);
-    result.__isset.success = true;
-    replying = true;
-    out->writeMessageBegin(name, T_REPLY, seqid);
-    result.write(out);
-    out->writeMessageEnd();
-    out->getTransport()->writeEnd();
-    out->getTransport()->flush();
+    SendMessage(out, name, T_REPLY, seqid, result);
   });
 }
 

@@ -36,12 +36,11 @@ class WorkerProcessor : public rpc::WorkerServiceProcessor {
  private:
   void ProcessGet(apache::thrift::protocol::TProtocol* in, apache::thrift::protocol::TProtocol* out,
                   int32_t seqid);
+  // Put, Upsert, BatchPut or BatchUpsert (`name`), replied to with
+  // WriteResult, the generated result of that call.
   template <typename WriteResult>
   void ProcessWrite(BoundedBinaryProtocol& in, apache::thrift::protocol::TProtocol* out,
-                    int32_t seqid, WriteMode mode);
-  template <typename BatchWriteResult>
-  void ProcessBatchWrite(BoundedBinaryProtocol& in, apache::thrift::protocol::TProtocol* out,
-                         int32_t seqid, WriteMode mode);
+                    const char* name, int32_t seqid, WriteMode mode);
   void ProcessBatchGet(apache::thrift::protocol::TProtocol* in,
                        apache::thrift::protocol::TProtocol* out, int32_t seqid);
 

@@ -524,24 +524,36 @@ TEST(ValueCallsTest, PutAndUpsertFromAViewWriteExactlyTheGeneratedBytes) {
   }
 }
 
+// A call as a worker receives it: its frame (as the generated client
+// writes it, less the 4-byte header) decoded in place up to its arguments.
+struct ReceivedCall {
+  explicit ReceivedCall(std::string bytes)
+      : frame(std::move(bytes)), input(std::make_shared<RpcFrameInput>()), in(input, input.get()) {
+    input->Observe(reinterpret_cast<uint8_t*>(frame.data()), static_cast<uint32_t>(frame.size()));
+    apache::thrift::protocol::TMessageType type;
+    int32_t seqid = 0;
+    in.readMessageBegin(name, type, seqid);
+  }
+
+  std::string frame;
+  std::shared_ptr<RpcFrameInput> input;
+  BoundedBinaryProtocol in;
+  std::string name;
+};
+
 TEST(ValueCallsTest, APutReadFromItsFrameViewsTheValueWhereItArrived) {
   rpc::ReplicateConfig config;
   config.with_hard_pin = true;
   config.preferred_tier = "ssd";
   for (bool upsert : {false, true}) {
     const std::string value = PatternOf(100u << 10, upsert ? 3 : 4);
-    // A frame as the generated client sends it, less its 4-byte header.
-    std::string frame = WorkerCallBytes([&](auto& c) {
+    ReceivedCall call(WorkerCallBytes([&](auto& c) {
       upsert ? c.send_Upsert("k1", value, config) : c.send_Put("k1", value, config);
-    });
-    auto input = std::make_shared<RpcFrameInput>();
-    input->Observe(reinterpret_cast<uint8_t*>(frame.data()), static_cast<uint32_t>(frame.size()));
-    BoundedBinaryProtocol in(input, input.get());
-    std::string name;
-    apache::thrift::protocol::TMessageType type;
-    int32_t seqid = 0;
-    in.readMessageBegin(name, type, seqid);
-    EXPECT_EQ(name, upsert ? "Upsert" : "Put");
+    }));
+    EXPECT_EQ(call.name, upsert ? "Upsert" : "Put");
+    const std::string& frame = call.frame;
+    BoundedBinaryProtocol& in = call.in;
+    const auto& input = call.input;
 
     ValueItem item;
     ReadValueCall(in, item);
@@ -565,16 +577,12 @@ TEST(ValueCallsTest, ABatchPutReadFromItsFrameViewsEveryValueInOrder) {
     items[i].config.preferred_node = "w" + std::to_string(i);
   }
   for (bool upsert : {false, true}) {
-    std::string frame = WorkerCallBytes(
-        [&](auto& c) { upsert ? c.send_BatchUpsert(items) : c.send_BatchPut(items); });
-    auto input = std::make_shared<RpcFrameInput>();
-    input->Observe(reinterpret_cast<uint8_t*>(frame.data()), static_cast<uint32_t>(frame.size()));
-    BoundedBinaryProtocol in(input, input.get());
-    std::string name;
-    apache::thrift::protocol::TMessageType type;
-    int32_t seqid = 0;
-    in.readMessageBegin(name, type, seqid);
-    EXPECT_EQ(name, upsert ? "BatchUpsert" : "BatchPut");
+    ReceivedCall call(WorkerCallBytes(
+        [&](auto& c) { upsert ? c.send_BatchUpsert(items) : c.send_BatchPut(items); }));
+    EXPECT_EQ(call.name, upsert ? "BatchUpsert" : "BatchPut");
+    const std::string& frame = call.frame;
+    BoundedBinaryProtocol& in = call.in;
+    const auto& input = call.input;
 
     std::vector<ValueItem> read;
     ReadBatchValueCall(in, read);
