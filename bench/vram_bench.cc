@@ -33,7 +33,7 @@ namespace mooncake::bench {
 namespace {
 
 constexpr int kMaxIterations = 100'000;
-// Bounds the run: every size is moved (2 + iterations) x 6 times.
+// Bounds the run: every size is moved (2 + iterations) x 8 times.
 constexpr uint64_t kMaxSize = 16ull << 30;
 
 int Unavailable(const std::string& why) {
@@ -169,13 +169,18 @@ std::string VersionText(const DeviceInfo& device) {
   return fmt::format("HIP runtime {}, driver {}", device.runtime_version, device.driver_version);
 }
 
-enum class Path { kTier, kPageable, kPinned };
+// kTier: a pageable buffer through the tier's staging buffer; kTierRegistered:
+// host memory registered with the tier (as the DRAM arena under
+// --dram-pin-for-vram), moved by one DMA.
+enum class Path { kTier, kTierRegistered, kPageable, kPinned };
 enum class Direction { kHostToDevice, kDeviceToHost };
 
 std::string_view PathName(Path path) {
   switch (path) {
     case Path::kTier:
       return "tier";
+    case Path::kTierRegistered:
+      return "tier-registered";
     case Path::kPageable:
       return "pageable";
     case Path::kPinned:
@@ -189,7 +194,9 @@ std::string_view DirectionName(Direction direction) {
 }
 
 std::string OpName(Path path, Direction direction) {
-  if (path == Path::kTier) return direction == Direction::kHostToDevice ? "tier put" : "tier get";
+  const bool put = direction == Direction::kHostToDevice;
+  if (path == Path::kTier) return put ? "tier put" : "tier get";
+  if (path == Path::kTierRegistered) return put ? "tier put registered" : "tier get registered";
   return fmt::format("hipMemcpy {} {}", PathName(path), DirectionName(direction));
 }
 
@@ -250,8 +257,11 @@ void FillRandom(std::span<std::byte> bytes) {
 struct Buffers {
   std::vector<std::byte> source;  // pageable, random: what every put and h2d sends
   std::vector<std::byte> sink;    // pageable: where every get and pageable d2h lands
-  PinnedBytes pinned;             // the pinned baseline's source and sink
-  DeviceBytes device;             // the baselines' device side (not the tier's arena)
+  // Registered with the tier: a copy of `source`, then a sink.
+  std::vector<std::byte> registered_source;
+  std::vector<std::byte> registered_sink;
+  PinnedBytes pinned;  // the pinned baseline's source and sink
+  DeviceBytes device;  // the baselines' device side (not the tier's arena)
 };
 
 Result<Buffers> MakeBuffers(uint64_t largest) {
@@ -260,6 +270,8 @@ Result<Buffers> MakeBuffers(uint64_t largest) {
   b.source.resize(largest);
   b.sink.resize(largest);
   FillRandom(b.source);
+  b.registered_source = b.source;
+  b.registered_sink.resize(largest);
   void* pinned = nullptr;
   if (hipError_t e = hipHostMalloc(&pinned, largest, hipHostMallocDefault); e != hipSuccess) {
     return HipFail(fmt::format("hipHostMalloc({} bytes)", largest), e);
@@ -302,8 +314,8 @@ Result<void> VerifyAndClear(std::span<const std::byte> want, std::span<std::byte
   return {};
 }
 
-Result<void> MeasureTier(GpuTier& tier, Buffers& b, size_t group, uint64_t size, int iterations,
-                         std::vector<Row>& rows) {
+Result<void> MeasureTier(GpuTier& tier, Buffers& b, Path path, size_t group, uint64_t size,
+                         int iterations, std::vector<Row>& rows) {
   auto location = tier.Allocate(size);
   if (!location) return TierCheck("tier allocate", size, Err(location.error()));
   // Released on every path, so the next size finds the arena empty.
@@ -312,8 +324,9 @@ Result<void> MeasureTier(GpuTier& tier, Buffers& b, size_t group, uint64_t size,
     TierLocation location;
     ~Release() { tier.Free(location); }
   } release{tier, *location};
-  std::span<const std::byte> source(b.source.data(), size);
-  std::span<std::byte> sink(b.sink.data(), size);
+  const bool registered = path == Path::kTierRegistered;
+  std::span<const std::byte> source((registered ? b.registered_source : b.source).data(), size);
+  std::span<std::byte> sink((registered ? b.registered_sink : b.sink).data(), size);
 
   auto put = Time(
       iterations, [&] { return TierCheck("tier put", size, tier.Write(*location, 0, source)); },
@@ -321,7 +334,7 @@ Result<void> MeasureTier(GpuTier& tier, Buffers& b, size_t group, uint64_t size,
   if (!put) return std::unexpected(put.error());
   rows.push_back({.group = group,
                   .bytes = size,
-                  .path = Path::kTier,
+                  .path = path,
                   .direction = Direction::kHostToDevice,
                   .ns = std::move(*put)});
 
@@ -332,7 +345,7 @@ Result<void> MeasureTier(GpuTier& tier, Buffers& b, size_t group, uint64_t size,
   if (!get) return std::unexpected(get.error());
   rows.push_back({.group = group,
                   .bytes = size,
-                  .path = Path::kTier,
+                  .path = path,
                   .direction = Direction::kDeviceToHost,
                   .ns = std::move(*get)});
   return {};
@@ -385,11 +398,24 @@ Result<std::vector<Row>> Measure(const VramBenchOptions& options) {
   if (!tier) return Fail(tier.error(), fmt::format("cannot open the vram tier: {}", why));
   auto buffers = MakeBuffers(largest);
   if (!buffers) return std::unexpected(buffers.error());
+  // Unregistered by ~GpuTier, which runs first: `tier` is reset below on
+  // every path, before `buffers` goes.
+  struct ResetFirst {
+    std::unique_ptr<GpuTier>& tier;
+    ~ResetFirst() { tier.reset(); }
+  } reset_first{*tier};
+  for (std::vector<std::byte>* range : {&buffers->registered_source, &buffers->registered_sink}) {
+    if (auto pinned = (*tier)->RegisterHostRange(*range, &why); !pinned) {
+      return Fail(pinned.error(), fmt::format("cannot register host memory: {}", why));
+    }
+  }
   std::vector<Row> rows;
   for (size_t group = 0; group < options.sizes.size(); ++group) {
     const uint64_t size = options.sizes[group];
-    auto tier_rows = MeasureTier(**tier, *buffers, group, size, options.iterations, rows);
-    if (!tier_rows) return std::unexpected(tier_rows.error());
+    for (Path path : {Path::kTier, Path::kTierRegistered}) {
+      auto tier_rows = MeasureTier(**tier, *buffers, path, group, size, options.iterations, rows);
+      if (!tier_rows) return std::unexpected(tier_rows.error());
+    }
     for (Path path : {Path::kPageable, Path::kPinned}) {
       auto base = MeasureBaseline(*buffers, path, group, size, options.iterations, rows);
       if (!base) return std::unexpected(base.error());
@@ -419,7 +445,8 @@ std::string SizeText(uint64_t bytes) {
 }
 
 uint64_t VerifiedGets(const VramBenchOptions& options) {
-  return static_cast<uint64_t>(options.sizes.size()) * (kWarmups + options.iterations);
+  // Both tier paths verify every get.
+  return 2 * static_cast<uint64_t>(options.sizes.size()) * (kWarmups + options.iterations);
 }
 
 void PrintText(const VramBenchOptions& options, const DeviceInfo& device,

@@ -2,10 +2,11 @@
 
 // mooncake-bench --workload vram: host<->VRAM bandwidth and latency of the
 // GpuTier data path (a pageable buffer copied through the tier's pinned
-// staging buffer) next to plain hipMemcpy from pageable and from pinned host
-// memory, on one device in one run, so the cost of the tier's staging is a
-// measured ratio rather than a guess. Needs no master and no worker: it opens
-// its own GpuTier on the local device.
+// staging buffer; host memory registered with the tier, as the DRAM arena
+// under --dram-pin-for-vram, moved by one DMA) next to plain hipMemcpy from
+// pageable and from pinned host memory, on one device in one run, so the
+// cost of the tier's staging is a measured ratio rather than a guess. Needs no master and no
+// worker: it opens its own GpuTier on the local device.
 
 #include <cstdint>
 #include <vector>
@@ -14,7 +15,7 @@ namespace mooncake::bench {
 
 struct VramBenchOptions {
   // Transfer sizes in bytes, each measured on its own; every size in
-  // [1, 16 GiB]. Host and device each hold about 3 x the largest size.
+  // [1, 16 GiB]. Host memory holds about 5 x the largest size, the device 3 x.
   std::vector<uint64_t> sizes = {64ull << 10, 1ull << 20, 64ull << 20};
   // Timed transfers per size and path, after 2 untimed warm-ups; [1, 100000].
   int iterations = 20;

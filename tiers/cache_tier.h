@@ -86,6 +86,9 @@ class CacheTier {
   // host memory (DRAM); null for the others. Valid until the location is
   // freed.
   virtual const std::byte* HostAddress(const TierLocation& location) const { return nullptr; }
+  // The same bytes, writable: for the backend's copies into a location it
+  // holds for writing, as it would call Write (see the rule above).
+  virtual std::byte* WritableHostAddress(const TierLocation& location) { return nullptr; }
 
   // The region other local processes may map, for tiers that can share
   // their memory; kTierNotFound for those that cannot (SSD).

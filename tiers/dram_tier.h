@@ -57,6 +57,9 @@ class DramTier : public ArenaTier {
   const std::byte* HostAddress(const TierLocation& location) const override {
     return arena_base_ + location.offset;
   }
+  std::byte* WritableHostAddress(const TierLocation& location) override {
+    return arena_base_ + location.offset;
+  }
   // The memfd as /proc/<pid>/fd/<n>; kTierNotFound when not shareable.
   Result<SharedRegion> ExportRegion() const override;
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "common/log.h"
 #include "common/machine_id.h"
@@ -80,6 +81,26 @@ struct GpuTier::Device {
   // The arena's IPC handle (bytes of hipIpcMemHandle_t); empty when the
   // runtime cannot export it, and then plan-based writes skip this tier.
   std::string ipc_handle;
+  // Host ranges pinned by RegisterHostRange, unregistered at teardown.
+  std::vector<std::span<std::byte>> registered;
+  uint64_t direct_transfers = 0;
+  uint64_t staged_transfers = 0;
+
+  bool InRegisteredRange(const std::byte* data, uint64_t size) const {
+    return std::ranges::any_of(registered, [&](std::span<std::byte> range) {
+      return data >= range.data() && size <= range.size() &&
+             static_cast<uint64_t>(data - range.data()) <= range.size() - size;
+    });
+  }
+
+  // One DMA between the arena and registered host memory; waits for it.
+  hipError_t DirectCopy(void* dst, const void* src, uint64_t size, hipMemcpyKind kind) {
+    hipError_t error = hipMemcpyAsync(dst, src, size, kind, stream);
+    hipError_t sync = hipStreamSynchronize(stream);  // even after a failed issue
+    return error != hipSuccess ? error : sync;
+  }
+  hipError_t StagedWrite(std::byte* dst, std::span<const std::byte> data);
+  hipError_t StagedRead(const std::byte* src, std::span<std::byte> out);
 
   ~Device() {
     // Best effort: nothing useful can be done with a failure at teardown.
@@ -97,6 +118,7 @@ struct GpuTier::Device {
       if (event != nullptr) (void)hipEventDestroy(event);
     }
     if (staging != nullptr) (void)hipHostFree(staging);
+    for (std::span<std::byte> range : registered) (void)hipHostUnregister(range.data());
     if (arena != nullptr) {
       if (hipError_t error = hipFree(arena); error != hipSuccess) {
         const std::string text = HipErrorText(error);
@@ -256,30 +278,114 @@ Result<SharedRegion> GpuTier::ExportRegion() const {
                       .machine_id = MachineId()};
 }
 
+Result<void> GpuTier::RegisterHostRange(std::span<std::byte> range, std::string* why) {
+  std::lock_guard lock(transfer_mu_);
+  Device& d = *device_;
+  const bool overlaps = std::ranges::any_of(d.registered, [&](std::span<std::byte> other) {
+    return range.data() < other.data() + other.size() && other.data() < range.data() + range.size();
+  });
+  if (range.empty() || overlaps) {
+    SetWhy(why, range.empty() ? "an empty host range" : "overlaps a registered host range");
+    return Err(ErrorCode::kInvalidParams);
+  }
+  hipError_t error = hipSetDevice(d.index);
+  // Portable: the pinning holds for every device's context, not just this one.
+  if (error == hipSuccess) {
+    error = hipHostRegister(range.data(), range.size(), hipHostRegisterPortable);
+  }
+  if (error != hipSuccess) {
+    std::string text = fmt::format("hipHostRegister({} bytes) on device {} failed: {}",
+                                   range.size(), d.index, HipErrorText(error));
+    MC_LOG_ERROR("vram tier {} cannot pin host memory: {}", name_, text);
+    SetWhy(why, std::move(text));
+    return Err(ErrorCode::kTransferFail);
+  }
+  d.registered.push_back(range);
+  MC_LOG_INFO("vram tier {} pinned host memory bytes={} for direct transfers", name_, range.size());
+  return {};
+}
+
+uint64_t GpuTier::direct_transfers() const {
+  std::lock_guard lock(transfer_mu_);
+  return device_->direct_transfers;
+}
+
+uint64_t GpuTier::staged_transfers() const {
+  std::lock_guard lock(transfer_mu_);
+  return device_->staged_transfers;
+}
+
+hipError_t GpuTier::Device::StagedWrite(std::byte* dst, std::span<const std::byte> data) {
+  constexpr uint64_t kHalf = kStagingBytes / 2;
+  hipError_t error = hipSuccess;
+  uint64_t done = 0;
+  for (int chunk = 0; error == hipSuccess && done < data.size(); ++chunk) {
+    const int half = chunk & 1;
+    const uint64_t n = std::min<uint64_t>(kHalf, data.size() - done);
+    std::byte* stage = staging + half * kHalf;
+    // This half was last read by the DMA issued two chunks ago.
+    if (chunk >= 2 && (error = hipEventSynchronize(half_done[half])) != hipSuccess) break;
+    std::memcpy(stage, data.data() + done, n);
+    error = hipMemcpyAsync(dst + done, stage, n, hipMemcpyHostToDevice, stream);
+    if (error == hipSuccess) error = hipEventRecord(half_done[half], stream);
+    done += n;
+  }
+  // Always drain the stream, so no copy outlives the lock or this call.
+  hipError_t sync = hipStreamSynchronize(stream);
+  return error != hipSuccess ? error : sync;
+}
+
+hipError_t GpuTier::Device::StagedRead(const std::byte* src, std::span<std::byte> out) {
+  constexpr uint64_t kHalf = kStagingBytes / 2;
+  // A chunk copied into a staging half but not yet handed to `out`.
+  struct Pending {
+    uint64_t out_offset = 0;
+    uint64_t size = 0;
+    bool active = false;
+  };
+  Pending pending[2];
+  auto drain = [&](int half) -> hipError_t {
+    if (!pending[half].active) return hipSuccess;
+    if (hipError_t e = hipEventSynchronize(half_done[half]); e != hipSuccess) return e;
+    std::memcpy(out.data() + pending[half].out_offset, staging + half * kHalf, pending[half].size);
+    pending[half].active = false;
+    return hipSuccess;
+  };
+  hipError_t error = hipSuccess;
+  uint64_t done = 0;
+  int chunk = 0;
+  for (; error == hipSuccess && done < out.size(); ++chunk) {
+    const int half = chunk & 1;
+    const uint64_t n = std::min<uint64_t>(kHalf, out.size() - done);
+    // Hand the chunk that used this half two steps ago to the caller while
+    // the previous chunk's DMA is still running.
+    if ((error = drain(half)) != hipSuccess) break;
+    error = hipMemcpyAsync(staging + half * kHalf, src + done, n, hipMemcpyDeviceToHost, stream);
+    if (error == hipSuccess) error = hipEventRecord(half_done[half], stream);
+    if (error == hipSuccess) pending[half] = {.out_offset = done, .size = n, .active = true};
+    done += n;
+  }
+  // The older of the two outstanding chunks sits in the half `chunk` would use.
+  if (error == hipSuccess) error = drain(chunk & 1);
+  if (error == hipSuccess) error = drain((chunk + 1) & 1);
+  hipError_t sync = hipStreamSynchronize(stream);
+  return error != hipSuccess ? error : sync;
+}
+
 Result<void> GpuTier::Write(const TierLocation& location, uint64_t offset,
                             std::span<const std::byte> data) {
   if (!InBounds(location, offset, data.size())) return Err(ErrorCode::kInvalidParams);
   if (data.empty()) return {};
   std::lock_guard lock(transfer_mu_);
   Device& d = *device_;
-  hipError_t error = hipSetDevice(d.index);
   auto* dst = static_cast<std::byte*>(d.arena) + location.offset + offset;
-  constexpr uint64_t kHalf = kStagingBytes / 2;
-  uint64_t done = 0;
-  for (int chunk = 0; error == hipSuccess && done < data.size(); ++chunk) {
-    const int half = chunk & 1;
-    const uint64_t n = std::min<uint64_t>(kHalf, data.size() - done);
-    std::byte* stage = d.staging + half * kHalf;
-    // This half was last read by the DMA issued two chunks ago.
-    if (chunk >= 2 && (error = hipEventSynchronize(d.half_done[half])) != hipSuccess) break;
-    std::memcpy(stage, data.data() + done, n);
-    error = hipMemcpyAsync(dst + done, stage, n, hipMemcpyHostToDevice, d.stream);
-    if (error == hipSuccess) error = hipEventRecord(d.half_done[half], d.stream);
-    done += n;
+  hipError_t error = hipSetDevice(d.index);
+  if (error == hipSuccess) {
+    const bool direct = d.InRegisteredRange(data.data(), data.size());
+    error = direct ? d.DirectCopy(dst, data.data(), data.size(), hipMemcpyHostToDevice)
+                   : d.StagedWrite(dst, data);
+    ++(direct ? d.direct_transfers : d.staged_transfers);
   }
-  // Always drain the stream, so no copy outlives the lock or this call.
-  hipError_t sync = hipStreamSynchronize(d.stream);
-  if (error == hipSuccess) error = sync;
   if (error != hipSuccess) {
     const std::string text = HipErrorText(error);
     MC_LOG_ERROR("vram write failed tier={} offset={} size={} error={}", name_,
@@ -295,43 +401,14 @@ Result<void> GpuTier::Read(const TierLocation& location, uint64_t offset,
   if (out.empty()) return {};
   std::lock_guard lock(transfer_mu_);
   Device& d = *device_;
-  hipError_t error = hipSetDevice(d.index);
   const auto* src = static_cast<const std::byte*>(d.arena) + location.offset + offset;
-  constexpr uint64_t kHalf = kStagingBytes / 2;
-  // A chunk copied into a staging half but not yet handed to `out`.
-  struct Pending {
-    uint64_t out_offset = 0;
-    uint64_t size = 0;
-    bool active = false;
-  };
-  Pending pending[2];
-  auto drain = [&](int half) -> hipError_t {
-    if (!pending[half].active) return hipSuccess;
-    if (hipError_t e = hipEventSynchronize(d.half_done[half]); e != hipSuccess) return e;
-    std::memcpy(out.data() + pending[half].out_offset, d.staging + half * kHalf,
-                pending[half].size);
-    pending[half].active = false;
-    return hipSuccess;
-  };
-  uint64_t done = 0;
-  int chunk = 0;
-  for (; error == hipSuccess && done < out.size(); ++chunk) {
-    const int half = chunk & 1;
-    const uint64_t n = std::min<uint64_t>(kHalf, out.size() - done);
-    // Hand the chunk that used this half two steps ago to the caller while
-    // the previous chunk's DMA is still running.
-    if ((error = drain(half)) != hipSuccess) break;
-    error =
-        hipMemcpyAsync(d.staging + half * kHalf, src + done, n, hipMemcpyDeviceToHost, d.stream);
-    if (error == hipSuccess) error = hipEventRecord(d.half_done[half], d.stream);
-    if (error == hipSuccess) pending[half] = {.out_offset = done, .size = n, .active = true};
-    done += n;
+  hipError_t error = hipSetDevice(d.index);
+  if (error == hipSuccess) {
+    const bool direct = d.InRegisteredRange(out.data(), out.size());
+    error = direct ? d.DirectCopy(out.data(), src, out.size(), hipMemcpyDeviceToHost)
+                   : d.StagedRead(src, out);
+    ++(direct ? d.direct_transfers : d.staged_transfers);
   }
-  // The older of the two outstanding chunks sits in the half `chunk` would use.
-  if (error == hipSuccess) error = drain(chunk & 1);
-  if (error == hipSuccess) error = drain((chunk + 1) & 1);
-  hipError_t sync = hipStreamSynchronize(d.stream);
-  if (error == hipSuccess) error = sync;
   if (error != hipSuccess) {
     const std::string text = HipErrorText(error);
     MC_LOG_ERROR("vram read failed tier={} offset={} size={} error={}", name_,
@@ -382,6 +459,14 @@ Result<void> GpuTier::Write(const TierLocation&, uint64_t, std::span<const std::
 Result<void> GpuTier::Read(const TierLocation&, uint64_t, std::span<std::byte>) const {
   return Err(ErrorCode::kInternalError);
 }
+
+Result<void> GpuTier::RegisterHostRange(std::span<std::byte>, std::string* why) {
+  if (why != nullptr) *why = ProbeReason();
+  return Err(ErrorCode::kTierNotFound);
+}
+
+uint64_t GpuTier::direct_transfers() const { return 0; }
+uint64_t GpuTier::staged_transfers() const { return 0; }
 
 #endif  // MOONCAKE_GPU_TIER_HIP
 

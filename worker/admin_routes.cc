@@ -198,6 +198,7 @@ HttpResponse Config(const WorkerRoutes& r) {
                        {"master", c.master},
                        {"dram-capacity", c.dram_capacity},
                        {"dram-prefault", c.dram_prefault},
+                       {"dram-pin-for-vram", c.dram_pin_for_vram},
                        {"ssd-capacity", c.ssd_capacity},
                        {"ssd-path", c.ssd_path},
                        {"high-watermark", c.high_watermark},

@@ -218,13 +218,32 @@ bool Mover::DropObject(const std::string& key, size_t tier) {
 
 Result<void> Mover::CopyBetweenTiers(const Allocation& from, const Allocation& to, uint64_t size,
                                      BackendContext* ctx) {
-  std::vector<std::byte> buffer(std::min(size, kCopyBufferBytes));
-  for (uint64_t offset = 0; offset < size; offset += buffer.size()) {
-    auto chunk = std::span(buffer.data(), std::min<uint64_t>(buffer.size(), size - offset));
-    if (auto read = from.tier->Read(from.location, offset, chunk); !read) return read;
-    if (ctx != nullptr) ctx->CountRead(from.tier, chunk.size());
-    if (auto written = to.tier->Write(to.location, offset, chunk); !written) return written;
-    if (ctx != nullptr) ctx->CountWritten(to.tier, chunk.size());
+  // Where a side lies in host memory (the DRAM arena) the other tier reads
+  // into it or writes from it directly: no bounce buffer, and a VRAM tier
+  // that registered the arena moves the bytes in one DMA.
+  const std::byte* source = from.tier->HostAddress(from.location);
+  std::byte* target = source == nullptr ? to.tier->WritableHostAddress(to.location) : nullptr;
+  std::vector<std::byte> buffer;
+  if (source == nullptr && target == nullptr) buffer.resize(std::min(size, kCopyBufferBytes));
+  for (uint64_t offset = 0; offset < size; offset += kCopyBufferBytes) {
+    const uint64_t n = std::min(kCopyBufferBytes, size - offset);
+    if (source != nullptr) {
+      if (auto written = to.tier->Write(to.location, offset, {source + offset, n}); !written) {
+        return written;
+      }
+    } else if (target != nullptr) {
+      if (auto read = from.tier->Read(from.location, offset, {target + offset, n}); !read) {
+        return read;
+      }
+    } else {
+      auto chunk = std::span(buffer.data(), n);
+      if (auto read = from.tier->Read(from.location, offset, chunk); !read) return read;
+      if (auto written = to.tier->Write(to.location, offset, chunk); !written) return written;
+    }
+    if (ctx != nullptr) {
+      ctx->CountRead(from.tier, n);
+      ctx->CountWritten(to.tier, n);
+    }
   }
   return {};
 }

@@ -65,6 +65,9 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
                "Populate the whole DRAM arena at startup (before ready): steady put latency "
                "from the first write, for startup time and RSS = --dram-capacity up front; "
                "fails to start if that memory is not free");
+  app.add_flag("--dram-pin-for-vram", c.dram_pin_for_vram,
+               "With a VRAM tier: pin the DRAM arena for the GPU so DRAM<->VRAM moves are one "
+               "DMA each (implies --dram-prefault; the arena stays resident)");
   AddSizeOption(app, "--ssd-capacity", c.ssd_capacity, "SSD tier size, 0 for none");
   AddSizeOption(app, "--vram-capacity", c.vram_capacity,
                 "VRAM tier size, 0 for none (needs a HIP build and a GPU)");

@@ -49,6 +49,13 @@ struct WorkerConfig {
   // and RSS = dram_capacity up front; the worker does not start when the
   // memory cannot be had.
   bool dram_prefault = false;
+  // With a VRAM tier: pin the DRAM arena for the GPU (hipHostRegister), so
+  // moves between DRAM and VRAM are one DMA each instead of a CPU copy
+  // through a staging buffer. Implies dram_prefault (the pages must be
+  // there to be pinned) and keeps them unswappable; the worker does not
+  // start when the runtime refuses. Ignored, with a warning, when the
+  // worker runs without a VRAM tier.
+  bool dram_pin_for_vram = false;
   // 0 runs without an SSD tier.
   uint64_t ssd_capacity = 1ull << 30;
   // RocksDB directory of the SSD tier; reopened on restart to recover objects.

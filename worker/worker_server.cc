@@ -65,11 +65,27 @@ Result<std::vector<std::unique_ptr<CacheTier>>> OpenTiers(const WorkerConfig& c,
       return Err(vram.error());
     }
   }
-  auto dram = DramTier::Create("dram", c.dram_capacity, {.prefault = c.dram_prefault});
+  auto* vram = tiers.empty() ? nullptr : dynamic_cast<GpuTier*>(tiers.front().get());
+  const bool pin = c.dram_pin_for_vram && vram != nullptr;
+  if (c.dram_pin_for_vram && vram == nullptr) {
+    MC_LOG_WARN("--dram-pin-for-vram ignored: the worker runs without a vram tier");
+  }
+  auto dram = DramTier::Create("dram", c.dram_capacity, {.prefault = c.dram_prefault || pin});
   if (!dram) {
     MC_LOG_ERROR("cannot create dram tier capacity={} error={}", c.dram_capacity,
                  ToString(dram.error()));
     return Err(dram.error());
+  }
+  // The arena outlives the VRAM tier, which unregisters it: the tiers are
+  // destroyed in order, fastest first.
+  if (pin) {
+    std::string why;
+    std::span arena((*dram)->arena_base(), (*dram)->arena_size());
+    if (auto pinned = vram->RegisterHostRange(arena, &why); !pinned) {
+      MC_LOG_ERROR("cannot pin the dram arena (--dram-pin-for-vram) capacity={}: {}",
+                   c.dram_capacity, why);
+      return Err(pinned.error());
+    }
   }
   tiers.push_back(std::move(*dram));
   if (c.ssd_capacity > 0) {

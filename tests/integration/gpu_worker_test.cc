@@ -82,10 +82,11 @@ TEST(GpuWorkerTest, AVramCapacityOnAMachineWithoutAGpuFallsBackToDramAndSsd) {
   // Given a worker asked for 64 MiB of VRAM.
   TestCluster cluster;
   ASSERT_TRUE(cluster.StartMaster());
-  ASSERT_TRUE(cluster.StartWorker("w1", {.dram = 32 * kMiB,
-                                         .ssd = 64 * kMiB,
-                                         .extra_args = {"--vram-capacity", "64MiB", "--gpu-device",
-                                                        std::to_string(TestDeviceIndex())}}));
+  ASSERT_TRUE(cluster.StartWorker(
+      "w1", {.dram = 32 * kMiB,
+             .ssd = 64 * kMiB,
+             .extra_args = {"--vram-capacity", "64MiB", "--gpu-device",
+                            std::to_string(TestDeviceIndex()), "--dram-pin-for-vram"}}));
   auto client = cluster.NewClient("w1");
   ASSERT_TRUE(client);
   auto stats = client->Stats("w1");
@@ -99,6 +100,7 @@ TEST(GpuWorkerTest, AVramCapacityOnAMachineWithoutAGpuFallsBackToDramAndSsd) {
     ASSERT_NE(vram, nullptr);
     EXPECT_EQ(vram->usage.capacity, 64 * kMiB);
     EXPECT_NE(log.find("vram tier ready"), std::string::npos) << log;
+    EXPECT_NE(log.find("pinned host memory bytes=33554432"), std::string::npos) << log;
     ASSERT_TRUE(IsOk(client->Put("k", PatternBytes(1, 100 * kKiB), {.preferred_tier = "vram"})));
     auto info = client->Inspect("k");
     ASSERT_TRUE(IsOk(info));
@@ -114,6 +116,7 @@ TEST(GpuWorkerTest, AVramCapacityOnAMachineWithoutAGpuFallsBackToDramAndSsd) {
   EXPECT_NE(log.find(probe), std::string::npos)
       << "the worker's log does not give the probe's reason (" << probe << "):\n"
       << log;
+  EXPECT_NE(log.find("--dram-pin-for-vram ignored"), std::string::npos) << log;
 
   // And puts and gets served from DRAM, and from SSD for what DRAM cannot hold.
   const std::string small = PatternBytes(2, kMiB + 17);
@@ -192,6 +195,10 @@ class GpuWorkerDeviceTest : public ::testing::Test {
     auto info = client_->Inspect(key);
     return info ? info->tier : "(" + std::string(ToString(info.error())) + ")";
   }
+
+  // Puts past the VRAM watermark, expects the coldest objects demoted to
+  // DRAM, and one read back into VRAM with its bytes intact.
+  void ExpectDemotionToDramAndPromotionBack(std::vector<std::string> extra);
 
   int device_ = 0;
   TestCluster cluster_;
@@ -310,10 +317,21 @@ TEST_F(GpuWorkerDeviceTest, AnUncommittedPlanIsDiscardedAfterTheTimeout) {
 }
 
 TEST_F(GpuWorkerDeviceTest, VramDemotesToDramAboveItsWatermarkAndAGetPromotesBack) {
+  ExpectDemotionToDramAndPromotionBack({});
+}
+
+TEST_F(GpuWorkerDeviceTest, WithThePinnedDramArenaObjectsMoveBetweenVramAndDramByteExact) {
+  ExpectDemotionToDramAndPromotionBack({"--dram-pin-for-vram"});
+  EXPECT_NE(cluster_.LogTail("w1", 400).find("pinned host memory bytes=67108864"),
+            std::string::npos)
+      << cluster_.LogTail("w1", 60);
+}
+
+void GpuWorkerDeviceTest::ExpectDemotionToDramAndPromotionBack(std::vector<std::string> extra) {
   // 8 MiB of VRAM, demoted from 4 MiB (high) down to 2 MiB (low).
   constexpr uint64_t kVram = 8 * kMiB;
-  ASSERT_NO_FATAL_FAILURE(
-      GivenAVramWorker(kVram, {"--high-watermark", "0.5", "--low-watermark", "0.25"}));
+  extra.insert(extra.end(), {"--high-watermark", "0.5", "--low-watermark", "0.25"});
+  ASSERT_NO_FATAL_FAILURE(GivenAVramWorker(kVram, std::move(extra)));
   constexpr int kCount = 6;
   for (int i = 0; i < kCount; ++i) {
     ASSERT_TRUE(IsOk(client_->Put("d" + std::to_string(i), PatternBytes(40 + i, kMiB)))) << i;

@@ -133,5 +133,16 @@ TEST(DramPrefaultTest, FlagIsOffByDefaultAndReadFromFlagOrFile) {
   EXPECT_TRUE(file->dram_prefault);
 }
 
+TEST(DramPrefaultTest, PinningForVramIsOffByDefaultAndReadFromTheFlag) {
+  std::string message;
+  auto defaults = Parse({}, &message);
+  ASSERT_TRUE(defaults) << message;
+  EXPECT_FALSE(defaults->dram_pin_for_vram);
+  auto flag = Parse({"--dram-pin-for-vram"}, &message);
+  ASSERT_TRUE(flag) << message;
+  EXPECT_TRUE(flag->dram_pin_for_vram);
+  EXPECT_FALSE(flag->dram_prefault) << "implied where it applies, not rewritten in the config";
+}
+
 }  // namespace
 }  // namespace mooncake

@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <iostream>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,7 +90,12 @@ class GpuBackendTest : public ::testing::Test {
     ASSERT_TRUE(gpu) << "GpuTier::Create: " << why;
     gpu_ = gpu->get();
     tiers.push_back(std::move(*gpu));
-    tiers.push_back(std::move(DramTier::Create("dram", dram).value()));
+    auto dram_tier = DramTier::Create("dram", dram).value();
+    if (pin_dram_) {  // as the worker's --dram-pin-for-vram
+      std::span arena(dram_tier->arena_base(), dram_tier->arena_size());
+      ASSERT_TRUE(gpu_->RegisterHostRange(arena, &why)) << why;
+    }
+    tiers.push_back(std::move(dram_tier));
     tiers.push_back(std::move(SsdTier::Open("ssd", dir_ + "/ssd", ssd).value()));
     backend_ = std::make_unique<TieredCacheBackend>(std::move(tiers), &directory_, options);
     recovered_ = backend_->Recover();
@@ -132,6 +138,7 @@ class GpuBackendTest : public ::testing::Test {
   }
 
   int device_ = 0;
+  bool pin_dram_ = false;  // register the DRAM arena with the VRAM tier
   std::string dir_;
   InMemoryDirectory directory_;
   GpuTier* gpu_ = nullptr;  // owned by backend_
@@ -239,6 +246,43 @@ TEST_F(GpuBackendTest, MaintenanceDemotesVramToDramAboveTheHighWatermarkLruFirst
   EXPECT_EQ(Tier(0).demotions_out, 4u);
   for (int i = 0; i < 6; ++i) {
     EXPECT_TRUE(ReadAll("w" + std::to_string(i)) == Pattern(kMiB, 10 + i)) << i;
+  }
+  EXPECT_EQ(gpu_->direct_transfers(), 0u) << "nothing registered: every transfer is staged";
+}
+
+TEST_F(GpuBackendTest, WithThePinnedDramArenaDemotionAndPromotionAreOneDmaAndByteExact) {
+  pin_dram_ = true;
+  BackendOptions options = DefaultOptions();
+  options.high_watermark = 0.5;
+  options.low_watermark = 0.25;
+  ASSERT_NO_FATAL_FAILURE(Open(8 * kMiB, 32 * kMiB, 64 * kMiB, options));
+  constexpr uint64_t kSize = kMiB + 13;  // not a multiple of any chunk
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(backend_->Put("q" + std::to_string(i), Pattern(kSize, 50 + i), {}));
+    std::this_thread::sleep_for(Millis(2));
+  }
+  const uint64_t direct_before = gpu_->direct_transfers();
+
+  // Demotion reads VRAM straight into the DRAM arena.
+  backend_->RunMaintenance();
+  ASSERT_GE(Tier(0).demotions_out, 1u);
+  EXPECT_GE(gpu_->direct_transfers(), direct_before + Tier(0).demotions_out);
+  std::string in_dram;
+  int index = -1;
+  for (int i = 0; i < 6 && in_dram.empty(); ++i) {
+    if (TierOf("q" + std::to_string(i)) == "dram") index = i, in_dram = "q" + std::to_string(i);
+  }
+  ASSERT_FALSE(in_dram.empty());
+  EXPECT_TRUE(ReadAll(in_dram) == Pattern(kSize, 50 + index));
+
+  // Promotion writes the arena's bytes straight to VRAM.
+  const uint64_t direct_demoted = gpu_->direct_transfers();
+  backend_->RunMaintenance();  // the read above queued the promotion
+  ASSERT_EQ(TierOf(in_dram), "vram");
+  EXPECT_GT(gpu_->direct_transfers(), direct_demoted);
+  EXPECT_TRUE(ReadDevice(in_dram) == Pattern(kSize, 50 + index));
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_TRUE(ReadAll("q" + std::to_string(i)) == Pattern(kSize, 50 + i)) << i;
   }
 }
 

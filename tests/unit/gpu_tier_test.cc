@@ -290,5 +290,81 @@ TEST_F(GpuTierDeviceTest, ConcurrentTransfersOnDisjointLocations) {
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
 }
 
+// Host memory as the DRAM arena is: page-aligned, so neighbouring ranges
+// share no page. Declared before the tier that registers it, so it outlives
+// the tier (the tier unregisters it when destroyed).
+class PageAlignedBytes {
+ public:
+  explicit PageAlignedBytes(uint64_t size)
+      : size_(size), data_(static_cast<std::byte*>(std::aligned_alloc(4096, size))) {
+    std::memset(data_, 0, size_);
+  }
+  ~PageAlignedBytes() { std::free(data_); }
+  PageAlignedBytes(const PageAlignedBytes&) = delete;
+  PageAlignedBytes& operator=(const PageAlignedBytes&) = delete;
+  std::byte* data() { return data_; }
+
+ private:
+  uint64_t size_;
+  std::byte* data_;
+};
+
+// Registered host memory (the DRAM arena under --dram-pin-for-vram) moves
+// by DMA with no staging; a span reaching past the range still stages.
+TEST_F(GpuTierDeviceTest, ARegisteredHostRangeMovesByDmaByteExactBothWays) {
+  constexpr uint64_t kRange = 24 * MiB;
+  PageAlignedBytes host(kRange + 4 * MiB);  // the tail stays unregistered
+  auto tier = MakeTier(64 * MiB);           // after `host`: goes first
+  ASSERT_TRUE(tier);
+  std::string why;
+  ASSERT_TRUE(tier->RegisterHostRange(std::span(host.data(), kRange), &why)) << why;
+  auto loc = tier->Allocate(20 * MiB);
+  ASSERT_TRUE(loc);
+
+  uint64_t seed = 90;
+  for (uint64_t size : {4 * KiB + 3, 1 * MiB, 5 * MiB + 17}) {
+    for (uint64_t at : {uint64_t{0}, uint64_t{4093}, kRange - size}) {
+      SCOPED_TRACE(::testing::Message() << "size " << size << " host offset " << at);
+      const auto data = RandomBytes(size, seed++);
+      std::memcpy(host.data() + at, data.data(), size);
+      const uint64_t direct = tier->direct_transfers();
+      ASSERT_TRUE(tier->Write(*loc, 7, std::span<const std::byte>(host.data() + at, size)));
+      std::memset(host.data() + at, 0, size);
+      ASSERT_TRUE(tier->Read(*loc, 7, std::span(host.data() + at, size)));
+      EXPECT_EQ(tier->direct_transfers(), direct + 2);
+      ASSERT_EQ(0, std::memcmp(host.data() + at, data.data(), size));
+    }
+  }
+
+  // Half in the range, half past its end: staged, and still exact.
+  const uint64_t size = 2 * MiB;
+  const uint64_t at = kRange - MiB;
+  const auto data = RandomBytes(size, seed++);
+  std::memcpy(host.data() + at, data.data(), size);
+  const uint64_t staged = tier->staged_transfers();
+  ASSERT_TRUE(tier->Write(*loc, 0, std::span<const std::byte>(host.data() + at, size)));
+  std::vector<std::byte> out(size);
+  ASSERT_TRUE(tier->Read(*loc, 0, out));
+  EXPECT_EQ(tier->staged_transfers(), staged + 2);
+  EXPECT_TRUE(out == data);
+  tier->Free(*loc);
+}
+
+TEST_F(GpuTierDeviceTest, RegisteringAnEmptyOrOverlappingHostRangeIsRefused) {
+  PageAlignedBytes host(8 * MiB);
+  auto tier = MakeTier(4 * MiB);
+  ASSERT_TRUE(tier);
+  std::string why;
+  EXPECT_EQ(tier->RegisterHostRange({}, &why).error(), ErrorCode::kInvalidParams);
+  ASSERT_TRUE(tier->RegisterHostRange(std::span(host.data(), 4 * MiB), &why)) << why;
+  why.clear();
+  auto overlap = tier->RegisterHostRange(std::span(host.data() + 2 * MiB, 4 * MiB), &why);
+  ASSERT_FALSE(overlap);
+  EXPECT_EQ(overlap.error(), ErrorCode::kInvalidParams);
+  EXPECT_NE(why.find("overlaps"), std::string::npos) << why;
+  // The neighbouring range is fine.
+  EXPECT_TRUE(tier->RegisterHostRange(std::span(host.data() + 4 * MiB, 4 * MiB), &why)) << why;
+}
+
 }  // namespace
 }  // namespace mooncake

@@ -15,6 +15,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -343,7 +344,15 @@ TEST_F(SsdTierTest, SurvivesKill9) {
   std::string env_var = std::string(kCrashDirEnv) + "=" + dir_;
   std::vector<char*> argv = {exe.data(), filter.data(), nullptr};
   std::vector<char*> envp;
-  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  // Not gtest's shard variables: under sharding the child's one test may
+  // fall in another shard, and the child would exit 0 having run nothing.
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    if (entry.starts_with("GTEST_TOTAL_SHARDS=") || entry.starts_with("GTEST_SHARD_INDEX=")) {
+      continue;
+    }
+    envp.push_back(*e);
+  }
   envp.push_back(env_var.data());
   envp.push_back(nullptr);
   pid_t pid = 0;
