@@ -453,9 +453,11 @@ void PrintText(const VramBenchOptions& options, const DeviceInfo& device,
                const std::vector<Row>& rows) {
   std::string out = fmt::format(
       "vram bench: device {} \"{}\" ({} MiB, pci {}), platform {} ({}), {} timed + {} warm-up "
-      "transfers per row, tier staging {} MiB pinned\n",
+      "transfers per row, tier staging {} MiB pinned per lane ({} lanes; one transfer at a time "
+      "here)\n",
       device.index, device.name, device.total_bytes >> 20, device.pci_bus, kPlatform,
-      VersionText(device), options.iterations, kWarmups, GpuTier::kStagingBytes >> 20);
+      VersionText(device), options.iterations, kWarmups, GpuTier::kStagingBytes >> 20,
+      GpuTier::kTransferLanes);
   out += fmt::format("{:<10} {:<24} {:>9} {:>11} {:>11} {:>11} {:>9}\n", "size", "op", "GB/s",
                      "p50_us", "p99_us", "vs_pageable", "vs_pinned");
   for (const Row& row : rows) {
@@ -497,6 +499,7 @@ void PrintJson(const VramBenchOptions& options, const DeviceInfo& device,
                 {"iterations", options.iterations},
                 {"warmups", kWarmups},
                 {"tier_staging_bytes", GpuTier::kStagingBytes},
+                {"tier_transfer_lanes", GpuTier::kTransferLanes},
                 {"gb", "1e9 bytes"}}},
               {"results", results},
               {"verified_tier_gets", VerifiedGets(options)}};

@@ -3,7 +3,10 @@
 #include <spdlog/fmt/fmt.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <utility>
 #include <vector>
@@ -70,28 +73,16 @@ void SetWhy(std::string* why, std::string text) {
 
 }  // namespace
 
-struct GpuTier::Device {
-  int index = 0;
-  void* arena = nullptr;
+namespace {
+
+// One transfer at a time: a stream and a pinned staging buffer in two
+// halves of kStagingBytes / 2, each with an event recorded after the copy
+// that last used it. A tier holds kTransferLanes of them, so that many
+// transfers (CPU copies and DMAs) run at once.
+struct TransferLane {
   hipStream_t stream = nullptr;
-  // Pinned; two halves of kStagingBytes / 2, each with an event recorded
-  // after the copy that last used it.
   std::byte* staging = nullptr;
   hipEvent_t half_done[2] = {nullptr, nullptr};
-  // The arena's IPC handle (bytes of hipIpcMemHandle_t); empty when the
-  // runtime cannot export it, and then plan-based writes skip this tier.
-  std::string ipc_handle;
-  // Host ranges pinned by RegisterHostRange, unregistered at teardown.
-  std::vector<std::span<std::byte>> registered;
-  uint64_t direct_transfers = 0;
-  uint64_t staged_transfers = 0;
-
-  bool InRegisteredRange(const std::byte* data, uint64_t size) const {
-    return std::ranges::any_of(registered, [&](std::span<std::byte> range) {
-      return data >= range.data() && size <= range.size() &&
-             static_cast<uint64_t>(data - range.data()) <= range.size() - size;
-    });
-  }
 
   // One DMA between the arena and registered host memory; waits for it.
   hipError_t DirectCopy(void* dst, const void* src, uint64_t size, hipMemcpyKind kind) {
@@ -99,8 +90,58 @@ struct GpuTier::Device {
     hipError_t sync = hipStreamSynchronize(stream);  // even after a failed issue
     return error != hipSuccess ? error : sync;
   }
+  // Through the staging halves, the CPU copy of one chunk overlapping the
+  // DMA of the other; both drain the stream before they return.
   hipError_t StagedWrite(std::byte* dst, std::span<const std::byte> data);
   hipError_t StagedRead(const std::byte* src, std::span<std::byte> out);
+  // What was created; failures are ignored (nothing to do at teardown).
+  void Destroy();
+};
+
+}  // namespace
+
+struct GpuTier::Device {
+  int index = 0;
+  void* arena = nullptr;
+  TransferLane lanes[kTransferLanes];
+  // The arena's IPC handle (bytes of hipIpcMemHandle_t); empty when the
+  // runtime cannot export it, and then plan-based writes skip this tier.
+  std::string ipc_handle;
+  std::atomic<uint64_t> direct_transfers{0};
+  std::atomic<uint64_t> staged_transfers{0};
+
+  // Lanes not in use, as indexes into `lanes`.
+  std::mutex lanes_mu;
+  std::condition_variable lane_freed;
+  std::vector<int> free_lanes;
+
+  // Host ranges pinned by RegisterHostRange, unregistered at teardown.
+  mutable std::mutex ranges_mu;
+  std::vector<std::span<std::byte>> registered;
+
+  bool InRegisteredRange(const std::byte* data, uint64_t size) const {
+    std::lock_guard lock(ranges_mu);
+    return std::ranges::any_of(registered, [&](std::span<std::byte> range) {
+      return data >= range.data() && size <= range.size() &&
+             static_cast<uint64_t>(data - range.data()) <= range.size() - size;
+    });
+  }
+
+  // A free lane, waiting for one while all are busy; back with Release.
+  TransferLane& Acquire(int* lane) {
+    std::unique_lock lock(lanes_mu);
+    lane_freed.wait(lock, [&] { return !free_lanes.empty(); });
+    *lane = free_lanes.back();
+    free_lanes.pop_back();
+    return lanes[*lane];
+  }
+  void Release(int lane) {
+    {
+      std::lock_guard lock(lanes_mu);
+      free_lanes.push_back(lane);
+    }
+    lane_freed.notify_one();
+  }
 
   ~Device() {
     // Best effort: nothing useful can be done with a failure at teardown.
@@ -110,14 +151,7 @@ struct GpuTier::Device {
       const std::string text = HipErrorText(error);
       MC_LOG_WARN("vram teardown cannot select device={} error={}", index, text);
     }
-    if (stream != nullptr) {
-      (void)hipStreamSynchronize(stream);
-      (void)hipStreamDestroy(stream);
-    }
-    for (hipEvent_t event : half_done) {
-      if (event != nullptr) (void)hipEventDestroy(event);
-    }
-    if (staging != nullptr) (void)hipHostFree(staging);
+    for (TransferLane& lane : lanes) lane.Destroy();
     for (std::span<std::byte> range : registered) (void)hipHostUnregister(range.data());
     if (arena != nullptr) {
       if (hipError_t error = hipFree(arena); error != hipSuccess) {
@@ -128,6 +162,17 @@ struct GpuTier::Device {
     (void)hipGetLastError();  // ignored failures above must not reach a later caller
   }
 };
+
+void TransferLane::Destroy() {
+  if (stream != nullptr) {
+    (void)hipStreamSynchronize(stream);
+    (void)hipStreamDestroy(stream);
+  }
+  for (hipEvent_t event : half_done) {
+    if (event != nullptr) (void)hipEventDestroy(event);
+  }
+  if (staging != nullptr) (void)hipHostFree(staging);
+}
 
 Result<int> GpuTier::DeviceCount() {
   int count = 0;
@@ -216,23 +261,25 @@ Result<std::unique_ptr<GpuTier>> GpuTier::Create(std::string name, uint64_t capa
     }
     return fail_with(call, error_text);
   }
-  if (hipError_t e = hipStreamCreateWithFlags(&device->stream, hipStreamNonBlocking);
-      e != hipSuccess) {
-    device->stream = nullptr;
-    return fail("hipStreamCreateWithFlags", e);
-  }
-  for (hipEvent_t& event : device->half_done) {
-    if (hipError_t e = hipEventCreateWithFlags(&event, hipEventDisableTiming); e != hipSuccess) {
-      event = nullptr;
-      return fail("hipEventCreateWithFlags", e);
+  for (TransferLane& lane : device->lanes) {
+    if (hipError_t e = hipStreamCreateWithFlags(&lane.stream, hipStreamNonBlocking);
+        e != hipSuccess) {
+      lane.stream = nullptr;
+      return fail("hipStreamCreateWithFlags", e);
     }
+    for (hipEvent_t& event : lane.half_done) {
+      if (hipError_t e = hipEventCreateWithFlags(&event, hipEventDisableTiming); e != hipSuccess) {
+        event = nullptr;
+        return fail("hipEventCreateWithFlags", e);
+      }
+    }
+    void* staging = nullptr;
+    if (hipError_t e = hipHostMalloc(&staging, kStagingBytes, hipHostMallocDefault);
+        e != hipSuccess) {
+      return fail(fmt::format("hipHostMalloc({} bytes)", kStagingBytes), e);
+    }
+    lane.staging = static_cast<std::byte*>(staging);
   }
-  void* staging = nullptr;
-  if (hipError_t e = hipHostMalloc(&staging, kStagingBytes, hipHostMallocDefault);
-      e != hipSuccess) {
-    return fail(fmt::format("hipHostMalloc({} bytes)", kStagingBytes), e);
-  }
-  device->staging = static_cast<std::byte*>(staging);
   hipIpcMemHandle_t ipc{};
   const hipError_t ipc_error = hipIpcGetMemHandle(&ipc, device->arena);
   if (ipc_error != hipSuccess) {
@@ -241,7 +288,8 @@ Result<std::unique_ptr<GpuTier>> GpuTier::Create(std::string name, uint64_t capa
   }
 
   try {
-    // Inside the try: copying the handle may throw bad_alloc as well.
+    // Inside the try: these may throw bad_alloc as well.
+    for (int lane = 0; lane < kTransferLanes; ++lane) device->free_lanes.push_back(lane);
     if (ipc_error == hipSuccess) {
       device->ipc_handle.assign(reinterpret_cast<const char*>(&ipc), sizeof(ipc));
     }
@@ -279,8 +327,10 @@ Result<SharedRegion> GpuTier::ExportRegion() const {
 }
 
 Result<void> GpuTier::RegisterHostRange(std::span<std::byte> range, std::string* why) {
-  std::lock_guard lock(transfer_mu_);
   Device& d = *device_;
+  // Held through the registration, so two overlapping calls cannot both pass
+  // the check; transfers only wait for it in InRegisteredRange.
+  std::lock_guard lock(d.ranges_mu);
   const bool overlaps = std::ranges::any_of(d.registered, [&](std::span<std::byte> other) {
     return range.data() < other.data() + other.size() && other.data() < range.data() + range.size();
   });
@@ -305,18 +355,12 @@ Result<void> GpuTier::RegisterHostRange(std::span<std::byte> range, std::string*
   return {};
 }
 
-uint64_t GpuTier::direct_transfers() const {
-  std::lock_guard lock(transfer_mu_);
-  return device_->direct_transfers;
-}
+uint64_t GpuTier::direct_transfers() const { return device_->direct_transfers.load(); }
 
-uint64_t GpuTier::staged_transfers() const {
-  std::lock_guard lock(transfer_mu_);
-  return device_->staged_transfers;
-}
+uint64_t GpuTier::staged_transfers() const { return device_->staged_transfers.load(); }
 
-hipError_t GpuTier::Device::StagedWrite(std::byte* dst, std::span<const std::byte> data) {
-  constexpr uint64_t kHalf = kStagingBytes / 2;
+hipError_t TransferLane::StagedWrite(std::byte* dst, std::span<const std::byte> data) {
+  constexpr uint64_t kHalf = GpuTier::kStagingBytes / 2;
   hipError_t error = hipSuccess;
   uint64_t done = 0;
   for (int chunk = 0; error == hipSuccess && done < data.size(); ++chunk) {
@@ -335,8 +379,8 @@ hipError_t GpuTier::Device::StagedWrite(std::byte* dst, std::span<const std::byt
   return error != hipSuccess ? error : sync;
 }
 
-hipError_t GpuTier::Device::StagedRead(const std::byte* src, std::span<std::byte> out) {
-  constexpr uint64_t kHalf = kStagingBytes / 2;
+hipError_t TransferLane::StagedRead(const std::byte* src, std::span<std::byte> out) {
+  constexpr uint64_t kHalf = GpuTier::kStagingBytes / 2;
   // A chunk copied into a staging half but not yet handed to `out`.
   struct Pending {
     uint64_t out_offset = 0;
@@ -376,14 +420,16 @@ Result<void> GpuTier::Write(const TierLocation& location, uint64_t offset,
                             std::span<const std::byte> data) {
   if (!InBounds(location, offset, data.size())) return Err(ErrorCode::kInvalidParams);
   if (data.empty()) return {};
-  std::lock_guard lock(transfer_mu_);
   Device& d = *device_;
   auto* dst = static_cast<std::byte*>(d.arena) + location.offset + offset;
   hipError_t error = hipSetDevice(d.index);
   if (error == hipSuccess) {
     const bool direct = d.InRegisteredRange(data.data(), data.size());
-    error = direct ? d.DirectCopy(dst, data.data(), data.size(), hipMemcpyHostToDevice)
-                   : d.StagedWrite(dst, data);
+    int index = 0;
+    TransferLane& lane = d.Acquire(&index);
+    error = direct ? lane.DirectCopy(dst, data.data(), data.size(), hipMemcpyHostToDevice)
+                   : lane.StagedWrite(dst, data);
+    d.Release(index);
     ++(direct ? d.direct_transfers : d.staged_transfers);
   }
   if (error != hipSuccess) {
@@ -399,14 +445,16 @@ Result<void> GpuTier::Read(const TierLocation& location, uint64_t offset,
                            std::span<std::byte> out) const {
   if (!InBounds(location, offset, out.size())) return Err(ErrorCode::kInvalidParams);
   if (out.empty()) return {};
-  std::lock_guard lock(transfer_mu_);
   Device& d = *device_;
   const auto* src = static_cast<const std::byte*>(d.arena) + location.offset + offset;
   hipError_t error = hipSetDevice(d.index);
   if (error == hipSuccess) {
     const bool direct = d.InRegisteredRange(out.data(), out.size());
-    error = direct ? d.DirectCopy(out.data(), src, out.size(), hipMemcpyDeviceToHost)
-                   : d.StagedRead(src, out);
+    int index = 0;
+    TransferLane& lane = d.Acquire(&index);
+    error = direct ? lane.DirectCopy(out.data(), src, out.size(), hipMemcpyDeviceToHost)
+                   : lane.StagedRead(src, out);
+    d.Release(index);
     ++(direct ? d.direct_transfers : d.staged_transfers);
   }
   if (error != hipSuccess) {
