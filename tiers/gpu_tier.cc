@@ -143,6 +143,18 @@ struct GpuTier::Device {
     lane_freed.notify_one();
   }
 
+  // Runs `copy(lane)` on a free lane with this device selected, and counts
+  // it as a direct or a staged transfer.
+  template <typename Copy>
+  hipError_t OnLane(bool direct, Copy&& copy) {
+    if (hipError_t error = hipSetDevice(index); error != hipSuccess) return error;
+    int lane = 0;
+    hipError_t error = copy(Acquire(&lane));
+    Release(lane);
+    ++(direct ? direct_transfers : staged_transfers);
+    return error;
+  }
+
   ~Device() {
     // Best effort: nothing useful can be done with a failure at teardown.
     // HipErrorText runs before the log call: it clears the error even if a
@@ -422,23 +434,12 @@ Result<void> GpuTier::Write(const TierLocation& location, uint64_t offset,
   if (data.empty()) return {};
   Device& d = *device_;
   auto* dst = static_cast<std::byte*>(d.arena) + location.offset + offset;
-  hipError_t error = hipSetDevice(d.index);
-  if (error == hipSuccess) {
-    const bool direct = d.InRegisteredRange(data.data(), data.size());
-    int index = 0;
-    TransferLane& lane = d.Acquire(&index);
-    error = direct ? lane.DirectCopy(dst, data.data(), data.size(), hipMemcpyHostToDevice)
-                   : lane.StagedWrite(dst, data);
-    d.Release(index);
-    ++(direct ? d.direct_transfers : d.staged_transfers);
-  }
-  if (error != hipSuccess) {
-    const std::string text = HipErrorText(error);
-    MC_LOG_ERROR("vram write failed tier={} offset={} size={} error={}", name_,
-                 location.offset + offset, data.size(), text);
-    return Err(ErrorCode::kTransferFail);
-  }
-  return {};
+  const bool direct = d.InRegisteredRange(data.data(), data.size());
+  hipError_t error = d.OnLane(direct, [&](TransferLane& lane) {
+    return direct ? lane.DirectCopy(dst, data.data(), data.size(), hipMemcpyHostToDevice)
+                  : lane.StagedWrite(dst, data);
+  });
+  return Transferred(error, "write", location.offset + offset, data.size());
 }
 
 Result<void> GpuTier::Read(const TierLocation& location, uint64_t offset,
@@ -447,23 +448,21 @@ Result<void> GpuTier::Read(const TierLocation& location, uint64_t offset,
   if (out.empty()) return {};
   Device& d = *device_;
   const auto* src = static_cast<const std::byte*>(d.arena) + location.offset + offset;
-  hipError_t error = hipSetDevice(d.index);
-  if (error == hipSuccess) {
-    const bool direct = d.InRegisteredRange(out.data(), out.size());
-    int index = 0;
-    TransferLane& lane = d.Acquire(&index);
-    error = direct ? lane.DirectCopy(out.data(), src, out.size(), hipMemcpyDeviceToHost)
-                   : lane.StagedRead(src, out);
-    d.Release(index);
-    ++(direct ? d.direct_transfers : d.staged_transfers);
-  }
-  if (error != hipSuccess) {
-    const std::string text = HipErrorText(error);
-    MC_LOG_ERROR("vram read failed tier={} offset={} size={} error={}", name_,
-                 location.offset + offset, out.size(), text);
-    return Err(ErrorCode::kTransferFail);
-  }
-  return {};
+  const bool direct = d.InRegisteredRange(out.data(), out.size());
+  hipError_t error = d.OnLane(direct, [&](TransferLane& lane) {
+    return direct ? lane.DirectCopy(out.data(), src, out.size(), hipMemcpyDeviceToHost)
+                  : lane.StagedRead(src, out);
+  });
+  return Transferred(error, "read", location.offset + offset, out.size());
+}
+
+Result<void> GpuTier::Transferred(int error, std::string_view op, uint64_t arena_offset,
+                                  uint64_t size) const {
+  if (error == hipSuccess) return {};
+  const std::string text = HipErrorText(static_cast<hipError_t>(error));
+  MC_LOG_ERROR("vram {} failed tier={} offset={} size={} error={}", op, name_, arena_offset, size,
+               text);
+  return Err(ErrorCode::kTransferFail);
 }
 
 #else  // !MOONCAKE_GPU_TIER_HIP

@@ -126,6 +126,10 @@ class GpuTier : public ArenaTier {
   struct Device;
 
   GpuTier(std::string name, int device_index, uint64_t size, std::unique_ptr<Device> device);
+  // The result of a Read or Write: kTransferFail, logged, unless `error`
+  // (a hipError_t) is success.
+  Result<void> Transferred(int error, std::string_view op, uint64_t arena_offset,
+                           uint64_t size) const;
 
   const int device_index_;
   const std::unique_ptr<Device> device_;
