@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -89,6 +90,18 @@ class CacheTier {
   // The same bytes, writable: for the backend's copies into a location it
   // holds for writing, as it would call Write (see the rule above).
   virtual std::byte* WritableHostAddress(const TierLocation& location) { return nullptr; }
+
+  // For tiers outside host memory that can read into buffers of their own
+  // faster than into the caller's (the VRAM tier's pinned read buffers: one
+  // DMA, no staging copy): reads [offset, offset + size) of the location
+  // into such a buffer, calls `visit` with it and takes the buffer back,
+  // also when `visit` throws. kNoAvailableHandle when none is free or the
+  // size does not fit one: use Read. Other errors as Read's.
+  using LentBytesVisitor = std::function<void(std::span<const std::byte> bytes)>;
+  virtual Result<void> ReadLent(const TierLocation& location, uint64_t offset, uint64_t size,
+                                const LentBytesVisitor& visit) const {
+    return Err(ErrorCode::kNoAvailableHandle);
+  }
 
   // The region other local processes may map, for tiers that can share
   // their memory; kTierNotFound for those that cannot (SSD).

@@ -115,6 +115,11 @@ struct GpuTier::Device {
   std::condition_variable lane_freed;
   std::vector<int> free_lanes;
 
+  // Pinned buffers for ReadLent, and those not lent out.
+  std::byte* read_buffers[kReadBuffers] = {};
+  std::mutex read_buffers_mu;
+  std::vector<int> free_read_buffers;
+
   // Host ranges pinned by RegisterHostRange, unregistered at teardown.
   mutable std::mutex ranges_mu;
   std::vector<std::span<std::byte>> registered;
@@ -164,6 +169,9 @@ struct GpuTier::Device {
       MC_LOG_WARN("vram teardown cannot select device={} error={}", index, text);
     }
     for (TransferLane& lane : lanes) lane.Destroy();
+    for (std::byte* buffer : read_buffers) {
+      if (buffer != nullptr) (void)hipHostFree(buffer);
+    }
     for (std::span<std::byte> range : registered) (void)hipHostUnregister(range.data());
     if (arena != nullptr) {
       if (hipError_t error = hipFree(arena); error != hipSuccess) {
@@ -292,6 +300,14 @@ Result<std::unique_ptr<GpuTier>> GpuTier::Create(std::string name, uint64_t capa
     }
     lane.staging = static_cast<std::byte*>(staging);
   }
+  for (std::byte*& buffer : device->read_buffers) {
+    void* pinned = nullptr;
+    if (hipError_t e = hipHostMalloc(&pinned, kStagingBytes, hipHostMallocDefault);
+        e != hipSuccess) {
+      return fail(fmt::format("hipHostMalloc({} bytes)", kStagingBytes), e);
+    }
+    buffer = static_cast<std::byte*>(pinned);
+  }
   hipIpcMemHandle_t ipc{};
   const hipError_t ipc_error = hipIpcGetMemHandle(&ipc, device->arena);
   if (ipc_error != hipSuccess) {
@@ -302,6 +318,7 @@ Result<std::unique_ptr<GpuTier>> GpuTier::Create(std::string name, uint64_t capa
   try {
     // Inside the try: these may throw bad_alloc as well.
     for (int lane = 0; lane < kTransferLanes; ++lane) device->free_lanes.push_back(lane);
+    for (int b = 0; b < kReadBuffers; ++b) device->free_read_buffers.push_back(b);
     if (ipc_error == hipSuccess) {
       device->ipc_handle.assign(reinterpret_cast<const char*>(&ipc), sizeof(ipc));
     }
@@ -456,6 +473,37 @@ Result<void> GpuTier::Read(const TierLocation& location, uint64_t offset,
   return Transferred(error, "read", location.offset + offset, out.size());
 }
 
+Result<void> GpuTier::ReadLent(const TierLocation& location, uint64_t offset, uint64_t size,
+                               const LentBytesVisitor& visit) const {
+  if (!InBounds(location, offset, size)) return Err(ErrorCode::kInvalidParams);
+  if (size == 0 || size > kStagingBytes) return Err(ErrorCode::kNoAvailableHandle);
+  Device& d = *device_;
+  // Taken back however this returns, `visit` throwing included.
+  struct Lent {
+    Device& d;
+    int buffer = -1;
+    ~Lent() {
+      if (buffer < 0) return;
+      std::lock_guard lock(d.read_buffers_mu);
+      d.free_read_buffers.push_back(buffer);
+    }
+  } lent{d};
+  {
+    std::lock_guard lock(d.read_buffers_mu);
+    if (d.free_read_buffers.empty()) return Err(ErrorCode::kNoAvailableHandle);
+    lent.buffer = d.free_read_buffers.back();
+    d.free_read_buffers.pop_back();
+  }
+  std::byte* buffer = d.read_buffers[lent.buffer];
+  const auto* src = static_cast<const std::byte*>(d.arena) + location.offset + offset;
+  hipError_t error = d.OnLane(/*direct=*/true, [&](TransferLane& lane) {
+    return lane.DirectCopy(buffer, src, size, hipMemcpyDeviceToHost);
+  });
+  if (auto read = Transferred(error, "read", location.offset + offset, size); !read) return read;
+  visit(std::span<const std::byte>(buffer, size));
+  return {};
+}
+
 Result<void> GpuTier::Transferred(int error, std::string_view op, uint64_t arena_offset,
                                   uint64_t size) const {
   if (error == hipSuccess) return {};
@@ -510,6 +558,11 @@ Result<void> GpuTier::Read(const TierLocation&, uint64_t, std::span<std::byte>) 
 Result<void> GpuTier::RegisterHostRange(std::span<std::byte>, std::string* why) {
   if (why != nullptr) *why = ProbeReason();
   return Err(ErrorCode::kTierNotFound);
+}
+
+Result<void> GpuTier::ReadLent(const TierLocation&, uint64_t, uint64_t,
+                               const LentBytesVisitor&) const {
+  return Err(ErrorCode::kInternalError);
 }
 
 uint64_t GpuTier::direct_transfers() const { return 0; }

@@ -14,6 +14,10 @@
 // one. Both return only once the stream is drained, so the caller's span may
 // be reused immediately.
 //
+// ReadLent reads by one DMA into one of kReadBuffers pinned buffers of the
+// tier's and lends it to the caller's visitor: the worker's Get writes its
+// reply from there instead of copying out of a staging buffer first.
+//
 // Host memory registered with the tier (RegisterHostRange: the worker
 // registers its DRAM arena under --dram-pin-for-vram) skips the staging
 // buffer: a Write from it or a Read into it is one DMA, at the pinned copy
@@ -53,6 +57,9 @@ class GpuTier : public ArenaTier {
   static constexpr uint64_t kAlignment = 256;
   // Size of each lane's pinned host staging buffer (two halves of 2 MiB).
   static constexpr uint64_t kStagingBytes = 4ull << 20;
+  // Pinned buffers ReadLent reads into (a reply is written from one while
+  // it is held), each kStagingBytes.
+  static constexpr int kReadBuffers = 8;
   // Transfers that run at once (each lane: a stream and a staging buffer).
   // On an H100 behind a worker serving 16 client threads, 4 lanes against
   // one took 1 MiB gets from 5.0k to 13.1k/s and 64 KiB gets from 24k to
@@ -93,6 +100,9 @@ class GpuTier : public ArenaTier {
                      std::span<const std::byte> data) override;
   Result<void> Read(const TierLocation& location, uint64_t offset,
                     std::span<std::byte> out) const override;
+  // Into one of kReadBuffers pinned buffers of kStagingBytes, by one DMA.
+  Result<void> ReadLent(const TierLocation& location, uint64_t offset, uint64_t size,
+                        const LentBytesVisitor& visit) const override;
   // The arena's IPC handle (hipIpcGetMemHandle, taken once at Create), for
   // producers and readers in other processes on this node. kTierNotFound
   // when the runtime could not export it.
@@ -108,7 +118,8 @@ class GpuTier : public ArenaTier {
   //                   mapping it cannot pin); `why` says what it answered.
   Result<void> RegisterHostRange(std::span<std::byte> range, std::string* why = nullptr);
   // How many Write and Read calls moved by DMA straight from or into a
-  // registered range, and how many went through the staging buffer.
+  // registered range or a read buffer (ReadLent), and how many went through
+  // the staging buffer.
   uint64_t direct_transfers() const;
   uint64_t staged_transfers() const;
 

@@ -244,15 +244,22 @@ Result<void> TieredCacheBackend::ReadInPlace(const std::string& key, uint64_t of
     }
   } unpin{*this, key, *pinned, copied};
   const Allocation& allocation = *pinned->allocation;
-  std::span<const std::byte> bytes;
+  const ReadInfo info{.total_size = slice.total_size, .version = slice.version};
   if (const std::byte* base = allocation.tier->HostAddress(allocation.location)) {
-    bytes = std::span(base + pinned->offset, pinned->want);
-  } else {
-    copied = CopyOut(*pinned, slice.data);
-    if (!copied) return Err(copied.error());
-    bytes = std::as_bytes(std::span(slice.data));
+    visit(info, std::span(base + pinned->offset, pinned->want));
+    return {};
   }
-  visit(ReadInfo{.total_size = slice.total_size, .version = slice.version}, bytes);
+  // Into a buffer the tier lends where it has one free (VRAM: one DMA into
+  // pinned memory, no staging copy), else into the slice.
+  if (pinned->want > 0) {
+    copied =
+        allocation.tier->ReadLent(allocation.location, pinned->offset, pinned->want,
+                                  [&](std::span<const std::byte> bytes) { visit(info, bytes); });
+    if (copied || copied.error() != ErrorCode::kNoAvailableHandle) return copied;
+  }
+  copied = CopyOut(*pinned, slice.data);
+  if (!copied) return Err(copied.error());
+  visit(info, std::as_bytes(std::span(slice.data)));
   return {};
 }
 

@@ -193,6 +193,30 @@ TEST_F(GpuBackendTest, PutGetRoundTripsByteForByteThroughVram) {
   EXPECT_EQ(gpu_->used(), 0u);
 }
 
+// What a worker's Get does: a VRAM object is read into a pinned buffer
+// the tier lends (one DMA) and visited there.
+TEST_F(GpuBackendTest, ReadInPlaceOfAVramObjectVisitsItsBytesByOneDma) {
+  ASSERT_NO_FATAL_FAILURE(Open(16 * kMiB, 16 * kMiB, 64 * kMiB));
+  const std::string value = Pattern(2 * kMiB + 5, 61);
+  ASSERT_TRUE(backend_->Put("v", value, {}));
+  ASSERT_EQ(TierOf("v"), "vram");
+  const uint64_t direct = gpu_->direct_transfers();
+  std::string seen;
+  auto read = backend_->ReadInPlace("v", 0, 0, [&](const ReadInfo& info, auto bytes) {
+    EXPECT_EQ(info.total_size, value.size());
+    seen.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  });
+  ASSERT_TRUE(read) << ToString(read.error());
+  EXPECT_TRUE(seen == value);
+  EXPECT_EQ(gpu_->direct_transfers(), direct + 1);
+  // A range of it, likewise.
+  read = backend_->ReadInPlace("v", 1000, 4096, [&](const ReadInfo&, auto bytes) {
+    seen.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  });
+  ASSERT_TRUE(read);
+  EXPECT_TRUE(seen == value.substr(1000, 4096));
+}
+
 TEST_F(GpuBackendTest, PreferredTierPicksWhereAPutLands) {
   ASSERT_NO_FATAL_FAILURE(Open(8 * kMiB, 8 * kMiB, 64 * kMiB));
   EXPECT_EQ(backend_->TierIndex("vram"), 0);

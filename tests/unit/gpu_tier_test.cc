@@ -6,8 +6,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -364,6 +367,55 @@ TEST_F(GpuTierDeviceTest, RegisteringAnEmptyOrOverlappingHostRangeIsRefused) {
   EXPECT_NE(why.find("overlaps"), std::string::npos) << why;
   // The neighbouring range is fine.
   EXPECT_TRUE(tier->RegisterHostRange(std::span(host.data() + 4 * MiB, 4 * MiB), &why)) << why;
+}
+
+// ReadLent: one DMA into a pinned buffer of the tier's, lent for the visit.
+TEST_F(GpuTierDeviceTest, ReadLentVisitsTheBytesInALentBufferAndTakesItBack) {
+  auto tier = MakeTier(16 * MiB);
+  ASSERT_TRUE(tier);
+  auto loc = tier->Allocate(6 * MiB);
+  ASSERT_TRUE(loc);
+  const auto data = RandomBytes(6 * MiB, 77);
+  ASSERT_TRUE(tier->Write(*loc, 0, data));
+
+  // A range inside the object, by DMA.
+  const uint64_t direct = tier->direct_transfers();
+  std::vector<std::byte> seen;
+  ASSERT_TRUE(tier->ReadLent(*loc, 12345, 3 * MiB + 1, [&](std::span<const std::byte> bytes) {
+    seen.assign(bytes.begin(), bytes.end());
+  }));
+  EXPECT_EQ(tier->direct_transfers(), direct + 1);
+  ASSERT_EQ(seen.size(), 3 * MiB + 1);
+  EXPECT_EQ(0, std::memcmp(seen.data(), data.data() + 12345, seen.size()));
+
+  // More than a buffer holds, or every buffer lent: read with Read instead.
+  auto too_big = tier->ReadLent(*loc, 0, GpuTier::kStagingBytes + 1, [](auto) {});
+  EXPECT_EQ(too_big.error(), ErrorCode::kNoAvailableHandle);
+  EXPECT_EQ(tier->ReadLent(*loc, 6 * MiB - 10, 11, [](auto) {}).error(), ErrorCode::kInvalidParams);
+  // Each visit holds its buffer while it asks for the next one: the first
+  // kReadBuffers are lent, the one after is refused.
+  int visits = 0;
+  std::optional<ErrorCode> refused;
+  std::function<void(std::span<const std::byte>)> nest = [&](std::span<const std::byte> bytes) {
+    EXPECT_EQ(0, std::memcmp(bytes.data(), data.data() + visits, bytes.size()));
+    ++visits;
+    if (auto next = tier->ReadLent(*loc, visits, 4 * KiB, nest); !next) refused = next.error();
+  };
+  ASSERT_TRUE(tier->ReadLent(*loc, 0, 4 * KiB, nest));
+  EXPECT_EQ(visits, GpuTier::kReadBuffers);
+  EXPECT_EQ(refused, ErrorCode::kNoAvailableHandle);
+
+  // A visitor that throws still gives its buffer back: all are free again.
+  for (int i = 0; i < 2 * GpuTier::kReadBuffers; ++i) {
+    EXPECT_THROW((void)tier->ReadLent(*loc, 0, 64, [](auto) { throw std::runtime_error("x"); }),
+                 std::runtime_error);
+  }
+  visits = 0;
+  refused.reset();
+  ASSERT_TRUE(tier->ReadLent(*loc, 0, 4 * KiB, nest));
+  EXPECT_EQ(visits, GpuTier::kReadBuffers);
+  EXPECT_EQ(refused, ErrorCode::kNoAvailableHandle);
+  tier->Free(*loc);
 }
 
 }  // namespace
