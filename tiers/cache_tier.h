@@ -12,7 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -60,6 +60,14 @@ struct SharedRegion {
   std::string machine_id;  // MachineId() of the exporting process
 };
 
+// Bytes a tier read into memory of its own and lent to the caller
+// (CacheTier::ReadLent); destroying this gives the memory back.
+class LentBytes {
+ public:
+  virtual ~LentBytes() = default;
+  virtual std::span<const std::byte> bytes() const = 0;
+};
+
 class CacheTier {
  public:
   virtual ~CacheTier() = default;
@@ -94,12 +102,11 @@ class CacheTier {
   // For tiers outside host memory that can read into buffers of their own
   // faster than into the caller's (the VRAM tier's pinned read buffers: one
   // DMA, no staging copy): reads [offset, offset + size) of the location
-  // into such a buffer, calls `visit` with it and takes the buffer back,
-  // also when `visit` throws. kNoAvailableHandle when none is free or the
-  // size does not fit one: use Read. Other errors as Read's.
-  using LentBytesVisitor = std::function<void(std::span<const std::byte> bytes)>;
-  virtual Result<void> ReadLent(const TierLocation& location, uint64_t offset, uint64_t size,
-                                const LentBytesVisitor& visit) const {
+  // into such a buffer and lends it until the returned LentBytes is
+  // destroyed. kNoAvailableHandle when none is free or the size does not fit
+  // one: use Read. Other errors as Read's.
+  virtual Result<std::unique_ptr<LentBytes>> ReadLent(const TierLocation& location, uint64_t offset,
+                                                      uint64_t size) const {
     return Err(ErrorCode::kNoAvailableHandle);
   }
 

@@ -473,35 +473,57 @@ Result<void> GpuTier::Read(const TierLocation& location, uint64_t offset,
   return Transferred(error, "read", location.offset + offset, out.size());
 }
 
-Result<void> GpuTier::ReadLent(const TierLocation& location, uint64_t offset, uint64_t size,
-                               const LentBytesVisitor& visit) const {
+namespace {
+
+// A read buffer of the tier's, lent until destroyed.
+class LentReadBuffer : public LentBytes {
+ public:
+  LentReadBuffer(std::mutex& mu, std::vector<int>& free, int index, const std::byte* data,
+                 uint64_t size)
+      : mu_(mu), free_(free), index_(index), bytes_(data, size) {}
+  ~LentReadBuffer() override {
+    std::lock_guard lock(mu_);
+    free_.push_back(index_);
+  }
+  std::span<const std::byte> bytes() const override { return bytes_; }
+
+ private:
+  std::mutex& mu_;
+  std::vector<int>& free_;
+  const int index_;
+  const std::span<const std::byte> bytes_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<LentBytes>> GpuTier::ReadLent(const TierLocation& location, uint64_t offset,
+                                                     uint64_t size) const {
   if (!InBounds(location, offset, size)) return Err(ErrorCode::kInvalidParams);
   if (size == 0 || size > kStagingBytes) return Err(ErrorCode::kNoAvailableHandle);
   Device& d = *device_;
-  // Taken back however this returns, `visit` throwing included.
-  struct Lent {
-    Device& d;
-    int buffer = -1;
-    ~Lent() {
-      if (buffer < 0) return;
-      std::lock_guard lock(d.read_buffers_mu);
-      d.free_read_buffers.push_back(buffer);
-    }
-  } lent{d};
+  std::unique_ptr<LentBytes> lent;
+  std::byte* buffer = nullptr;
   {
     std::lock_guard lock(d.read_buffers_mu);
     if (d.free_read_buffers.empty()) return Err(ErrorCode::kNoAvailableHandle);
-    lent.buffer = d.free_read_buffers.back();
+    const int index = d.free_read_buffers.back();
+    buffer = d.read_buffers[index];
+    try {  // given back by ~LentReadBuffer from here on, however this returns
+      lent = std::make_unique<LentReadBuffer>(d.read_buffers_mu, d.free_read_buffers, index, buffer,
+                                              size);
+    } catch (const std::bad_alloc&) {
+      return Err(ErrorCode::kInternalError);
+    }
     d.free_read_buffers.pop_back();
   }
-  std::byte* buffer = d.read_buffers[lent.buffer];
   const auto* src = static_cast<const std::byte*>(d.arena) + location.offset + offset;
   hipError_t error = d.OnLane(/*direct=*/true, [&](TransferLane& lane) {
     return lane.DirectCopy(buffer, src, size, hipMemcpyDeviceToHost);
   });
-  if (auto read = Transferred(error, "read", location.offset + offset, size); !read) return read;
-  visit(std::span<const std::byte>(buffer, size));
-  return {};
+  if (auto read = Transferred(error, "read", location.offset + offset, size); !read) {
+    return Err(read.error());
+  }
+  return lent;
 }
 
 Result<void> GpuTier::Transferred(int error, std::string_view op, uint64_t arena_offset,
@@ -560,8 +582,8 @@ Result<void> GpuTier::RegisterHostRange(std::span<std::byte>, std::string* why) 
   return Err(ErrorCode::kTierNotFound);
 }
 
-Result<void> GpuTier::ReadLent(const TierLocation&, uint64_t, uint64_t,
-                               const LentBytesVisitor&) const {
+Result<std::unique_ptr<LentBytes>> GpuTier::ReadLent(const TierLocation&, uint64_t,
+                                                     uint64_t) const {
   return Err(ErrorCode::kInternalError);
 }
 

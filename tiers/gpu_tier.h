@@ -15,8 +15,8 @@
 // be reused immediately.
 //
 // ReadLent reads by one DMA into one of kReadBuffers pinned buffers of the
-// tier's and lends it to the caller's visitor: the worker's Get writes its
-// reply from there instead of copying out of a staging buffer first.
+// tier's and lends it to the caller: the worker's Get writes its reply from
+// there instead of copying out of a staging buffer first.
 //
 // Host memory registered with the tier (RegisterHostRange: the worker
 // registers its DRAM arena under --dram-pin-for-vram) skips the staging
@@ -101,8 +101,8 @@ class GpuTier : public ArenaTier {
   Result<void> Read(const TierLocation& location, uint64_t offset,
                     std::span<std::byte> out) const override;
   // Into one of kReadBuffers pinned buffers of kStagingBytes, by one DMA.
-  Result<void> ReadLent(const TierLocation& location, uint64_t offset, uint64_t size,
-                        const LentBytesVisitor& visit) const override;
+  Result<std::unique_ptr<LentBytes>> ReadLent(const TierLocation& location, uint64_t offset,
+                                              uint64_t size) const override;
   // The arena's IPC handle (hipIpcGetMemHandle, taken once at Create), for
   // producers and readers in other processes on this node. kTierNotFound
   // when the runtime could not export it.

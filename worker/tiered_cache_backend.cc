@@ -176,6 +176,13 @@ Result<void> CopyOut(const PinnedRead& pinned, std::string& data) {
   return read;
 }
 
+// The pinned bytes in a buffer their tier lends, for tiers that have one
+// (kNoAvailableHandle otherwise, or when none is free: use CopyOut).
+Result<std::unique_ptr<LentBytes>> ReadLent(const PinnedRead& pinned) {
+  if (pinned.want == 0) return Err(ErrorCode::kNoAvailableHandle);
+  return pinned.allocation->tier->ReadLent(pinned.allocation->location, pinned.offset, pinned.want);
+}
+
 // Caller holds ctx.mu. Lets go of a pinned read that copied out (`copied`),
 // counts it and queues a promotion when it read an object below the top tier
 // to its end.
@@ -251,11 +258,12 @@ Result<void> TieredCacheBackend::ReadInPlace(const std::string& key, uint64_t of
   }
   // Into a buffer the tier lends where it has one free (VRAM: one DMA into
   // pinned memory, no staging copy), else into the slice.
-  if (pinned->want > 0) {
-    copied =
-        allocation.tier->ReadLent(allocation.location, pinned->offset, pinned->want,
-                                  [&](std::span<const std::byte> bytes) { visit(info, bytes); });
-    if (copied || copied.error() != ErrorCode::kNoAvailableHandle) return copied;
+  if (auto lent = ReadLent(*pinned); lent) {
+    visit(info, (*lent)->bytes());
+    return {};
+  } else if (lent.error() != ErrorCode::kNoAvailableHandle) {
+    copied = Err(lent.error());
+    return copied;
   }
   copied = CopyOut(*pinned, slice.data);
   if (!copied) return Err(copied.error());
@@ -317,6 +325,8 @@ void TieredCacheBackend::ReadManyInPlace(const std::vector<std::string>& keys, u
     read.want = std::min(read.want, budget);
     budget -= read.want;
     const Allocation& allocation = *read.allocation;
+    // Copied for tiers outside host memory, not lent: a batch would hold a
+    // 4 MiB read buffer per key, and on an H100 lending gained nothing here.
     if (const std::byte* base = allocation.tier->HostAddress(allocation.location)) {
       pieces[i].bytes = std::span(base + read.offset, read.want);
     } else if (copied[i] = CopyOut(read, copies[i]); copied[i]) {

@@ -217,6 +217,28 @@ TEST_F(GpuBackendTest, ReadInPlaceOfAVramObjectVisitsItsBytesByOneDma) {
   EXPECT_TRUE(seen == value.substr(1000, 4096));
 }
 
+// What a worker's BatchGet does: VRAM objects are copied out, every one
+// exact (no lent buffers: they are for single gets).
+TEST_F(GpuBackendTest, ReadManyInPlaceOfVramObjectsCopiesEachOneExactly) {
+  ASSERT_NO_FATAL_FAILURE(Open(32 * kMiB, 16 * kMiB, 64 * kMiB));
+  constexpr int kKeys = GpuTier::kReadBuffers + 3;
+  std::vector<std::string> keys;
+  for (int i = 0; i < kKeys; ++i) {
+    keys.push_back("m" + std::to_string(i));
+    ASSERT_TRUE(backend_->Put(keys.back(), Pattern(100 * 1024 + i, 70 + i), {}));
+    ASSERT_EQ(TierOf(keys.back()), "vram");
+  }
+  std::vector<std::string> seen;
+  backend_->ReadManyInPlace(keys, 64 * kMiB, [&](std::span<const ReadPiece> pieces) {
+    for (const ReadPiece& piece : pieces) {
+      EXPECT_TRUE(piece.info.has_value());
+      seen.emplace_back(reinterpret_cast<const char*>(piece.bytes.data()), piece.bytes.size());
+    }
+  });
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kKeys));
+  for (int i = 0; i < kKeys; ++i) EXPECT_TRUE(seen[i] == Pattern(100 * 1024 + i, 70 + i)) << i;
+}
+
 TEST_F(GpuBackendTest, PreferredTierPicksWhereAPutLands) {
   ASSERT_NO_FATAL_FAILURE(Open(8 * kMiB, 8 * kMiB, 64 * kMiB));
   EXPECT_EQ(backend_->TierIndex("vram"), 0);

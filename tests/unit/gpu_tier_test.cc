@@ -6,11 +6,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <iostream>
-#include <optional>
+#include <memory>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -369,8 +367,9 @@ TEST_F(GpuTierDeviceTest, RegisteringAnEmptyOrOverlappingHostRangeIsRefused) {
   EXPECT_TRUE(tier->RegisterHostRange(std::span(host.data() + 4 * MiB, 4 * MiB), &why)) << why;
 }
 
-// ReadLent: one DMA into a pinned buffer of the tier's, lent for the visit.
-TEST_F(GpuTierDeviceTest, ReadLentVisitsTheBytesInALentBufferAndTakesItBack) {
+// ReadLent: one DMA into a pinned buffer of the tier's, lent until the
+// returned LentBytes goes.
+TEST_F(GpuTierDeviceTest, ReadLentLendsAPinnedBufferHoldingTheBytesUntilItIsDropped) {
   auto tier = MakeTier(16 * MiB);
   ASSERT_TRUE(tier);
   auto loc = tier->Allocate(6 * MiB);
@@ -380,41 +379,39 @@ TEST_F(GpuTierDeviceTest, ReadLentVisitsTheBytesInALentBufferAndTakesItBack) {
 
   // A range inside the object, by DMA.
   const uint64_t direct = tier->direct_transfers();
-  std::vector<std::byte> seen;
-  ASSERT_TRUE(tier->ReadLent(*loc, 12345, 3 * MiB + 1, [&](std::span<const std::byte> bytes) {
-    seen.assign(bytes.begin(), bytes.end());
-  }));
-  EXPECT_EQ(tier->direct_transfers(), direct + 1);
-  ASSERT_EQ(seen.size(), 3 * MiB + 1);
-  EXPECT_EQ(0, std::memcmp(seen.data(), data.data() + 12345, seen.size()));
-
-  // More than a buffer holds, or every buffer lent: read with Read instead.
-  auto too_big = tier->ReadLent(*loc, 0, GpuTier::kStagingBytes + 1, [](auto) {});
-  EXPECT_EQ(too_big.error(), ErrorCode::kNoAvailableHandle);
-  EXPECT_EQ(tier->ReadLent(*loc, 6 * MiB - 10, 11, [](auto) {}).error(), ErrorCode::kInvalidParams);
-  // Each visit holds its buffer while it asks for the next one: the first
-  // kReadBuffers are lent, the one after is refused.
-  int visits = 0;
-  std::optional<ErrorCode> refused;
-  std::function<void(std::span<const std::byte>)> nest = [&](std::span<const std::byte> bytes) {
-    EXPECT_EQ(0, std::memcmp(bytes.data(), data.data() + visits, bytes.size()));
-    ++visits;
-    if (auto next = tier->ReadLent(*loc, visits, 4 * KiB, nest); !next) refused = next.error();
-  };
-  ASSERT_TRUE(tier->ReadLent(*loc, 0, 4 * KiB, nest));
-  EXPECT_EQ(visits, GpuTier::kReadBuffers);
-  EXPECT_EQ(refused, ErrorCode::kNoAvailableHandle);
-
-  // A visitor that throws still gives its buffer back: all are free again.
-  for (int i = 0; i < 2 * GpuTier::kReadBuffers; ++i) {
-    EXPECT_THROW((void)tier->ReadLent(*loc, 0, 64, [](auto) { throw std::runtime_error("x"); }),
-                 std::runtime_error);
+  {
+    auto lent = tier->ReadLent(*loc, 12345, 3 * MiB + 1);
+    ASSERT_TRUE(lent) << ToString(lent.error());
+    EXPECT_EQ(tier->direct_transfers(), direct + 1);
+    std::span<const std::byte> bytes = (*lent)->bytes();
+    ASSERT_EQ(bytes.size(), 3 * MiB + 1);
+    EXPECT_EQ(0, std::memcmp(bytes.data(), data.data() + 12345, bytes.size()));
   }
-  visits = 0;
-  refused.reset();
-  ASSERT_TRUE(tier->ReadLent(*loc, 0, 4 * KiB, nest));
-  EXPECT_EQ(visits, GpuTier::kReadBuffers);
-  EXPECT_EQ(refused, ErrorCode::kNoAvailableHandle);
+
+  // More than a buffer holds: read with Read instead; out of bounds: refused.
+  EXPECT_EQ(tier->ReadLent(*loc, 0, GpuTier::kStagingBytes + 1).error(),
+            ErrorCode::kNoAvailableHandle);
+  EXPECT_EQ(tier->ReadLent(*loc, 6 * MiB - 10, 11).error(), ErrorCode::kInvalidParams);
+
+  // Every buffer lent at once, each with its own bytes; one more is refused
+  // until one is dropped.
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(::testing::Message() << "round " << round);
+    std::vector<std::unique_ptr<LentBytes>> held;
+    for (int i = 0; i < GpuTier::kReadBuffers; ++i) {
+      auto lent = tier->ReadLent(*loc, i * 4096, 4096);
+      ASSERT_TRUE(lent) << i;
+      held.push_back(std::move(*lent));
+    }
+    for (int i = 0; i < GpuTier::kReadBuffers; ++i) {
+      EXPECT_EQ(0, std::memcmp(held[i]->bytes().data(), data.data() + i * 4096, 4096)) << i;
+    }
+    EXPECT_EQ(tier->ReadLent(*loc, 0, 4096).error(), ErrorCode::kNoAvailableHandle);
+    held.pop_back();
+    auto again = tier->ReadLent(*loc, 5, 4096);
+    ASSERT_TRUE(again);
+    EXPECT_EQ(0, std::memcmp((*again)->bytes().data(), data.data() + 5, 4096));
+  }
   tier->Free(*loc);
 }
 
