@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cli/cli_args.h"
+#include "common/tier_stats_json.h"
 
 namespace mooncake::cli {
 namespace {
@@ -115,18 +116,6 @@ std::string LocateText(const std::string& key, const ObjectPlacement& p) {
 }
 
 json StatsJson(const WorkerCounters& s) {
-  json tiers = json::array();
-  for (const auto& t : s.tiers) {
-    tiers.push_back({{"name", t.usage.name},
-                     {"kind", t.usage.kind},
-                     {"capacity", t.usage.capacity},
-                     {"used", t.usage.used},
-                     {"objects", t.usage.objects},
-                     {"hits", t.hits},
-                     {"promotions_in", t.promotions_in},
-                     {"demotions_out", t.demotions_out},
-                     {"evictions", t.evictions}});
-  }
   return {{"node_id", s.node_id},
           {"gets", s.gets},
           {"get_misses", s.get_misses},
@@ -141,7 +130,7 @@ json StatsJson(const WorkerCounters& s) {
           {"moved_out", s.moved_out},
           {"moved_in", s.moved_in},
           {"pinned_bytes", s.pinned_bytes},
-          {"tiers", tiers}};
+          {"tiers", TiersJson(s)}};
 }
 
 std::string StatsText(const WorkerCounters& s) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/tier_stats_json.h"
 #include "http/json_util.h"
 #include "http/process_metrics.h"
 #include "http/process_routes.h"
@@ -180,21 +181,8 @@ HttpResponse MasterStats(const MasterService& service, const RequestMetrics* req
 }
 
 json WorkerStatsJson(const rpc::WorkerStats& s) {
-  json tiers = json::array();
-  for (const auto& t : s.tiers) {
-    tiers.push_back({{"name", t.usage.name},
-                     {"kind", t.usage.kind},
-                     {"capacity", t.usage.capacity},
-                     {"used", t.usage.used},
-                     {"objects", t.usage.objects},
-                     {"hits", t.hits},
-                     {"promotions_in", t.promotions_in},
-                     {"demotions_out", t.demotions_out},
-                     {"evictions", t.evictions}});
-  }
-  return {{"tiers", std::move(tiers)},
-          {"totals", WorkerTotalsJson(s)},
-          {"pinned_bytes", s.pinned_bytes}};
+  return {
+      {"tiers", TiersJson(s)}, {"totals", WorkerTotalsJson(s)}, {"pinned_bytes", s.pinned_bytes}};
 }
 
 // Asks alive workers for their counters over the Stats RPC, for
