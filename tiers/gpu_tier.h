@@ -34,9 +34,9 @@
 // Thread-safety: Allocate/Free/accounting are serialised by the allocator's
 // mutex. Read/Write take a free lane (waiting while all kTransferLanes are
 // busy) and give it back when done; the backend's rule still holds that no
-// Write/Free races on one location (see cache_tier.h). DeviceCount/ProbeReason may be called from
-// any thread. The tier sets the calling thread's current device (hipSetDevice) in Create, Read and
-// Write.
+// Write/Free races on one location (see cache_tier.h). DeviceCount and
+// ProbeReason may be called from any thread. The tier sets the calling
+// thread's current device (hipSetDevice) in Create, Read and Write.
 
 #include <cstddef>
 #include <cstdint>
@@ -67,7 +67,8 @@ class GpuTier : public ArenaTier {
   static constexpr int kTransferLanes = 4;
 
   // Opens device `device_index` and allocates an arena of `capacity` bytes
-  // (> 0) on it, plus one stream and the pinned staging buffer. Errors:
+  // (> 0) on it, plus the transfer lanes and the pinned read buffers.
+  // Errors:
   //   kTierNotFound   no device answers: built without HIP, the runtime
   //                   reports an error (no driver, no GPU) or zero devices.
   //                   A worker treats this as "run without a VRAM tier".
