@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -58,18 +59,19 @@ class ClaimBatcher {
   struct Waiter;
 
   // Caller holds mu_: takes the next batch off the queue.
-  std::vector<Waiter*> TakeBatchLocked();
-  // Sends one batch (without mu_) and answers its waiters.
+  std::vector<std::shared_ptr<Waiter>> TakeBatchLocked();
+  // Sends one batch (without mu_) and answers its waiters; returns with
+  // `lock` released.
   void Lead(std::unique_lock<std::mutex>& lock);
 
   const SendFn send_;
   const ClaimBatcherOptions options_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Waiter*> queue_;  // guarded by mu_
-  bool in_flight_ = false;     // guarded by mu_: a leader is sending
-  uint64_t calls_ = 0;         // guarded by mu_
-  uint64_t claims_ = 0;        // guarded by mu_
+  std::deque<std::shared_ptr<Waiter>> queue_;  // guarded by mu_
+  bool in_flight_ = false;                     // guarded by mu_: a leader is sending
+  uint64_t calls_ = 0;                         // guarded by mu_
+  uint64_t claims_ = 0;                        // guarded by mu_
 };
 
 }  // namespace mooncake
