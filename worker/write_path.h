@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -85,18 +86,76 @@ class WritePath {
   int LastShareableTier() const;
 
  private:
+  // A reserved key: its handle, and its space once it has some (at once for
+  // an upsert in place).
+  struct Reservation {
+    uint64_t handle = 0;
+    AllocationPtr allocation;
+  };
+  using SpaceFound = Result<std::pair<size_t, AllocationPtr>>;
+  // A write between BeginCommitLocked and EndCommitLocked.
+  struct Committing {
+    uint64_t handle = 0;
+    PendingWrite write;
+    uint64_t version = 0;
+    Result<void> persisted;
+    AllocationPtr durable_copy;
+  };
   // A write whose bytes are committed locally and whose key still has to be
   // claimed (unless it was published here already) before it is visible.
   struct CommittedWrite {
     PendingWrite write;
     uint64_t version = 0;
   };
-  // End's first half: persists the bytes and marks the object complete.
-  // nullopt for an adopted object, which needs no claim of its own.
+
+  // WriteWholeMany for writes of distinct keys, a step at a time, each step
+  // for all of them under one lock. A write that fails gets its error in
+  // `results` and drops out of the later steps.
+  void WriteWave(std::span<const WholeWrite> writes, std::span<Result<void>> results);
+  // Reserves each key and gives it space (in place, or found anew).
+  std::vector<std::optional<Reservation>> ReserveWave(std::span<const WholeWrite> writes,
+                                                      std::span<Result<void>> results);
+  // Commits each write whose bytes were copied; nullopt where none is left
+  // to publish.
+  std::vector<std::optional<CommittedWrite>> CommitWave(
+      std::span<const WholeWrite> writes, std::span<const std::optional<Reservation>> reserved,
+      std::span<Result<void>> results);
+  // Claims the committed keys in one call and publishes them.
+  void PublishWave(std::vector<std::optional<CommittedWrite>> committed,
+                   std::span<Result<void>> results);
+  // The checks of a write that need no lock.
+  Result<void> CheckWrite(const std::string& key, uint64_t size,
+                          const ObjectOptions& options) const;
+  // Reserves `key` with a kWriting record and a PendingWrite, pre-empting an
+  // unfinished upsert of it. Space the write replaces goes to `released`, to
+  // be freed once ctx_.mu is dropped.
+  Result<Reservation> ReserveLocked(const std::string& key, uint64_t size,
+                                    const ObjectOptions& options, WriteMode mode,
+                                    uint64_t adopted_version, bool direct,
+                                    std::vector<AllocationPtr>& released);
+  // Allocates for a reserved write, evicting if need be (without ctx_.mu).
+  SpaceFound FindSpace(uint64_t size, const ObjectOptions& options, WriteMode mode, bool direct);
+  // Gives a reserved write the space found, or revokes it if none was;
+  // a revoked write's key that the master must forget goes to `release_keys`.
+  Result<AllocationPtr> PlaceLocked(uint64_t handle, const std::string& key,
+                                    const SpaceFound& found,
+                                    std::vector<std::string>& release_keys);
+  // Copies a whole value into its reserved space, without Chunk's per-slice
+  // bookkeeping (BeginCommitLocked counts the bytes); revokes the write on a
+  // failure. Holding the space keeps it alive even if an upsert pre-empts
+  // the write meanwhile; the commit then refuses it.
+  Result<void> CopyWhole(const Reservation& reserved, std::string_view value);
+  // End's first half: Commit persists the bytes and marks the object
+  // complete (nullopt for an adopted object, which needs no claim of its
+  // own); it is BeginCommitLocked (counting `bytes_copied` more bytes as
+  // written), MakeDurable without the lock, and EndCommitLocked.
   Result<std::optional<CommittedWrite>> Commit(uint64_t handle);
+  Result<Committing> BeginCommitLocked(uint64_t handle, uint64_t bytes_copied);
+  void MakeDurable(Committing& committing);
+  Result<std::optional<CommittedWrite>> EndCommitLocked(Committing committing);
   // End's second half, given the outcome of the key's claim.
-  Result<void> FinishPublish(const PendingWrite& write, uint64_t version,
-                             const Result<void>& claimed);
+  Result<void> FinishPublishLocked(const PendingWrite& write, uint64_t version,
+                                   const Result<void>& claimed);
   // Chunk for every slice of `value`; revokes the write on a failure.
   Result<void> WriteChunks(uint64_t handle, std::string_view value);
   // Writes a hard-pinned object's bytes to the durable tier as well.

@@ -181,6 +181,34 @@ TEST_F(BackendTest, PutManyUpsertsInPlaceWithoutANewClaim) {
   EXPECT_TRUE(directory_.Owns("fresh"));
 }
 
+TEST_F(BackendTest, PutManyWithAKeyTwiceActsAsTwoWritesInOrder) {
+  // The batch is written a step at a time for many keys at once; a key that
+  // comes again must still meet its first write complete, as in two calls.
+  Open(8 * kMiB, 32 * kMiB);
+  uint64_t used_before = Tier(0).used;
+  const std::string d = "d", u = "u", other = "other";
+  std::vector<WholeWrite> writes = {
+      {d, "one", {}, WriteMode::kCreate},     {u, "first", {}, WriteMode::kUpsert},
+      {other, "x", {}, WriteMode::kCreate},   {d, "two", {}, WriteMode::kCreate},
+      {u, "second!", {}, WriteMode::kUpsert},  // another size: new space
+  };
+  auto results = backend_->PutMany(writes);
+  ASSERT_EQ(results.size(), writes.size());
+  EXPECT_TRUE(results[0].has_value());
+  EXPECT_TRUE(results[1].has_value());
+  EXPECT_TRUE(results[2].has_value());
+  EXPECT_EQ(results[3].error(), ErrorCode::kObjectAlreadyExists);  // never overwrites
+  EXPECT_TRUE(results[4].has_value());
+  EXPECT_EQ(backend_->Get("d", 0, 0)->data, "one");
+  EXPECT_EQ(backend_->Get("u", 0, 0)->data, "second!");
+  EXPECT_EQ(backend_->Get("other", 0, 0)->data, "x");
+  EXPECT_TRUE(directory_.Owns("d"));
+  EXPECT_TRUE(directory_.Owns("u"));
+  // The first value of "u" gave its space back.
+  for (const char* key : {"d", "u", "other"}) ASSERT_TRUE(backend_->Remove(key, false));
+  EXPECT_EQ(Tier(0).used, used_before);
+}
+
 TEST_F(BackendTest, VersionsRiseWithEveryPut) {
   Open(8 * kMiB, 32 * kMiB);
   ASSERT_TRUE(backend_->Put("v1", "x", {}));
