@@ -9,6 +9,12 @@
 #include "common/log.h"
 
 namespace mooncake {
+namespace {
+
+// The most writes of a batch that one step takes under ctx_.mu together.
+constexpr size_t kMaxWaveWrites = 64;
+
+}  // namespace
 
 WritePath::WritePath(BackendContext& ctx, ObjectTable& table, Mover& mover, WorkQueue& work)
     : ctx_(ctx), table_(table), mover_(mover), work_(work) {
@@ -38,11 +44,16 @@ Result<void> WritePath::WriteWhole(const std::string& key, std::string_view valu
 std::vector<Result<void>> WritePath::WriteWholeMany(const std::vector<WholeWrite>& writes) {
   std::vector<Result<void>> results(writes.size());
   // A key may come twice. Each wave holds distinct keys, so that a later
-  // write of a key meets the earlier one complete, as a later call would.
+  // write of a key meets the earlier one complete, as a later call would,
+  // and at most kMaxWaveWrites of them, which bounds how long one step holds
+  // ctx_.mu while readers wait.
   for (size_t begin = 0; begin < writes.size();) {
     std::unordered_set<std::string_view> keys;
     size_t end = begin;
-    while (end < writes.size() && keys.insert(writes[end].key).second) ++end;
+    while (end < writes.size() && end - begin < kMaxWaveWrites &&
+           keys.insert(writes[end].key).second) {
+      ++end;
+    }
     WriteWave(std::span(writes).subspan(begin, end - begin),
               std::span(results).subspan(begin, end - begin));
     begin = end;

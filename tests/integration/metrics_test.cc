@@ -89,7 +89,9 @@ TEST_F(MetricsTest, ProcessMetricsAndBuildInfoOnBothProcesses) {
                              "process_start_time_seconds"}) {
       double v = MetricIn(reply->body, name);
       EXPECT_FALSE(std::isnan(v)) << name << " on port " << port << "\n" << reply->body;
-      if (std::string(name) != "process_cpu_seconds_total") EXPECT_GT(v, 0) << name;
+      if (std::string(name) != "process_cpu_seconds_total") {
+        EXPECT_GT(v, 0) << name;
+      }
     }
     EXPECT_NE(reply->body.find("# TYPE mooncake_build_info gauge\n"), std::string::npos);
     EXPECT_NE(reply->body.find("mooncake_build_info{"), std::string::npos) << reply->body;

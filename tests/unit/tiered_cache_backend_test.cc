@@ -209,6 +209,27 @@ TEST_F(BackendTest, PutManyWithAKeyTwiceActsAsTwoWritesInOrder) {
   EXPECT_EQ(Tier(0).used, used_before);
 }
 
+TEST_F(BackendTest, PutManyOfManyKeysWritesThemAllInStepsOf64) {
+  // Each step of a batch holds the backend's lock for at most 64 writes, so
+  // a large batch never stalls readers for long; each step claims its keys.
+  Open(8 * kMiB, 32 * kMiB);
+  std::vector<std::string> keys, values;
+  for (int i = 0; i < 150; ++i) {
+    keys.push_back("many-" + std::to_string(i));
+    values.push_back("value-" + std::to_string(i));
+  }
+  std::vector<WholeWrite> writes;
+  for (int i = 0; i < 150; ++i) writes.push_back({keys[i], values[i], {}, WriteMode::kCreate});
+  auto results = backend_->PutMany(writes);
+  ASSERT_EQ(results.size(), writes.size());
+  for (int i = 0; i < 150; ++i) {
+    ASSERT_TRUE(results[i].has_value()) << keys[i];
+    EXPECT_EQ(backend_->Get(keys[i], 0, 0)->data, values[i]);
+    EXPECT_TRUE(directory_.Owns(keys[i]));
+  }
+  EXPECT_EQ(directory_.claim_many_calls(), 3);  // 64 + 64 + 22
+}
+
 TEST_F(BackendTest, VersionsRiseWithEveryPut) {
   Open(8 * kMiB, 32 * kMiB);
   ASSERT_TRUE(backend_->Put("v1", "x", {}));
