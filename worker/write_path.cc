@@ -1,6 +1,7 @@
 #include "worker/write_path.h"
 
 #include <algorithm>
+#include <mutex>
 #include <span>
 #include <string_view>
 #include <unordered_set>
@@ -11,8 +12,19 @@
 namespace mooncake {
 namespace {
 
-// The most writes of a batch that one step takes under ctx_.mu together.
-constexpr size_t kMaxWaveWrites = 64;
+// The most writes of a batch that one step handles in one hold of ctx_.mu,
+// so that readers never wait behind a whole large batch.
+constexpr size_t kMaxWritesPerHold = 64;
+
+// Runs step(i) for every i in [0, n) under `mu`, taken afresh every
+// kMaxWritesPerHold steps.
+template <typename Step>
+void ForEachLocked(std::mutex& mu, size_t n, Step step) {
+  for (size_t begin = 0; begin < n; begin += kMaxWritesPerHold) {
+    std::lock_guard lock(mu);
+    for (size_t i = begin; i < std::min(n, begin + kMaxWritesPerHold); ++i) step(i);
+  }
+}
 
 }  // namespace
 
@@ -29,9 +41,9 @@ WritePath::WritePath(BackendContext& ctx, ObjectTable& table, Mover& mover, Work
 // (outside it: it may evict), Place (under it), copy the bytes (outside),
 // Commit (under it, persisting outside) and Publish (claim outside, finish
 // under it). The *Locked steps are shared by the one-object path, which locks
-// for each step, and WriteWholeMany, which locks once per step for a whole
-// batch: with many writer threads, a batch of 16 keys took ctx_.mu 112
-// times and spent a sixth of the worker's CPU waiting for it.
+// for each step, and WriteWholeMany, which locks once per step for up to
+// kMaxWritesPerHold writes: with many writer threads, a batch of 16 keys
+// took ctx_.mu 112 times and spent a sixth of the worker's CPU waiting.
 
 Result<void> WritePath::WriteWhole(const std::string& key, std::string_view value,
                                    const ObjectOptions& options, WriteMode mode) {
@@ -44,16 +56,11 @@ Result<void> WritePath::WriteWhole(const std::string& key, std::string_view valu
 std::vector<Result<void>> WritePath::WriteWholeMany(const std::vector<WholeWrite>& writes) {
   std::vector<Result<void>> results(writes.size());
   // A key may come twice. Each wave holds distinct keys, so that a later
-  // write of a key meets the earlier one complete, as a later call would,
-  // and at most kMaxWaveWrites of them, which bounds how long one step holds
-  // ctx_.mu while readers wait.
+  // write of a key meets the earlier one complete, as a later call would.
   for (size_t begin = 0; begin < writes.size();) {
     std::unordered_set<std::string_view> keys;
     size_t end = begin;
-    while (end < writes.size() && end - begin < kMaxWaveWrites &&
-           keys.insert(writes[end].key).second) {
-      ++end;
-    }
+    while (end < writes.size() && keys.insert(writes[end].key).second) ++end;
     WriteWave(std::span(writes).subspan(begin, end - begin),
               std::span(results).subspan(begin, end - begin));
     begin = end;
@@ -84,20 +91,16 @@ std::vector<std::optional<WritePath::Reservation>> WritePath::ReserveWave(
     const WholeWrite& w = writes[i];
     if (auto valid = CheckWrite(w.key, w.value.size(), w.options); !valid) results[i] = valid;
   }
-  {
-    std::lock_guard lock(ctx_.mu);
-    for (size_t i = 0; i < n; ++i) {
-      if (!results[i]) continue;
-      const WholeWrite& w = writes[i];
-      auto reservation =
-          ReserveLocked(w.key, w.value.size(), w.options, w.mode, 0, false, released);
-      if (reservation) {
-        reserved[i] = std::move(*reservation);
-      } else {
-        results[i] = Err(reservation.error());
-      }
+  ForEachLocked(ctx_.mu, n, [&](size_t i) {
+    if (!results[i]) return;
+    const WholeWrite& w = writes[i];
+    auto reservation = ReserveLocked(w.key, w.value.size(), w.options, w.mode, 0, false, released);
+    if (reservation) {
+      reserved[i] = std::move(*reservation);
+    } else {
+      results[i] = Err(reservation.error());
     }
-  }
+  });
   std::vector<std::optional<SpaceFound>> found(n);
   for (size_t i = 0; i < n; ++i) {
     if (reserved[i] && !reserved[i]->allocation) {
@@ -106,19 +109,16 @@ std::vector<std::optional<WritePath::Reservation>> WritePath::ReserveWave(
   }
   released.clear();
   std::vector<std::string> release_keys;
-  {
-    std::lock_guard lock(ctx_.mu);
-    for (size_t i = 0; i < n; ++i) {
-      if (!found[i]) continue;
-      auto placed = PlaceLocked(reserved[i]->handle, writes[i].key, *found[i], release_keys);
-      if (placed) {
-        reserved[i]->allocation = std::move(*placed);
-      } else {
-        results[i] = Err(placed.error());
-        reserved[i].reset();
-      }
+  ForEachLocked(ctx_.mu, n, [&](size_t i) {
+    if (!found[i]) return;
+    auto placed = PlaceLocked(reserved[i]->handle, writes[i].key, *found[i], release_keys);
+    if (placed) {
+      reserved[i]->allocation = std::move(*placed);
+    } else {
+      results[i] = Err(placed.error());
+      reserved[i].reset();
     }
-  }
+  });
   ReleaseAbandonedOwnership(release_keys);
   return reserved;
 }
@@ -128,32 +128,28 @@ std::vector<std::optional<WritePath::CommittedWrite>> WritePath::CommitWave(
     std::span<Result<void>> results) {
   const size_t n = writes.size();
   std::vector<std::optional<Committing>> committing(n);
-  {
-    std::lock_guard lock(ctx_.mu);
-    for (size_t i = 0; i < n; ++i) {
-      if (!reserved[i]) continue;
-      auto begun = BeginCommitLocked(reserved[i]->handle, writes[i].value.size());
-      if (begun) {
-        committing[i] = std::move(*begun);
-      } else {
-        results[i] = Err(begun.error());
-      }
+  ForEachLocked(ctx_.mu, n, [&](size_t i) {
+    if (!reserved[i]) return;
+    auto begun = BeginCommitLocked(reserved[i]->handle, writes[i].value.size());
+    if (begun) {
+      committing[i] = std::move(*begun);
+    } else {
+      results[i] = Err(begun.error());
     }
-  }
+  });
   for (auto& c : committing) {
     if (c) MakeDurable(*c);
   }
   std::vector<std::optional<CommittedWrite>> committed(n);
-  std::lock_guard lock(ctx_.mu);
-  for (size_t i = 0; i < n; ++i) {
-    if (!committing[i]) continue;
+  ForEachLocked(ctx_.mu, n, [&](size_t i) {
+    if (!committing[i]) return;
     auto done = EndCommitLocked(std::move(*committing[i]));
     if (!done) {
       results[i] = Err(done.error());
     } else if (*done) {
       committed[i] = std::move(**done);
     }
-  }
+  });
   return committed;
 }
 
@@ -168,12 +164,11 @@ void WritePath::PublishWave(std::vector<std::optional<CommittedWrite>> committed
     keys.push_back(committed[i]->write.key);
   }
   std::vector<Result<void>> claims = ctx_.directory->ClaimMany(keys);
-  std::lock_guard lock(ctx_.mu);
-  for (size_t i = 0; i < committed.size(); ++i) {
-    if (!committed[i]) continue;
+  ForEachLocked(ctx_.mu, committed.size(), [&](size_t i) {
+    if (!committed[i]) return;
     Result<void> claimed = claim_of[i] == SIZE_MAX ? Result<void>{} : claims[claim_of[i]];
     results[i] = FinishPublishLocked(committed[i]->write, committed[i]->version, claimed);
-  }
+  });
 }
 
 Result<void> WritePath::WriteChunks(uint64_t handle, std::string_view value) {
