@@ -37,20 +37,22 @@ WritePath::WritePath(BackendContext& ctx, ObjectTable& table, Mover& mover, Work
 // ---------------------------------------------------------------------------
 // Two-phase writes
 //
-// A write goes through five steps: Reserve (under ctx_.mu), find space
+// A write goes through six steps: Reserve (under ctx_.mu), find space
 // (outside it: it may evict), Place (under it), copy the bytes (outside),
 // Commit (under it, persisting outside) and Publish (claim outside, finish
-// under it). The *Locked steps are shared by the one-object path, which locks
-// for each step, and WriteWholeMany, which locks once per step for up to
+// under it). The *Locked steps are shared by the two-phase calls (Start,
+// Chunk, End), which lock for each step, and whole values (WriteWhole,
+// WriteWholeMany, through WriteWave), which lock once per step for up to
 // kMaxWritesPerHold writes: with many writer threads, a batch of 16 keys
-// took ctx_.mu 112 times and spent a sixth of the worker's CPU waiting.
+// written one by one took ctx_.mu 112 times and spent a sixth of the
+// worker's CPU waiting.
 
 Result<void> WritePath::WriteWhole(const std::string& key, std::string_view value,
                                    const ObjectOptions& options, WriteMode mode) {
-  auto handle = Start(key, value.size(), options, mode, /*adopted_version=*/0, /*direct=*/false);
-  if (!handle) return Err(handle.error());
-  if (auto written = WriteChunks(*handle, value); !written) return written;
-  return End(*handle);
+  const WholeWrite write{key, value, options, mode};
+  Result<void> result;
+  WriteWave(std::span(&write, 1), std::span(&result, 1));
+  return result;
 }
 
 std::vector<Result<void>> WritePath::WriteWholeMany(const std::vector<WholeWrite>& writes) {
@@ -163,23 +165,16 @@ void WritePath::PublishWave(std::vector<std::optional<CommittedWrite>> committed
     claim_of[i] = keys.size();
     keys.push_back(committed[i]->write.key);
   }
-  std::vector<Result<void>> claims = ctx_.directory->ClaimMany(keys);
+  // A lone claim goes through Claim, which group-commits it with the claims
+  // of concurrent puts; a batch's claims are one call of their own.
+  std::vector<Result<void>> claims = keys.size() == 1
+                                         ? std::vector<Result<void>>{ctx_.directory->Claim(keys[0])}
+                                         : ctx_.directory->ClaimMany(keys);
   ForEachLocked(ctx_.mu, committed.size(), [&](size_t i) {
     if (!committed[i]) return;
     Result<void> claimed = claim_of[i] == SIZE_MAX ? Result<void>{} : claims[claim_of[i]];
     results[i] = FinishPublishLocked(committed[i]->write, committed[i]->version, claimed);
   });
-}
-
-Result<void> WritePath::WriteChunks(uint64_t handle, std::string_view value) {
-  for (uint64_t offset = 0; offset < value.size(); offset += kRpcChunkBytes) {
-    auto written = Chunk(handle, offset, value.substr(offset, kRpcChunkBytes));
-    if (!written) {
-      Revoke(handle);
-      return written;
-    }
-  }
-  return {};
 }
 
 Result<void> WritePath::CopyWhole(const Reservation& reserved, std::string_view value) {

@@ -108,9 +108,9 @@ class WritePath {
     uint64_t version = 0;
   };
 
-  // WriteWholeMany for writes of distinct keys, a step at a time, each step
-  // for all of them under one lock. A write that fails gets its error in
-  // `results` and drops out of the later steps.
+  // WriteWhole and WriteWholeMany, for writes of distinct keys: a step at a
+  // time, each step for up to 64 writes per hold of ctx_.mu. A write that
+  // fails gets its error in `results` and drops out of the later steps.
   void WriteWave(std::span<const WholeWrite> writes, std::span<Result<void>> results);
   // Reserves each key and gives it space (in place, or found anew).
   std::vector<std::optional<Reservation>> ReserveWave(std::span<const WholeWrite> writes,
@@ -156,8 +156,6 @@ class WritePath {
   // End's second half, given the outcome of the key's claim.
   Result<void> FinishPublishLocked(const PendingWrite& write, uint64_t version,
                                    const Result<void>& claimed);
-  // Chunk for every slice of `value`; revokes the write on a failure.
-  Result<void> WriteChunks(uint64_t handle, std::string_view value);
   // Writes a hard-pinned object's bytes to the durable tier as well.
   AllocationPtr WriteThrough(const std::string& key, const AllocationPtr& primary, uint64_t size,
                              uint64_t version, const ObjectOptions& options);
