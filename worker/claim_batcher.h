@@ -14,6 +14,10 @@
 // thread sends more than one call on others' behalf, so no claim waits
 // behind more than one call it did not join.
 //
+// A batch write claims its keys together (ClaimMany): they travel as one
+// claimer, in the same call as other claimers' keys where they fit, so
+// concurrent batches share master calls as single puts do.
+//
 // Thread-safety: Claim() is safe from any number of threads.
 
 #include <condition_variable>
@@ -23,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,8 +54,12 @@ class ClaimBatcher {
 
   // Claims `key` for this node; returns when the master has answered.
   Result<void> Claim(const std::string& key);
+  // Claims `keys` in one call, shared with other claimers where the limits
+  // allow; one result per key, in order. Keys beyond one call's limits
+  // (options) go in calls of their own, one after another.
+  std::vector<Result<void>> ClaimMany(std::span<const std::string> keys);
 
-  // Calls sent, claims carried, and claims waiting for the next call.
+  // Calls sent, keys claimed, and keys waiting for the next call.
   uint64_t calls() const;
   uint64_t claims() const;
   size_t queued() const;
@@ -58,7 +67,10 @@ class ClaimBatcher {
  private:
   struct Waiter;
 
-  // Caller holds mu_: takes the next batch off the queue.
+  // Claims `keys`, which fit one call's limits.
+  std::vector<Result<void>> ClaimWithinLimits(std::span<const std::string> keys);
+  // Caller holds mu_: takes the next batch of whole claimers off the queue,
+  // at least the one at its front.
   std::vector<std::shared_ptr<Waiter>> TakeBatchLocked();
   // Sends one batch (without mu_) and answers its waiters; returns with
   // `lock` released.
@@ -69,6 +81,7 @@ class ClaimBatcher {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Waiter>> queue_;  // guarded by mu_
+  size_t queued_keys_ = 0;                     // guarded by mu_: keys in queue_
   bool in_flight_ = false;                     // guarded by mu_: a leader is sending
   uint64_t calls_ = 0;                         // guarded by mu_
   uint64_t claims_ = 0;                        // guarded by mu_

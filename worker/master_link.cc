@@ -114,23 +114,26 @@ Result<void> MasterLink::Claim(const std::string& key) {
 }
 
 std::vector<Result<void>> MasterLink::ClaimMany(const std::vector<std::string>& keys) {
-  const ClaimBatcherOptions limits;
-  std::vector<Result<void>> results;
-  results.reserve(keys.size());
-  for (size_t begin = 0; begin < keys.size();) {
-    size_t end = KeyBatchEnd(keys, begin, limits.max_keys, limits.max_key_bytes);
-    std::vector<std::string> slice(keys.begin() + begin, keys.begin() + end);
-    auto answers = SendClaims(slice);
-    bool unknown = std::ranges::any_of(
-        answers, [](const Result<void>& r) { return !r && r.error() == ErrorCode::kNodeNotFound; });
-    if (unknown && on_unknown_node_) {
-      // The master forgot this node: register again, then claim once more.
-      on_unknown_node_();
-      answers = SendClaims(slice);
+  // Through the batcher, so that concurrent batches (and single puts) share
+  // master calls.
+  std::vector<Result<void>> results = claims_.ClaimMany(keys);
+  auto forgotten = [](const Result<void>& r) {
+    return !r && r.error() == ErrorCode::kNodeNotFound;
+  };
+  if (!on_unknown_node_ || std::ranges::none_of(results, forgotten)) return results;
+  // The master forgot this node: register again, then claim those keys once
+  // more.
+  on_unknown_node_();
+  std::vector<size_t> again;
+  std::vector<std::string> again_keys;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (forgotten(results[i])) {
+      again.push_back(i);
+      again_keys.push_back(keys[i]);
     }
-    results.insert(results.end(), answers.begin(), answers.end());
-    begin = end;
   }
+  auto answers = claims_.ClaimMany(again_keys);
+  for (size_t j = 0; j < again.size(); ++j) results[again[j]] = std::move(answers[j]);
   return results;
 }
 

@@ -52,7 +52,8 @@ class MasterLink : public OwnerDirectory {
   // Concurrent claims travel together (ClaimBatcher): one master call for
   // every claim that queued while the previous call was on the wire.
   Result<void> Claim(const std::string& key) override;
-  // The keys of one batched write, in calls of ClaimBatcherOptions' size.
+  // The keys of one batched write: through the same batcher, so concurrent
+  // batches share calls too (within ClaimBatcherOptions' limits).
   std::vector<Result<void>> ClaimMany(const std::vector<std::string>& keys) override;
   Result<void> Release(const std::string& key) override;
 

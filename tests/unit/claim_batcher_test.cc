@@ -134,6 +134,80 @@ TEST(ClaimBatcherTest, BatchesRespectTheKeyLimit) {
   EXPECT_GE(calls.size(), 4u);  // 1 + ceil(7 / 3)
 }
 
+// Batched writes claim their keys together: batches that queue behind a call
+// in flight share the next call with single claims, and each gets the
+// answers of its own keys, in order.
+TEST(ClaimBatcherTest, BatchesQueuedDuringACallShareTheNextOneWhole) {
+  FakeMaster master;
+  master.hold_first_ = true;
+  ClaimBatcher batcher(SendTo(master));
+  auto first = std::async(std::launch::async, [&] { return batcher.Claim("first"); });
+  for (int i = 0; i < 500 && master.calls().empty(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(master.calls().size(), 1u);
+  const std::vector<std::string> batch_a = {"a0", "a1x", "a2"};
+  const std::vector<std::string> batch_b = {"b0x", "b1"};
+  auto a = std::async(std::launch::async, [&] { return batcher.ClaimMany(batch_a); });
+  ASSERT_TRUE(WaitQueued(batcher, 3));
+  auto single = std::async(std::launch::async, [&] { return batcher.Claim("s"); });
+  ASSERT_TRUE(WaitQueued(batcher, 4));
+  auto b = std::async(std::launch::async, [&] { return batcher.ClaimMany(batch_b); });
+  ASSERT_TRUE(WaitQueued(batcher, 6));
+  master.release_.set_value();
+
+  EXPECT_TRUE(first.get().has_value());
+  auto got_a = a.get();
+  auto got_b = b.get();
+  ASSERT_EQ(got_a.size(), 3u);
+  ASSERT_EQ(got_b.size(), 2u);
+  EXPECT_TRUE(got_a[0].has_value());
+  EXPECT_EQ(got_a[1].error(), ErrorCode::kObjectAlreadyExists);
+  EXPECT_TRUE(got_a[2].has_value());
+  EXPECT_EQ(got_b[0].error(), ErrorCode::kObjectAlreadyExists);
+  EXPECT_TRUE(got_b[1].has_value());
+  EXPECT_TRUE(single.get().has_value());
+  auto calls = master.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1], (std::vector<std::string>{"a0", "a1x", "a2", "s", "b0x", "b1"}));
+  EXPECT_EQ(batcher.claims(), 7u);
+  EXPECT_EQ(batcher.queued(), 0u);
+}
+
+// A batch is never split across calls to fit beside other claimers; one
+// larger than a call's limits goes in calls of its own, in order.
+TEST(ClaimBatcherTest, BatchesTravelWholeAndLargeOnesAreSliced) {
+  FakeMaster master;
+  master.hold_first_ = true;
+  ClaimBatcher batcher(SendTo(master), {.max_keys = 4, .max_key_bytes = 1 << 20});
+  auto first = std::async(std::launch::async, [&] { return batcher.Claim("first"); });
+  for (int i = 0; i < 500 && master.calls().empty(); ++i) std::this_thread::sleep_for(10ms);
+  const std::vector<std::string> three = {"t0", "t1", "t2"};
+  const std::vector<std::string> two = {"w0", "w1x"};
+  auto a = std::async(std::launch::async, [&] { return batcher.ClaimMany(three); });
+  ASSERT_TRUE(WaitQueued(batcher, 3));
+  auto b = std::async(std::launch::async, [&] { return batcher.ClaimMany(two); });
+  ASSERT_TRUE(WaitQueued(batcher, 5));
+  master.release_.set_value();
+  EXPECT_TRUE(first.get().has_value());
+  EXPECT_EQ(a.get().size(), 3u);
+  auto got_b = b.get();
+  ASSERT_EQ(got_b.size(), 2u);
+  EXPECT_EQ(got_b[1].error(), ErrorCode::kObjectAlreadyExists);
+  auto calls = master.calls();
+  ASSERT_EQ(calls.size(), 3u);  // 3 + 2 keys exceed 4: two calls, each whole
+  EXPECT_EQ(calls[1], three);
+  EXPECT_EQ(calls[2], two);
+
+  std::vector<std::string> ten;
+  for (int i = 0; i < 10; ++i) ten.push_back("n" + std::to_string(i) + (i == 7 ? "x" : ""));
+  auto got = batcher.ClaimMany(ten);
+  ASSERT_EQ(got.size(), 10u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(got[i].has_value(), i != 7) << i;
+  calls = master.calls();
+  ASSERT_EQ(calls.size(), 6u);  // 4 + 4 + 2
+  EXPECT_EQ(calls[3].size(), 4u);
+  EXPECT_EQ(calls[5], (std::vector<std::string>{"n8", "n9"}));
+}
+
 TEST(ClaimBatcherTest, TransportFailureReachesEveryClaimer) {
   FakeMaster master;
   master.fail_ = true;
