@@ -18,6 +18,7 @@
 #include "client/client_impl.h"
 #include "client/client_retry.h"
 #include "client/client_writes.h"
+#include "thrift/value_calls.h"
 
 namespace mooncake {
 
@@ -157,18 +158,19 @@ void AddWriteTasks(ClientRouter& router, const Owner& target,
   for (auto& request : PlanPutRequests(items, positions, large)) {
     tasks.emplace_back(
         [&router, &items, &config, &results, target, upsert, request = std::move(request)] {
-          std::vector<rpc::PutItem> batch(request.size());
+          // Views of the caller's items: the values go from its memory to
+          // the socket, with no copy into PutItems.
+          std::vector<ValueView> batch(request.size());
           for (size_t j = 0; j < request.size(); ++j) {
-            batch[j].key = items[request[j]].first;
-            batch[j].value = items[request[j]].second;
-            batch[j].config = config;
+            batch[j] = {items[request[j]].first, items[request[j]].second};
           }
           std::vector<rpc::ErrorCode::type> codes;
           auto call = target.channel->Call([&](rpc::WorkerServiceClient& c) {
+            SendBatchValueCall(c, upsert, batch, config);
             if (upsert) {
-              c.BatchUpsert(codes, batch);
+              c.recv_BatchUpsert(codes);
             } else {
-              c.BatchPut(codes, batch);
+              c.recv_BatchPut(codes);
             }
           });
           for (size_t j = 0; j < request.size(); ++j) {

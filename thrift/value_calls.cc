@@ -51,6 +51,39 @@ void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::str
   protocol->getTransport()->flush();
 }
 
+void SendBatchValueCall(rpc::WorkerServiceClient& client, bool upsert,
+                        std::span<const ValueView> items, const rpc::ReplicateConfig& config) {
+  // Mirrors WorkerServiceClient::send_BatchPut, WorkerService_BatchPut_pargs
+  // and PutItem::write (BatchUpsert has the same field: 1 items).
+  auto protocol = client.getOutputProtocol();
+  protocol->writeMessageBegin(upsert ? "BatchUpsert" : "BatchPut", T_CALL, /*seqid=*/0);
+  protocol->writeStructBegin(upsert ? "WorkerService_BatchUpsert_pargs"
+                                    : "WorkerService_BatchPut_pargs");
+  protocol->writeFieldBegin("items", T_LIST, 1);
+  protocol->writeListBegin(T_STRUCT, static_cast<uint32_t>(items.size()));
+  for (const ValueView& item : items) {
+    protocol->writeStructBegin("PutItem");
+    protocol->writeFieldBegin("key", T_STRING, 1);
+    WriteBytes(*protocol, item.key.data(), item.key.size());
+    protocol->writeFieldEnd();
+    protocol->writeFieldBegin("value", T_STRING, 2);
+    WriteBytes(*protocol, item.value.data(), item.value.size());
+    protocol->writeFieldEnd();
+    protocol->writeFieldBegin("config", T_STRUCT, 3);
+    config.write(protocol.get());
+    protocol->writeFieldEnd();
+    protocol->writeFieldStop();
+    protocol->writeStructEnd();
+  }
+  protocol->writeListEnd();
+  protocol->writeFieldEnd();
+  protocol->writeFieldStop();
+  protocol->writeStructEnd();
+  protocol->writeMessageEnd();
+  protocol->getTransport()->writeEnd();
+  protocol->getTransport()->flush();
+}
+
 void ReadValueCall(BoundedBinaryProtocol& in, ValueItem& item) {
   // Mirrors WorkerService_Put_args::read and PutItem::read (fields 1 key,
   // 2 value, 3 config): unknown fields and fields of another type are

@@ -8,8 +8,9 @@
 // memcpy and free less per call; with many client threads those
 // mmap/munmap pairs also serialised on the process's address-space lock.
 //
-// The wire bytes are exactly the generated send_Put/send_Upsert's (strict
-// binary protocol); the reply is read with the generated recv_Put/recv_Upsert.
+// The wire bytes are exactly the generated send_Put/send_Upsert's (and
+// send_BatchPut/send_BatchUpsert's; strict binary protocol); the reply is
+// read with the generated recv_ functions.
 //
 // The worker reads a Put or Upsert the other way round (ReadValueCall): the
 // value stays where it arrived, in the request's frame, until it is written
@@ -35,6 +36,19 @@ namespace mooncake {
 // send_Put throws.
 void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::string& key,
                    std::string_view value, const rpc::ReplicateConfig& config);
+
+// One value of a batched write as the client sends it: views of the
+// caller's key and value.
+struct ValueView {
+  std::string_view key;
+  std::string_view value;
+};
+
+// Sends BatchPut (or BatchUpsert) of `items`, each with `config`, the same
+// way: the values go from the caller's memory, not through PutItem copies.
+// Read the answer with client.recv_BatchPut() (recv_BatchUpsert()).
+void SendBatchValueCall(rpc::WorkerServiceClient& client, bool upsert,
+                        std::span<const ValueView> items, const rpc::ReplicateConfig& config);
 
 class BoundedBinaryProtocol;
 

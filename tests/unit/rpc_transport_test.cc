@@ -524,6 +524,34 @@ TEST(ValueCallsTest, PutAndUpsertFromAViewWriteExactlyTheGeneratedBytes) {
   }
 }
 
+TEST(ValueCallsTest, BatchPutAndBatchUpsertFromViewsWriteExactlyTheGeneratedBytes) {
+  rpc::ReplicateConfig config;
+  config.with_hard_pin = true;
+  config.preferred_tier = "ssd";
+  // Values on both sides of the 4 KiB borrowed-write threshold, and a key
+  // longer than the small-string buffer.
+  std::vector<std::pair<std::string, std::string>> owned = {
+      {"a", PatternOf(1, 1)},
+      {"a-key-longer-than-sixteen-bytes", PatternOf(size_t{4} << 10, 2)},
+      {"c", PatternOf(size_t{70} << 10, 3)}};
+  std::vector<ValueView> views;
+  std::vector<rpc::PutItem> items;
+  for (const auto& [key, value] : owned) {
+    views.push_back({key, value});
+    rpc::PutItem item;
+    item.key = key;
+    item.value = value;
+    item.config = config;
+    items.push_back(item);
+  }
+  EXPECT_EQ(WorkerCallBytes([&](auto& c) { SendBatchValueCall(c, false, views, config); }),
+            WorkerCallBytes([&](auto& c) { c.send_BatchPut(items); }));
+  EXPECT_EQ(WorkerCallBytes([&](auto& c) { SendBatchValueCall(c, true, views, config); }),
+            WorkerCallBytes([&](auto& c) { c.send_BatchUpsert(items); }));
+  EXPECT_EQ(WorkerCallBytes([&](auto& c) { SendBatchValueCall(c, false, {}, config); }),
+            WorkerCallBytes([&](auto& c) { c.send_BatchPut({}); }));
+}
+
 // A call as a worker receives it: its frame (as the generated client
 // writes it, less the 4-byte header) decoded in place up to its arguments.
 struct ReceivedCall {
