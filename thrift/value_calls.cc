@@ -26,6 +26,30 @@ void WriteBytes(TProtocol& protocol, const void* data, size_t size) {
   protocol.getTransport()->write(static_cast<const uint8_t*>(data), static_cast<uint32_t>(size));
 }
 
+// Fields 1 key, 2 value, 3 config and the stop: the body of Put_pargs and
+// Upsert_pargs, and of each PutItem of a batch.
+void WriteValueFields(TProtocol& protocol, std::string_view key, std::string_view value,
+                      const rpc::ReplicateConfig& config) {
+  protocol.writeFieldBegin("key", T_STRING, 1);
+  WriteBytes(protocol, key.data(), key.size());
+  protocol.writeFieldEnd();
+  protocol.writeFieldBegin("value", T_STRING, 2);
+  WriteBytes(protocol, value.data(), value.size());
+  protocol.writeFieldEnd();
+  protocol.writeFieldBegin("config", T_STRUCT, 3);
+  config.write(&protocol);
+  protocol.writeFieldEnd();
+  protocol.writeFieldStop();
+}
+
+// Ends the call's arguments and message and sends the frame.
+void FinishCall(TProtocol& protocol) {
+  protocol.writeStructEnd();
+  protocol.writeMessageEnd();
+  protocol.getTransport()->writeEnd();
+  protocol.getTransport()->flush();
+}
+
 }  // namespace
 
 void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::string& key,
@@ -35,20 +59,8 @@ void SendValueCall(rpc::WorkerServiceClient& client, bool upsert, const std::str
   auto protocol = client.getOutputProtocol();
   protocol->writeMessageBegin(upsert ? "Upsert" : "Put", T_CALL, /*seqid=*/0);
   protocol->writeStructBegin(upsert ? "WorkerService_Upsert_pargs" : "WorkerService_Put_pargs");
-  protocol->writeFieldBegin("key", T_STRING, 1);
-  protocol->writeString(key);
-  protocol->writeFieldEnd();
-  protocol->writeFieldBegin("value", T_STRING, 2);
-  WriteBytes(*protocol, value.data(), value.size());
-  protocol->writeFieldEnd();
-  protocol->writeFieldBegin("config", T_STRUCT, 3);
-  config.write(protocol.get());
-  protocol->writeFieldEnd();
-  protocol->writeFieldStop();
-  protocol->writeStructEnd();
-  protocol->writeMessageEnd();
-  protocol->getTransport()->writeEnd();
-  protocol->getTransport()->flush();
+  WriteValueFields(*protocol, key, value, config);
+  FinishCall(*protocol);
 }
 
 void SendBatchValueCall(rpc::WorkerServiceClient& client, bool upsert,
@@ -63,25 +75,13 @@ void SendBatchValueCall(rpc::WorkerServiceClient& client, bool upsert,
   protocol->writeListBegin(T_STRUCT, static_cast<uint32_t>(items.size()));
   for (const ValueView& item : items) {
     protocol->writeStructBegin("PutItem");
-    protocol->writeFieldBegin("key", T_STRING, 1);
-    WriteBytes(*protocol, item.key.data(), item.key.size());
-    protocol->writeFieldEnd();
-    protocol->writeFieldBegin("value", T_STRING, 2);
-    WriteBytes(*protocol, item.value.data(), item.value.size());
-    protocol->writeFieldEnd();
-    protocol->writeFieldBegin("config", T_STRUCT, 3);
-    config.write(protocol.get());
-    protocol->writeFieldEnd();
-    protocol->writeFieldStop();
+    WriteValueFields(*protocol, item.key, item.value, config);
     protocol->writeStructEnd();
   }
   protocol->writeListEnd();
   protocol->writeFieldEnd();
   protocol->writeFieldStop();
-  protocol->writeStructEnd();
-  protocol->writeMessageEnd();
-  protocol->getTransport()->writeEnd();
-  protocol->getTransport()->flush();
+  FinishCall(*protocol);
 }
 
 void ReadValueCall(BoundedBinaryProtocol& in, ValueItem& item) {

@@ -64,6 +64,14 @@ bool WaitQueued(const ClaimBatcher& batcher, size_t n) {
   return false;
 }
 
+// Starts a claim of "first" that the master holds on the wire (hold_first_),
+// and waits (bounded) until the master has it, so that later claims queue.
+std::future<Result<void>> StartHeldClaim(FakeMaster& master, ClaimBatcher& batcher) {
+  auto first = std::async(std::launch::async, [&batcher] { return batcher.Claim("first"); });
+  for (int i = 0; i < 500 && master.calls().empty(); ++i) std::this_thread::sleep_for(10ms);
+  return first;
+}
+
 TEST(ClaimBatcherTest, LoneClaimIsSentAtOnceAlone) {
   FakeMaster master;
   ClaimBatcher batcher(SendTo(master));
@@ -79,9 +87,8 @@ TEST(ClaimBatcherTest, ClaimsArrivingDuringACallShareTheNextOne) {
   FakeMaster master;
   master.hold_first_ = true;
   ClaimBatcher batcher(SendTo(master));
-  auto first = std::async(std::launch::async, [&] { return batcher.Claim("first"); });
   // The first call is on the wire (held); eight more claims queue behind it.
-  for (int i = 0; i < 500 && master.calls().empty(); ++i) std::this_thread::sleep_for(10ms);
+  auto first = StartHeldClaim(master, batcher);
   ASSERT_EQ(master.calls().size(), 1u);
   std::vector<std::future<Result<void>>> more;
   for (int i = 0; i < 8; ++i) {
@@ -112,8 +119,7 @@ TEST(ClaimBatcherTest, BatchesRespectTheKeyLimit) {
   FakeMaster master;
   master.hold_first_ = true;
   ClaimBatcher batcher(SendTo(master), {.max_keys = 3, .max_key_bytes = 1 << 20});
-  auto first = std::async(std::launch::async, [&] { return batcher.Claim("first"); });
-  for (int i = 0; i < 500 && master.calls().empty(); ++i) std::this_thread::sleep_for(10ms);
+  auto first = StartHeldClaim(master, batcher);
   std::vector<std::future<Result<void>>> more;
   for (int i = 0; i < 7; ++i) {
     more.push_back(std::async(std::launch::async, [&batcher, i] {
@@ -141,8 +147,7 @@ TEST(ClaimBatcherTest, BatchesQueuedDuringACallShareTheNextOneWhole) {
   FakeMaster master;
   master.hold_first_ = true;
   ClaimBatcher batcher(SendTo(master));
-  auto first = std::async(std::launch::async, [&] { return batcher.Claim("first"); });
-  for (int i = 0; i < 500 && master.calls().empty(); ++i) std::this_thread::sleep_for(10ms);
+  auto first = StartHeldClaim(master, batcher);
   ASSERT_EQ(master.calls().size(), 1u);
   const std::vector<std::string> batch_a = {"a0", "a1x", "a2"};
   const std::vector<std::string> batch_b = {"b0x", "b1"};
@@ -178,8 +183,7 @@ TEST(ClaimBatcherTest, BatchesTravelWholeAndLargeOnesAreSliced) {
   FakeMaster master;
   master.hold_first_ = true;
   ClaimBatcher batcher(SendTo(master), {.max_keys = 4, .max_key_bytes = 1 << 20});
-  auto first = std::async(std::launch::async, [&] { return batcher.Claim("first"); });
-  for (int i = 0; i < 500 && master.calls().empty(); ++i) std::this_thread::sleep_for(10ms);
+  auto first = StartHeldClaim(master, batcher);
   const std::vector<std::string> three = {"t0", "t1", "t2"};
   const std::vector<std::string> two = {"w0", "w1x"};
   auto a = std::async(std::launch::async, [&] { return batcher.ClaimMany(three); });
