@@ -27,14 +27,17 @@ void AddRpcServerOptions(CLI::App& app, RpcServerLimits& limits) {
                  "Close an RPC connection whose started request does not arrive whole "
                  "within this")
       ->capture_default_str();
-  app.add_option("--rpc-engine", limits.engine,
-                 "How plain-TCP RPC connections are served: 'threads' (one thread each, the "
-                 "lowest tail latency) or 'epoll' (threads only for calls in progress; for "
-                 "thousands of mostly idle connections). TLS connections always use threads")
-      ->transform(
-          CLI::CheckedTransformer(std::map<std::string, RpcEngine>{{"threads", RpcEngine::kThreads},
-                                                                   {"epoll", RpcEngine::kEpoll}},
-                                  CLI::ignore_case))
+  // A set of names rather than a map to the enum: CLI11 prints the map's
+  // values (which have no names) in --help and in its error.
+  app.add_option_function<std::string>(
+         "--rpc-engine",
+         [&limits](const std::string& name) {
+           limits.engine = name == "epoll" ? RpcEngine::kEpoll : RpcEngine::kThreads;
+         },
+         "How plain-TCP RPC connections are served: 'threads' (one thread each, the "
+         "lowest tail latency) or 'epoll' (threads only for calls in progress; for "
+         "thousands of mostly idle connections). TLS connections always use threads")
+      ->transform(CLI::IsMember({"threads", "epoll"}, CLI::ignore_case))
       ->default_str("threads");
 }
 

@@ -111,9 +111,17 @@ TEST(WorkerConfigTest, RpcEngineIsThreadsUnlessEpollIsAsked) {
   auto epoll = Parse({"--rpc-engine", "epoll"}, &message);
   ASSERT_TRUE(epoll) << message;
   EXPECT_EQ(epoll->rpc_limits.engine, RpcEngine::kEpoll);
+  auto upper = Parse({"--rpc-engine", "EPOLL"}, &message);
+  ASSERT_TRUE(upper) << message;
+  EXPECT_EQ(upper->rpc_limits.engine, RpcEngine::kEpoll);
   auto bogus = Parse({"--rpc-engine", "fibers"}, &message);
   ASSERT_FALSE(bogus);
+  // The error names the flag and the choices, by name.
   EXPECT_NE(message.find("--rpc-engine"), std::string::npos) << message;
+  EXPECT_NE(message.find("{threads,epoll}"), std::string::npos) << message;
+  auto help = Parse({"--help"}, &message);
+  ASSERT_TRUE(help && help->show_help) << message;
+  EXPECT_NE(message.find("{threads,epoll}=threads"), std::string::npos) << message;
 }
 
 TEST(WorkerConfigTest, SizesAcceptBinaryAndDecimalSuffixes) {
