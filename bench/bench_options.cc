@@ -15,9 +15,11 @@ namespace {
 
 // Which workload runs, and the knobs of the device modes.
 void AddModeFlags(CLI::App& app, BenchOptions& o) {
-  app.add_option("--workload", o.workload, "mixed, zipf, prefetch, master, scale, vram or transfer")
+  app.add_option("--workload", o.workload,
+                 "mixed, zipf, prefetch, master, loop, scale, vram or transfer")
       ->capture_default_str()
-      ->check(CLI::IsMember({"mixed", "zipf", "prefetch", "master", "vram", "transfer", "scale"}));
+      ->check(CLI::IsMember(
+          {"mixed", "zipf", "prefetch", "master", "loop", "vram", "transfer", "scale"}));
   app.add_option("--sizes", o.device_sizes_text,
                  "vram/transfer: transfer sizes (default 64KiB,1MiB,64MiB)")
       ->delimiter(',');
@@ -77,6 +79,8 @@ void AddClusterFlags(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   AddTlsOptions(app, o.tls);
   app.add_option("--node", o.node, "Local node id (put target)");
+  app.add_option("--worker", o.worker,
+                 "loop workload: the worker's RPC HOST:PORT, called directly (no master)");
   app.add_option("--master-admin", o.master_admin,
                  "master workload: the master's admin HOST:PORT, to read its RSS from /metrics "
                  "(empty: no master_bytes_per_key)");
@@ -163,6 +167,7 @@ void AddOutputFlags(CLI::App& app, BenchOptions& o) {
       "--prefetch-wait-ms 200\n"
       "  mooncake-bench --value-size 4KiB --keys 20000 --batch 16 --get-ratio 1\n"
       "  mooncake-bench --workload master --keys 100000 --master-admin 127.0.0.1:9100\n"
+      "  mooncake-bench --workload loop --worker 127.0.0.1:50052 --keys 20000 --concurrency 16\n"
       "  mooncake-bench --workload scale --shards 1,2,4 --sim-workers 1000 --keys 10000000\n"
       "  mooncake-bench --workload vram --sizes 64KiB,1MiB,64MiB --iterations 50\n"
       "  mooncake-bench --workload transfer --sizes 64KiB,1MiB,64MiB");

@@ -30,6 +30,8 @@ struct BenchOptions {
   // ClientConfig::master_shards; empty: one master.
   std::string master_shards;
   std::string node;
+  // --workload loop: the worker's RPC HOST:PORT, called directly.
+  std::string worker;
   std::string value_size_text = "4KiB";
   uint64_t value_size = 4096;
   uint64_t keys = 1000;

@@ -19,6 +19,9 @@
 #   CONCURRENCY="1 16 64"         client threads (mooncake) / connections (redis)
 #   BATCHES="16 64"               keys per call of the batch rows ...
 #   BATCH_SIZES="4KiB"            ... run for these sizes only ("" = no batch rows)
+#   LOOP_SIZES="4KiB"             worker-alone rows (--workload loop: one
+#                                 client thread, epoll) for these sizes, each
+#                                 of them also in SIZES ("" = none)
 #   DURATION_S=5                  mooncake get phase length
 #   MASTER_KEYS=100000            keys of the master-only workload (0 = skip it)
 #   SCALE_KEYS=1000000            keys of the many-keys get row, next to 20,000
@@ -66,6 +69,7 @@ else
   SCALE=1
 fi
 BATCH_SIZES="${BATCH_SIZES-4KiB}"
+LOOP_SIZES="${LOOP_SIZES-4KiB}"
 RUN_LIMIT_S=300  # the most one benchmark run may take
 WORK="$(mktemp -d /tmp/mooncake-compare-XXXXXX)"
 PIDS=()
@@ -209,6 +213,55 @@ for size in $SIZES; do
     esac
   done
 done
+
+# The worker alone, driven as redis-benchmark drives Redis: one thread keeps
+# a call in flight on each connection (mooncake-bench --workload loop, no
+# Client, no master lookups), against the single rows' Redis figures above.
+if [ -n "$LOOP_SIZES" ]; then
+  echo
+  echo "worker alone, one-thread epoll client (--workload loop) vs the redis rows above:"
+  printf '%-6s %4s %-4s %12s %9s %9s %12s %7s\n' size conc op mc_ops/s mc_p50us mc_p99us \
+    redis_ops/s ratio
+  WORKER_PORT="$(head -n1 "$WORK/worker.port")"
+  for size in $LOOP_SIZES; do
+    bytes="$(size_bytes "$size")"
+    for conc in $CONCURRENCY; do
+      keys=20000; [ "$bytes" -ge 65536 ] && keys=4000
+      keys=$(( keys / SCALE > 20 ? keys / SCALE : 20 ))
+      tag="loop-$size-$conc"
+      timeout "$RUN_LIMIT_S" "$BENCH" --workload loop --worker "127.0.0.1:$WORKER_PORT" \
+        --value-size "$size" --keys "$keys" --concurrency "$conc" --duration-s "$DURATION_S" \
+        --cleanup --json "${TLS_ARGS[@]}" >"$WORK/$tag.json" 2>"$WORK/$tag.err" ||
+        echo "mooncake-bench --workload loop failed for $tag: $(tail -n 3 "$WORK/$tag.err")" >&2
+      python3 - "$WORK/$tag.json" "$WORK/redis-$size-$conc-1.csv" "$size" "$conc" <<'PY'
+import csv, json, sys
+mc_path, redis_path, size, conc = sys.argv[1:]
+mc, redis = {}, {}
+try:
+    for p in json.load(open(mc_path))["phases"]:
+        name = {"load/put": "put", "mixed/get": "get"}.get(f'{p["phase"]}/{p["op"]}')
+        if name:
+            mc[name] = (p["ops_per_s"], p["p50_us"], p["p99_us"])
+except (OSError, ValueError, KeyError):
+    pass
+try:
+    rows = list(csv.reader(open(redis_path)))
+    col = {name: i for i, name in enumerate(rows[0])}
+    for row in rows[1:]:
+        name = {"SET": "put", "GET": "get"}.get(row[0].upper())
+        if name:
+            redis[name] = float(row[col["rps"]])
+except (OSError, IndexError, KeyError, ValueError):
+    pass
+for op in ("put", "get"):
+    m, r = mc.get(op), redis.get(op)
+    cells = f"{m[0]:12.0f} {m[1]:9.0f} {m[2]:9.0f}" if m else f'{"-":>12} {"-":>9} {"-":>9}'
+    ratio = f"{m[0] / r:7.2f}" if m and r else f'{"-":>7}'
+    print(f"{size:<6} {conc:>4} {op:<4} {cells} {(f'{r:12.0f}' if r else f'{chr(45):>12}')} {ratio}")
+PY
+    done
+  done
+fi
 
 # Many keys: gets over SCALE_KEYS small objects against the same at 20,000
 # keys, on this cluster, so the ratio shows what the client's owner cache and

@@ -7,6 +7,9 @@
 //             BatchExist(prefetch) plus --prefetch-wait-ms of other work
 //   master    the master alone: PutOwner, BatchGetLocation and its memory per
 //             key, for fake nodes (no worker, no data)
+//   loop      one worker alone (--worker), from ONE thread keeping a call
+//             in flight on each of --concurrency connections through epoll,
+//             as redis-benchmark drives Redis (bench/worker_loop_workload.h)
 //   scale     1, 2, 4... master shards it starts, simulated workers that
 //             register, heartbeat and announce keys routed by slot, then
 //             lookups and owner claims (bench/scale_workload.h)
@@ -34,6 +37,7 @@
 #include "bench/scale_workload.h"
 #include "bench/transfer_bench.h"
 #include "bench/vram_bench.h"
+#include "bench/worker_loop_workload.h"
 #include "client/client.h"
 
 namespace mooncake::bench {
@@ -81,6 +85,7 @@ int Main(int argc, char** argv) {
   if (IsDeviceWorkload(options)) return RunDeviceBench(options);
   if (options.workload == "master") return RunMasterBench(options);
   if (options.workload == "scale") return RunScaleBench(options);
+  if (options.workload == "loop") return RunWorkerLoopBench(options);
   return RunClusterBench(options);
 }
 

@@ -179,6 +179,8 @@ BoundedFramedTransport::BoundedFramedTransport(std::shared_ptr<TSocket> socket,
   SetSocketTimeout(timeouts_.idle);
 }
 
+int BoundedFramedTransport::socket_fd() const { return socket_->getSocketFD(); }
+
 std::string BoundedFramedTransport::peer() const {
   try {
     return socket_->getPeerAddress() + ":" + std::to_string(socket_->getPeerPort());

@@ -108,6 +108,9 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   }
   // "ip:port" of the other end, without a name lookup.
   std::string peer() const;
+  // The socket's descriptor, to wait for a reply with poll/epoll. A reply
+  // is read through this transport, never from the descriptor.
+  int socket_fd() const;
 
   void write_virt(const uint8_t* buf, uint32_t len) override;
   void flush() override;

@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "client/client.h"
 #include "tests/integration/bench_runner.h"
 #include "tests/integration/test_cluster.h"
+#include "tests/unused_port.h"
 
 #ifndef MOONCAKE_BENCH_BIN
 #define MOONCAKE_BENCH_BIN "mooncake-bench"
@@ -122,6 +124,57 @@ TEST_F(BenchTest, MasterWorkloadWithoutAdminSkipsBytesPerKey) {
   const json* put = Phase(report, "master", "put_owner");
   ASSERT_NE(put, nullptr);
   EXPECT_GT((*put)["ops_per_s"].get<double>(), 0);
+}
+
+// --workload loop calls the worker directly from one thread: its puts are
+// real (claimed at the master, readable through a Client), its gets return
+// the bytes put, and --cleanup removes every key.
+TEST_F(BenchTest, LoopWorkloadPutsGetsAndRemovesThroughTheWorkerAlone) {
+  std::string worker = "127.0.0.1:" + std::to_string(cluster_.worker_port("w1"));
+  BenchRun run = Run({"--workload", "loop", "--worker", worker, "--keys", "300", "--value-size",
+                      "1KiB", "--concurrency", "4", "--duration-s", "1", "--json"});
+  ASSERT_EQ(run.status, 0) << run.out << "\n" << run.err << cluster_.AllLogTails();
+  json report = json::parse(run.out);
+  const json* load = Phase(report, "load", "put");
+  ASSERT_NE(load, nullptr) << run.out;
+  ExpectPhaseFields(*load);
+  EXPECT_EQ((*load)["ops"], 300);
+  EXPECT_EQ((*load)["errors"], 0);
+  const json* get = Phase(report, "mixed", "get");
+  ASSERT_NE(get, nullptr) << run.out;
+  EXPECT_GT((*get)["ops"].get<uint64_t>(), 0u);
+  EXPECT_EQ((*get)["ops"], (*get)["calls"]) << "one key per call";
+  EXPECT_EQ((*get)["errors"], 0) << "every get returned the bytes put";
+  EXPECT_EQ(Phase(report, "cleanup", "remove"), nullptr) << "no --cleanup, no removes";
+
+  std::string prefix = report["config"]["run_prefix"];
+  auto client = cluster_.NewClient();
+  ASSERT_NE(client, nullptr);
+  EXPECT_TRUE(ReadsBack(*client, prefix + "0", std::string(1024, 'v')));
+  EXPECT_TRUE(ReadsBack(*client, prefix + "299", std::string(1024, 'v')));
+
+  BenchRun cleaned = Run({"--workload", "loop", "--worker", worker, "--keys", "100",
+                          "--concurrency", "3", "--duration-s", "0.2", "--json", "--cleanup"});
+  ASSERT_EQ(cleaned.status, 0) << cleaned.out << "\n" << cleaned.err;
+  json second = json::parse(cleaned.out);
+  const json* remove = Phase(second, "cleanup", "remove");
+  ASSERT_NE(remove, nullptr) << cleaned.out;
+  EXPECT_EQ((*remove)["ops"], 100);
+  EXPECT_EQ((*remove)["errors"], 0);
+  std::string second_prefix = second["config"]["run_prefix"];
+  auto removed = client->Get(second_prefix + "0");
+  ASSERT_FALSE(removed) << "a key of the cleaned-up run is still there";
+  EXPECT_EQ(removed.error(), ErrorCode::kObjectNotFound);
+}
+
+TEST_F(BenchTest, LoopWorkloadRejectsAMissingWorkerAndReportsAnUnreachableOne) {
+  BenchRun missing = Run({"--workload", "loop"});
+  EXPECT_EQ(missing.status, 2) << missing.out << missing.err;
+  EXPECT_NE(missing.err.find("--worker HOST:PORT"), std::string::npos) << missing.err;
+  BenchRun unreachable =
+      Run({"--workload", "loop", "--worker", "127.0.0.1:" + std::to_string(UnusedPort())});
+  EXPECT_EQ(unreachable.status, 3) << unreachable.out << unreachable.err;
+  EXPECT_NE(unreachable.err.find("cannot reach the worker"), std::string::npos) << unreachable.err;
 }
 
 }  // namespace
