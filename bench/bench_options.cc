@@ -7,6 +7,7 @@
 #include "bench/bench_util.h"
 #include "common/version.h"
 #include "thrift/rpc_settings.h"
+#include "thrift/rpc_transport.h"
 
 namespace mooncake::bench {
 namespace {
@@ -283,6 +284,16 @@ VramBenchOptions ToVramOptions(const BenchOptions& o) {
   vram.device_index = o.gpu_device;
   vram.json = o.json;
   return vram;
+}
+
+std::optional<std::shared_ptr<const RpcTlsContext>> ToRpcTls(const BenchOptions& o) {
+  std::string why;
+  auto tls = RpcTlsContext::Create(o.tls, /*server=*/false, &why);
+  if (!tls) {
+    std::fprintf(stderr, "error: TLS files unusable: %s\n", why.c_str());
+    return std::nullopt;
+  }
+  return *tls;
 }
 
 }  // namespace mooncake::bench

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,10 @@
 #include "bench/vram_bench.h"
 #include "client/client.h"
 #include "thrift/rpc_tls.h"
+
+namespace mooncake {
+class RpcTlsContext;
+}
 
 namespace mooncake::bench {
 
@@ -91,6 +96,11 @@ bool IsDeviceWorkload(const BenchOptions& options);
 // The client of the cluster workloads; nullopt when --master is not
 // HOST:PORT.
 std::optional<ClientConfig> ToClientConfig(const BenchOptions& options);
+
+// The TLS context (null: plain TCP) of the workloads that open their own
+// RPC connections (master, loop); nullopt, after printing why, when the
+// --tls-* files are unusable.
+std::optional<std::shared_ptr<const RpcTlsContext>> ToRpcTls(const BenchOptions& options);
 
 // --workload vram's options; the sizes stay the mode's default unless --sizes.
 VramBenchOptions ToVramOptions(const BenchOptions& options);

@@ -42,6 +42,19 @@ uint64_t BatchKeys(uint64_t total, uint64_t batch, uint64_t index) {
   return std::min(batch, total - begin);
 }
 
+std::optional<HostPort> ParseHostPort(std::string_view text) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return std::nullopt;
+  std::string_view digits = text.substr(colon + 1);
+  int port = 0;
+  auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || port < 1 ||
+      port > 65535) {
+    return std::nullopt;
+  }
+  return HostPort{std::string(text.substr(0, colon)), port};
+}
+
 std::optional<uint64_t> ParseSize(std::string_view text) {
   uint64_t number = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);

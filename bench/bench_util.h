@@ -15,6 +15,14 @@ namespace mooncake::bench {
 // malformed text or zero.
 std::optional<uint64_t> ParseSize(std::string_view text);
 
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+// "HOST:PORT", split at the last colon; nullopt without a host, or with a
+// port that is not a number in 1..65535.
+std::optional<HostPort> ParseHostPort(std::string_view text);
+
 // The q-quantile (0..1) of sorted samples; 0 when there are none.
 uint32_t Percentile(const std::vector<uint32_t>& sorted, double q);
 

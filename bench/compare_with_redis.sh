@@ -144,6 +144,40 @@ echo "$SYSTEM (worker ${PREFAULT_ARGS[*]:-without --dram-prefault}, --rpc-engine
 printf '%-6s %4s %-8s %-4s %12s %9s %9s %12s %9s %9s %7s\n' size conc mode op \
   mc_ops/s mc_p50us mc_p99us redis_ops/s r_p50us r_p99us ratio
 
+# The put and get rows of one table line pair: mooncake's phases from a
+# mooncake-bench --json report, Redis's from a redis-benchmark --csv file.
+# print_rows MOONCAKE_JSON REDIS_CSV SIZE CONCURRENCY MODE
+print_rows() {
+  python3 - "$@" <<'PY'
+import csv, json, sys
+mc_path, redis_path, size, conc, mode = sys.argv[1:]
+mc, redis = {}, {}
+try:
+    for p in json.load(open(mc_path))["phases"]:
+        name = {"load/put": "put", "mixed/get": "get"}.get(f'{p["phase"]}/{p["op"]}')
+        if name:
+            mc[name] = (p["ops_per_s"], p["p50_us"], p["p99_us"])
+except (OSError, ValueError, KeyError):
+    pass
+try:
+    rows = list(csv.reader(open(redis_path)))
+    col = {name: i for i, name in enumerate(rows[0])}
+    for row in rows[1:]:
+        name = {"SET": "put", "GET": "get"}.get(row[0].upper())
+        if name:
+            redis[name] = (float(row[col["rps"]]), float(row[col["p50_latency_ms"]]) * 1000,
+                           float(row[col["p99_latency_ms"]]) * 1000)
+except (OSError, IndexError, KeyError, ValueError):
+    pass
+def cells(v):
+    return f"{v[0]:12.0f} {v[1]:9.0f} {v[2]:9.0f}" if v else f'{"-":>12} {"-":>9} {"-":>9}'
+for op in ("put", "get"):
+    m, r = mc.get(op), redis.get(op)
+    ratio = f"{m[0] / r[0]:7.2f}" if m and r and r[0] > 0 else f'{"-":>7}'
+    print(f"{size:<6} {conc:>4} {mode:<8} {op:<4} {cells(m)} {cells(r)} {ratio}")
+PY
+}
+
 # One pair of runs (mooncake, then redis) and its two table rows.
 # compare SIZE BYTES CONCURRENCY BATCH(1 = single calls)
 compare() {
@@ -173,35 +207,9 @@ compare() {
       2>"$WORK/redis-$tag.err"; then
     echo "redis-benchmark failed for $tag" >&2
   fi
-  python3 - "$WORK/mooncake-$tag.json" "$WORK/redis-$tag.csv" "$size" "$conc" "$batch" <<'PY'
-import csv, json, sys
-mc_path, redis_path, size, conc, batch = sys.argv[1:]
-mode = "single" if batch == "1" else f"batch{batch}"
-mc, redis = {}, {}
-try:
-    for p in json.load(open(mc_path))["phases"]:
-        name = {"load/put": "put", "mixed/get": "get"}.get(f'{p["phase"]}/{p["op"]}')
-        if name:
-            mc[name] = (p["ops_per_s"], p["p50_us"], p["p99_us"])
-except (OSError, ValueError, KeyError):
-    pass
-try:
-    rows = list(csv.reader(open(redis_path)))
-    col = {name: i for i, name in enumerate(rows[0])}
-    for row in rows[1:]:
-        name = {"SET": "put", "GET": "get"}.get(row[0].upper())
-        if name:
-            redis[name] = (float(row[col["rps"]]), float(row[col["p50_latency_ms"]]) * 1000,
-                           float(row[col["p99_latency_ms"]]) * 1000)
-except (OSError, IndexError, KeyError, ValueError):
-    pass
-def cells(v):
-    return f"{v[0]:12.0f} {v[1]:9.0f} {v[2]:9.0f}" if v else f'{"-":>12} {"-":>9} {"-":>9}'
-for op in ("put", "get"):
-    m, r = mc.get(op), redis.get(op)
-    ratio = f"{m[0] / r[0]:7.2f}" if m and r and r[0] > 0 else f'{"-":>7}'
-    print(f"{size:<6} {conc:>4} {mode:<8} {op:<4} {cells(m)} {cells(r)} {ratio}")
-PY
+  local mode=single
+  [ "$batch" -gt 1 ] && mode="batch$batch"
+  print_rows "$WORK/mooncake-$tag.json" "$WORK/redis-$tag.csv" "$size" "$conc" "$mode"
 }
 
 for size in $SIZES; do
@@ -219,9 +227,8 @@ done
 # Client, no master lookups), against the single rows' Redis figures above.
 if [ -n "$LOOP_SIZES" ]; then
   echo
-  echo "worker alone, one-thread epoll client (--workload loop) vs the redis rows above:"
-  printf '%-6s %4s %-4s %12s %9s %9s %12s %7s\n' size conc op mc_ops/s mc_p50us mc_p99us \
-    redis_ops/s ratio
+  echo "mode loop: the worker alone, one client thread on epoll (--workload loop), against" \
+    "the single rows' redis runs above"
   WORKER_PORT="$(head -n1 "$WORK/worker.port")"
   for size in $LOOP_SIZES; do
     bytes="$(size_bytes "$size")"
@@ -233,32 +240,7 @@ if [ -n "$LOOP_SIZES" ]; then
         --value-size "$size" --keys "$keys" --concurrency "$conc" --duration-s "$DURATION_S" \
         --cleanup --json "${TLS_ARGS[@]}" >"$WORK/$tag.json" 2>"$WORK/$tag.err" ||
         echo "mooncake-bench --workload loop failed for $tag: $(tail -n 3 "$WORK/$tag.err")" >&2
-      python3 - "$WORK/$tag.json" "$WORK/redis-$size-$conc-1.csv" "$size" "$conc" <<'PY'
-import csv, json, sys
-mc_path, redis_path, size, conc = sys.argv[1:]
-mc, redis = {}, {}
-try:
-    for p in json.load(open(mc_path))["phases"]:
-        name = {"load/put": "put", "mixed/get": "get"}.get(f'{p["phase"]}/{p["op"]}')
-        if name:
-            mc[name] = (p["ops_per_s"], p["p50_us"], p["p99_us"])
-except (OSError, ValueError, KeyError):
-    pass
-try:
-    rows = list(csv.reader(open(redis_path)))
-    col = {name: i for i, name in enumerate(rows[0])}
-    for row in rows[1:]:
-        name = {"SET": "put", "GET": "get"}.get(row[0].upper())
-        if name:
-            redis[name] = float(row[col["rps"]])
-except (OSError, IndexError, KeyError, ValueError):
-    pass
-for op in ("put", "get"):
-    m, r = mc.get(op), redis.get(op)
-    cells = f"{m[0]:12.0f} {m[1]:9.0f} {m[2]:9.0f}" if m else f'{"-":>12} {"-":>9} {"-":>9}'
-    ratio = f"{m[0] / r:7.2f}" if m and r else f'{"-":>7}'
-    print(f"{size:<6} {conc:>4} {op:<4} {cells} {(f'{r:12.0f}' if r else f'{chr(45):>12}')} {ratio}")
-PY
+      print_rows "$WORK/$tag.json" "$WORK/redis-$size-$conc-1.csv" "$size" "$conc" loop
     done
   done
 fi

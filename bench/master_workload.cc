@@ -46,13 +46,12 @@ Result<void> Checked(const Result<rpc::ErrorCode::type>& reply) {
 // The master's process_resident_memory_bytes from its admin /metrics; on
 // failure nullopt and why in `why`.
 std::optional<uint64_t> ReadRss(const std::string& admin, std::string& why) {
-  size_t colon = admin.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
+  auto address = ParseHostPort(admin);
+  if (!address) {
     why = "--master-admin '" + admin + "' is not HOST:PORT";
     return std::nullopt;
   }
-  auto reply =
-      HttpCall(admin.substr(0, colon), std::atoi(admin.c_str() + colon + 1), "GET", "/metrics");
+  auto reply = HttpCall(address->host, address->port, "GET", "/metrics");
   if (!reply || reply->status != 200) {
     why = "GET http://" + admin + "/metrics failed";
     return std::nullopt;
@@ -348,19 +347,14 @@ class MasterBench {
 }  // namespace
 
 int RunMasterBench(const BenchOptions& options) {
-  size_t colon = options.master.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
+  auto master = ParseHostPort(options.master);
+  if (!master) {
     std::fprintf(stderr, "error: usage: --master must be HOST:PORT\n");
     return 2;
   }
-  std::string why;
-  auto tls = RpcTlsContext::Create(options.tls, /*server=*/false, &why);
-  if (!tls) {
-    std::fprintf(stderr, "error: TLS files unusable: %s\n", why.c_str());
-    return 2;
-  }
-  Channel channel(options.master.substr(0, colon), std::atoi(options.master.c_str() + colon + 1),
-                  RpcOptions{.io_timeout_ms = 10000, .tls = *tls});
+  auto tls = ToRpcTls(options);
+  if (!tls) return 2;
+  Channel channel(master->host, master->port, RpcOptions{.io_timeout_ms = 10000, .tls = *tls});
   MasterBench bench(options, channel);
   if (!bench.Register()) return 3;
   auto rows = bench.Run();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/bench_report.h"
+#include "bench/bench_util.h"
 #include "bench/phase_stats.h"
 #include "mooncake_rpc/WorkerService.h"
 #include "thrift/rpc_codes.h"
@@ -239,8 +240,8 @@ class WorkerLoopBench {
 }  // namespace
 
 int RunWorkerLoopBench(const BenchOptions& options) {
-  size_t colon = options.worker.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
+  auto worker = ParseHostPort(options.worker);
+  if (!worker) {
     std::fprintf(stderr, "error: usage: --workload loop needs --worker HOST:PORT\n");
     return 2;
   }
@@ -248,14 +249,9 @@ int RunWorkerLoopBench(const BenchOptions& options) {
     std::fprintf(stderr, "error: usage: --workload loop takes values up to 4MiB (one call each)\n");
     return 2;
   }
-  std::string why;
-  auto tls = RpcTlsContext::Create(options.tls, /*server=*/false, &why);
-  if (!tls) {
-    std::fprintf(stderr, "error: TLS files unusable: %s\n", why.c_str());
-    return 2;
-  }
-  WorkerLoopBench bench(options, options.worker.substr(0, colon),
-                        std::atoi(options.worker.c_str() + colon + 1), *tls);
+  auto tls = ToRpcTls(options);
+  if (!tls) return 2;
+  WorkerLoopBench bench(options, worker->host, worker->port, *tls);
   if (!bench.Connect()) return 3;
   auto rows = bench.Run();
   return Report(options, bench.run(), rows, nlohmann::json::object());

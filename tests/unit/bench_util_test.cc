@@ -1,5 +1,6 @@
-// mooncake-bench's pure helpers of the batch and master workloads: batch
-// slicing, the Prometheus sample reader and the bytes-per-key arithmetic.
+// mooncake-bench's pure helpers of the batch, master and loop workloads:
+// HOST:PORT parsing, batch slicing, the Prometheus sample reader and the
+// bytes-per-key arithmetic.
 
 #include "bench/bench_util.h"
 
@@ -9,6 +10,21 @@
 
 namespace mooncake::bench {
 namespace {
+
+TEST(BenchUtilTest, ParseHostPortSplitsAtTheLastColonAndChecksThePort) {
+  auto plain = ParseHostPort("127.0.0.1:50052");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->host, "127.0.0.1");
+  EXPECT_EQ(plain->port, 50052);
+  auto v6 = ParseHostPort("::1:9100");
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 9100);
+  for (const char* bad :
+       {"", "host", ":80", "host:", "host:0", "host:65536", "host:80x", "host:-1", "host: 80"}) {
+    EXPECT_FALSE(ParseHostPort(bad)) << bad;
+  }
+}
 
 TEST(BenchUtilTest, BatchKeysSlicesTheKeySet) {
   EXPECT_EQ(BatchKeys(100, 16, 0), 16u);
