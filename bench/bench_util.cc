@@ -1,8 +1,12 @@
 #include "bench/bench_util.h"
 
+#include <spdlog/fmt/fmt.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -40,6 +44,12 @@ uint64_t BatchKeys(uint64_t total, uint64_t batch, uint64_t index) {
   uint64_t begin = index * batch;
   if (begin >= total) return 0;
   return std::min(batch, total - begin);
+}
+
+std::string RunPrefix(const std::string& prefix) {
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
+  return fmt::format("{}-{:x}-{}-", prefix, ns, getpid());
 }
 
 std::optional<HostPort> ParseHostPort(std::string_view text) {

@@ -15,6 +15,10 @@ namespace mooncake::bench {
 // malformed text or zero.
 std::optional<uint64_t> ParseSize(std::string_view text);
 
+// The unique start of every key of one run: `prefix`, the clock and the pid
+// ("bench-18eb169efb55a63c-20300-"), so runs never share keys.
+std::string RunPrefix(const std::string& prefix);
+
 struct HostPort {
   std::string host;
   int port = 0;

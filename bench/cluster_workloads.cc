@@ -22,13 +22,6 @@ constexpr uint64_t kMaxPrefetchLoad = 2'000'000;
 // Keys per BatchRemove call of --cleanup.
 constexpr size_t kCleanupBatch = 1000;
 
-// The unique part of every key of this run: the prefix, the clock and the pid.
-std::string RunPrefix(const std::string& prefix) {
-  auto now = std::chrono::system_clock::now().time_since_epoch();
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
-  return fmt::format("{}-{:x}-{}-", prefix, ns, getpid());
-}
-
 std::string LoadKey(const std::string& run, uint64_t i) { return fmt::format("{}k{}", run, i); }
 std::string WriteKey(const std::string& run, uint64_t i) { return fmt::format("{}w{}", run, i); }
 

@@ -31,12 +31,6 @@ using Channel = RpcChannel<rpc::MasterServiceClient>;
 // How often the fake nodes heartbeat; well inside any sane node TTL.
 constexpr auto kHeartbeatEvery = std::chrono::milliseconds(500);
 
-std::string RunPrefix(const std::string& prefix) {
-  auto now = std::chrono::system_clock::now().time_since_epoch();
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
-  return fmt::format("{}-{:x}-{}-", prefix, ns, getpid());
-}
-
 // A master RPC that answers an ErrorCode, as a Result.
 Result<void> Checked(const Result<rpc::ErrorCode::type>& reply) {
   if (!reply) return Err(reply.error());

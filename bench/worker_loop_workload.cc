@@ -69,10 +69,8 @@ class WorkerLoopBench {
         host_(std::move(host)),
         port_(port),
         tls_(std::move(tls)),
-        value_(options.value_size, 'v') {
-    auto now = std::chrono::system_clock::now().time_since_epoch().count();
-    run_ = fmt::format("{}-loop-{:x}-{}-", o_.key_prefix, now, getpid());
-  }
+        value_(options.value_size, 'v'),
+        run_(RunPrefix(options.key_prefix)) {}
 
   const std::string& run() const { return run_; }
 
@@ -178,6 +176,7 @@ class WorkerLoopBench {
     size_t waiting = 0;
     auto fail = [&](LoopConnection& c) {
       c.broken = true;
+      c.waiting = false;
       epoll_.Remove(c.transport->socket_fd());
       stats.errors[ErrorCode::kRpcFail]++;
     };
@@ -199,9 +198,10 @@ class WorkerLoopBench {
     auto last_reply = Clock::now();
     while (waiting > 0) {
       int ready = epoll_.Wait(events, 64, 100);
-      if (ready < 0 && errno != EINTR) break;
+      if (ready < 0 && errno == EINTR) continue;
       if (ready <= 0) {
-        if (Clock::now() - last_reply < kReplyTimeout) continue;
+        if (ready == 0 && Clock::now() - last_reply < kReplyTimeout) continue;
+        // No reply for too long, or epoll failed: what is still out failed.
         for (auto& c : conns_) {
           if (c.waiting) fail(c);
         }
@@ -232,7 +232,7 @@ class WorkerLoopBench {
   const int port_;
   const std::shared_ptr<const RpcTlsContext> tls_;
   const std::string value_;
-  std::string run_;
+  const std::string run_;
   EpollSet epoll_;
   std::vector<LoopConnection> conns_;
 };

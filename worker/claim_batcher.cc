@@ -25,6 +25,17 @@ struct ClaimBatcher::Waiter {
   std::condition_variable cv;
 };
 
+size_t KeyBatchEnd(std::span<const std::string> keys, size_t begin, size_t max_keys,
+                   uint64_t max_bytes) {
+  size_t end = begin;
+  uint64_t bytes = 0;
+  while (end < keys.size() && end - begin < max_keys &&
+         (end == begin || bytes + keys[end].size() <= max_bytes)) {
+    bytes += keys[end++].size();
+  }
+  return end;
+}
+
 ClaimBatcher::ClaimBatcher(SendFn send, ClaimBatcherOptions options)
     : send_(std::move(send)), options_(options) {}
 
@@ -35,15 +46,8 @@ Result<void> ClaimBatcher::Claim(const std::string& key) {
 std::vector<Result<void>> ClaimBatcher::ClaimMany(std::span<const std::string> keys) {
   std::vector<Result<void>> results;
   results.reserve(keys.size());
-  size_t begin = 0;
-  while (begin < keys.size()) {
-    // The longest run from `begin` within the limits, at least one key.
-    size_t end = begin;
-    uint64_t bytes = 0;
-    while (end < keys.size() && end - begin < options_.max_keys &&
-           (end == begin || bytes + keys[end].size() <= options_.max_key_bytes)) {
-      bytes += keys[end++].size();
-    }
+  for (size_t begin = 0; begin < keys.size();) {
+    size_t end = KeyBatchEnd(keys, begin, options_.max_keys, options_.max_key_bytes);
     auto answers = ClaimWithinLimits(keys.subspan(begin, end - begin));
     std::move(answers.begin(), answers.end(), std::back_inserter(results));
     begin = end;

@@ -42,6 +42,12 @@ struct ClaimBatcherOptions {
   uint64_t max_key_bytes = 1 << 20;
 };
 
+// The end of the run of `keys` that starts at `begin` and holds at most
+// `max_keys` keys and `max_bytes` key bytes (always at least one key): how
+// one master call's key list is cut from a longer one.
+size_t KeyBatchEnd(std::span<const std::string> keys, size_t begin, size_t max_keys,
+                   uint64_t max_bytes);
+
 class ClaimBatcher {
  public:
   // Sends claims for `keys`; returns one result per key, in order. A

@@ -47,19 +47,6 @@ std::vector<rpc::TierUsage> ToRpcUsages(const std::vector<TierUsage>& tiers) {
 // kMaxKeyBytes each, so the count alone does not bound the bytes.
 constexpr size_t kAnnounceBatchKeys = 8192;
 
-// The end of the run of keys that starts at `begin` and holds at most
-// `max_keys` keys and `max_bytes` key bytes (always at least one key).
-size_t KeyBatchEnd(const std::vector<std::string>& keys, size_t begin, size_t max_keys,
-                   uint64_t max_bytes) {
-  size_t end = begin;
-  uint64_t bytes = 0;
-  while (end < keys.size() && end - begin < max_keys &&
-         (end == begin || bytes + keys[end].size() <= max_bytes)) {
-    bytes += keys[end++].size();
-  }
-  return end;
-}
-
 std::vector<std::string> KeysAt(const std::vector<std::string>& keys,
                                 const std::vector<size_t>& indices) {
   std::vector<std::string> out;
@@ -125,14 +112,10 @@ std::vector<Result<void>> MasterLink::ClaimMany(const std::vector<std::string>& 
   // more.
   on_unknown_node_();
   std::vector<size_t> again;
-  std::vector<std::string> again_keys;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (forgotten(results[i])) {
-      again.push_back(i);
-      again_keys.push_back(keys[i]);
-    }
+    if (forgotten(results[i])) again.push_back(i);
   }
-  auto answers = claims_.ClaimMany(again_keys);
+  auto answers = claims_.ClaimMany(KeysAt(keys, again));
   for (size_t j = 0; j < again.size(); ++j) results[again[j]] = std::move(answers[j]);
   return results;
 }

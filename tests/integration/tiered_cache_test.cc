@@ -256,6 +256,41 @@ TEST_F(TieredCacheTest, ClientsFollowAWorkerThatRestartedOnAnotherPort) {
   EXPECT_TRUE(ReadsBack(*on_w1, "after-2", "v3"));
 }
 
+// A worker learns that a restarted master forgot it from its next claims, not
+// only from its heartbeat: a BatchPut then registers the node again and
+// claims every key, none refused as from an unknown node.
+TEST_F(TieredCacheTest, ABatchPutRightAfterAMasterRestartRegistersAgainAndClaimsEveryKey) {
+  // Given a worker whose heartbeat is far off, so that only its claims can
+  // tell it of the restart (the test ends well inside the master's node TTL).
+  ASSERT_TRUE(cluster_.StartMaster());
+  ASSERT_TRUE(cluster_.StartWorker("w1", {.heartbeat_interval_ms = 60'000}));
+  auto client = cluster_.NewClient("w1");
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(IsOk(client->Put("before", "v0")));
+
+  // When the master restarts and a batch is put at once.
+  ASSERT_TRUE(cluster_.RestartMaster());
+  std::vector<std::pair<std::string, std::string>> items;
+  for (int i = 0; i < 20; ++i) items.emplace_back(Key("batch-", i), PatternBytes(700 + i, 2048));
+  auto results = client->BatchPut(items);
+
+  // Expect every key claimed, and the node registered a second time.
+  ASSERT_EQ(results.size(), items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    EXPECT_TRUE(IsOk(results[i])) << items[i].first << cluster_.AllLogTails();
+  }
+  std::string log = cluster_.LogTail("w1", 400);
+  size_t registrations = 0;
+  for (size_t at = log.find("registered with master"); at != std::string::npos;
+       at = log.find("registered with master", at + 1)) {
+    ++registrations;
+  }
+  EXPECT_EQ(registrations, 2u) << log;
+  auto fresh = cluster_.NewClient();
+  ASSERT_TRUE(fresh);
+  for (const auto& [key, value] : items) EXPECT_TRUE(ReadsBack(*fresh, key, value));
+}
+
 TEST_F(TieredCacheTest, RestartedMasterRelearnsEveryKeyFromTheWorkers) {
   // Given keys on both workers, some in DRAM and some demoted to SSD.
   ASSERT_NO_FATAL_FAILURE(GivenTwoNodes({.dram = 16 * kMiB, .ssd = 128 * kMiB},
