@@ -50,10 +50,13 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(
     handler = std::make_shared<LeaderGatedHandler>(std::move(handler), *server->gate_);
   }
   auto processor = std::make_shared<rpc::MasterServiceProcessor>(handler);
+  // Every master call answers from memory: the epoll engine's loop threads
+  // answer them all.
   auto rpc = RpcServer::Start(processor, {.host = config.host,
                                           .port = config.port,
                                           .limits = config.rpc_limits,
-                                          .tls = config.tls});
+                                          .tls = config.tls,
+                                          .may_block = [](std::string_view) { return false; }});
   if (!rpc) {
     MC_LOG_ERROR("master cannot listen host={} port={}", config.host, config.port);
     return Err(rpc.error());

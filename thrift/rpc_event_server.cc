@@ -20,6 +20,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "thrift/rpc_call_site.h"
 #include "thrift/rpc_transport.h"
 
 namespace mooncake {
@@ -41,9 +42,37 @@ constexpr uint32_t kFirstReadBuffer = 16u << 10;
 // transfer; back-to-back large frames keep theirs.
 constexpr uint32_t kKeptBuffer = 1u << 20;
 // Pool threads kept however idle; the others exit after kRetireAfter idle.
-constexpr int kMinThreads = 2;
-constexpr int kRetireAfterMs = 10000;
+constexpr int kMinPoolThreads = 1;
+constexpr auto kRetireAfter = std::chrono::seconds(10);
+// Ready connections a loop thread takes per wait.
+constexpr int kEventsPerWait = 64;
+constexpr int kMinLoopThreads = 2;
+constexpr int kMaxLoopThreads = 8;
 constexpr uint32_t kFrameHeaderBytes = sizeof(uint32_t);
+
+// What RpcCallMayBlock and RpcHandCallToPool act on.
+struct CallSite {
+  bool on_loop = false;
+  bool handed_to_pool = false;
+};
+thread_local CallSite call_site;
+
+uint32_t ReadBigEndian32(const uint8_t* at) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, at, sizeof(bits));
+  return ntohl(bits);
+}
+
+// The method name of a strict binary-protocol call frame; empty when the
+// frame does not start like one (the processor will say why).
+std::string_view MethodOf(const uint8_t* frame, uint32_t size) {
+  constexpr uint32_t kVersionMask = 0xffff0000;
+  constexpr uint32_t kVersion1 = 0x80010000;
+  if (size < 8 || (ReadBigEndian32(frame) & kVersionMask) != kVersion1) return {};
+  uint32_t length = ReadBigEndian32(frame + 4);
+  if (length > size - 8) return {};
+  return {reinterpret_cast<const char*>(frame + 8), length};
+}
 
 // epoll tags of the two descriptors that are not connections.
 char listen_tag;
@@ -116,8 +145,15 @@ int BoundPort(int fd) {
 
 }  // namespace
 
-// One accepted connection. Its buffer and times belong to the thread that
-// holds `mu`: the pool thread serving it, or briefly the housekeeper.
+bool RpcCallMayBlock() { return !call_site.on_loop; }
+
+void RpcHandCallToPool() {
+  if (call_site.on_loop) call_site.handed_to_pool = true;
+}
+
+// One accepted connection. Its buffer, times and unsent reply belong to the
+// thread that holds `mu`: the loop or pool thread serving it, or briefly the
+// housekeeper.
 struct RpcEventServer::Connection {
   explicit Connection(int socket_fd) : fd(socket_fd) {}
   ~Connection() { close(fd); }
@@ -139,23 +175,36 @@ struct RpcEventServer::Connection {
   Clock::time_point frame_since;
   // Set by the housekeeper just before it shuts the socket down.
   std::optional<RpcFault> expired;
+  // Waiting for a pool thread: its pending frame is whole, not slow.
+  bool handed_off = false;
+  // A reply a loop thread began to send; the pool sends the rest, from
+  // unsent_from on.
+  std::shared_ptr<TMemoryBuffer> unsent;
+  uint32_t unsent_from = 0;
 };
 
-// What one pool thread decodes and encodes with, reused for every frame.
+// What one thread decodes and encodes with, reused for every frame.
 struct RpcEventServer::Worker {
-  Worker() { Reset(); }
+  explicit Worker(bool loop) : on_loop(loop) {
+    ResetInput();
+    ResetOutput();
+  }
 
   // Fresh protocols. Needed after a frame failed to decode: Thrift counts
   // struct depth in the protocol and a DEPTH_LIMIT exception leaves the
   // count raised (the throwing tracker is never destroyed), so a reused
   // protocol would refuse every later frame.
-  void Reset() {
+  void ResetInput() {
     input = std::make_shared<RpcFrameInput>();
-    output = std::make_shared<TMemoryBuffer>(kFirstReadBuffer);
     in_protocol = std::make_shared<BoundedBinaryProtocol>(input, input.get());
+  }
+  // A fresh reply buffer, also when the old one went to a connection.
+  void ResetOutput() {
+    output = std::make_shared<TMemoryBuffer>(kFirstReadBuffer);
     out_protocol = std::make_shared<TBinaryProtocolT<TMemoryBuffer>>(output);
   }
 
+  const bool on_loop;
   std::shared_ptr<RpcFrameInput> input;
   std::shared_ptr<TMemoryBuffer> output;
   std::shared_ptr<TProtocol> in_protocol;
@@ -168,8 +217,9 @@ Result<std::unique_ptr<RpcEventServer>> RpcEventServer::Start(std::shared_ptr<TP
   std::unique_ptr<RpcEventServer> server(new RpcEventServer());
   server->processor_ = std::move(processor);
   server->guard_ = std::move(guard);
-  // One thread per connection at most, plus one that accepts.
-  server->max_threads_ = std::max(options.limits.max_connections, 1) + 1;
+  server->may_block_ = options.may_block;
+  // A connection is in the pool at most once.
+  server->max_threads_ = std::max(options.limits.max_connections, 1);
 
   auto listen_fd = Listen(options.host, options.port);
   if (!listen_fd) return Err(listen_fd.error());
@@ -181,7 +231,7 @@ Result<std::unique_ptr<RpcEventServer>> RpcEventServer::Start(std::shared_ptr<TP
     MC_LOG_ERROR("rpc server setup failed error=\"{}\"", std::strerror(errno));
     return Err(ErrorCode::kRpcFail);
   }
-  // The stop event stays readable, so it wakes every thread in turn.
+  // The stop event stays readable, so it wakes every loop thread in turn.
   epoll_event stop{.events = EPOLLIN, .data = {.ptr = &stop_tag}};
   epoll_event accept{.events = EPOLLIN | EPOLLONESHOT, .data = {.ptr = &listen_tag}};
   if (epoll_ctl(server->epoll_fd_, EPOLL_CTL_ADD, server->stop_fd_, &stop) != 0 ||
@@ -189,7 +239,18 @@ Result<std::unique_ptr<RpcEventServer>> RpcEventServer::Start(std::shared_ptr<TP
     MC_LOG_ERROR("rpc server setup failed error=\"{}\"", std::strerror(errno));
     return Err(ErrorCode::kRpcFail);
   }
-  for (int i = 0; i < kMinThreads; ++i) server->GrowPool();
+  int loops = options.loop_threads;
+  if (loops <= 0) {
+    loops = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), kMinLoopThreads,
+                       kMaxLoopThreads);
+  }
+  for (int i = 0; i < loops; ++i) {
+    server->loops_.emplace_back([raw = server.get()] { raw->LoopMain(); });
+  }
+  {
+    std::lock_guard lock(server->pool_mu_);
+    for (int i = 0; i < kMinPoolThreads; ++i) server->StartPoolThreadLocked();
+  }
   server->housekeeping_ = std::thread([raw = server.get()] { raw->Housekeeping(); });
   return server;
 }
@@ -209,10 +270,16 @@ void RpcEventServer::Stop() {
     for (auto& [raw, conn] : connections_) shutdown(conn->fd, SHUT_RDWR);
   }
   {
+    std::lock_guard lock(pool_mu_);
+    pool_cv_.notify_all();
+  }
+  {
     std::lock_guard lock(housekeeping_mu_);
     housekeeping_cv_.notify_all();
   }
   if (housekeeping_.joinable()) housekeeping_.join();
+  for (auto& loop : loops_) loop.join();
+  loops_.clear();
   for (;;) {
     std::unordered_map<std::thread::id, std::thread> threads;
     {
@@ -224,6 +291,9 @@ void RpcEventServer::Stop() {
     for (auto& [id, thread] : threads) thread.join();
   }
   {
+    // Connections still waiting for the pool close with the rest.
+    std::lock_guard pool_lock(pool_mu_);
+    handed_.clear();
     std::lock_guard lock(connections_mu_);
     connections_.clear();
     active_.store(0, std::memory_order_relaxed);
@@ -234,25 +304,110 @@ void RpcEventServer::Stop() {
   }
 }
 
-void RpcEventServer::GrowPool() {
+// Each loop thread: take the ready descriptors, serve them in turn, wait
+// again.
+void RpcEventServer::LoopMain() {
+  call_site.on_loop = true;
+  Worker worker(/*loop=*/true);
+  epoll_event events[kEventsPerWait];
+  for (;;) {
+    int ready = epoll_wait(epoll_fd_, events, kEventsPerWait, -1);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) {
+      MC_LOG_ERROR("rpc epoll_wait failed error=\"{}\"", std::strerror(errno));
+      return;
+    }
+    for (int i = 0; i < ready; ++i) {
+      void* tag = events[i].data.ptr;
+      // Connections not yet served stay disarmed; Stop closes them.
+      if (tag == &stop_tag) return;
+      if (tag == &listen_tag) {
+        AcceptAll();
+      } else {
+        ServeOnLoop(*static_cast<Connection*>(tag), worker);
+      }
+    }
+  }
+}
+
+void RpcEventServer::ServeOnLoop(Connection& conn, Worker& worker) {
+  Turn turn;
+  {
+    std::lock_guard lock(conn.mu);
+    turn = ServeConnection(conn, worker);
+    if (turn == Turn::kHandOff) conn.handed_off = true;
+  }
+  if (turn == Turn::kHandOff) {
+    HandToPool(&conn);
+  } else if (turn == Turn::kClose || !Rearm(conn)) {
+    Close(&conn);
+  }
+}
+
+void RpcEventServer::HandToPool(Connection* conn) {
   std::lock_guard lock(pool_mu_);
+  handed_.push_back(conn);
+  if (available_threads_ < static_cast<int>(handed_.size())) StartPoolThreadLocked();
+  pool_cv_.notify_one();
+}
+
+void RpcEventServer::StartPoolThreadLocked() {
   if (stopping_.load() || static_cast<int>(threads_.size() - finished_.size()) >= max_threads_) {
     return;
   }
-  // Counted idle before it runs, so that the events it will take do not
-  // each start yet another thread.
-  idle_threads_.fetch_add(1);
-  std::thread thread([this] { ServeLoop(); });
+  // Counted available before it runs, so that the connections handed over
+  // meanwhile do not each start yet another thread.
+  ++available_threads_;
+  std::thread thread([this] { PoolMain(); });
   threads_.emplace(thread.get_id(), std::move(thread));
 }
 
-bool RpcEventServer::RetireThisThread() {
-  std::lock_guard lock(pool_mu_);
-  if (stopping_.load() || static_cast<int>(threads_.size() - finished_.size()) <= kMinThreads) {
-    return false;
+// Each pool thread: take a handed-over connection, serve it, wait again.
+// Entered counted as available (see StartPoolThreadLocked).
+void RpcEventServer::PoolMain() {
+  Worker worker(/*loop=*/false);
+  std::unique_lock lock(pool_mu_);
+  for (;;) {
+    if (handed_.empty()) {
+      bool woken = pool_cv_.wait_for(lock, kRetireAfter,
+                                     [&] { return stopping_.load() || !handed_.empty(); });
+      if (stopping_.load()) break;
+      const int running = static_cast<int>(threads_.size() - finished_.size());
+      if (!woken && running > kMinPoolThreads) {
+        finished_.push_back(std::this_thread::get_id());
+        break;
+      }
+      continue;
+    }
+    Connection* conn = handed_.front();
+    handed_.pop_front();
+    --available_threads_;
+    lock.unlock();
+    ServeInPool(*conn, worker);
+    lock.lock();
+    ++available_threads_;
   }
-  finished_.push_back(std::this_thread::get_id());
-  return true;
+  --available_threads_;
+}
+
+void RpcEventServer::ServeInPool(Connection& conn, Worker& worker) {
+  Turn turn = Turn::kClose;
+  {
+    std::lock_guard lock(conn.mu);
+    conn.handed_off = false;
+    bool sent = true;
+    if (conn.unsent) {
+      uint8_t* reply = nullptr;
+      uint32_t length = 0;
+      conn.unsent->getBuffer(&reply, &length);
+      sent = SendAll(conn, reply + conn.unsent_from, length - conn.unsent_from);
+      conn.unsent.reset();
+    }
+    // Then what the loop left whole; the loop reads whatever comes next.
+    if (sent) turn = AnswerWholeFrames(conn, worker);
+  }
+  // A pool thread never hands over: it may wait.
+  if (turn != Turn::kWait || !Rearm(conn)) Close(&conn);
 }
 
 void RpcEventServer::JoinFinishedThreads() {
@@ -269,37 +424,6 @@ void RpcEventServer::JoinFinishedThreads() {
   }
   // A finished thread is past its last use of this server.
   for (auto& thread : done) thread.join();
-}
-
-// Each pool thread: wait for one ready descriptor, serve it, wait again.
-// Entered counted as idle (see GrowPool).
-void RpcEventServer::ServeLoop() {
-  Worker worker;
-  for (;;) {
-    epoll_event event{};
-    int ready = epoll_wait(epoll_fd_, &event, 1, kRetireAfterMs);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0 && !RetireThisThread()) continue;
-    if (ready <= 0 || event.data.ptr == &stop_tag) {
-      if (ready < 0) MC_LOG_ERROR("rpc epoll_wait failed error=\"{}\"", std::strerror(errno));
-      idle_threads_.fetch_sub(1);
-      return;
-    }
-    // The last idle thread takes work: start another to wait meanwhile.
-    if (idle_threads_.fetch_sub(1) == 1) GrowPool();
-    if (event.data.ptr == &listen_tag) {
-      AcceptAll();
-    } else {
-      auto* conn = static_cast<Connection*>(event.data.ptr);
-      bool keep = false;
-      {
-        std::lock_guard lock(conn->mu);
-        keep = ServeConnection(*conn, worker);
-      }
-      if (!keep || !Rearm(*conn)) Close(conn);
-    }
-    idle_threads_.fetch_add(1);
-  }
 }
 
 void RpcEventServer::AcceptAll() {
@@ -319,7 +443,7 @@ void RpcEventServer::AcceptAll() {
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    // Replies are sent blocking: a peer that stops reading must not hold a
+    // The pool sends blocking: a peer that stops reading must not hold a
     // thread for good.
     auto send_timeout = guard_->timeouts().frame;
     if (send_timeout.count() > 0) {
@@ -360,7 +484,7 @@ void RpcEventServer::Close(Connection* conn) {
   // The descriptor closes here, after no one can find the connection.
 }
 
-bool RpcEventServer::ServeConnection(Connection& conn, Worker& worker) {
+RpcEventServer::Turn RpcEventServer::ServeConnection(Connection& conn, Worker& worker) {
   for (;;) {
     if (!conn.buffer) {
       conn.buffer = std::make_unique_for_overwrite<uint8_t[]>(kFirstReadBuffer);
@@ -374,9 +498,7 @@ bool RpcEventServer::ServeConnection(Connection& conn, Worker& worker) {
       } else {
         // A frame larger than the buffer, whose header is here (the buffer
         // holds more than one): grow with what arrived, up to the frame.
-        uint32_t declared_bits = 0;
-        std::memcpy(&declared_bits, conn.buffer.get(), sizeof(declared_bits));
-        uint32_t whole = ntohl(declared_bits) + kFrameHeaderBytes;
+        uint32_t whole = ReadBigEndian32(conn.buffer.get()) + kFrameHeaderBytes;
         uint32_t capacity = std::min(whole, 2 * conn.capacity);
         auto bigger = std::make_unique_for_overwrite<uint8_t[]>(capacity);
         std::memcpy(bigger.get(), conn.buffer.get(), conn.end);
@@ -386,7 +508,7 @@ bool RpcEventServer::ServeConnection(Connection& conn, Worker& worker) {
     }
     ssize_t n = recv(conn.fd, conn.buffer.get() + conn.end, conn.capacity - conn.end, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Turn::kWait;
     if (n <= 0) {
       // The peer hung up or reset, or the housekeeper shut the socket down.
       if (conn.expired) {
@@ -398,33 +520,40 @@ bool RpcEventServer::ServeConnection(Connection& conn, Worker& worker) {
         guard_->Record(RpcFault::kTruncatedFrame, PeerOf(conn.fd),
                        "connection closed inside a frame");
       }
-      return false;
+      return Turn::kClose;
     }
     if (conn.pending() == 0) conn.frame_since = Clock::now();
     conn.end += static_cast<uint32_t>(n);
+    Turn turn = AnswerWholeFrames(conn, worker);
+    if (turn != Turn::kWait) return turn;
+    // Between frames: wait for the next. Inside one: take what else is here.
+    if (conn.pending() == 0) return Turn::kWait;
+  }
+}
 
-    // Answer every whole frame that is here.
-    while (conn.pending() >= kFrameHeaderBytes) {
-      uint32_t declared_bits = 0;
-      std::memcpy(&declared_bits, conn.buffer.get() + conn.begin, sizeof(declared_bits));
-      auto declared = static_cast<int32_t>(ntohl(declared_bits));
-      if (declared < 0 || static_cast<uint32_t>(declared) > kRpcMaxFrameBytes) {
-        guard_->Record(RpcFault::kFrameTooLarge, PeerOf(conn.fd),
-                       ("frame of " + std::to_string(declared) + " bytes, limit " +
-                        std::to_string(kRpcMaxFrameBytes))
-                           .c_str());
-        return false;
-      }
-      auto size = static_cast<uint32_t>(declared);
-      if (conn.pending() - kFrameHeaderBytes < size) break;
-      if (!AnswerFrame(conn, worker, conn.buffer.get() + conn.begin + kFrameHeaderBytes, size)) {
-        return false;
-      }
-      conn.begin += kFrameHeaderBytes + size;
-      if (conn.pending() > 0) {
-        conn.frame_since = Clock::now();
-        continue;
-      }
+RpcEventServer::Turn RpcEventServer::AnswerWholeFrames(Connection& conn, Worker& worker) {
+  while (conn.pending() >= kFrameHeaderBytes) {
+    auto declared = static_cast<int32_t>(ReadBigEndian32(conn.buffer.get() + conn.begin));
+    if (declared < 0 || static_cast<uint32_t>(declared) > kRpcMaxFrameBytes) {
+      guard_->Record(RpcFault::kFrameTooLarge, PeerOf(conn.fd),
+                     ("frame of " + std::to_string(declared) + " bytes, limit " +
+                      std::to_string(kRpcMaxFrameBytes))
+                         .c_str());
+      return Turn::kClose;
+    }
+    auto size = static_cast<uint32_t>(declared);
+    if (conn.pending() - kFrameHeaderBytes < size) break;
+    uint8_t* frame = conn.buffer.get() + conn.begin + kFrameHeaderBytes;
+    if (worker.on_loop && (!may_block_ || may_block_(MethodOf(frame, size)))) {
+      return Turn::kHandOff;
+    }
+    Answer answer = AnswerFrame(conn, worker, frame, size);
+    if (answer == Answer::kFailed) return Turn::kClose;
+    if (answer == Answer::kHandOff) return Turn::kHandOff;  // the same frame, again
+    conn.begin += kFrameHeaderBytes + size;
+    if (conn.pending() > 0) {
+      conn.frame_since = Clock::now();
+    } else {
       conn.begin = conn.end = 0;
       conn.quiet_since = Clock::now();
       if (conn.capacity > kKeptBuffer && size <= kKeptBuffer) {
@@ -432,40 +561,73 @@ bool RpcEventServer::ServeConnection(Connection& conn, Worker& worker) {
         conn.capacity = 0;
       }
     }
-    // Between frames: wait for the next. Inside one: take what else is here.
-    if (conn.pending() == 0) return true;
+    if (answer == Answer::kReplyUnsent) return Turn::kHandOff;
   }
+  return Turn::kWait;
 }
 
-bool RpcEventServer::AnswerFrame(Connection& conn, Worker& worker, uint8_t* frame, uint32_t size) {
+RpcEventServer::Answer RpcEventServer::AnswerFrame(Connection& conn, Worker& worker, uint8_t* frame,
+                                                   uint32_t size) {
   worker.input->Observe(frame, size);
   TMemoryBuffer& output = *worker.output;
   output.resetBuffer();
   const uint8_t header_space[kFrameHeaderBytes] = {};
   output.write(header_space, kFrameHeaderBytes);
+  call_site.handed_to_pool = false;
   try {
     if (!processor_->process(worker.in_protocol, worker.out_protocol, nullptr)) {
-      worker.Reset();
-      return false;
+      worker.ResetInput();
+      return Answer::kFailed;
     }
   } catch (const std::exception& e) {
     // A frame it could not decode, or anything a handler let escape (even
     // bad_alloc): this connection closes, the server goes on.
     if (auto fault = ClassifyRpcException(e)) guard_->Record(*fault, PeerOf(conn.fd), e.what());
-    worker.Reset();
-    return false;
+    worker.ResetInput();
+    return Answer::kFailed;
+  }
+  if (call_site.handed_to_pool) {
+    call_site.handed_to_pool = false;
+    return Answer::kHandOff;  // whatever it wrote is dropped with the next frame
   }
   uint8_t* reply = nullptr;
   uint32_t length = 0;
   output.getBuffer(&reply, &length);
-  if (length <= kFrameHeaderBytes) return true;  // a oneway call: no reply
+  if (length <= kFrameHeaderBytes) return Answer::kDone;  // a oneway call: no reply
   uint32_t size_bits = htonl(length - kFrameHeaderBytes);
   std::memcpy(reply, &size_bits, sizeof(size_bits));
-  bool sent = SendAll(conn, reply, length);
-  if (output.getBufferSize() > kKeptBuffer && length <= kKeptBuffer) {
+  Answer sent = Answer::kDone;
+  if (worker.on_loop) {
+    sent = SendOrKeep(conn, worker, reply, length);
+  } else if (!SendAll(conn, reply, length)) {
+    sent = Answer::kFailed;
+  }
+  if (sent == Answer::kDone && output.getBufferSize() > kKeptBuffer && length <= kKeptBuffer) {
     output.resetBuffer(kFirstReadBuffer);
   }
   return sent;
+}
+
+RpcEventServer::Answer RpcEventServer::SendOrKeep(Connection& conn, Worker& worker,
+                                                  const uint8_t* data, uint32_t size) {
+  uint32_t sent = 0;
+  while (sent < size) {
+    ssize_t n = send(conn.fd, data + sent, size - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<uint32_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // The reply buffer goes with the connection; this thread takes a new one.
+      conn.unsent = std::move(worker.output);
+      conn.unsent_from = sent;
+      worker.ResetOutput();
+      return Answer::kReplyUnsent;
+    }
+    return Answer::kFailed;  // the peer is gone
+  }
+  return Answer::kDone;
 }
 
 bool RpcEventServer::SendAll(Connection& conn, const uint8_t* data, size_t size) {
@@ -509,9 +671,9 @@ void RpcEventServer::CloseExpired(Clock::time_point now) {
   const auto& timeouts = guard_->timeouts();
   std::lock_guard lock(connections_mu_);
   for (auto& [raw, conn] : connections_) {
-    // A connection being served is busy, not idle.
+    // A connection being served, or waiting for the pool, is busy, not idle.
     std::unique_lock serving(conn->mu, std::try_to_lock);
-    if (!serving.owns_lock() || conn->expired) continue;
+    if (!serving.owns_lock() || conn->expired || conn->handed_off) continue;
     if (conn->pending() == 0 && timeouts.idle.count() > 0 &&
         now - conn->quiet_since >= timeouts.idle) {
       conn->expired = RpcFault::kIdleTimeout;
@@ -521,7 +683,7 @@ void RpcEventServer::CloseExpired(Clock::time_point now) {
     } else {
       continue;
     }
-    // Its pool thread sees the end of the stream, counts the fault and
+    // Its serving thread sees the end of the stream, counts the fault and
     // closes the connection.
     shutdown(conn->fd, SHUT_RDWR);
   }

@@ -47,9 +47,10 @@ enum class RpcEngine : uint8_t {
   // A thread per connection, blocked in recv: the lowest tail latency
   // measured on a small machine, and one thread per idle pooled connection.
   kThreads,
-  // One epoll set and a pool of threads as large as the calls in progress
-  // (thrift/rpc_event_server.h): for servers with thousands of mostly idle
-  // connections, such as a master of many workers and clients.
+  // A few loop threads on one epoll set answer the calls that cannot block,
+  // and a pool as large as the blocking calls in progress answers the rest
+  // (thrift/rpc_event_server.h): fewer wake-ups per call, and one thread
+  // per call in progress rather than per connection.
   kEpoll,
 };
 

@@ -17,8 +17,10 @@
 // any thread.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "common/status.h"
@@ -45,6 +47,15 @@ struct RpcServerOptions {
   RpcServerLimits limits;
   // Off when empty; see thrift/rpc_tls.h.
   TlsSettings tls;
+  // For the epoll engine: true for the calls (by method name) whose handlers
+  // may wait, on a disk or another server. The engine's loop threads answer
+  // every other call themselves and hand these to its pool. Null: every call
+  // may wait. A call that waits only sometimes can say so when it does
+  // (thrift/rpc_call_site.h).
+  std::function<bool(std::string_view method)> may_block;
+  // The epoll engine's loop threads; 0: one per core, at least 2 and at
+  // most 8.
+  int loop_threads = 0;
 };
 
 class RpcServer {

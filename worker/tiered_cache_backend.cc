@@ -338,6 +338,17 @@ void TieredCacheBackend::ReadManyInPlace(const std::vector<std::string>& keys, u
   visit(pieces);
 }
 
+bool TieredCacheBackend::ReadableFromHostMemory(std::span<const std::string> keys) const {
+  std::lock_guard lock(ctx_->mu);
+  for (const auto& key : keys) {
+    const Object* object = table_->Find(key);
+    if (object == nullptr || !object->allocation) continue;
+    const Allocation& allocation = *object->allocation;
+    if (allocation.tier->HostAddress(allocation.location) == nullptr) return false;
+  }
+  return true;
+}
+
 Result<bool> TieredCacheBackend::Exist(const std::string& key, bool prefetch,
                                        const std::string& requester_node) {
   if (auto valid = ValidateKey(key); !valid) return Err(valid.error());

@@ -139,6 +139,10 @@ class TieredCacheBackend {
   // `visit` passes through, after the pins are released.
   void ReadManyInPlace(const std::vector<std::string>& keys, uint64_t budget,
                        const ReadManyVisitor& visit);
+  // False when reading one of `keys` now would wait for a tier outside host
+  // memory (an SSD read, a GPU copy). Absent or unreadable keys answer at
+  // once, so they count as readable. No lease, no counters.
+  bool ReadableFromHostMemory(std::span<const std::string> keys) const;
   // True if a complete copy is here. Grants a lease. With `prefetch`, an
   // object only on the last (SSD) tier is queued for promotion to DRAM: to
   // `requester_node` (through PeerTransfer, moving ownership) when given,

@@ -70,6 +70,12 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   using BatchGetReply = std::function<void(std::span<const rpc::GetResult> heads,
                                            std::span<const std::span<const std::byte>> data)>;
   void BatchGetInPlace(const std::vector<std::string>& keys, const BatchGetReply& reply);
+  // False when a read of one of `keys` would wait for a tier outside host
+  // memory (an SSD, a GPU): WorkerProcessor then reads on a thread that may
+  // wait.
+  bool ReadableFromHostMemory(std::span<const std::string> keys) const {
+    return backend_.ReadableFromHostMemory(keys);
+  }
   int32_t Exist(const std::string& key, bool prefetch, const std::string& requester_node) override;
   rpc::ErrorCode::type Remove(const std::string& key, bool force) override;
   void BatchPut(std::vector<rpc::ErrorCode::type>& results,

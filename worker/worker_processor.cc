@@ -2,8 +2,11 @@
 
 #include <thrift/TApplicationException.h>
 
+#include <algorithm>
+#include <array>
 #include <exception>
 
+#include "thrift/rpc_call_site.h"
 #include "thrift/rpc_transport.h"
 #include "thrift/value_calls.h"
 #include "worker/worker_handler.h"
@@ -18,6 +21,15 @@ using apache::thrift::protocol::TProtocol;
 
 WorkerProcessor::WorkerProcessor(std::shared_ptr<WorkerHandler> handler)
     : rpc::WorkerServiceProcessor(handler), handler_(std::move(handler)) {}
+
+bool WorkerProcessor::MayBlock(std::string_view method) {
+  // Each takes the backend's lock and nothing else (Exist's prefetch is
+  // queued for the maintenance thread); Get and BatchGet check their tier.
+  static constexpr std::array<std::string_view, 7> kAnsweredInMemory = {
+      "Get", "BatchGet", "Exist", "BatchExist", "Inspect", "Stats", "GetPlacement"};
+  return std::find(kAnsweredInMemory.begin(), kAnsweredInMemory.end(), method) ==
+         kAnsweredInMemory.end();
+}
 
 bool WorkerProcessor::dispatchCall(TProtocol* in, TProtocol* out, const std::string& name,
                                    int32_t seqid, void* call_context) {
@@ -120,6 +132,10 @@ void WorkerProcessor::ProcessGet(TProtocol* in, TProtocol* out, int32_t seqid) {
   args.read(in);
   in->readMessageEnd();
   in->getTransport()->readEnd();
+  if (!RpcCallMayBlock() && !handler_->ReadableFromHostMemory({&args.key, 1})) {
+    RpcHandCallToPool();
+    return;
+  }
   bool replying = false;
   ReplyOrFail(out, "Get", seqid, replying, [&] {
     handler_->GetInPlace(args.key, args.offset, args.length,
@@ -135,6 +151,10 @@ void WorkerProcessor::ProcessBatchGet(TProtocol* in, TProtocol* out, int32_t seq
   args.read(in);
   in->readMessageEnd();
   in->getTransport()->readEnd();
+  if (!RpcCallMayBlock() && !handler_->ReadableFromHostMemory(args.keys)) {
+    RpcHandCallToPool();
+    return;
+  }
   bool replying = false;
   ReplyOrFail(out, "BatchGet", seqid, replying, [&] {
     handler_->BatchGetInPlace(args.keys, [&](std::span<const rpc::GetResult> heads,

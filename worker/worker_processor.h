@@ -11,10 +11,15 @@
 // For a 4 MiB value that is a 4 MiB allocation and memcpy less per call,
 // for a batch one per key. The bytes on the wire are the same.
 //
+// On the epoll engine's loop threads (thrift/rpc_call_site.h), Get and
+// BatchGet answer only from host memory: a key on another tier (SSD, VRAM)
+// hands the call to the pool before anything is read.
+//
 // Thread-safety: as WorkerServiceProcessor (one call per protocol at a time).
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "mooncake_rpc/WorkerService.h"
 #include "worker/backend_types.h"
@@ -27,6 +32,10 @@ class WorkerHandler;
 class WorkerProcessor : public rpc::WorkerServiceProcessor {
  public:
   explicit WorkerProcessor(std::shared_ptr<WorkerHandler> handler);
+
+  // The calls whose handlers may wait (for the master, a disk, a peer), for
+  // RpcServerOptions::may_block: all but the reads and lookups.
+  static bool MayBlock(std::string_view method);
 
  protected:
   bool dispatchCall(apache::thrift::protocol::TProtocol* in,

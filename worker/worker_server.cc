@@ -222,7 +222,8 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
                               {.host = config.host,
                                .port = config.port,
                                .limits = config.rpc_limits,
-                               .tls = config.tls});
+                               .tls = config.tls,
+                               .may_block = &WorkerProcessor::MayBlock});
   if (!rpc) return Err(rpc.error());
   server->rpc_ = std::move(*rpc);
   if (server->config_.node_id.empty()) {

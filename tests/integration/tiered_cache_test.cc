@@ -175,6 +175,44 @@ TEST_F(TieredCacheTest, FullDramDemotesToSsdAndGetPromotesBack) {
   EXPECT_LE(dram->usage.used, kDram);
 }
 
+TEST_F(TieredCacheTest, OnTheEpollEngineReadsFromDramAndSsdAndWritesAllComplete) {
+  // Given a master and w1 on --rpc-engine epoll, whose loop threads answer
+  // reads from DRAM and hand puts, removes and reads from SSD to the pool.
+  const std::vector<std::string> epoll = {"--rpc-engine", "epoll"};
+  ASSERT_TRUE(cluster_.StartMaster(epoll));
+  ASSERT_TRUE(
+      cluster_.StartWorker("w1", {.dram = 8 * kMiB, .ssd = 128 * kMiB, .extra_args = epoll}));
+  auto client = cluster_.NewClient("w1");
+  ASSERT_TRUE(client);
+
+  // When 24 values of 1 MiB (three times the DRAM) are put.
+  constexpr int kCount = 24;
+  std::vector<std::string> keys;
+  for (int i = 0; i < kCount; ++i) {
+    keys.push_back(Key("e-", i));
+    ASSERT_TRUE(IsOk(client->Put(keys.back(), PatternBytes(300 + i, kMiB)))) << i;
+  }
+  int on_ssd = 0;
+  for (const auto& key : keys) on_ssd += TierOf(*client, key) == "ssd" ? 1 : 0;
+  ASSERT_GT(on_ssd, 0) << "nothing was demoted to SSD";
+
+  // Expect single gets and one batch get of keys on both tiers to read back.
+  for (int i = 0; i < kCount; ++i) {
+    EXPECT_TRUE(ReadsBack(*client, keys[i], PatternBytes(300 + i, kMiB)));
+  }
+  auto batch = client->BatchGet(keys);
+  ASSERT_EQ(batch.size(), keys.size());
+  for (int i = 0; i < kCount; ++i) {
+    ASSERT_TRUE(IsOk(batch[i])) << keys[i];
+    EXPECT_EQ(batch[i]->data, PatternBytes(300 + i, kMiB)) << keys[i];
+  }
+  // And removes and small puts on the same connections still answer.
+  EXPECT_TRUE(IsOk(client->Remove(keys[0], /*force=*/true)));  // a get leased it
+  EXPECT_TRUE(FailsWith(client->Get(keys[0]), ErrorCode::kObjectNotFound));
+  EXPECT_TRUE(IsOk(client->Put("e-small", "v")));
+  EXPECT_TRUE(ReadsBack(*client, "e-small", "v"));
+}
+
 TEST_F(TieredCacheTest, WorkerKilledWithSigkillRecoversItsSsdObjects) {
   // Given w1 with a tiny DRAM tier, so most of what it holds is on SSD.
   ASSERT_NO_FATAL_FAILURE(GivenTwoNodes({.dram = 8 * kMiB, .ssd = 256 * kMiB}));

@@ -35,6 +35,7 @@
 #include "mooncake_rpc/MasterService.h"
 #include "mooncake_rpc/WorkerService.h"
 #include "tests/raw_rpc.h"
+#include "thrift/rpc_call_site.h"
 #include "thrift/rpc_channel.h"
 #include "thrift/rpc_limits.h"
 #include "thrift/rpc_server.h"
@@ -96,16 +97,28 @@ int64_t PeakRssKiB() {
 // what happened since (best effort: without it the check is only weaker).
 void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
+// How a server test's RpcServer serves: the engine and, for epoll, which
+// threads answer.
+enum class Serving {
+  kThreads,    // --rpc-engine threads
+  kEpollPool,  // epoll, every call may block: the loop hands each to the pool
+  kEpollLoop,  // epoll, no call blocks: the loop threads answer them all
+};
+
 // An RpcServer with the real MasterService processor over a handler that
 // answers everything with defaults.
-// Every server test runs on both engines (--rpc-engine threads and epoll).
-class RpcServerTest : public ::testing::TestWithParam<RpcEngine> {
+// Every server test runs on each way of serving.
+class RpcServerTest : public ::testing::TestWithParam<Serving> {
  protected:
   void StartServer(RpcServerLimits limits = {}, std::shared_ptr<rpc::MasterServiceIf> handler =
                                                     std::make_shared<rpc::MasterServiceNull>()) {
     auto processor = std::make_shared<rpc::MasterServiceProcessor>(std::move(handler));
-    limits.engine = GetParam();
-    auto started = RpcServer::Start(processor, {.host = "127.0.0.1", .port = 0, .limits = limits});
+    limits.engine = GetParam() == Serving::kThreads ? RpcEngine::kThreads : RpcEngine::kEpoll;
+    RpcServerOptions options{.host = "127.0.0.1", .port = 0, .limits = limits};
+    if (GetParam() == Serving::kEpollLoop) {
+      options.may_block = may_block_ ? may_block_ : [](std::string_view) { return false; };
+    }
+    auto started = RpcServer::Start(processor, options);
     ASSERT_TRUE(started) << ToString(started.error());
     server_ = std::move(*started);
     ASSERT_GT(server_->port(), 0);
@@ -137,6 +150,8 @@ class RpcServerTest : public ::testing::TestWithParam<RpcEngine> {
   }
 
   std::unique_ptr<RpcServer> server_;
+  // For kEpollLoop: the calls that may block (none when null).
+  std::function<bool(std::string_view)> may_block_;
 };
 
 TEST_P(RpcServerTest, AnswersAValidCallOnARawSocketAndThroughRpcChannel) {
@@ -404,6 +419,8 @@ class BlockingMaster : public rpc::MasterServiceNull {
 
 TEST_P(RpcServerTest, HandlersThatBlockDoNotStallOtherConnections) {
   auto master = std::make_shared<BlockingMaster>();
+  // On the loop, a call that blocks must be declared so.
+  may_block_ = [](std::string_view method) { return method == "ListNodes"; };
   ASSERT_NO_FATAL_FAILURE(StartServer({}, master));
   auto& server = server_;
   // However this test ends, the handlers return, so the server can stop.
@@ -493,10 +510,193 @@ TEST_P(RpcServerTest, ARequestOverTheFrameLimitFailsAtTheClientAndTheChannelReco
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, RpcServerTest,
-                         ::testing::Values(RpcEngine::kThreads, RpcEngine::kEpoll),
-                         [](const ::testing::TestParamInfo<RpcEngine>& info) {
-                           return info.param == RpcEngine::kEpoll ? "Epoll" : "Threads";
+                         ::testing::Values(Serving::kThreads, Serving::kEpollPool,
+                                           Serving::kEpollLoop),
+                         [](const ::testing::TestParamInfo<Serving>& info) {
+                           switch (info.param) {
+                             case Serving::kThreads:
+                               return "Threads";
+                             case Serving::kEpollPool:
+                               return "EpollPool";
+                             case Serving::kEpollLoop:
+                               return "EpollLoop";
+                           }
+                           return "Unknown";
                          });
+
+// ---- The epoll engine's loop threads and pool ----
+
+// An epoll-engine server of `handler` where the calls `may_block` names go
+// to the pool.
+std::unique_ptr<RpcServer> StartEpollServer(std::shared_ptr<rpc::MasterServiceIf> handler,
+                                            std::function<bool(std::string_view)> may_block,
+                                            int loop_threads = 0) {
+  auto processor = std::make_shared<rpc::MasterServiceProcessor>(std::move(handler));
+  RpcServerOptions options{.host = "127.0.0.1", .port = 0};
+  options.limits.engine = RpcEngine::kEpoll;
+  options.may_block = std::move(may_block);
+  options.loop_threads = loop_threads;
+  auto started = RpcServer::Start(processor, options);
+  EXPECT_TRUE(started) << ToString(started.error());
+  return started ? std::move(*started) : nullptr;
+}
+
+// The method name and sequence id of a reply frame's payload.
+std::pair<std::string, int32_t> ReplyNameAndSeqId(const std::string& payload) {
+  auto length = static_cast<size_t>(ReadI32(payload, 4));
+  return {payload.substr(8, length), ReadI32(payload, 8 + length)};
+}
+
+// A master that counts, per call, whether it ran where it may block.
+class WhereCalledMaster : public rpc::MasterServiceNull {
+ public:
+  void ListNodes(std::vector<rpc::NodeInfo>& /*nodes*/) override {
+    (RpcCallMayBlock() ? list_nodes_in_pool : list_nodes_on_loop).fetch_add(1);
+  }
+  void GetRole(rpc::MasterRole& /*role*/) override {
+    (RpcCallMayBlock() ? get_role_in_pool : get_role_on_loop).fetch_add(1);
+  }
+
+  std::atomic<int> list_nodes_on_loop{0};
+  std::atomic<int> list_nodes_in_pool{0};
+  std::atomic<int> get_role_on_loop{0};
+  std::atomic<int> get_role_in_pool{0};
+};
+
+TEST(RpcEventServerTest, TheLoopAnswersCallsThatCannotBlockAndThePoolTheRest) {
+  auto master = std::make_shared<WhereCalledMaster>();
+  auto server =
+      StartEpollServer(master, [](std::string_view method) { return method == "ListNodes"; });
+  ASSERT_NE(server, nullptr);
+  RawConnection conn(server->port());
+  constexpr int kCalls = 20;
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(conn.RoundTrip(i % 2 == 0 ? "ListNodes" : "GetRole")) << "call " << i;
+  }
+  EXPECT_EQ(master->list_nodes_in_pool.load(), kCalls / 2);
+  EXPECT_EQ(master->list_nodes_on_loop.load(), 0);
+  EXPECT_EQ(master->get_role_on_loop.load(), kCalls / 2);
+  EXPECT_EQ(master->get_role_in_pool.load(), 0);
+}
+
+TEST(RpcEventServerTest, PipelinedCallsGoingToThePoolAndBackAreAnsweredInOrder) {
+  auto master = std::make_shared<WhereCalledMaster>();
+  auto server =
+      StartEpollServer(master, [](std::string_view method) { return method == "ListNodes"; });
+  ASSERT_NE(server, nullptr);
+  // Bursts that start on the loop and reach the pool with frames still
+  // received (the pool answers those too, then gives the connection back).
+  constexpr int kBursts = 20;
+  constexpr int kFramesPerBurst = 15;
+  RawConnection conn(server->port());
+  std::string stream;  // replies arrive several to a read
+  size_t at = 0;
+  for (int burst = 0; burst < kBursts; ++burst) {
+    std::string frames;
+    for (int i = 0; i < kFramesPerBurst; ++i) {
+      auto seqid = static_cast<uint32_t>(burst * kFramesPerBurst + i);
+      frames += Wire().Call(i % 3 == 2 ? "ListNodes" : "GetRole", seqid).Stop().Framed();
+    }
+    ASSERT_TRUE(conn.Send(frames));
+    for (int i = 0; i < kFramesPerBurst; ++i) {
+      auto whole = [&] {
+        return stream.size() >= at + 4 && stream.size() >= at + 4 + ReadI32(stream, at);
+      };
+      while (!whole()) {
+        ASSERT_EQ(conn.Await(5s, &stream), RawConnection::Outcome::kAnswered)
+            << "no reply to frame " << i << " of burst " << burst;
+      }
+      auto length = static_cast<size_t>(ReadI32(stream, at));
+      auto [name, seqid] = ReplyNameAndSeqId(stream.substr(at + 4, length));
+      at += 4 + length;
+      EXPECT_EQ(name, i % 3 == 2 ? "ListNodes" : "GetRole");
+      ASSERT_EQ(seqid, burst * kFramesPerBurst + i) << "replies out of order";
+    }
+  }
+  // Each burst starts on the loop, with a GetRole.
+  EXPECT_GE(master->get_role_on_loop.load(), kBursts);
+  EXPECT_EQ(master->list_nodes_on_loop.load(), 0);
+}
+
+// A master whose GetRole, on a loop thread, hands itself to the pool.
+class HandingOverMaster : public rpc::MasterServiceNull {
+ public:
+  void GetRole(rpc::MasterRole& role) override {
+    if (!RpcCallMayBlock()) {
+      handed_over.fetch_add(1);
+      role.cluster_name = "answered on the loop";  // must never reach the caller
+      RpcHandCallToPool();
+      return;
+    }
+    answered_in_pool.fetch_add(1);
+    role.cluster_name = "answered in the pool";
+  }
+
+  std::atomic<int> handed_over{0};
+  std::atomic<int> answered_in_pool{0};
+};
+
+TEST(RpcEventServerTest, ACallHandedToThePoolFromTheLoopIsAnsweredOnceFromThePool) {
+  auto master = std::make_shared<HandingOverMaster>();
+  auto server = StartEpollServer(master, [](std::string_view) { return false; });
+  ASSERT_NE(server, nullptr);
+  RawConnection conn(server->port());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(conn.Send(Wire().Call("GetRole", static_cast<uint32_t>(i)).Stop().Framed()));
+    auto reply = conn.ReadFrame();
+    ASSERT_TRUE(reply) << "no reply to call " << i;
+    EXPECT_EQ(ReplyNameAndSeqId(*reply).second, i);
+    EXPECT_NE(reply->find("answered in the pool"), std::string::npos);
+    EXPECT_EQ(reply->find("answered on the loop"), std::string::npos);
+    // Exactly one reply per call.
+    EXPECT_FALSE(conn.Readable(50ms));
+  }
+  EXPECT_EQ(master->handed_over.load(), 3);
+  EXPECT_EQ(master->answered_in_pool.load(), 3);
+  EXPECT_TRUE(conn.RoundTrip("ListNodes"));  // the loop serves the connection again
+}
+
+// A master whose ListNodes answers with about `bytes` of node ids.
+class LargeListMaster : public rpc::MasterServiceNull {
+ public:
+  explicit LargeListMaster(size_t bytes) : bytes_(bytes) {}
+  void ListNodes(std::vector<rpc::NodeInfo>& nodes) override {
+    constexpr size_t kIdBytes = 1000;
+    nodes.resize(bytes_ / kIdBytes);
+    for (size_t i = 0; i < nodes.size(); ++i) nodes[i].node_id = PatternOfSize(kIdBytes, i);
+  }
+
+ private:
+  static std::string PatternOfSize(size_t size, size_t seed) {
+    std::string s(size, 'a');
+    for (size_t i = 0; i < size; ++i) s[i] = static_cast<char>('a' + (i + seed) % 26);
+    return s;
+  }
+  const size_t bytes_;
+};
+
+TEST(RpcEventServerTest, AReplyAPeerDoesNotReadDoesNotStallTheLoop) {
+  // More than loopback's socket buffers hold (4 MiB to send, 6 MiB to
+  // receive at most), under the 16 MiB frame limit.
+  constexpr size_t kReplyBytes = 15'000'000;
+  auto master = std::make_shared<LargeListMaster>(kReplyBytes);
+  auto server = StartEpollServer(
+      master, [](std::string_view) { return false; },
+      /*loop_threads=*/1);
+  ASSERT_NE(server, nullptr);
+  RawConnection reader(server->port());
+  ASSERT_TRUE(reader.Send(ListNodesCall()));
+  // The only loop thread has begun the reply; the peer does not read it.
+  ASSERT_TRUE(reader.Readable(5s));
+  RawConnection other(server->port());
+  EXPECT_TRUE(other.RoundTrip("GetRole")) << "the loop waited for the slow reader";
+  // The pool sends the rest once the peer reads.
+  auto reply = reader.ReadFrame(20s);
+  ASSERT_TRUE(reply) << "the large reply did not arrive whole";
+  EXPECT_GT(reply->size(), kReplyBytes);
+  EXPECT_EQ(ReplyNameAndSeqId(*reply).first, "ListNodes");
+  EXPECT_TRUE(reader.RoundTrip("GetRole"));
+}
 
 // What `send` writes through a WorkerServiceClient over a memory buffer.
 std::string WorkerCallBytes(const std::function<void(rpc::WorkerServiceClient&)>& send) {

@@ -319,6 +319,29 @@ TEST_F(BackendTest, GetPromotesAnSsdObjectBackToDram) {
   EXPECT_EQ(backend_->Get("p0", 0, 0)->data, Pattern("p", kMiB, 0));
 }
 
+TEST_F(BackendTest, OnlyKeysInDramAndAbsentKeysAreReadableFromHostMemory) {
+  Open(4 * kMiB, 64 * kMiB);
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(backend_->Put("h" + std::to_string(i), Pattern("h", kMiB, i), {}));
+  }
+  ASSERT_EQ(TierOf("h0"), "ssd");
+  ASSERT_EQ(TierOf("h5"), "dram");
+  const std::vector<std::string> in_dram = {"h5", "absent"};
+  const std::vector<std::string> mixed = {"h5", "h0"};
+  EXPECT_TRUE(backend_->ReadableFromHostMemory(in_dram));
+  EXPECT_FALSE(backend_->ReadableFromHostMemory(mixed));
+  EXPECT_FALSE(backend_->ReadableFromHostMemory(std::vector<std::string>{"h0"}));
+  // Asking changes nothing: no read counted, no promotion queued.
+  backend_->RunMaintenance();
+  EXPECT_EQ(Tier(1).hits, 0u);
+  EXPECT_EQ(TierOf("h0"), "ssd");
+  // Once promoted it reads from memory.
+  ASSERT_TRUE(backend_->Get("h0", 0, 0));
+  backend_->RunMaintenance();
+  ASSERT_EQ(TierOf("h0"), "dram");
+  EXPECT_TRUE(backend_->ReadableFromHostMemory(std::vector<std::string>{"h0"}));
+}
+
 TEST_F(BackendTest, PromotionCanBeTurnedOff) {
   BackendOptions options = DefaultOptions();
   options.promote_on_get = false;
