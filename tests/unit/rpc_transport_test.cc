@@ -97,6 +97,38 @@ int64_t PeakRssKiB() {
 // what happened since (best effort: without it the check is only weaker).
 void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
+// The replies to pipelined calls on one connection, which arrive several to
+// a read.
+class ReplyReader {
+ public:
+  explicit ReplyReader(RawConnection& conn) : conn_(conn) {}
+
+  // The next reply's payload, or nullopt if it does not arrive whole in 5 s.
+  std::optional<std::string> Next() {
+    auto whole = [&] {
+      return stream_.size() >= at_ + 4 && stream_.size() >= at_ + 4 + ReadI32(stream_, at_);
+    };
+    while (!whole()) {
+      if (conn_.Await(5s, &stream_) != RawConnection::Outcome::kAnswered) return std::nullopt;
+    }
+    auto length = static_cast<size_t>(ReadI32(stream_, at_));
+    std::string payload = stream_.substr(at_ + 4, length);
+    at_ += 4 + length;
+    return payload;
+  }
+
+ private:
+  RawConnection& conn_;
+  std::string stream_;
+  size_t at_ = 0;
+};
+
+// The method name and sequence id of a reply frame's payload.
+std::pair<std::string, int32_t> ReplyNameAndSeqId(const std::string& payload) {
+  auto length = static_cast<size_t>(ReadI32(payload, 4));
+  return {payload.substr(8, length), ReadI32(payload, 8 + length)};
+}
+
 // How a server test's RpcServer serves: the engine and, for epoll, which
 // threads answer.
 enum class Serving {
@@ -370,20 +402,13 @@ TEST_P(RpcServerTest, PipelinedFramesBeyondOneReadAreAnsweredInOrder) {
   ASSERT_GT(burst.size(), 32u << 10);
   RawConnection conn(server_->port());
   ASSERT_TRUE(conn.Send(burst));
-  std::string stream;
-  size_t at = 0;
+  ReplyReader replies(conn);
   for (int i = 0; i < kFrames; ++i) {
-    // Each reply: frame size, reply header, method name, sequence id, ...
-    auto whole = [&] {
-      return stream.size() >= at + 4 && stream.size() >= at + 4 + ReadI32(stream, at);
-    };
-    while (!whole()) {
-      ASSERT_EQ(conn.Await(5s, &stream), RawConnection::Outcome::kAnswered)
-          << "no reply to frame " << i;
-    }
-    EXPECT_EQ(ReadI32(stream, at + 4), kReplyHeader);
-    EXPECT_EQ(ReadI32(stream, at + 4 + 4 + 4 + 9), i) << "replies out of order";
-    at += 4 + static_cast<size_t>(ReadI32(stream, at));
+    auto reply = replies.Next();
+    ASSERT_TRUE(reply) << "no reply to frame " << i;
+    EXPECT_EQ(ReadI32(*reply, 0), kReplyHeader);
+    EXPECT_EQ(ReplyNameAndSeqId(*reply), std::make_pair(std::string("ListNodes"), i))
+        << "replies out of order";
   }
 }
 
@@ -541,12 +566,6 @@ std::unique_ptr<RpcServer> StartEpollServer(std::shared_ptr<rpc::MasterServiceIf
   return started ? std::move(*started) : nullptr;
 }
 
-// The method name and sequence id of a reply frame's payload.
-std::pair<std::string, int32_t> ReplyNameAndSeqId(const std::string& payload) {
-  auto length = static_cast<size_t>(ReadI32(payload, 4));
-  return {payload.substr(8, length), ReadI32(payload, 8 + length)};
-}
-
 // A master that counts, per call, whether it ran where it may block.
 class WhereCalledMaster : public rpc::MasterServiceNull {
  public:
@@ -589,8 +608,7 @@ TEST(RpcEventServerTest, PipelinedCallsGoingToThePoolAndBackAreAnsweredInOrder) 
   constexpr int kBursts = 20;
   constexpr int kFramesPerBurst = 15;
   RawConnection conn(server->port());
-  std::string stream;  // replies arrive several to a read
-  size_t at = 0;
+  ReplyReader replies(conn);
   for (int burst = 0; burst < kBursts; ++burst) {
     std::string frames;
     for (int i = 0; i < kFramesPerBurst; ++i) {
@@ -599,16 +617,9 @@ TEST(RpcEventServerTest, PipelinedCallsGoingToThePoolAndBackAreAnsweredInOrder) 
     }
     ASSERT_TRUE(conn.Send(frames));
     for (int i = 0; i < kFramesPerBurst; ++i) {
-      auto whole = [&] {
-        return stream.size() >= at + 4 && stream.size() >= at + 4 + ReadI32(stream, at);
-      };
-      while (!whole()) {
-        ASSERT_EQ(conn.Await(5s, &stream), RawConnection::Outcome::kAnswered)
-            << "no reply to frame " << i << " of burst " << burst;
-      }
-      auto length = static_cast<size_t>(ReadI32(stream, at));
-      auto [name, seqid] = ReplyNameAndSeqId(stream.substr(at + 4, length));
-      at += 4 + length;
+      auto reply = replies.Next();
+      ASSERT_TRUE(reply) << "no reply to frame " << i << " of burst " << burst;
+      auto [name, seqid] = ReplyNameAndSeqId(*reply);
       EXPECT_EQ(name, i % 3 == 2 ? "ListNodes" : "GetRole");
       ASSERT_EQ(seqid, burst * kFramesPerBurst + i) << "replies out of order";
     }
