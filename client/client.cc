@@ -48,8 +48,17 @@ bool MasterShardsUsable(const ClientConfig& config, std::string* why) {
 
 }  // namespace
 
-Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Client::~Client() = default;
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  const ClientConfig& config = impl_->router.config();
+  // A TLS session cannot be read and written by two threads at once, and
+  // hot-cache hits and offers belong to Get: both keep GetAsync on Get.
+  bool pipelined = !config.tls.enabled() && !impl_->hot_cache.enabled();
+  impl_->async_reads = std::make_unique<AsyncReads>(
+      impl_->router, impl_->rdma.get(),
+      [this](const std::string& key) { return Get(key); }, pipelined);
+}
+
+Client::~Client() { impl_->async_reads.reset(); }
 
 Result<std::unique_ptr<Client>> Client::Create(ClientConfig config) {
   if (std::string why; !ValidateMasterTarget(ToMasterTarget(config), &why)) {
@@ -163,6 +172,10 @@ Result<WorkerCounters> Client::Stats(const std::string& node_id) {
 
 HotCacheCounters Client::hot_cache_counters() const { return impl_->hot_cache.counters(); }
 
-TransportCounters Client::transport_counters() const { return impl_->rdma->counters(); }
+TransportCounters Client::transport_counters() const {
+  TransportCounters counters = impl_->rdma->counters();
+  impl_->async_reads->AddCounters(counters);
+  return counters;
+}
 
 }  // namespace mooncake

@@ -139,6 +139,11 @@ struct TransportCounters {
   uint64_t rdma_gets = 0;       // reads whose bytes after the first chunk came by RDMA
   uint64_t rdma_bytes = 0;      // bytes read by RDMA and kept
   uint64_t rdma_fallbacks = 0;  // RDMA attempts that gave way to TCP (refused or failed)
+  // GetAsync: answered whole by one reply on a pipelined connection, or
+  // sent the ordinary way (owner not remembered, moved, large, TLS, hot
+  // cache on, connection broken).
+  uint64_t async_gets_pipelined = 0;
+  uint64_t async_gets_slow = 0;
   bool rdma_enabled = false;
   // Why RDMA is off or unusable; when enabled, the device and port in use.
   std::string rdma_reason;
@@ -219,6 +224,17 @@ class Client {
                          const PutOptions& options = {}, const ProgressFn& progress = {});
 
   Result<ObjectValue> Get(std::string_view key);
+  // Reads `key` without waiting for it: `done` receives what Get(key) would
+  // return, on a thread of this client, and this call returns at once. Keep
+  // as many in flight as you like; gets of one worker share a connection,
+  // so a reader prefetching many objects needs no thread per get. `done`
+  // runs on a thread that completes other gets too: keep it short, do not
+  // throw from it, and do not destroy the Client in it; it may call
+  // GetAsync again. Over TLS, or with the hot cache on, every get takes the
+  // ordinary path on a few helper threads. ~Client completes the gets still
+  // in flight before it returns.
+  using GetDone = std::function<void(Result<ObjectValue>)>;
+  void GetAsync(std::string_view key, GetDone done);
   // Writes the object to `out` chunk by chunk; returns its size.
   Result<uint64_t> GetStream(std::string_view key, std::ostream& out,
                              const ProgressFn& progress = {});

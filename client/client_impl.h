@@ -5,7 +5,8 @@
 // concern (as RocksDB splits DBImpl) and every part needs it:
 //
 //   client.cc            Create; Exist, Remove, Inspect; ListNodes, Stats, counters
-//   client_reads.cc      Get and GetStream, with the hot cache in front
+//   client_reads.cc      Get and GetStream, with the hot cache in front;
+//                        GetAsync, through async_reads.h
 //   client_writes.cc     Put, Upsert and their streams; which node takes a write
 //   client_plans.cc      OpenForWrite, Commit, Revoke (plans) and GetLocation
 //   client_batch.cc      the Batch* calls: slicing and fan-out per owner
@@ -18,6 +19,7 @@
 #include <string>
 #include <utility>
 
+#include "client/async_reads.h"
 #include "client/client.h"
 #include "client/client_router.h"
 #include "client/hot_cache.h"
@@ -40,6 +42,9 @@ struct Client::Impl {
   std::unique_ptr<RdmaReads> rdma;
   ClientRouter router;
   HotCache hot_cache;
+  // Set by Client's constructor (it reads through the Client) and reset
+  // first by its destructor, while everything it uses is whole.
+  std::unique_ptr<AsyncReads> async_reads;
 };
 
 }  // namespace mooncake

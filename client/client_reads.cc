@@ -82,6 +82,14 @@ Result<ObjectValue> Client::Get(std::string_view key) {
   return value;
 }
 
+void Client::GetAsync(std::string_view key, GetDone done) {
+  if (auto valid = ValidateKey(key); !valid) {
+    done(Err(valid.error()));
+    return;
+  }
+  impl_->async_reads->Get(std::string(key), std::move(done));
+}
+
 Result<uint64_t> Client::GetInto(std::string_view key, std::span<char> buffer, uint64_t* needed) {
   if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
   std::string k(key);

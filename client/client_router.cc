@@ -124,10 +124,16 @@ Result<Owner> ClientRouter::Node(const std::string& node_id) {
 }
 
 Result<Owner> ClientRouter::Locate(const std::string& key) {
-  if (auto owner = owners_.Find(key)) {
-    if (auto channel = Cached(*owner)) return Owner{std::move(*owner), channel, /*cached=*/true};
-  }
+  if (auto owner = LocateCached(key)) return std::move(*owner);
   return LocateAtMaster(key);
+}
+
+std::optional<Owner> ClientRouter::LocateCached(const std::string& key) {
+  auto node_id = owners_.Find(key);
+  if (!node_id) return std::nullopt;
+  auto channel = Cached(*node_id);
+  if (!channel) return std::nullopt;
+  return Owner{std::move(*node_id), std::move(channel), /*cached=*/true};
 }
 
 Result<Owner> ClientRouter::LocateAtMaster(const std::string& key) {

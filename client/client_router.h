@@ -75,6 +75,8 @@ class ClientRouter {
   // The owner of `key`: from the key -> owner cache when it has the key,
   // else from the master (kObjectNotFound if none).
   Result<Owner> Locate(const std::string& key);
+  // The owner the key -> owner cache remembers, with no master round trip.
+  std::optional<Owner> LocateCached(const std::string& key);
   // The owner according to the master, bypassing the cache (and refreshing it).
   Result<Owner> LocateAtMaster(const std::string& key);
   // Records that `node_id` owns `key` (after a put or a master answer).

@@ -23,6 +23,15 @@
 
 namespace mooncake {
 
+// The code a client call gets for the exception that ended it: kRpcTimeout
+// when a reply did not come (or not whole) in time, else kRpcFail.
+inline ErrorCode RpcCallFailure(const std::exception& e) {
+  auto fault = ClassifyRpcException(e);
+  bool timed_out = fault == RpcFault::kSlowFrame || fault == RpcFault::kIdleTimeout ||
+                   fault == RpcFault::kSlowReader;
+  return timed_out ? ErrorCode::kRpcTimeout : ErrorCode::kRpcFail;
+}
+
 struct RpcOptions {
   int connect_timeout_ms = 2000;
   // Large chunk transfers and slow SSD reads must fit inside this.
@@ -110,11 +119,8 @@ class RpcChannel {
       // connection is unusable either way, and nothing was allocated for the
       // reply beyond what its frame carried.
       conn.reset();
-      auto fault = ClassifyRpcException(e);
-      bool timed_out = fault == RpcFault::kSlowFrame || fault == RpcFault::kIdleTimeout ||
-                       fault == RpcFault::kSlowReader;
       MC_LOG_DEBUG("rpc failed host={} port={} error=\"{}\"", host_, port_, e.what());
-      return Err(timed_out ? ErrorCode::kRpcTimeout : ErrorCode::kRpcFail);
+      return Err(RpcCallFailure(e));
     }
   }
 

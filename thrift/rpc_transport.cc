@@ -181,6 +181,10 @@ BoundedFramedTransport::BoundedFramedTransport(std::shared_ptr<TSocket> socket,
 
 int BoundedFramedTransport::socket_fd() const { return socket_->getSocketFD(); }
 
+std::shared_ptr<BoundedFramedTransport> BoundedFramedTransport::WriteSide() const {
+  return std::make_shared<BoundedFramedTransport>(socket_, timeouts_, large_frames_);
+}
+
 std::string BoundedFramedTransport::peer() const {
   try {
     return socket_->getPeerAddress() + ":" + std::to_string(socket_->getPeerPort());

@@ -111,6 +111,11 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   // The socket's descriptor, to wait for a reply with poll/epoll. A reply
   // is read through this transport, never from the descriptor.
   int socket_fd() const;
+  // A second transport over the same socket, for a thread that writes while
+  // this one reads (thrift/rpc_pipeline.h): the two share no buffer and no
+  // message counter, only the socket. Plain TCP only; a TLS session is not
+  // safe for a reader and a writer at once.
+  std::shared_ptr<BoundedFramedTransport> WriteSide() const;
 
   void write_virt(const uint8_t* buf, uint32_t len) override;
   void flush() override;

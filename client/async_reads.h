@@ -1,0 +1,92 @@
+#pragma once
+
+// Private to client/: Client::GetAsync, reads that no thread waits for.
+//
+// A get whose owner the client remembers travels on a pipelined connection
+// to that owner (thrift/rpc_pipeline.h), one per worker, and completes on
+// the connection's reader thread: many gets share a connection and a read.
+// When the reply is the whole object, that is all. Every other case goes to
+// a few slow-path threads and finishes through the same code as
+// Client::Get, so GetAsync answers what Get would:
+//   - the owner is not remembered (one master round trip);
+//   - the reply says the object moved, is being written, or is larger than
+//     one reply (the rest is read in chunks, or by RDMA);
+//   - the connection broke (the slow path also opens a new one);
+//   - TLS, or the hot cache on: every get (see Client::GetAsync).
+//
+// Thread-safety: Get() is safe from any thread, also from a completion.
+// Destruction completes every get in flight first; a Get() issued while
+// that runs completes at once with kRpcFail.
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+#include "client/client_router.h"
+#include "mooncake_rpc/WorkerService.h"
+#include "thrift/rpc_pipeline.h"
+
+namespace mooncake {
+
+class RdmaReads;
+
+class AsyncReads {
+ public:
+  using Done = std::function<void(Result<ObjectValue>)>;
+  // A whole read the ordinary way (Client::Get).
+  using ReadInFull = std::function<Result<ObjectValue>(const std::string& key)>;
+
+  // `pipelined` false sends every get to the slow path. `router` and `rdma`
+  // (may be null) must outlive this.
+  AsyncReads(ClientRouter& router, RdmaReads* rdma, ReadInFull read_in_full, bool pipelined);
+  ~AsyncReads();
+  AsyncReads(const AsyncReads&) = delete;
+  AsyncReads& operator=(const AsyncReads&) = delete;
+
+  void Get(std::string key, Done done);
+
+  // Adds the async_gets_* counters.
+  void AddCounters(TransportCounters& counters) const;
+
+ private:
+  using Pipeline = RpcPipeline<rpc::WorkerServiceClient>;
+
+  // The pipeline to `owner`'s address, if one is open and not broken.
+  std::shared_ptr<Pipeline> PipelineTo(const Owner& owner);
+  // On the reader thread: the reply, or why none came.
+  void Finish(const std::string& key, Owner owner, Result<rpc::GetResult> reply, Done& done);
+  // Slow path: opens a new pipeline to `owner` unless one is open.
+  void Reopen(const Owner& owner);
+  void ReadSlowly(std::string key, Done done);
+  void RunSlow(std::function<void()> task);
+  void SlowLoop();
+
+  ClientRouter& router_;
+  RdmaReads* const rdma_;
+  const ReadInFull read_in_full_;
+  const bool pipelined_;
+  const RpcOptions pipeline_options_;
+
+  mutable std::mutex mu_;
+  // "host:port" -> its pipeline. Guarded by mu_.
+  std::map<std::string, std::shared_ptr<Pipeline>> pipelines_;
+  // Set under mu_ (so Reopen adds nothing after it), read without.
+  std::atomic<bool> closing_{false};
+  std::condition_variable slow_ready_;
+  std::deque<std::function<void()>> slow_queue_;  // guarded by mu_
+  std::vector<std::thread> slow_threads_;         // guarded by mu_
+  size_t slow_idle_ = 0;                          // guarded by mu_
+  bool slow_stopping_ = false;                    // guarded by mu_
+  std::atomic<uint64_t> slow_gets_{0};
+  std::atomic<uint64_t> pipelined_gets_{0};
+};
+
+}  // namespace mooncake
