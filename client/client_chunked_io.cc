@@ -57,7 +57,7 @@ class ChunkedRead {
         });
         if (!call && owner_.cached && !started_ && moves_++ < kMaxRelocations) {
           // A remembered owner may be gone: ask the master once.
-          auto moved = router_.RelocateUnreachable(key_, owner_.node_id, call.error());
+          auto moved = router_.RelocateUnreachable(key_, owner_, call.error());
           if (!moved) return Err(moved.error());
           owner_ = std::move(*moved);
           continue;

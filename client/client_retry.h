@@ -62,7 +62,7 @@ Result<T> WithOwner(ClientRouter& router, const std::string& key, Fn&& fn) {
     // master before giving up.
     bool unreachable = code == ErrorCode::kRpcFail || code == ErrorCode::kRpcTimeout;
     if (unreachable && owner->cached && moves++ < kMaxRelocations) {
-      owner = router.RelocateUnreachable(key, owner->node_id, code);
+      owner = router.RelocateUnreachable(key, *owner, code);
       if (!owner) return Err(owner.error());
       continue;
     }

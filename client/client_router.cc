@@ -179,12 +179,13 @@ Result<Owner> ClientRouter::Relocate(const std::string& key, const std::string& 
   return located;
 }
 
-Result<Owner> ClientRouter::RelocateUnreachable(const std::string& key,
-                                                const std::string& stale_node, ErrorCode failure) {
+Result<Owner> ClientRouter::RelocateUnreachable(const std::string& key, const Owner& stale,
+                                                ErrorCode failure) {
   ForgetOwner(key);
   auto located = LocateAtMaster(key);
   if (!located) return located;
-  if (located->node_id == stale_node) return Err(failure);
+  // A node's channel is replaced exactly when its address changes.
+  if (located->node_id == stale.node_id && located->channel == stale.channel) return Err(failure);
   return located;
 }
 

@@ -88,9 +88,10 @@ class ClientRouter {
   Result<Owner> Relocate(const std::string& key, const std::string& hint,
                          const std::string& stale_node);
   // After a remembered owner could not be reached (`failure`): asks the
-  // master. If the master names that same node, the failure stands.
-  Result<Owner> RelocateUnreachable(const std::string& key, const std::string& stale_node,
-                                    ErrorCode failure);
+  // master. If the master names that same node at the same address, the
+  // failure stands; at a new address (it restarted there), that is where
+  // the key is.
+  Result<Owner> RelocateUnreachable(const std::string& key, const Owner& stale, ErrorCode failure);
   // Locates keys[i] for every i in `todo` with one master round trip per slice
   // of keys (per shard when sharded) and groups them by owner, each group's
   // indices in `todo` order, and remembers each located owner in the owner

@@ -91,6 +91,31 @@ TEST_F(LocationCacheTest, AnUnreachableRememberedOwnerSendsTheReadToTheMaster) {
   EXPECT_EQ(value->data, "second");
 }
 
+TEST_F(LocationCacheTest, AnOwnerThatRestartedAtANewAddressIsReadThereAtOnce) {
+  ASSERT_TRUE(cluster_.StartMaster());
+  ASSERT_TRUE(cluster_.StartWorker("w1", {.dram = 16 << 20, .ssd = 64 << 20}));
+  auto reader = cluster_.NewClient();
+  ASSERT_TRUE(reader);
+  // Hard-pinned on SSD, so the object outlives the worker's process.
+  ASSERT_TRUE(IsOk(reader->Put("kept", "value", {.hard_pin = true, .preferred_tier = "ssd"})));
+  ASSERT_EQ(reader->Get("kept")->data, "value");
+  const int old_port = cluster_.worker_port("w1");
+
+  // When w1 restarts on another port and announces its objects again.
+  cluster_.KillWorker("w1", SIGKILL);
+  ASSERT_TRUE(cluster_.RestartWorker("w1"));
+  ASSERT_NE(cluster_.worker_port("w1"), old_port);
+  auto probe = cluster_.NewClient();
+  ASSERT_TRUE(probe);
+  ASSERT_TRUE(Eventually([&] { return probe->Inspect("kept").has_value(); }));
+
+  // Expect the reader's first get to succeed: the master names the same
+  // node, but at its new address, which is where the object is.
+  auto value = reader->Get("kept");
+  ASSERT_TRUE(IsOk(value));
+  EXPECT_EQ(value->data, "value");
+}
+
 TEST_F(LocationCacheTest, UpsertGoesToTheCurrentOwnerEvenWhenTheCacheIsStale) {
   GivenTwoNodes();
   auto reader = cluster_.NewClient();
