@@ -30,15 +30,19 @@ AsyncReads::AsyncReads(ClientRouter& router, RdmaReads* rdma, ReadInFull read_in
                         .io_timeout_ms = router.config().io_timeout_ms} {}
 
 AsyncReads::~AsyncReads() {
-  std::map<std::string, std::shared_ptr<Pipeline>> pipelines;
+  std::map<std::string, Link> links;
   {
     std::lock_guard lock(mu_);
     closing_ = true;
-    pipelines.swap(pipelines_);
+    links.swap(links_);
   }
-  // Each completes its gets in flight; those that need the slow path queue
+  // Gets waiting for a connection go the ordinary way; each pipeline
+  // completes its gets in flight, and those that need the slow path queue
   // there, which still runs.
-  pipelines.clear();
+  for (auto& [address, link] : links) {
+    for (PendingGet& get : link.waiting) ReadSlowly(std::move(get.key), std::move(get.done));
+  }
+  links.clear();
   std::vector<std::thread> threads;
   {
     std::lock_guard lock(mu_);
@@ -64,72 +68,93 @@ void AsyncReads::Get(std::string key, Done done) {
     ReadSlowly(std::move(key), std::move(done));
     return;
   }
-  std::shared_ptr<Pipeline> pipeline = PipelineTo(*owner);
-  if (pipeline) {
-    // The completion owns the key and the owner; the request borrows them
-    // only while it is written.
-    auto state = std::make_shared<std::pair<std::string, Owner>>(std::move(key), *owner);
-    bool sent = pipeline->Call<rpc::GetResult>(
-        [&](rpc::WorkerServiceClient& c) {
-          c.send_Get(state->first, 0, static_cast<int64_t>(kRpcChunkBytes));
-        },
-        [](rpc::WorkerServiceClient& c, rpc::GetResult& reply) { c.recv_Get(reply); },
-        [this, state, done](Result<rpc::GetResult> reply) mutable {
-          Finish(state->first, std::move(state->second), std::move(reply), done);
-        });
-    if (sent) return;
-    key = std::move(state->first);
+  SendOrWait(PendingGet{std::move(key), std::move(*owner), std::move(done)});
+}
+
+void AsyncReads::SendOrWait(PendingGet get) {
+  const std::string address = AddressOf(get.owner);
+  std::shared_ptr<Pipeline> pipeline;
+  std::optional<Owner> open_to;
+  {
+    std::lock_guard lock(mu_);
+    Link& link = links_[address];
+    if (link.pipeline && !link.pipeline->broken()) {
+      pipeline = link.pipeline;
+    } else {
+      // Queued behind the connection; the first get to find none opens it.
+      if (!link.opening) open_to = get.owner;
+      link.opening = true;
+      link.waiting.push_back(std::move(get));
+    }
   }
-  // No usable connection to the owner: this get goes the slow way, which
-  // also opens one for the gets after it.
-  RunSlow([this, owner = std::move(*owner)] { Reopen(owner); });
-  ReadSlowly(std::move(key), std::move(done));
+  if (pipeline) {
+    Send(*pipeline, std::move(get));
+  } else if (open_to) {
+    RunSlow([this, address, owner = std::move(*open_to)] { Open(address, owner); });
+  }
 }
 
-std::shared_ptr<AsyncReads::Pipeline> AsyncReads::PipelineTo(const Owner& owner) {
-  std::lock_guard lock(mu_);
-  auto it = pipelines_.find(AddressOf(owner));
-  if (it == pipelines_.end() || it->second->broken()) return nullptr;
-  return it->second;
+void AsyncReads::Send(Pipeline& pipeline, PendingGet get) {
+  // The completion owns the get; the request borrows its key while written.
+  auto state = std::make_shared<PendingGet>(std::move(get));
+  bool sent = pipeline.Call<rpc::GetResult>(
+      [&](rpc::WorkerServiceClient& c) {
+        c.send_Get(state->key, 0, static_cast<int64_t>(kRpcChunkBytes));
+      },
+      [](rpc::WorkerServiceClient& c, rpc::GetResult& reply) { c.recv_Get(reply); },
+      [this, state](Result<rpc::GetResult> reply) { Finish(std::move(*state), std::move(reply)); });
+  // Refused: the connection broke since it was looked up. The get waits
+  // for the new one, which the broken one's refusal lets SendOrWait open.
+  if (!sent) SendOrWait(std::move(*state));
 }
 
-void AsyncReads::Finish(const std::string& key, Owner owner, Result<rpc::GetResult> reply,
-                        Done& done) {
+void AsyncReads::Open(const std::string& address, const Owner& owner) {
+  auto opened = Pipeline::Open(owner.channel->host(), owner.channel->port(), pipeline_options_);
+  if (!opened) {
+    MC_LOG_DEBUG("async get connection failed node={} address={}", owner.node_id, address);
+  }
+  std::shared_ptr<Pipeline> pipeline;
+  std::shared_ptr<Pipeline> replaced;
+  std::vector<PendingGet> waiting;
+  {
+    std::lock_guard lock(mu_);
+    Link& link = links_[address];
+    link.opening = false;
+    waiting.swap(link.waiting);
+    if (opened && !closing_) {
+      // The broken one is destroyed here, on a slow-path thread: never on
+      // its own reader thread, which its destructor joins.
+      replaced = std::move(link.pipeline);
+      link.pipeline = std::move(*opened);
+      pipeline = link.pipeline;
+    }
+  }
+  for (PendingGet& get : waiting) {
+    if (pipeline) {
+      Send(*pipeline, std::move(get));
+    } else {
+      ReadSlowly(std::move(get.key), std::move(get.done));
+    }
+  }
+}
+
+void AsyncReads::Finish(PendingGet get, Result<rpc::GetResult> reply) {
   if (reply && reply->code == rpc::ErrorCode::OK && reply->total_size >= 0 &&
       static_cast<uint64_t>(reply->total_size) == reply->data.size()) {
     ObjectValue value;
     value.data.swap(reply->data);
     value.version = reply->version;
     pipelined_gets_.fetch_add(1, std::memory_order_relaxed);
-    done(std::move(value));
+    get.done(std::move(value));
     return;
   }
   // Moved, being written, larger than one reply, or no reply at all:
   // ReadValue goes on from the reply as Client::Get would from its first.
   auto first = reply ? std::make_shared<rpc::GetResult>(std::move(*reply)) : nullptr;
   slow_gets_.fetch_add(1, std::memory_order_relaxed);
-  RunSlow([this, key, owner = std::move(owner), first, done = std::move(done)]() mutable {
-    done(ReadValue(router_, rdma_, key, std::move(owner), first.get()));
+  RunSlow([this, get = std::move(get), first]() mutable {
+    get.done(ReadValue(router_, rdma_, get.key, std::move(get.owner), first.get()));
   });
-}
-
-void AsyncReads::Reopen(const Owner& owner) {
-  const std::string address = AddressOf(owner);
-  if (PipelineTo(owner)) return;  // another get reopened it first
-  auto opened = Pipeline::Open(owner.channel->host(), owner.channel->port(), pipeline_options_);
-  if (!opened) {
-    MC_LOG_DEBUG("async get connection failed node={} address={}", owner.node_id, address);
-    return;
-  }
-  std::shared_ptr<Pipeline> replaced;
-  std::lock_guard lock(mu_);
-  if (closing_) return;  // the new pipeline closes here, on this thread
-  auto& slot = pipelines_[address];
-  if (slot && !slot->broken()) return;
-  // The old one is destroyed outside the lock, on this slow-path thread:
-  // never on its own reader thread, which it joins.
-  replaced = std::move(slot);
-  slot = std::move(*opened);
 }
 
 void AsyncReads::ReadSlowly(std::string key, Done done) {

@@ -59,12 +59,27 @@ class AsyncReads {
  private:
   using Pipeline = RpcPipeline<rpc::WorkerServiceClient>;
 
-  // The pipeline to `owner`'s address, if one is open and not broken.
-  std::shared_ptr<Pipeline> PipelineTo(const Owner& owner);
+  struct PendingGet {
+    std::string key;
+    Owner owner;
+    Done done;
+  };
+  // The connection to one worker address, and the gets waiting while it opens.
+  struct Link {
+    std::shared_ptr<Pipeline> pipeline;  // null until opened
+    bool opening = false;
+    std::vector<PendingGet> waiting;
+  };
+
+  // Sends `get` on the pipeline to its owner, or queues it until one opens
+  // (starting that on the slow path when nobody has).
+  void SendOrWait(PendingGet get);
+  void Send(Pipeline& pipeline, PendingGet get);
+  // Slow path: connects to `address` and sends the gets that waited; they
+  // go the ordinary way when the connection cannot be made.
+  void Open(const std::string& address, const Owner& owner);
   // On the reader thread: the reply, or why none came.
-  void Finish(const std::string& key, Owner owner, Result<rpc::GetResult> reply, Done& done);
-  // Slow path: opens a new pipeline to `owner` unless one is open.
-  void Reopen(const Owner& owner);
+  void Finish(PendingGet get, Result<rpc::GetResult> reply);
   void ReadSlowly(std::string key, Done done);
   void RunSlow(std::function<void()> task);
   void SlowLoop();
@@ -76,9 +91,9 @@ class AsyncReads {
   const RpcOptions pipeline_options_;
 
   mutable std::mutex mu_;
-  // "host:port" -> its pipeline. Guarded by mu_.
-  std::map<std::string, std::shared_ptr<Pipeline>> pipelines_;
-  // Set under mu_ (so Reopen adds nothing after it), read without.
+  // "host:port" of a worker -> its connection. Guarded by mu_.
+  std::map<std::string, Link> links_;
+  // Set under mu_ (so Open adds nothing after it), read without.
   std::atomic<bool> closing_{false};
   std::condition_variable slow_ready_;
   std::deque<std::function<void()>> slow_queue_;  // guarded by mu_

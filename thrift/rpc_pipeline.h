@@ -137,7 +137,8 @@ class RpcPipeline {
   explicit RpcPipeline(std::shared_ptr<BoundedFramedTransport> read_side)
       : read_side_(std::move(read_side)),
         write_side_(read_side_->WriteSide()),
-        reader_client_(std::make_unique<ClientT>(std::make_shared<BoundedBinaryProtocol>(read_side_))),
+        reader_client_(
+            std::make_unique<ClientT>(std::make_shared<BoundedBinaryProtocol>(read_side_))),
         writer_(std::make_unique<ClientT>(std::make_shared<BoundedBinaryProtocol>(write_side_))),
         reader_([this] { ReadReplies(); }) {}
 
@@ -210,9 +211,9 @@ class RpcPipeline {
   // Calls written whose completion has not finished: pending_, and the one
   // the reader is reading. Guarded by mu_.
   size_t unanswered_ = 0;
-  bool broken_ = false;          // guarded by mu_
-  bool closing_ = false;         // guarded by mu_
-  std::thread reader_;           // last: starts once the rest is built
+  bool broken_ = false;   // guarded by mu_
+  bool closing_ = false;  // guarded by mu_
+  std::thread reader_;    // last: starts once the rest is built
 };
 
 }  // namespace mooncake

@@ -179,7 +179,8 @@ TEST_P(RpcPipelineTest, CallsFromManyThreadsAndFromCompletionsAllComplete) {
     }
   };
   std::vector<Chain> chains;
-  for (int c = 0; c < kChains; ++c) chains.push_back({pipeline.get(), &done, "c" + std::to_string(c)});
+  for (int c = 0; c < kChains; ++c)
+    chains.push_back({pipeline.get(), &done, "c" + std::to_string(c)});
   std::vector<std::thread> starters;
   for (auto& chain : chains) starters.emplace_back([&chain] { chain.Next(); });
   for (auto& thread : starters) thread.join();
