@@ -56,6 +56,11 @@ void PrintExtras(const json& extra) {
                 t["rdma_gets"].get<unsigned long long>(), t["rdma_bytes"].get<unsigned long long>(),
                 t["rdma_fallbacks"].get<unsigned long long>());
   }
+  if (extra.contains("async_gets")) {
+    const json& a = extra["async_gets"];
+    std::printf("async gets: %llu on pipelined connections, %llu the ordinary way\n",
+                a["pipelined"].get<unsigned long long>(), a["slow"].get<unsigned long long>());
+  }
   if (extra.contains("groups"))
     std::printf("prefetch groups: %s\n", extra["groups"].dump().c_str());
   if (extra.contains("master")) {

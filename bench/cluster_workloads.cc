@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -83,6 +87,8 @@ std::vector<PhaseRow> ClusterBench::Run() {
     Zipf(rows);
   } else if (options_.workload == "prefetch") {
     Prefetch(rows);
+  } else if (options_.async) {
+    AsyncGets(rows);
   } else {
     Mixed(rows);
   }
@@ -186,6 +192,87 @@ void ClusterBench::Mixed(std::vector<PhaseRow>& rows) {
   rows.push_back(PhaseRow{"mixed", "get", seconds, std::move(stats.get)});
   rows.push_back(PhaseRow{"mixed", "put", seconds, std::move(stats.put)});
   rows.push_back(std::move(all));
+}
+
+// The gets of --async: --concurrency chains of GetAsync, each completion
+// recording its get and issuing the chain's next, so no thread of this
+// process waits on a reply (as redis-benchmark keeps one call in flight per
+// connection from one thread). Shared with the completions, which may
+// outlive the phase's wait by their last few instructions.
+class AsyncGetChains : public std::enable_shared_from_this<AsyncGetChains> {
+ public:
+  using Check = std::function<Result<void>(const Result<ObjectValue>&)>;
+  AsyncGetChains(Client& client, std::vector<std::string> keys, uint64_t value_size,
+                 Clock::time_point deadline, uint64_t max_ops, Check check)
+      : client_(client),
+        keys_(std::move(keys)),
+        value_size_(value_size),
+        deadline_(deadline),
+        max_ops_(max_ops),
+        check_(std::move(check)) {}
+
+  // Runs `chains` chains until the deadline or max_ops gets; returns their stats.
+  OpStats Run(int chains) {
+    {
+      std::lock_guard lock(mu_);
+      running_ = chains;
+    }
+    for (int i = 0; i < chains; ++i) IssueNext();
+    std::unique_lock lock(mu_);
+    ended_.wait(lock, [&] { return running_ == 0; });
+    return stats_;
+  }
+
+ private:
+  void IssueNext() {
+    const std::string* key = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      if (Clock::now() >= deadline_ || (max_ops_ > 0 && issued_ >= max_ops_)) {
+        if (--running_ == 0) ended_.notify_all();
+        return;
+      }
+      ++issued_;
+      key = &keys_[random_() % keys_.size()];
+    }
+    auto start = Clock::now();
+    client_.GetAsync(*key, [self = shared_from_this(), start](Result<ObjectValue> got) {
+      Result<void> checked = self->check_(got);
+      {
+        std::lock_guard lock(self->mu_);
+        self->stats_.Record(start, checked, self->value_size_);
+      }
+      self->IssueNext();
+    });
+  }
+
+  Client& client_;
+  const std::vector<std::string> keys_;
+  const uint64_t value_size_;
+  const Clock::time_point deadline_;
+  const uint64_t max_ops_;
+  const Check check_;
+  std::mutex mu_;
+  std::condition_variable ended_;
+  std::mt19937_64 random_{0x9e3779b97f4a7c15ull};  // guarded by mu_
+  OpStats stats_;                                  // guarded by mu_
+  uint64_t issued_ = 0;                            // guarded by mu_
+  int running_ = 0;                                // guarded by mu_
+};
+
+// Phase 2 with --async: gets of loaded keys through GetAsync.
+void ClusterBench::AsyncGets(std::vector<PhaseRow>& rows) {
+  std::vector<std::string> keys;
+  keys.reserve(loaded_.size());
+  for (uint64_t id : loaded_) keys.push_back(LoadKey(run_, id));
+  auto start = Clock::now();
+  auto chains = std::make_shared<AsyncGetChains>(
+      client_, std::move(keys), value_.size(), PhaseDeadline(start), options_.ops,
+      [this](const Result<ObjectValue>& got) { return CheckedValue(got); });
+  OpStats stats = chains->Run(options_.concurrency);
+  rows.push_back(PhaseRow{"mixed", "get", Seconds(start), std::move(stats)});
+  TransportCounters t = client_.transport_counters();
+  extra_["async_gets"] = {{"pipelined", t.async_gets_pipelined}, {"slow", t.async_gets_slow}};
 }
 
 // The bound of a read phase: --duration-s, or --ops (then an hour at most).

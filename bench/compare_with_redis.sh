@@ -22,6 +22,10 @@
 #   LOOP_SIZES="4KiB"             worker-alone rows (--workload loop: one
 #                                 client thread, epoll) for these sizes, each
 #                                 of them also in SIZES ("" = none)
+#   ASYNC_SIZES="4KiB"            rows of Client::GetAsync (mooncake-bench
+#                                 --async: CONCURRENCY gets in flight from
+#                                 completions, no thread per get) for these
+#                                 sizes, each of them also in SIZES ("" = none)
 #   DURATION_S=5                  mooncake get phase length
 #   MASTER_KEYS=100000            keys of the master-only workload (0 = skip it)
 #   SCALE_KEYS=1000000            keys of the many-keys get row, next to 20,000
@@ -70,6 +74,7 @@ else
 fi
 BATCH_SIZES="${BATCH_SIZES-4KiB}"
 LOOP_SIZES="${LOOP_SIZES-4KiB}"
+ASYNC_SIZES="${ASYNC_SIZES-4KiB}"
 RUN_LIMIT_S=300  # the most one benchmark run may take
 WORK="$(mktemp -d /tmp/mooncake-compare-XXXXXX)"
 PIDS=()
@@ -241,6 +246,31 @@ if [ -n "$LOOP_SIZES" ]; then
         --cleanup --json "${TLS_ARGS[@]}" >"$WORK/$tag.json" 2>"$WORK/$tag.err" ||
         echo "mooncake-bench --workload loop failed for $tag: $(tail -n 3 "$WORK/$tag.err")" >&2
       print_rows "$WORK/$tag.json" "$WORK/redis-$size-$conc-1.csv" "$size" "$conc" loop
+    done
+  done
+fi
+
+# The client's asynchronous gets, driven as redis-benchmark drives Redis:
+# CONCURRENCY gets in flight, each completion issuing the next (mooncake-bench
+# --async), through the whole Client (owner cache, pipelined connections),
+# against the single rows' Redis figures above.
+if [ -n "$ASYNC_SIZES" ]; then
+  echo
+  echo "mode async: Client::GetAsync, CONCURRENCY gets in flight (mooncake-bench --async)," \
+    "against the single rows' redis runs above; its put row is the load phase's threads"
+  for size in $ASYNC_SIZES; do
+    bytes="$(size_bytes "$size")"
+    for conc in $CONCURRENCY; do
+      keys=20000; [ "$bytes" -ge 65536 ] && keys=4000
+      keys=$(( keys / SCALE > 20 ? keys / SCALE : 20 ))
+      tag="async-$size-$conc"
+      timeout "$RUN_LIMIT_S" "$BENCH" --master "127.0.0.1:$MASTER_PORT" --node bench-1 --async \
+        --value-size "$size" --keys "$keys" --concurrency "$conc" --get-ratio 1 \
+        --duration-s "$DURATION_S" --cleanup --json \
+        --location-cache-bytes "${LOCATION_CACHE:-256MiB}" "${TLS_ARGS[@]}" \
+        >"$WORK/$tag.json" 2>"$WORK/$tag.err" ||
+        echo "mooncake-bench --async failed for $tag: $(tail -n 3 "$WORK/$tag.err")" >&2
+      print_rows "$WORK/$tag.json" "$WORK/redis-$size-$conc-1.csv" "$size" "$conc" async
     done
   done
 fi

@@ -83,6 +83,34 @@ TEST_F(BenchTest, BatchLoadAndMixedReportKeysAndCalls) {
   EXPECT_EQ((*get)["errors"], 0);
 }
 
+TEST_F(BenchTest, AsyncGetsKeepConcurrencyInFlightAndCheckEveryValue) {
+  BenchRun run = Run({"--node", "w1", "--async", "--get-ratio", "1", "--keys", "200",
+                      "--value-size", "2KiB", "--concurrency", "8", "--ops", "500", "--json"});
+  ASSERT_EQ(run.status, 0) << run.out << "\n" << run.err << cluster_.AllLogTails();
+  json report = json::parse(run.out);
+  const json* get = Phase(report, "mixed", "get");
+  ASSERT_NE(get, nullptr) << run.out;
+  ExpectPhaseFields(*get);
+  EXPECT_EQ((*get)["ops"], 500) << "exactly --ops gets, each returning --value-size bytes";
+  EXPECT_EQ((*get)["errors"], 0);
+  EXPECT_EQ(Phase(report, "mixed", "put"), nullptr) << "--async issues gets only";
+  // The load phase's puts taught the client every owner: all 500 came on
+  // the pipelined connection.
+  EXPECT_EQ(report["async_gets"]["pipelined"], 500) << run.out;
+  EXPECT_EQ(report["async_gets"]["slow"], 0) << run.out;
+}
+
+TEST_F(BenchTest, AsyncRefusesPutsAndBatches) {
+  for (const auto& extra : std::vector<std::vector<std::string>>{
+           {"--get-ratio", "0.9"}, {"--get-ratio", "1", "--batch", "4"}}) {
+    std::vector<std::string> args = {"--async", "--keys", "10"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    BenchRun run = Run(args);
+    EXPECT_EQ(run.status, 2) << run.out << run.err;
+    EXPECT_NE(run.err.find("--async drives single gets"), std::string::npos) << run.err;
+  }
+}
+
 TEST_F(BenchTest, MasterWorkloadReportsPutsLocationsAndBytesPerKey) {
   std::string admin = "127.0.0.1:" + std::to_string(cluster_.master_admin_port());
   BenchRun run = Run(
