@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -211,6 +212,27 @@ TEST_F(TlsTest, ClientWithACertificatePutsAndGetsByteExact) {
   auto other = cluster_.NewClient(ConfigWith(pki_->Settings("node")));
   ASSERT_TRUE(other);
   EXPECT_TRUE(ReadsBack(*other, "large", large));
+  EXPECT_EQ(TlsRejections(), 0);
+}
+
+TEST_F(TlsTest, GetAsyncOverTlsAnswersTheOrdinaryWay) {
+  ASSERT_NO_FATAL_FAILURE(StartTlsCluster(1));
+  auto client = cluster_.NewClient(ConfigWith(pki_->Settings("client")));
+  ASSERT_TRUE(client);
+  const std::string value = PatternBytes(12, 100 * 1024);
+  ASSERT_TRUE(IsOk(client->Put("async", value)));
+
+  std::promise<Result<ObjectValue>> got;
+  client->GetAsync("async", [&got](Result<ObjectValue> result) { got.set_value(result); });
+  auto future = got.get_future();
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  Result<ObjectValue> result = future.get();
+  ASSERT_TRUE(IsOk(result));
+  EXPECT_TRUE(result->data == value);
+  // A TLS session takes no reader and writer at once: no pipelined
+  // connection, every async get goes the way Get goes.
+  EXPECT_EQ(client->transport_counters().async_gets_slow, 1u);
+  EXPECT_EQ(client->transport_counters().async_gets_pipelined, 0u);
   EXPECT_EQ(TlsRejections(), 0);
 }
 
