@@ -175,11 +175,9 @@ class RpcPipeline {
       rest.swap(pending_);
       unanswered_ = 0;
     }
+    // broken_ refuses every later call, so the reader's work is done: its
+    // thread ends here rather than idle for as long as the pipeline is kept.
     for (Pending& pending : rest) pending(nullptr, failure);
-    // Calls queued while the rest failed (none can be: broken_ refuses
-    // them) would wait forever; the reader stays until closing to be sure.
-    std::unique_lock lock(mu_);
-    wake_reader_.wait(lock, [&] { return closing_; });
   }
 
   // A write failed: the reader stops reading and fails what is out.
