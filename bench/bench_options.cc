@@ -112,8 +112,9 @@ CLI::Option* AddLoadFlags(CLI::App& app, BenchOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app.add_flag("--async", o.async,
-               "mixed: gets only, through Client::GetAsync, --concurrency of them in flight "
-               "(no thread per get); needs --get-ratio 1 and --batch 1");
+               "mixed: puts through Client::PutAsync, then gets only, through "
+               "Client::GetAsync, --concurrency of them in flight (no thread per call); needs "
+               "--get-ratio 1 and --batch 1");
   app.add_option("--get-ratio", o.get_ratio, "Fraction of gets in the mixed phase (0..1)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
@@ -251,9 +252,10 @@ std::optional<int> ParseBenchFlags(int argc, char** argv, BenchOptions& o) {
   }
   o.duration_given = duration->count() > 0;
   if (o.async && (o.workload != "mixed" || o.get_ratio != 1.0 || o.batch != 1)) {
-    std::fprintf(stderr,
-                 "error: usage: --async drives single gets of the mixed workload: use it with "
-                 "--get-ratio 1 and --batch 1\n");
+    std::fprintf(
+        stderr,
+        "error: usage: --async drives single puts and gets of the mixed workload: use it with "
+        "--get-ratio 1 and --batch 1\n");
     return 2;
   }
   if (auto exit_code = ResolveSizes(o)) return exit_code;

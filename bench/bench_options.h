@@ -44,8 +44,9 @@ struct BenchOptions {
   // BatchPut/BatchGet of that many keys.
   uint64_t batch = 1;
   int concurrency = 4;
-  // mixed: gets only, through Client::GetAsync, `concurrency` of them in
-  // flight from completions instead of one thread each.
+  // mixed: puts through Client::PutAsync, then gets only, through
+  // Client::GetAsync, `concurrency` of them in flight from completions
+  // instead of one thread each.
   bool async = false;
   double get_ratio = 0.9;
   double duration_s = 10;

@@ -56,10 +56,13 @@ void PrintExtras(const json& extra) {
                 t["rdma_gets"].get<unsigned long long>(), t["rdma_bytes"].get<unsigned long long>(),
                 t["rdma_fallbacks"].get<unsigned long long>());
   }
-  if (extra.contains("async_gets")) {
-    const json& a = extra["async_gets"];
-    std::printf("async gets: %llu on pipelined connections, %llu the ordinary way\n",
-                a["pipelined"].get<unsigned long long>(), a["slow"].get<unsigned long long>());
+  if (extra.contains("async")) {
+    const json& a = extra["async"];
+    std::printf(
+        "async: gets %llu on pipelined connections, %llu the ordinary way; puts %llu in %llu "
+        "batches\n",
+        a["gets_pipelined"].get<unsigned long long>(), a["gets_slow"].get<unsigned long long>(),
+        a["puts"].get<unsigned long long>(), a["put_batches"].get<unsigned long long>());
   }
   if (extra.contains("groups"))
     std::printf("prefetch groups: %s\n", extra["groups"].dump().c_str());

@@ -79,7 +79,11 @@ std::vector<PhaseRow> ClusterBench::Run() {
   std::vector<PhaseRow> rows;
   load_count_ = options_.keys;
   if (options_.workload == "prefetch") load_count_ = PrefetchLoadCount();
-  Load(rows);
+  if (options_.async) {
+    AsyncLoad(rows);
+  } else {
+    Load(rows);
+  }
   if (loaded_.empty() && (options_.get_ratio > 0 || options_.workload != "mixed")) {
     std::fprintf(stderr, "error: no key was loaded; skipping the %s phase\n",
                  options_.workload.c_str());
@@ -194,24 +198,24 @@ void ClusterBench::Mixed(std::vector<PhaseRow>& rows) {
   rows.push_back(std::move(all));
 }
 
-// The gets of --async: --concurrency chains of GetAsync, each completion
-// recording its get and issuing the chain's next, so no thread of this
-// process waits on a reply (as redis-benchmark keeps one call in flight per
-// connection from one thread). Shared with the completions, which may
-// outlive the phase's wait by their last few instructions.
-class AsyncGetChains : public std::enable_shared_from_this<AsyncGetChains> {
+// The calls of --async: --concurrency chains, each completion recording its
+// call and issuing the chain's next, so no thread of this process waits on
+// a reply (as redis-benchmark keeps one call in flight per connection from
+// one thread). Shared with the completions, which may outlive the phase's
+// wait by their last few instructions.
+class AsyncChains : public std::enable_shared_from_this<AsyncChains> {
  public:
-  using Check = std::function<Result<void>(const Result<ObjectValue>&)>;
-  AsyncGetChains(Client& client, std::vector<std::string> keys, uint64_t value_size,
-                 Clock::time_point deadline, uint64_t max_ops, Check check)
-      : client_(client),
-        keys_(std::move(keys)),
-        value_size_(value_size),
-        deadline_(deadline),
+  using Done = std::function<void(Result<void>)>;
+  // Issues call number `n`; `draw` is a random number for it.
+  using Issue = std::function<void(uint64_t n, uint64_t draw, Done done)>;
+  AsyncChains(Clock::time_point deadline, uint64_t max_ops, uint64_t bytes_per_op, Issue issue)
+      : deadline_(deadline),
         max_ops_(max_ops),
-        check_(std::move(check)) {}
+        bytes_per_op_(bytes_per_op),
+        issue_(std::move(issue)) {}
 
-  // Runs `chains` chains until the deadline or max_ops gets; returns their stats.
+  // Runs `chains` chains until the deadline or max_ops calls (0: no bound);
+  // returns their stats.
   OpStats Run(int chains) {
     {
       std::lock_guard lock(mu_);
@@ -225,33 +229,31 @@ class AsyncGetChains : public std::enable_shared_from_this<AsyncGetChains> {
 
  private:
   void IssueNext() {
-    const std::string* key = nullptr;
+    uint64_t n = 0;
+    uint64_t draw = 0;
     {
       std::lock_guard lock(mu_);
       if (Clock::now() >= deadline_ || (max_ops_ > 0 && issued_ >= max_ops_)) {
         if (--running_ == 0) ended_.notify_all();
         return;
       }
-      ++issued_;
-      key = &keys_[random_() % keys_.size()];
+      n = issued_++;
+      draw = random_();
     }
     auto start = Clock::now();
-    client_.GetAsync(*key, [self = shared_from_this(), start](Result<ObjectValue> got) {
-      Result<void> checked = self->check_(got);
+    issue_(n, draw, [self = shared_from_this(), start](Result<void> result) {
       {
         std::lock_guard lock(self->mu_);
-        self->stats_.Record(start, checked, self->value_size_);
+        self->stats_.Record(start, result, self->bytes_per_op_);
       }
       self->IssueNext();
     });
   }
 
-  Client& client_;
-  const std::vector<std::string> keys_;
-  const uint64_t value_size_;
   const Clock::time_point deadline_;
   const uint64_t max_ops_;
-  const Check check_;
+  const uint64_t bytes_per_op_;
+  const Issue issue_;
   std::mutex mu_;
   std::condition_variable ended_;
   std::mt19937_64 random_{0x9e3779b97f4a7c15ull};  // guarded by mu_
@@ -260,19 +262,45 @@ class AsyncGetChains : public std::enable_shared_from_this<AsyncGetChains> {
   int running_ = 0;                                // guarded by mu_
 };
 
+// Phase 1 with --async: the puts through PutAsync.
+void ClusterBench::AsyncLoad(std::vector<PhaseRow>& rows) {
+  // Completions write distinct elements; Run() returns after the last.
+  auto stored = std::make_shared<std::vector<uint8_t>>(load_count_, 0);
+  auto start = Clock::now();
+  auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(options_.load_timeout_s));
+  auto chains = std::make_shared<AsyncChains>(
+      deadline, load_count_, value_.size(),
+      [this, stored](uint64_t n, uint64_t, AsyncChains::Done done) {
+        client_.PutAsync(LoadKey(run_, n), value_, [stored, n, done](Result<void> put) {
+          if (put) (*stored)[n] = 1;
+          done(put);
+        });
+      });
+  OpStats stats = chains->Run(options_.concurrency);
+  double seconds = Seconds(start);
+  for (uint64_t i = 0; i < load_count_; ++i) {
+    if ((*stored)[i]) loaded_.push_back(i);
+  }
+  rows.push_back(PhaseRow{"load", "put", seconds, std::move(stats)});
+}
+
 // Phase 2 with --async: gets of loaded keys through GetAsync.
 void ClusterBench::AsyncGets(std::vector<PhaseRow>& rows) {
-  std::vector<std::string> keys;
-  keys.reserve(loaded_.size());
-  for (uint64_t id : loaded_) keys.push_back(LoadKey(run_, id));
   auto start = Clock::now();
-  auto chains = std::make_shared<AsyncGetChains>(
-      client_, std::move(keys), value_.size(), PhaseDeadline(start), options_.ops,
-      [this](const Result<ObjectValue>& got) { return CheckedValue(got); });
+  auto chains = std::make_shared<AsyncChains>(
+      PhaseDeadline(start), options_.ops, value_.size(),
+      [this](uint64_t, uint64_t draw, AsyncChains::Done done) {
+        client_.GetAsync(LoadKey(run_, loaded_[draw % loaded_.size()]),
+                         [this, done](Result<ObjectValue> got) { done(CheckedValue(got)); });
+      });
   OpStats stats = chains->Run(options_.concurrency);
   rows.push_back(PhaseRow{"mixed", "get", Seconds(start), std::move(stats)});
   TransportCounters t = client_.transport_counters();
-  extra_["async_gets"] = {{"pipelined", t.async_gets_pipelined}, {"slow", t.async_gets_slow}};
+  extra_["async"] = {{"gets_pipelined", t.async_gets_pipelined},
+                     {"gets_slow", t.async_gets_slow},
+                     {"puts", t.async_puts},
+                     {"put_batches", t.async_put_batches}};
 }
 
 // The bound of a read phase: --duration-s, or --ops (then an hour at most).

@@ -4,7 +4,8 @@
 // a load phase of --keys puts (BatchPut of --batch keys per call), then
 //   mixed     gets of loaded keys and puts of new ones (--get-ratio); with
 //             --batch N, BatchGet/BatchPut of N keys per call; with --async,
-//             gets only, through GetAsync, --concurrency in flight
+//             puts through PutAsync and then gets only, through GetAsync,
+//             --concurrency in flight
 //   zipf      skewed gets (--zipf-theta) over the loaded keys; with
 //             --hot-cache-bytes the client hot cache serves the hot ones
 //   prefetch  get latency of DRAM hits, SSD hits, and SSD hits after
@@ -44,6 +45,7 @@ class ClusterBench {
 
  private:
   void Load(std::vector<PhaseRow>& rows);
+  void AsyncLoad(std::vector<PhaseRow>& rows);
   void Mixed(std::vector<PhaseRow>& rows);
   void AsyncGets(std::vector<PhaseRow>& rows);
   void Zipf(std::vector<PhaseRow>& rows);

@@ -10,26 +10,25 @@
 namespace mooncake {
 namespace {
 
-// Slow-path threads: each may wait on a master call or a chunked read, so
-// a few; more gets queue behind them.
-constexpr size_t kMaxSlowThreads = 4;
-
 std::string AddressOf(const Owner& owner) {
   return owner.channel->host() + ":" + std::to_string(owner.channel->port());
 }
 
 }  // namespace
 
-AsyncReads::AsyncReads(ClientRouter& router, RdmaReads* rdma, ReadInFull read_in_full,
-                       bool pipelined)
+AsyncReads::AsyncReads(ClientRouter& router, RdmaReads* rdma, HelperThreads& helpers,
+                       ReadInFull read_in_full, bool pipelined)
     : router_(router),
       rdma_(rdma),
+      helpers_(helpers),
       read_in_full_(std::move(read_in_full)),
       pipelined_(pipelined),
       pipeline_options_{.connect_timeout_ms = router.config().connect_timeout_ms,
                         .io_timeout_ms = router.config().io_timeout_ms} {}
 
-AsyncReads::~AsyncReads() {
+AsyncReads::~AsyncReads() { Close(); }
+
+void AsyncReads::Close() {
   std::map<std::string, Link> links;
   {
     std::lock_guard lock(mu_);
@@ -38,19 +37,11 @@ AsyncReads::~AsyncReads() {
   }
   // Gets waiting for a connection go the ordinary way; each pipeline
   // completes its gets in flight, and those that need the slow path queue
-  // there, which still runs.
+  // on the helper threads, which the Client stops after this.
   for (auto& [address, link] : links) {
     for (PendingGet& get : link.waiting) ReadSlowly(std::move(get.key), std::move(get.done));
   }
   links.clear();
-  std::vector<std::thread> threads;
-  {
-    std::lock_guard lock(mu_);
-    slow_stopping_ = true;
-    threads.swap(slow_threads_);
-  }
-  slow_ready_.notify_all();
-  for (auto& thread : threads) thread.join();
 }
 
 void AsyncReads::AddCounters(TransportCounters& counters) const {
@@ -90,7 +81,7 @@ void AsyncReads::SendOrWait(PendingGet get) {
   if (pipeline) {
     Send(*pipeline, std::move(get));
   } else if (open_to) {
-    RunSlow([this, address, owner = std::move(*open_to)] { Open(address, owner); });
+    helpers_.Run([this, address, owner = std::move(*open_to)] { Open(address, owner); });
   }
 }
 
@@ -152,47 +143,14 @@ void AsyncReads::Finish(PendingGet get, Result<rpc::GetResult> reply) {
   // ReadValue goes on from the reply as Client::Get would from its first.
   auto first = reply ? std::make_shared<rpc::GetResult>(std::move(*reply)) : nullptr;
   slow_gets_.fetch_add(1, std::memory_order_relaxed);
-  RunSlow([this, get = std::move(get), first]() mutable {
+  helpers_.Run([this, get = std::move(get), first]() mutable {
     get.done(ReadValue(router_, rdma_, get.key, std::move(get.owner), first.get()));
   });
 }
 
 void AsyncReads::ReadSlowly(std::string key, Done done) {
   slow_gets_.fetch_add(1, std::memory_order_relaxed);
-  RunSlow([this, key = std::move(key), done = std::move(done)] { done(read_in_full_(key)); });
-}
-
-void AsyncReads::RunSlow(std::function<void()> task) {
-  {
-    std::lock_guard lock(mu_);
-    if (!slow_stopping_) {
-      slow_queue_.push_back(std::move(task));
-      if (slow_idle_ == 0 && slow_threads_.size() < kMaxSlowThreads) {
-        slow_threads_.emplace_back([this] { SlowLoop(); });
-      } else {
-        slow_ready_.notify_one();
-      }
-      return;
-    }
-  }
-  // Past the slow path's end (a completion's follow-up during destruction):
-  // on the caller's thread, so it still completes.
-  task();
-}
-
-void AsyncReads::SlowLoop() {
-  std::unique_lock lock(mu_);
-  for (;;) {
-    ++slow_idle_;
-    slow_ready_.wait(lock, [&] { return !slow_queue_.empty() || slow_stopping_; });
-    --slow_idle_;
-    if (slow_queue_.empty()) return;  // stopping, and nothing is left
-    auto task = std::move(slow_queue_.front());
-    slow_queue_.pop_front();
-    lock.unlock();
-    task();
-    lock.lock();
-  }
+  helpers_.Run([this, key = std::move(key), done = std::move(done)] { done(read_in_full_(key)); });
 }
 
 }  // namespace mooncake

@@ -6,7 +6,7 @@
 // to that owner (thrift/rpc_pipeline.h), one per worker, and completes on
 // the connection's reader thread: many gets share a connection and a read.
 // When the reply is the whole object, that is all. Every other case goes to
-// a few slow-path threads and finishes through the same code as
+// the client's helper threads and finishes through the same code as
 // Client::Get, so GetAsync answers what Get would:
 //   - the owner is not remembered (one master round trip);
 //   - the reply says the object moved, is being written, or is larger than
@@ -15,8 +15,6 @@
 //   - TLS, or the hot cache on: every get (see Client::GetAsync).
 //
 // Thread-safety: Get() is safe from any thread, also from a completion.
-// Destruction completes every get in flight first; a Get() issued while
-// that runs completes at once with kRpcFail.
 
 #include <atomic>
 #include <condition_variable>
@@ -31,6 +29,7 @@
 
 #include "client/client.h"
 #include "client/client_router.h"
+#include "client/helper_threads.h"
 #include "mooncake_rpc/WorkerService.h"
 #include "thrift/rpc_pipeline.h"
 
@@ -44,10 +43,16 @@ class AsyncReads {
   // A whole read the ordinary way (Client::Get).
   using ReadInFull = std::function<Result<ObjectValue>(const std::string& key)>;
 
-  // `pipelined` false sends every get to the slow path. `router` and `rdma`
-  // (may be null) must outlive this.
-  AsyncReads(ClientRouter& router, RdmaReads* rdma, ReadInFull read_in_full, bool pipelined);
+  // `pipelined` false sends every get to the slow path, which runs on
+  // `helpers`. `router`, `rdma` (may be null) and `helpers` must outlive
+  // this, and `helpers` be stopped after it is destroyed.
+  AsyncReads(ClientRouter& router, RdmaReads* rdma, HelperThreads& helpers, ReadInFull read_in_full,
+             bool pipelined);
   ~AsyncReads();
+  // Completes every get in flight, or hands it to the helper threads; a
+  // Get() after this completes at once with kRpcFail. The Client closes
+  // this, then stops the helpers, then destroys this.
+  void Close();
   AsyncReads(const AsyncReads&) = delete;
   AsyncReads& operator=(const AsyncReads&) = delete;
 
@@ -81,11 +86,10 @@ class AsyncReads {
   // On the reader thread: the reply, or why none came.
   void Finish(PendingGet get, Result<rpc::GetResult> reply);
   void ReadSlowly(std::string key, Done done);
-  void RunSlow(std::function<void()> task);
-  void SlowLoop();
 
   ClientRouter& router_;
   RdmaReads* const rdma_;
+  HelperThreads& helpers_;
   const ReadInFull read_in_full_;
   const bool pipelined_;
   const RpcOptions pipeline_options_;
@@ -95,11 +99,6 @@ class AsyncReads {
   std::map<std::string, Link> links_;
   // Set under mu_ (so Open adds nothing after it), read without.
   std::atomic<bool> closing_{false};
-  std::condition_variable slow_ready_;
-  std::deque<std::function<void()>> slow_queue_;  // guarded by mu_
-  std::vector<std::thread> slow_threads_;         // guarded by mu_
-  size_t slow_idle_ = 0;                          // guarded by mu_
-  bool slow_stopping_ = false;                    // guarded by mu_
   std::atomic<uint64_t> slow_gets_{0};
   std::atomic<uint64_t> pipelined_gets_{0};
 };

@@ -54,11 +54,20 @@ Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   // hot-cache hits and offers belong to Get: both keep GetAsync on Get.
   bool pipelined = !config.tls.enabled() && !impl_->hot_cache.enabled();
   impl_->async_reads = std::make_unique<AsyncReads>(
-      impl_->router, impl_->rdma.get(),
+      impl_->router, impl_->rdma.get(), impl_->helpers,
       [this](const std::string& key) { return Get(key); }, pipelined);
+  impl_->async_puts = std::make_unique<AsyncPuts>(
+      impl_->helpers, [this](const std::vector<std::pair<std::string, std::string>>& items,
+                             const PutOptions& options) { return BatchPut(items, options); });
 }
 
-Client::~Client() { impl_->async_reads.reset(); }
+Client::~Client() {
+  // Calls still in flight complete while everything they use is whole:
+  // first no new ones, then those out on connections, then the helpers'.
+  impl_->async_puts->Close();
+  impl_->async_reads->Close();
+  impl_->helpers.Stop();
+}
 
 Result<std::unique_ptr<Client>> Client::Create(ClientConfig config) {
   if (std::string why; !ValidateMasterTarget(ToMasterTarget(config), &why)) {
@@ -175,6 +184,8 @@ HotCacheCounters Client::hot_cache_counters() const { return impl_->hot_cache.co
 TransportCounters Client::transport_counters() const {
   TransportCounters counters = impl_->rdma->counters();
   impl_->async_reads->AddCounters(counters);
+  counters.async_puts = impl_->async_puts->puts();
+  counters.async_put_batches = impl_->async_puts->batches();
   return counters;
 }
 

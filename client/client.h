@@ -144,6 +144,9 @@ struct TransportCounters {
   // cache on, connection broken).
   uint64_t async_gets_pipelined = 0;
   uint64_t async_gets_slow = 0;
+  // PutAsync: puts, and the batches that carried them.
+  uint64_t async_puts = 0;
+  uint64_t async_put_batches = 0;
   bool rdma_enabled = false;
   // Why RDMA is off or unusable; when enabled, the device and port in use.
   std::string rdma_reason;
@@ -219,6 +222,16 @@ class Client {
 
   // Stores a new object. kObjectAlreadyExists if the key has an owner.
   Result<void> Put(std::string_view key, std::string_view value, const PutOptions& options = {});
+  // Stores a new object without waiting for it: `done` receives what
+  // Put(key, value, options) would return, on a thread of this client, and
+  // this call returns at once. Puts with the same options that are in
+  // flight together travel as one BatchPut (one request per node and one
+  // claim at the master for all of them), so many puts in flight cost a few
+  // calls. `done` runs on a thread that completes other puts too: keep it
+  // short, do not throw from it, and do not destroy the Client in it; it
+  // may call PutAsync again. ~Client completes the puts in flight.
+  using PutDone = std::function<void(Result<void>)>;
+  void PutAsync(std::string key, std::string value, PutDone done, const PutOptions& options = {});
   // Stores `size` bytes read from `in`, one chunk in memory at a time.
   Result<void> PutStream(std::string_view key, std::istream& in, uint64_t size,
                          const PutOptions& options = {}, const ProgressFn& progress = {});

@@ -7,7 +7,8 @@
 //   client.cc            Create; Exist, Remove, Inspect; ListNodes, Stats, counters
 //   client_reads.cc      Get and GetStream, with the hot cache in front;
 //                        GetAsync, through async_reads.h
-//   client_writes.cc     Put, Upsert and their streams; which node takes a write
+//   client_writes.cc     Put, Upsert and their streams; which node takes a write;
+//                        PutAsync, through async_puts.h
 //   client_plans.cc      OpenForWrite, Commit, Revoke (plans) and GetLocation
 //   client_batch.cc      the Batch* calls: slicing and fan-out per owner
 //
@@ -19,6 +20,7 @@
 #include <string>
 #include <utility>
 
+#include "client/async_puts.h"
 #include "client/async_reads.h"
 #include "client/client.h"
 #include "client/client_router.h"
@@ -42,9 +44,12 @@ struct Client::Impl {
   std::unique_ptr<RdmaReads> rdma;
   ClientRouter router;
   HotCache hot_cache;
-  // Set by Client's constructor (it reads through the Client) and reset
-  // first by its destructor, while everything it uses is whole.
+  // Blocking work of GetAsync and PutAsync: at most four threads.
+  HelperThreads helpers{4};
+  // Set by Client's constructor (they call back into the Client) and
+  // closed first by its destructor, while everything they use is whole.
   std::unique_ptr<AsyncReads> async_reads;
+  std::unique_ptr<AsyncPuts> async_puts;
 };
 
 }  // namespace mooncake

@@ -151,4 +151,8 @@ Result<void> Client::WriteStream(std::string_view key, std::istream& in, uint64_
   return result;
 }
 
+void Client::PutAsync(std::string key, std::string value, PutDone done, const PutOptions& options) {
+  impl_->async_puts->Put(std::move(key), std::move(value), options, std::move(done));
+}
+
 }  // namespace mooncake

@@ -83,7 +83,7 @@ TEST_F(BenchTest, BatchLoadAndMixedReportKeysAndCalls) {
   EXPECT_EQ((*get)["errors"], 0);
 }
 
-TEST_F(BenchTest, AsyncGetsKeepConcurrencyInFlightAndCheckEveryValue) {
+TEST_F(BenchTest, AsyncPutsAndGetsKeepConcurrencyInFlightAndCheckEveryValue) {
   BenchRun run = Run({"--node", "w1", "--async", "--get-ratio", "1", "--keys", "200",
                       "--value-size", "2KiB", "--concurrency", "8", "--ops", "500", "--json"});
   ASSERT_EQ(run.status, 0) << run.out << "\n" << run.err << cluster_.AllLogTails();
@@ -94,10 +94,16 @@ TEST_F(BenchTest, AsyncGetsKeepConcurrencyInFlightAndCheckEveryValue) {
   EXPECT_EQ((*get)["ops"], 500) << "exactly --ops gets, each returning --value-size bytes";
   EXPECT_EQ((*get)["errors"], 0);
   EXPECT_EQ(Phase(report, "mixed", "put"), nullptr) << "--async issues gets only";
-  // The load phase's puts taught the client every owner: all 500 came on
-  // the pipelined connection.
-  EXPECT_EQ(report["async_gets"]["pipelined"], 500) << run.out;
-  EXPECT_EQ(report["async_gets"]["slow"], 0) << run.out;
+  const json* load = Phase(report, "load", "put");
+  ASSERT_NE(load, nullptr) << run.out;
+  EXPECT_EQ((*load)["ops"], 200) << "every key put through PutAsync";
+  EXPECT_EQ((*load)["errors"], 0);
+  EXPECT_EQ(report["async"]["puts"], 200) << run.out;
+  EXPECT_LE(report["async"]["put_batches"], 200) << run.out;
+  // The load phase's puts taught the client every owner: all 500 gets came
+  // on the pipelined connection.
+  EXPECT_EQ(report["async"]["gets_pipelined"], 500) << run.out;
+  EXPECT_EQ(report["async"]["gets_slow"], 0) << run.out;
 }
 
 TEST_F(BenchTest, AsyncRefusesPutsAndBatches) {
@@ -107,7 +113,7 @@ TEST_F(BenchTest, AsyncRefusesPutsAndBatches) {
     args.insert(args.end(), extra.begin(), extra.end());
     BenchRun run = Run(args);
     EXPECT_EQ(run.status, 2) << run.out << run.err;
-    EXPECT_NE(run.err.find("--async drives single gets"), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("--async drives single puts and gets"), std::string::npos) << run.err;
   }
 }
 

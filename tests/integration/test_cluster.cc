@@ -339,6 +339,11 @@ ChildProcess* TestCluster::Find(const std::string& name) {
   return it == workers_.end() ? nullptr : &it->second;
 }
 
+bool TestCluster::Signal(const std::string& name, int sig) {
+  ChildProcess* p = Find(name);
+  return p != nullptr && p->pid > 0 && kill(p->pid, sig) == 0;
+}
+
 const ChildProcess* TestCluster::Find(const std::string& name) const {
   if (name == "master") return &master_;
   auto it = workers_.find(name);

@@ -183,6 +183,9 @@ class TestCluster {
   // Starts a stopped worker again with the same node id, options and SSD path.
   ::testing::AssertionResult RestartWorker(const std::string& node_id);
   bool IsRunning(const std::string& name);
+  // Sends `sig` to a running process ("master" or a node id) and returns at
+  // once, without reaping it: SIGSTOP and SIGCONT hold a process still.
+  bool Signal(const std::string& name, int sig);
 
   // A client of this cluster's master; `local_node` is its co-located worker.
   // Fails the current test (and returns null) if the client cannot connect.

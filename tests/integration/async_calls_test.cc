@@ -1,8 +1,9 @@
-// Client::GetAsync against a real master and worker: many gets in flight
-// answer exactly what Get answers, on a pipelined connection when the owner
-// is known and the ordinary way otherwise; a worker that restarts breaks
-// the connection without losing a get; and a Client being destroyed
-// completes the gets it still has out.
+// Client::GetAsync and Client::PutAsync against a real master and worker.
+// Many gets in flight answer exactly what Get answers, on a pipelined
+// connection when the owner is known and the ordinary way otherwise; a
+// worker that restarts breaks the connection without losing a get. Puts in
+// flight together leave as one batch and answer what Put answers. A Client
+// being destroyed completes the calls it still has out.
 
 #include <gtest/gtest.h>
 
@@ -244,6 +245,106 @@ TEST_F(AsyncGetTest, WithTheHotCacheOnGetsGoThroughIt) {
   EXPECT_EQ(client->transport_counters().async_gets_slow, 2u);
   EXPECT_EQ(client->transport_counters().async_gets_pipelined, 0u);
   EXPECT_GE(client->hot_cache_counters().hits, 1u);
+}
+
+// Collects PutAsync results by index.
+class PutResults {
+ public:
+  Client::PutDone For(size_t index) {
+    return [this, index](Result<void> result) {
+      std::lock_guard lock(mu_);
+      results_.insert_or_assign(index, result);
+      changed_.notify_all();
+    };
+  }
+  size_t Await(size_t count, std::chrono::milliseconds timeout = 20s) {
+    std::unique_lock lock(mu_);
+    changed_.wait_for(lock, timeout, [&] { return results_.size() >= count; });
+    return results_.size();
+  }
+  Result<void> At(size_t index) {
+    std::lock_guard lock(mu_);
+    auto it = results_.find(index);
+    return it == results_.end() ? Err(ErrorCode::kInternalError) : it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<size_t, Result<void>> results_;
+};
+
+using AsyncPutTest = AsyncGetTest;
+
+TEST_F(AsyncPutTest, PutsArrivingWhileABatchIsOutLeaveTogetherAsTheNext) {
+  auto client = cluster_.NewClient();
+  ASSERT_TRUE(client);
+  // The worker is held still, so the first batch stays on the wire while
+  // the others arrive; it runs again however the test ends.
+  ASSERT_TRUE(cluster_.Signal("w1", SIGSTOP));
+  struct ContinueOnExit {
+    TestCluster& cluster;
+    ~ContinueOnExit() { cluster.Signal("w1", SIGCONT); }
+  } continue_on_exit{cluster_};
+
+  constexpr size_t kPuts = 100;
+  PutResults results;
+  client->PutAsync(KeyOf(0), ValueOf(0), results.For(0));
+  ASSERT_TRUE(Eventually([&] { return client->transport_counters().async_put_batches == 1; }));
+  for (size_t i = 1; i < kPuts; ++i) client->PutAsync(KeyOf(i), ValueOf(i), results.For(i));
+  EXPECT_EQ(results.Await(1, 100ms), 0u) << "a put completed while its worker was stopped";
+  ASSERT_TRUE(cluster_.Signal("w1", SIGCONT));
+
+  ASSERT_EQ(results.Await(kPuts), kPuts);
+  for (size_t i = 0; i < kPuts; ++i) EXPECT_TRUE(IsOk(results.At(i))) << KeyOf(i);
+  // The first put alone, then the 99 that queued behind it, in one batch.
+  TransportCounters counters = client->transport_counters();
+  EXPECT_EQ(counters.async_put_batches, 2u);
+  EXPECT_EQ(counters.async_puts, kPuts);
+  auto reader = cluster_.NewClient();
+  ASSERT_TRUE(reader);
+  for (size_t i = 0; i < kPuts; ++i) EXPECT_TRUE(ReadsBack(*reader, KeyOf(i), ValueOf(i)));
+}
+
+TEST_F(AsyncPutTest, APutAnswersWhatPutAnswersAndKeepsItsOptions) {
+  auto client = cluster_.NewClient();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(IsOk(client->Put("taken", "first")));
+
+  PutResults results;
+  client->PutAsync("taken", "second", results.For(0));
+  client->PutAsync("", "no key", results.For(1));
+  client->PutAsync("on-ssd", PatternBytes(3, 10000), results.For(2), {.preferred_tier = "ssd"});
+  client->PutAsync("pinned", "value", results.For(3), {.hard_pin = true});
+  const std::string large = PatternBytes(4, kRpcChunkBytes + 1000);
+  client->PutAsync("large", large, results.For(4));
+  ASSERT_EQ(results.Await(5), 5u);
+
+  EXPECT_TRUE(FailsWith(results.At(0), ErrorCode::kObjectAlreadyExists));
+  EXPECT_EQ(client->Get("taken")->data, "first") << "a put never overwrites";
+  EXPECT_TRUE(FailsWith(results.At(1), ErrorCode::kInvalidKey));
+  ASSERT_TRUE(IsOk(results.At(2)));
+  EXPECT_EQ(client->Inspect("on-ssd")->tier, "ssd");
+  ASSERT_TRUE(IsOk(results.At(3)));
+  EXPECT_TRUE(client->Inspect("pinned")->hard_pinned);
+  ASSERT_TRUE(IsOk(results.At(4)));
+  EXPECT_TRUE(ReadsBack(*client, "large", large));
+}
+
+TEST_F(AsyncPutTest, DestroyingTheClientCompletesEveryPutInFlight) {
+  auto client = cluster_.NewClient();
+  ASSERT_TRUE(client);
+  constexpr size_t kPuts = 200;
+  PutResults results;
+  for (size_t i = 0; i < kPuts; ++i) client->PutAsync(KeyOf(i), ValueOf(i), results.For(i));
+  client.reset();
+  ASSERT_EQ(results.Await(kPuts, 0ms), kPuts);
+  auto reader = cluster_.NewClient();
+  ASSERT_TRUE(reader);
+  for (size_t i = 0; i < kPuts; ++i) {
+    EXPECT_TRUE(IsOk(results.At(i))) << KeyOf(i);
+    EXPECT_TRUE(ReadsBack(*reader, KeyOf(i), ValueOf(i)));
+  }
 }
 
 }  // namespace
