@@ -22,10 +22,11 @@
 #   LOOP_SIZES="4KiB"             worker-alone rows (--workload loop: one
 #                                 client thread, epoll) for these sizes, each
 #                                 of them also in SIZES ("" = none)
-#   ASYNC_SIZES="4KiB"            rows of Client::GetAsync (mooncake-bench
-#                                 --async: CONCURRENCY gets in flight from
-#                                 completions, no thread per get) for these
-#                                 sizes, each of them also in SIZES ("" = none)
+#   ASYNC_SIZES="4KiB"            rows of Client::PutAsync and GetAsync
+#                                 (mooncake-bench --async: CONCURRENCY calls
+#                                 in flight from completions, no thread per
+#                                 call) for these sizes, each of them also in
+#                                 SIZES ("" = none)
 #   DURATION_S=5                  mooncake get phase length
 #   MASTER_KEYS=100000            keys of the master-only workload (0 = skip it)
 #   SCALE_KEYS=1000000            keys of the many-keys get row, next to 20,000
@@ -250,14 +251,15 @@ if [ -n "$LOOP_SIZES" ]; then
   done
 fi
 
-# The client's asynchronous gets, driven as redis-benchmark drives Redis:
-# CONCURRENCY gets in flight, each completion issuing the next (mooncake-bench
-# --async), through the whole Client (owner cache, pipelined connections),
-# against the single rows' Redis figures above.
+# The client's asynchronous calls, driven as redis-benchmark drives Redis:
+# CONCURRENCY calls in flight, each completion issuing the next
+# (mooncake-bench --async: puts through PutAsync, then gets through
+# GetAsync), through the whole Client (owner cache, put batches, pipelined
+# connections), against the single rows' Redis figures above.
 if [ -n "$ASYNC_SIZES" ]; then
   echo
-  echo "mode async: Client::GetAsync, CONCURRENCY gets in flight (mooncake-bench --async)," \
-    "against the single rows' redis runs above; its put row is the load phase's threads"
+  echo "mode async: Client::PutAsync and GetAsync, CONCURRENCY calls in flight" \
+    "(mooncake-bench --async), against the single rows' redis runs above"
   for size in $ASYNC_SIZES; do
     bytes="$(size_bytes "$size")"
     for conc in $CONCURRENCY; do
