@@ -228,53 +228,55 @@ for size in $SIZES; do
   done
 done
 
+# extra_rows MODE SIZES RUN: for each size in SIZES and each concurrency,
+# `RUN SIZE CONCURRENCY KEYS` writes a mooncake-bench JSON report, whose rows
+# are printed against the single rows' Redis runs above.
+extra_rows() {
+  local mode="$1" sizes="$2" run="$3" size bytes conc keys tag
+  for size in $sizes; do
+    bytes="$(size_bytes "$size")"
+    for conc in $CONCURRENCY; do
+      keys=20000; [ "$bytes" -ge 65536 ] && keys=4000
+      keys=$(( keys / SCALE > 20 ? keys / SCALE : 20 ))
+      tag="$mode-$size-$conc"
+      "$run" "$size" "$conc" "$keys" >"$WORK/$tag.json" 2>"$WORK/$tag.err" ||
+        echo "mooncake-bench ($mode) failed for $tag: $(tail -n 3 "$WORK/$tag.err")" >&2
+      print_rows "$WORK/$tag.json" "$WORK/redis-$size-$conc-1.csv" "$size" "$conc" "$mode"
+    done
+  done
+}
+
 # The worker alone, driven as redis-benchmark drives Redis: one thread keeps
 # a call in flight on each connection (mooncake-bench --workload loop, no
-# Client, no master lookups), against the single rows' Redis figures above.
+# Client, no master lookups).
+run_loop() {
+  timeout "$RUN_LIMIT_S" "$BENCH" --workload loop --worker "127.0.0.1:$WORKER_PORT" \
+    --value-size "$1" --concurrency "$2" --keys "$3" --duration-s "$DURATION_S" \
+    --cleanup --json "${TLS_ARGS[@]}"
+}
 if [ -n "$LOOP_SIZES" ]; then
   echo
   echo "mode loop: the worker alone, one client thread on epoll (--workload loop), against" \
     "the single rows' redis runs above"
   WORKER_PORT="$(head -n1 "$WORK/worker.port")"
-  for size in $LOOP_SIZES; do
-    bytes="$(size_bytes "$size")"
-    for conc in $CONCURRENCY; do
-      keys=20000; [ "$bytes" -ge 65536 ] && keys=4000
-      keys=$(( keys / SCALE > 20 ? keys / SCALE : 20 ))
-      tag="loop-$size-$conc"
-      timeout "$RUN_LIMIT_S" "$BENCH" --workload loop --worker "127.0.0.1:$WORKER_PORT" \
-        --value-size "$size" --keys "$keys" --concurrency "$conc" --duration-s "$DURATION_S" \
-        --cleanup --json "${TLS_ARGS[@]}" >"$WORK/$tag.json" 2>"$WORK/$tag.err" ||
-        echo "mooncake-bench --workload loop failed for $tag: $(tail -n 3 "$WORK/$tag.err")" >&2
-      print_rows "$WORK/$tag.json" "$WORK/redis-$size-$conc-1.csv" "$size" "$conc" loop
-    done
-  done
+  extra_rows loop "$LOOP_SIZES" run_loop
 fi
 
-# The client's asynchronous calls, driven as redis-benchmark drives Redis:
-# CONCURRENCY calls in flight, each completion issuing the next
-# (mooncake-bench --async: puts through PutAsync, then gets through
-# GetAsync), through the whole Client (owner cache, put batches, pipelined
-# connections), against the single rows' Redis figures above.
+# The client's asynchronous calls, driven the same way: CONCURRENCY calls in
+# flight, each completion issuing the next (mooncake-bench --async: puts
+# through PutAsync, then gets through GetAsync), through the whole Client
+# (owner cache, put batches, pipelined connections).
+run_async() {
+  timeout "$RUN_LIMIT_S" "$BENCH" --master "127.0.0.1:$MASTER_PORT" --node bench-1 --async \
+    --value-size "$1" --concurrency "$2" --keys "$3" --get-ratio 1 \
+    --duration-s "$DURATION_S" --cleanup --json \
+    --location-cache-bytes "${LOCATION_CACHE:-256MiB}" "${TLS_ARGS[@]}"
+}
 if [ -n "$ASYNC_SIZES" ]; then
   echo
   echo "mode async: Client::PutAsync and GetAsync, CONCURRENCY calls in flight" \
     "(mooncake-bench --async), against the single rows' redis runs above"
-  for size in $ASYNC_SIZES; do
-    bytes="$(size_bytes "$size")"
-    for conc in $CONCURRENCY; do
-      keys=20000; [ "$bytes" -ge 65536 ] && keys=4000
-      keys=$(( keys / SCALE > 20 ? keys / SCALE : 20 ))
-      tag="async-$size-$conc"
-      timeout "$RUN_LIMIT_S" "$BENCH" --master "127.0.0.1:$MASTER_PORT" --node bench-1 --async \
-        --value-size "$size" --keys "$keys" --concurrency "$conc" --get-ratio 1 \
-        --duration-s "$DURATION_S" --cleanup --json \
-        --location-cache-bytes "${LOCATION_CACHE:-256MiB}" "${TLS_ARGS[@]}" \
-        >"$WORK/$tag.json" 2>"$WORK/$tag.err" ||
-        echo "mooncake-bench --async failed for $tag: $(tail -n 3 "$WORK/$tag.err")" >&2
-      print_rows "$WORK/$tag.json" "$WORK/redis-$size-$conc-1.csv" "$size" "$conc" async
-    done
-  done
+  extra_rows async "$ASYNC_SIZES" run_async
 fi
 
 # Many keys: gets over SCALE_KEYS small objects against the same at 20,000

@@ -25,11 +25,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Collects GetAsync results by the index the test gave each get.
-class AsyncResults {
+// Collects GetAsync (T = ObjectValue) or PutAsync (T = void) results by the
+// index the test gave each call.
+template <typename T>
+class IndexedResults {
  public:
-  Client::GetDone For(size_t index) {
-    return [this, index](Result<ObjectValue> result) {
+  std::function<void(Result<T>)> For(size_t index) {
+    return [this, index](Result<T> result) {
       std::lock_guard lock(mu_);
       ++completions_;
       results_.insert_or_assign(index, std::move(result));
@@ -42,7 +44,7 @@ class AsyncResults {
     changed_.wait_for(lock, timeout, [&] { return completions_ >= count; });
     return completions_;
   }
-  Result<ObjectValue> At(size_t index) {
+  Result<T> At(size_t index) {
     std::lock_guard lock(mu_);
     auto it = results_.find(index);
     return it == results_.end() ? Err(ErrorCode::kInternalError) : it->second;
@@ -52,8 +54,10 @@ class AsyncResults {
   std::mutex mu_;
   std::condition_variable changed_;
   size_t completions_ = 0;
-  std::map<size_t, Result<ObjectValue>> results_;
+  std::map<size_t, Result<T>> results_;
 };
+using AsyncResults = IndexedResults<ObjectValue>;
+using PutResults = IndexedResults<void>;
 
 std::string KeyOf(size_t i) { return "async-" + std::to_string(i); }
 // Distinct sizes and bytes, so a reply handed to the wrong get shows.
@@ -246,33 +250,6 @@ TEST_F(AsyncGetTest, WithTheHotCacheOnGetsGoThroughIt) {
   EXPECT_EQ(client->transport_counters().async_gets_pipelined, 0u);
   EXPECT_GE(client->hot_cache_counters().hits, 1u);
 }
-
-// Collects PutAsync results by index.
-class PutResults {
- public:
-  Client::PutDone For(size_t index) {
-    return [this, index](Result<void> result) {
-      std::lock_guard lock(mu_);
-      results_.insert_or_assign(index, result);
-      changed_.notify_all();
-    };
-  }
-  size_t Await(size_t count, std::chrono::milliseconds timeout = 20s) {
-    std::unique_lock lock(mu_);
-    changed_.wait_for(lock, timeout, [&] { return results_.size() >= count; });
-    return results_.size();
-  }
-  Result<void> At(size_t index) {
-    std::lock_guard lock(mu_);
-    auto it = results_.find(index);
-    return it == results_.end() ? Err(ErrorCode::kInternalError) : it->second;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable changed_;
-  std::map<size_t, Result<void>> results_;
-};
 
 using AsyncPutTest = AsyncGetTest;
 

@@ -118,7 +118,20 @@ bool SendHeld(Pipeline& pipeline, Completions<bool>& done) {
       });
 }
 
-class RpcPipelineTest : public ::testing::TestWithParam<RpcEngine> {};
+class RpcPipelineTest : public ::testing::TestWithParam<RpcEngine> {
+ protected:
+  // An EchoMaster server on this test's engine and a pipeline to it.
+  void Start(RpcServerLimits limits = {}, int io_timeout_ms = 5000) {
+    server_ = StartServer(master_, GetParam(), limits);
+    ASSERT_NE(server_, nullptr);
+    pipeline_ = OpenPipeline(server_->port(), io_timeout_ms);
+    ASSERT_NE(pipeline_, nullptr);
+  }
+
+  std::shared_ptr<EchoMaster> master_ = std::make_shared<EchoMaster>();
+  std::unique_ptr<RpcServer> server_;
+  std::unique_ptr<Pipeline> pipeline_;
+};
 
 INSTANTIATE_TEST_SUITE_P(Engines, RpcPipelineTest,
                          ::testing::Values(RpcEngine::kThreads, RpcEngine::kEpoll),
@@ -127,11 +140,8 @@ INSTANTIATE_TEST_SUITE_P(Engines, RpcPipelineTest,
                          });
 
 TEST_P(RpcPipelineTest, ManyCallsInFlightCompleteInOrderEachWithItsOwnReply) {
-  auto master = std::make_shared<EchoMaster>();
-  auto server = StartServer(master, GetParam());
-  ASSERT_NE(server, nullptr);
-  auto pipeline = OpenPipeline(server->port());
-  ASSERT_NE(pipeline, nullptr);
+  ASSERT_NO_FATAL_FAILURE(Start());
+  auto& pipeline = pipeline_;
 
   // All written before any is read: the reader thread finds many replies
   // in one read and must hand each to its own call.
@@ -150,11 +160,8 @@ TEST_P(RpcPipelineTest, ManyCallsInFlightCompleteInOrderEachWithItsOwnReply) {
 }
 
 TEST_P(RpcPipelineTest, CallsFromManyThreadsAndFromCompletionsAllComplete) {
-  auto master = std::make_shared<EchoMaster>();
-  auto server = StartServer(master, GetParam());
-  ASSERT_NE(server, nullptr);
-  auto pipeline = OpenPipeline(server->port());
-  ASSERT_NE(pipeline, nullptr);
+  ASSERT_NO_FATAL_FAILURE(Start());
+  auto& pipeline = pipeline_;
 
   // Four threads each start a chain: every completion sends the chain's
   // next call until it has made kLength.
@@ -191,15 +198,12 @@ TEST_P(RpcPipelineTest, CallsFromManyThreadsAndFromCompletionsAllComplete) {
 }
 
 TEST_P(RpcPipelineTest, AReplyThatDoesNotComeInTimeFailsEveryCallOutAndBreaksTheConnection) {
-  auto master = std::make_shared<EchoMaster>();
-  auto server = StartServer(master, GetParam());
-  ASSERT_NE(server, nullptr);
+  ASSERT_NO_FATAL_FAILURE(Start({}, /*io_timeout_ms=*/300));
   struct ReleaseOnExit {
     EchoMaster& master;
     ~ReleaseOnExit() { master.Release(); }
-  } release_on_exit{*master};
-  auto pipeline = OpenPipeline(server->port(), /*io_timeout_ms=*/300);
-  ASSERT_NE(pipeline, nullptr);
+  } release_on_exit{*master_};
+  auto& pipeline = pipeline_;
 
   Completions<bool> held;
   Completions<std::string> behind;
@@ -222,11 +226,9 @@ TEST_P(RpcPipelineTest, AReplyThatDoesNotComeInTimeFailsEveryCallOutAndBreaksThe
 }
 
 TEST_P(RpcPipelineTest, AConnectionTheServerClosedWhileIdleIsRefusedBeforeSending) {
-  auto master = std::make_shared<EchoMaster>();
-  auto server = StartServer(master, GetParam(), {.idle_timeout_ms = 200});
-  ASSERT_NE(server, nullptr);
-  auto pipeline = OpenPipeline(server->port());
-  ASSERT_NE(pipeline, nullptr);
+  ASSERT_NO_FATAL_FAILURE(Start({.idle_timeout_ms = 200}));
+  auto& pipeline = pipeline_;
+  auto& server = server_;
   Completions<std::string> done;
   ASSERT_TRUE(SendEcho(*pipeline, "first", done));
   ASSERT_EQ(done.Await(1).size(), 1u);
