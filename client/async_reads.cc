@@ -105,7 +105,7 @@ void AsyncReads::Open(const std::string& address, const Owner& owner) {
     MC_LOG_DEBUG("async get connection failed node={} address={}", owner.node_id, address);
   }
   std::shared_ptr<Pipeline> pipeline;
-  std::shared_ptr<Pipeline> replaced;
+  std::shared_ptr<Pipeline> replaced;  // the broken one, let go after the lock
   std::vector<PendingGet> waiting;
   {
     std::lock_guard lock(mu_);
@@ -113,10 +113,8 @@ void AsyncReads::Open(const std::string& address, const Owner& owner) {
     link.opening = false;
     waiting.swap(link.waiting);
     if (opened && !closing_) {
-      // The broken one is destroyed here, on a slow-path thread: never on
-      // its own reader thread, which its destructor joins.
       replaced = std::move(link.pipeline);
-      link.pipeline = std::move(*opened);
+      link.pipeline = Shared(std::move(*opened));
       pipeline = link.pipeline;
     }
   }
@@ -127,6 +125,15 @@ void AsyncReads::Open(const std::string& address, const Owner& owner) {
       ReadSlowly(std::move(get.key), std::move(get.done));
     }
   }
+}
+
+std::shared_ptr<AsyncReads::Pipeline> AsyncReads::Shared(std::unique_ptr<Pipeline> pipeline) {
+  // A pipeline's destructor joins its reader thread, and the last copy may
+  // be let go on that very thread (a completion that issued a get while
+  // the pipeline broke): so it is always destroyed on a helper thread.
+  return std::shared_ptr<Pipeline>(pipeline.release(), [this](Pipeline* dropped) {
+    helpers_.Run([dropped] { delete dropped; });
+  });
 }
 
 void AsyncReads::Finish(PendingGet get, Result<rpc::GetResult> reply) {

@@ -83,6 +83,8 @@ class AsyncReads {
   // Slow path: connects to `address` and sends the gets that waited; they
   // go the ordinary way when the connection cannot be made.
   void Open(const std::string& address, const Owner& owner);
+  // Shares `pipeline`, to be destroyed on a helper thread.
+  std::shared_ptr<Pipeline> Shared(std::unique_ptr<Pipeline> pipeline);
   // On the reader thread: the reply, or why none came.
   void Finish(PendingGet get, Result<rpc::GetResult> reply);
   void ReadSlowly(std::string key, Done done);
