@@ -14,6 +14,8 @@ namespace {
 // long the puts behind it wait. Client::BatchPut slices it further into
 // requests of bounded size.
 constexpr size_t kMaxPutsPerBatch = 256;
+// Batches one helper task sends before it yields its thread.
+constexpr int kBatchesPerTask = 64;
 
 // Puts whose options print alike may share a batch.
 std::string GroupOf(const PutOptions& o) {
@@ -45,33 +47,37 @@ void AsyncPuts::Put(std::string key, std::string value, const PutOptions& option
 }
 
 void AsyncPuts::SendBatch(const std::string& group) {
-  std::vector<std::pair<std::string, std::string>> items;
-  std::vector<Done> dones;
-  PutOptions options;
-  {
-    std::lock_guard lock(mu_);
-    Queue& queue = queues_[group];
-    if (queue.items.empty()) {
-      queue.sending = false;
-      return;
+  // Batch after batch on this thread, as long as puts keep arriving: handing
+  // the next batch to another helper would add a wake-up to every round.
+  // After kBatchesPerTask it goes back to the queue, so one busy group does
+  // not keep a helper thread from the others' work.
+  for (int round = 0; round < kBatchesPerTask; ++round) {
+    std::vector<std::pair<std::string, std::string>> items;
+    std::vector<Done> dones;
+    PutOptions options;
+    {
+      std::lock_guard lock(mu_);
+      Queue& queue = queues_[group];
+      if (queue.items.empty()) {
+        queue.sending = false;
+        return;
+      }
+      size_t take = std::min(queue.items.size(), kMaxPutsPerBatch);
+      items.assign(std::make_move_iterator(queue.items.begin()),
+                   std::make_move_iterator(queue.items.begin() + take));
+      dones.assign(std::make_move_iterator(queue.dones.begin()),
+                   std::make_move_iterator(queue.dones.begin() + take));
+      queue.items.erase(queue.items.begin(), queue.items.begin() + take);
+      queue.dones.erase(queue.dones.begin(), queue.dones.begin() + take);
+      options = queue.options;
     }
-    size_t take = std::min(queue.items.size(), kMaxPutsPerBatch);
-    items.assign(std::make_move_iterator(queue.items.begin()),
-                 std::make_move_iterator(queue.items.begin() + take));
-    dones.assign(std::make_move_iterator(queue.dones.begin()),
-                 std::make_move_iterator(queue.dones.begin() + take));
-    queue.items.erase(queue.items.begin(), queue.items.begin() + take);
-    queue.dones.erase(queue.dones.begin(), queue.dones.begin() + take);
-    options = queue.options;
+    batches_.fetch_add(1, std::memory_order_relaxed);
+    puts_.fetch_add(items.size(), std::memory_order_relaxed);
+    std::vector<Result<void>> results = write_batch_(items, options);
+    for (size_t i = 0; i < dones.size(); ++i) {
+      dones[i](i < results.size() ? results[i] : Err(ErrorCode::kInternalError));
+    }
   }
-  batches_.fetch_add(1, std::memory_order_relaxed);
-  puts_.fetch_add(items.size(), std::memory_order_relaxed);
-  std::vector<Result<void>> results = write_batch_(items, options);
-  for (size_t i = 0; i < dones.size(); ++i) {
-    dones[i](i < results.size() ? results[i] : Err(ErrorCode::kInternalError));
-  }
-  // The next batch is a new task, so one busy group does not keep a helper
-  // thread from the others' work.
   helpers_.Run([this, group] { SendBatch(group); });
 }
 
