@@ -1,7 +1,5 @@
 #include "client/async_puts.h"
 
-#include <spdlog/fmt/fmt.h>
-
 #include <algorithm>
 #include <iterator>
 #include <string>
@@ -17,12 +15,6 @@ constexpr size_t kMaxPutsPerBatch = 256;
 // Batches one helper task sends before it yields its thread.
 constexpr int kBatchesPerTask = 64;
 
-// Puts whose options print alike may share a batch.
-std::string GroupOf(const PutOptions& o) {
-  return fmt::format("{}|{}|{}|{}|{}", o.hard_pin, o.soft_pin, o.soft_pin_ttl_ms, o.preferred_node,
-                     o.preferred_tier);
-}
-
 }  // namespace
 
 void AsyncPuts::Put(std::string key, std::string value, const PutOptions& options, Done done) {
@@ -30,23 +22,31 @@ void AsyncPuts::Put(std::string key, std::string value, const PutOptions& option
     done(Err(ErrorCode::kRpcFail));
     return;
   }
-  std::string group = GroupOf(options);
+  Queue* queue = nullptr;
   bool start = false;
   {
     std::lock_guard lock(mu_);
-    Queue& queue = queues_[group];
-    if (queue.items.empty() && !queue.sending) queue.options = options;
-    queue.items.emplace_back(std::move(key), std::move(value));
-    queue.dones.push_back(std::move(done));
-    start = !queue.sending;
-    queue.sending = true;
+    queue = &QueueFor(options);
+    queue->items.emplace_back(std::move(key), std::move(value));
+    queue->dones.push_back(std::move(done));
+    start = !queue->sending;
+    queue->sending = true;
   }
-  // Nothing on the wire for this group: this put leaves now, alone or with
+  // Nothing on the wire for this queue: this put leaves now, alone or with
   // whatever joins it before the helper takes the queue.
-  if (start) helpers_.Run([this, group = std::move(group)] { SendBatch(group); });
+  if (start) helpers_.Run([this, queue] { SendBatch(*queue); });
 }
 
-void AsyncPuts::SendBatch(const std::string& group) {
+AsyncPuts::Queue& AsyncPuts::QueueFor(const PutOptions& options) {
+  // Writers use a few sets of options each: a short scan, no key to build.
+  for (Queue& queue : queues_) {
+    if (queue.options == options) return queue;
+  }
+  queues_.push_back(Queue{.options = options});
+  return queues_.back();
+}
+
+void AsyncPuts::SendBatch(Queue& queue) {
   // Batch after batch on this thread, as long as puts keep arriving: handing
   // the next batch to another helper would add a wake-up to every round.
   // After kBatchesPerTask it goes back to the queue, so one busy group does
@@ -54,10 +54,8 @@ void AsyncPuts::SendBatch(const std::string& group) {
   for (int round = 0; round < kBatchesPerTask; ++round) {
     std::vector<std::pair<std::string, std::string>> items;
     std::vector<Done> dones;
-    PutOptions options;
     {
       std::lock_guard lock(mu_);
-      Queue& queue = queues_[group];
       if (queue.items.empty()) {
         queue.sending = false;
         return;
@@ -69,16 +67,15 @@ void AsyncPuts::SendBatch(const std::string& group) {
                    std::make_move_iterator(queue.dones.begin() + take));
       queue.items.erase(queue.items.begin(), queue.items.begin() + take);
       queue.dones.erase(queue.dones.begin(), queue.dones.begin() + take);
-      options = queue.options;
     }
     batches_.fetch_add(1, std::memory_order_relaxed);
     puts_.fetch_add(items.size(), std::memory_order_relaxed);
-    std::vector<Result<void>> results = write_batch_(items, options);
+    std::vector<Result<void>> results = write_batch_(items, queue.options);
     for (size_t i = 0; i < dones.size(); ++i) {
       dones[i](i < results.size() ? results[i] : Err(ErrorCode::kInternalError));
     }
   }
-  helpers_.Run([this, group] { SendBatch(group); });
+  helpers_.Run([this, &queue] { SendBatch(queue); });
 }
 
 }  // namespace mooncake

@@ -14,8 +14,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -52,22 +52,25 @@ class AsyncPuts {
 
  private:
   struct Queue {
-    PutOptions options;
+    const PutOptions options;  // set when made, so read without the lock
     std::vector<std::pair<std::string, std::string>> items;
     std::vector<Done> dones;
     bool sending = false;  // a batch of this queue is on the wire
   };
 
+  // The queue of puts with `options`, made on first use. mu_ held.
+  Queue& QueueFor(const PutOptions& options);
   // On a helper thread: sends what `queue` holds as one batch, completes
   // its puts, and goes again while more arrived meanwhile.
-  void SendBatch(const std::string& group);
+  void SendBatch(Queue& queue);
 
   HelperThreads& helpers_;
   const WriteBatch write_batch_;
   std::atomic<bool> closing_{false};
   std::mutex mu_;
-  // Puts grouped by their options (as text). Guarded by mu_.
-  std::map<std::string, Queue> queues_;
+  // One queue per set of options, never removed: a deque, so a queue stays
+  // where it is while others are added. Guarded by mu_.
+  std::deque<Queue> queues_;
   std::atomic<uint64_t> batches_{0};
   std::atomic<uint64_t> puts_{0};
 };

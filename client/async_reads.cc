@@ -10,9 +10,6 @@
 namespace mooncake {
 namespace {
 
-std::string AddressOf(const Owner& owner) {
-  return owner.channel->host() + ":" + std::to_string(owner.channel->port());
-}
 
 }  // namespace
 
@@ -29,7 +26,7 @@ AsyncReads::AsyncReads(ClientRouter& router, RdmaReads* rdma, HelperThreads& hel
 AsyncReads::~AsyncReads() { Close(); }
 
 void AsyncReads::Close() {
-  std::map<std::string, Link> links;
+  std::map<const WorkerChannel*, Link> links;
   {
     std::lock_guard lock(mu_);
     closing_ = true;
@@ -38,7 +35,7 @@ void AsyncReads::Close() {
   // Gets waiting for a connection go the ordinary way; each pipeline
   // completes its gets in flight, and those that need the slow path queue
   // on the helper threads, which the Client stops after this.
-  for (auto& [address, link] : links) {
+  for (auto& [channel, link] : links) {
     for (PendingGet& get : link.waiting) ReadSlowly(std::move(get.key), std::move(get.done));
   }
   links.clear();
@@ -63,12 +60,11 @@ void AsyncReads::Get(std::string key, Done done) {
 }
 
 void AsyncReads::SendOrWait(PendingGet get) {
-  const std::string address = AddressOf(get.owner);
   std::shared_ptr<Pipeline> pipeline;
   std::optional<Owner> open_to;
   {
     std::lock_guard lock(mu_);
-    Link& link = links_[address];
+    Link& link = LinkTo(get.owner);
     if (link.pipeline && !link.pipeline->broken()) {
       pipeline = link.pipeline;
     } else {
@@ -81,7 +77,7 @@ void AsyncReads::SendOrWait(PendingGet get) {
   if (pipeline) {
     Send(*pipeline, std::move(get));
   } else if (open_to) {
-    helpers_.Run([this, address, owner = std::move(*open_to)] { Open(address, owner); });
+    helpers_.Run([this, owner = std::move(*open_to)] { Open(owner); });
   }
 }
 
@@ -99,17 +95,24 @@ void AsyncReads::Send(Pipeline& pipeline, PendingGet get) {
   if (!sent) SendOrWait(std::move(*state));
 }
 
-void AsyncReads::Open(const std::string& address, const Owner& owner) {
+AsyncReads::Link& AsyncReads::LinkTo(const Owner& owner) {
+  Link& link = links_[owner.channel.get()];
+  if (!link.channel) link.channel = owner.channel;
+  return link;
+}
+
+void AsyncReads::Open(const Owner& owner) {
   auto opened = Pipeline::Open(owner.channel->host(), owner.channel->port(), pipeline_options_);
   if (!opened) {
-    MC_LOG_DEBUG("async get connection failed node={} address={}", owner.node_id, address);
+    MC_LOG_DEBUG("async get connection failed node={} address={}:{}", owner.node_id,
+                 owner.channel->host(), owner.channel->port());
   }
   std::shared_ptr<Pipeline> pipeline;
   std::shared_ptr<Pipeline> replaced;  // the broken one, let go after the lock
   std::vector<PendingGet> waiting;
   {
     std::lock_guard lock(mu_);
-    Link& link = links_[address];
+    Link& link = LinkTo(owner);
     link.opening = false;
     waiting.swap(link.waiting);
     if (opened && !closing_) {
@@ -137,17 +140,17 @@ std::shared_ptr<AsyncReads::Pipeline> AsyncReads::Shared(std::unique_ptr<Pipelin
 }
 
 void AsyncReads::Finish(PendingGet get, Result<rpc::GetResult> reply) {
-  if (reply && reply->code == rpc::ErrorCode::OK && reply->total_size >= 0 &&
-      static_cast<uint64_t>(reply->total_size) == reply->data.size()) {
-    ObjectValue value;
-    value.data.swap(reply->data);
-    value.version = reply->version;
+  const bool whole = reply && reply->code == rpc::ErrorCode::OK && reply->total_size >= 0 &&
+                     static_cast<uint64_t>(reply->total_size) == reply->data.size();
+  if (whole) {
+    // ReadValue accepts the reply as Get would; with the whole object in
+    // hand it makes no call, so it runs here on the reader thread.
     pipelined_gets_.fetch_add(1, std::memory_order_relaxed);
-    get.done(std::move(value));
+    get.done(ReadValue(router_, rdma_, get.key, std::move(get.owner), &*reply));
     return;
   }
   // Moved, being written, larger than one reply, or no reply at all:
-  // ReadValue goes on from the reply as Client::Get would from its first.
+  // ReadValue goes on from the reply, on a helper thread, since it may wait.
   auto first = reply ? std::make_shared<rpc::GetResult>(std::move(*reply)) : nullptr;
   slow_gets_.fetch_add(1, std::memory_order_relaxed);
   helpers_.Run([this, get = std::move(get), first]() mutable {

@@ -17,14 +17,11 @@
 // Thread-safety: Get() is safe from any thread, also from a completion.
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "client/client.h"
@@ -69,8 +66,12 @@ class AsyncReads {
     Owner owner;
     Done done;
   };
-  // The connection to one worker address, and the gets waiting while it opens.
+  // The connection to one worker address, and the gets waiting while it
+  // opens. Keyed by the router's channel to that address, which the router
+  // replaces exactly when a node's address changes; holding the channel
+  // keeps its address from being reused as another key.
   struct Link {
+    std::shared_ptr<WorkerChannel> channel;
     std::shared_ptr<Pipeline> pipeline;  // null until opened
     bool opening = false;
     std::vector<PendingGet> waiting;
@@ -80,9 +81,11 @@ class AsyncReads {
   // (starting that on the slow path when nobody has).
   void SendOrWait(PendingGet get);
   void Send(Pipeline& pipeline, PendingGet get);
-  // Slow path: connects to `address` and sends the gets that waited; they
-  // go the ordinary way when the connection cannot be made.
-  void Open(const std::string& address, const Owner& owner);
+  // The link to `owner`'s address. mu_ held.
+  Link& LinkTo(const Owner& owner);
+  // Slow path: connects to `owner`'s address and sends the gets that
+  // waited; they go the ordinary way when the connection cannot be made.
+  void Open(const Owner& owner);
   // Shares `pipeline`, to be destroyed on a helper thread.
   std::shared_ptr<Pipeline> Shared(std::unique_ptr<Pipeline> pipeline);
   // On the reader thread: the reply, or why none came.
@@ -97,8 +100,8 @@ class AsyncReads {
   const RpcOptions pipeline_options_;
 
   mutable std::mutex mu_;
-  // "host:port" of a worker -> its connection. Guarded by mu_.
-  std::map<std::string, Link> links_;
+  // A worker's channel -> its connection. Guarded by mu_.
+  std::map<const WorkerChannel*, Link> links_;
   // Set under mu_ (so Open adds nothing after it), read without.
   std::atomic<bool> closing_{false};
   std::atomic<uint64_t> slow_gets_{0};

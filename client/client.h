@@ -88,6 +88,8 @@ struct PutOptions {
   int64_t soft_pin_ttl_ms = 0;  // 0: the worker's default (30 min); max 24 h
   std::string preferred_node;   // node id; empty lets the client choose
   std::string preferred_tier;   // "vram", "dram", "ssd"; empty: fastest with room
+
+  bool operator==(const PutOptions&) const = default;
 };
 
 // Called with (bytes done, bytes total) as a transfer progresses.
