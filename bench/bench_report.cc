@@ -64,6 +64,12 @@ void PrintExtras(const json& extra) {
         a["gets_pipelined"].get<unsigned long long>(), a["gets_slow"].get<unsigned long long>(),
         a["puts"].get<unsigned long long>(), a["put_batches"].get<unsigned long long>());
   }
+  if (extra.contains("combined")) {
+    const json& c = extra["combined"];
+    std::printf("combined: gets %llu in %llu shared calls; puts %llu in %llu shared calls\n",
+                c["gets"].get<unsigned long long>(), c["get_batches"].get<unsigned long long>(),
+                c["puts"].get<unsigned long long>(), c["put_batches"].get<unsigned long long>());
+  }
   if (extra.contains("groups"))
     std::printf("prefetch groups: %s\n", extra["groups"].dump().c_str());
   if (extra.contains("master")) {

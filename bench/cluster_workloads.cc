@@ -98,6 +98,11 @@ std::vector<PhaseRow> ClusterBench::Run() {
   }
   if (options_.cleanup) Cleanup();
   if (options_.rdma != "off") ReportTransport();
+  TransportCounters t = client_.transport_counters();
+  extra_["combined"] = {{"gets", t.combined_gets},
+                        {"get_batches", t.combined_get_batches},
+                        {"puts", t.combined_puts},
+                        {"put_batches", t.combined_put_batches}};
   return rows;
 }
 

@@ -15,6 +15,7 @@
 #include <functional>
 #include <istream>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -92,6 +93,12 @@ struct PutOptions {
   bool operator==(const PutOptions&) const = default;
 };
 
+// Gets and puts share calls with other threads' only for values up to this
+// size (Get, Put): a shared call carries its values through one connection
+// and one worker thread, which for larger values costs more parallelism
+// than the shared round trip saves.
+inline constexpr uint64_t kMaxCombinedValueBytes = 16 * 1024;
+
 // Called with (bytes done, bytes total) as a transfer progresses.
 using ProgressFn = std::function<void(uint64_t, uint64_t)>;
 
@@ -149,6 +156,14 @@ struct TransportCounters {
   // PutAsync: puts, and the batches that carried them.
   uint64_t async_puts = 0;
   uint64_t async_put_batches = 0;
+  // Get and Put from threads that called at once: calls that travelled in
+  // a batch of several, the batches that carried them, and the callers
+  // waiting right now for the batch on the wire to return.
+  uint64_t combined_gets = 0;
+  uint64_t combined_get_batches = 0;
+  uint64_t combined_puts = 0;
+  uint64_t combined_put_batches = 0;
+  uint64_t combining_waiters = 0;
   bool rdma_enabled = false;
   // Why RDMA is off or unusable; when enabled, the device and port in use.
   std::string rdma_reason;
@@ -223,6 +238,10 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Stores a new object. kObjectAlreadyExists if the key has an owner.
+  // Threads that put at once share calls: puts of at most
+  // kMaxCombinedValueBytes with equal options that arrive while another put is
+  // on the wire leave together when it returns, as one BatchPut (one request
+  // per node, one claim at the master). A lone put goes out at once.
   Result<void> Put(std::string_view key, std::string_view value, const PutOptions& options = {});
   // Stores a new object without waiting for it: `done` receives what
   // Put(key, value, options) would return, on a thread of this client, and
@@ -238,6 +257,12 @@ class Client {
   Result<void> PutStream(std::string_view key, std::istream& in, uint64_t size,
                          const PutOptions& options = {}, const ProgressFn& progress = {});
 
+  // Reads an object. Threads that get at once share calls, as Put's do:
+  // the gets that arrive while another is on the wire leave together as one
+  // BatchGet, and any a batch reply does not hold whole (a large object, a
+  // moved one) is then read alone. They share only while the values this
+  // client reads are small (a running average of at most
+  // kMaxCombinedValueBytes), and never with the hot cache on.
   Result<ObjectValue> Get(std::string_view key);
   // Reads `key` without waiting for it: `done` receives what Get(key) would
   // return, on a thread of this client, and this call returns at once. Keep
@@ -316,6 +341,21 @@ class Client {
   // PutStream and UpsertStream: one chunk of `in` in memory at a time.
   Result<void> WriteStream(std::string_view key, std::istream& in, uint64_t size,
                            const PutOptions& options, const ProgressFn& progress, bool upsert);
+  // Get and Put without joining other callers' batches: what a batch falls
+  // back to for a key it cannot settle, and what a lone caller runs.
+  Result<ObjectValue> GetAlone(std::string_view key);
+  Result<void> PutAlone(std::string_view key, std::string_view value, const PutOptions& options);
+  // What the call combiners (client/call_combiner.h) send: one reply per
+  // request, in order; a batch of one goes alone, and nullopt leaves a
+  // request to its caller.
+  struct CombinedPut {
+    std::string_view key;
+    std::string_view value;
+    const PutOptions* options;
+  };
+  std::vector<std::optional<Result<ObjectValue>>> GetTogether(
+      std::span<const std::string_view* const> keys);
+  std::vector<std::optional<Result<void>>> PutTogether(std::span<const CombinedPut* const> puts);
   std::unique_ptr<Impl> impl_;
 };
 

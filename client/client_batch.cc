@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <future>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -217,6 +218,27 @@ void ReadSinglyAfterFailedBatch(ErrorCode failure, const std::vector<size_t>& sl
   }
 }
 
+// One BatchGet call to `owner` for keys[slice]: one reply per key, or the
+// call's failure (kInternalError for a reply of the wrong length).
+Result<void> CallBatchGet(const Owner& owner, const std::vector<std::string>& keys,
+                          const std::vector<size_t>& slice, std::vector<rpc::GetResult>& replies) {
+  // Slices hold increasing positions, so one as long as the batch is the
+  // whole batch (one owner, every key valid): send the keys as they are
+  // instead of a copy.
+  std::vector<std::string> subset;
+  if (slice.size() != keys.size()) subset = KeysAt(keys, slice);
+  const std::vector<std::string>& sent = slice.size() == keys.size() ? keys : subset;
+  auto call = owner.channel->Call([&](rpc::WorkerServiceClient& c) { c.BatchGet(replies, sent); });
+  if (call && replies.size() != slice.size()) return Err(ErrorCode::kInternalError);
+  return call;
+}
+
+// A reply that holds its whole value.
+bool IsWholeValue(const rpc::GetResult& reply) {
+  return reply.code == rpc::ErrorCode::OK && reply.total_size >= 0 &&
+         reply.data.size() == static_cast<uint64_t>(reply.total_size);
+}
+
 // BatchGet and BatchGetInto: one BatchGet call per owner slice (owners the
 // cache remembers first). A failed call falls back to single reads
 // (`read_one(i)`); each reply becomes a result through
@@ -230,17 +252,9 @@ void FanOutBatchGet(ClientRouter& router, const std::vector<std::string>& keys,
       router, keys, results, on_missing,
       [&](const Owner& owner, const std::vector<size_t>& slice) {
         std::vector<rpc::GetResult> replies;
-        // Slices hold increasing positions, so one as long as the batch is
-        // the whole batch (one owner, every key valid): send the keys as
-        // they are instead of a copy.
-        std::vector<std::string> subset;
-        if (slice.size() != keys.size()) subset = KeysAt(keys, slice);
-        const std::vector<std::string>& sent = slice.size() == keys.size() ? keys : subset;
-        auto call =
-            owner.channel->Call([&](rpc::WorkerServiceClient& c) { c.BatchGet(replies, sent); });
-        if (!call || replies.size() != slice.size()) {
-          ReadSinglyAfterFailedBatch(call ? ErrorCode::kInternalError : call.error(), slice,
-                                     results, read_one);
+        auto call = CallBatchGet(owner, keys, slice, replies);
+        if (!call) {
+          ReadSinglyAfterFailedBatch(call.error(), slice, results, read_one);
           return;
         }
         for (size_t j = 0; j < slice.size(); ++j) {
@@ -255,16 +269,37 @@ void FanOutBatchGet(ClientRouter& router, const std::vector<std::string>& keys,
 std::vector<Result<ObjectValue>> Client::BatchGet(const std::vector<std::string>& keys) {
   std::vector<Result<ObjectValue>> results(keys.size());
   FanOutBatchGet(
-      impl_->router, keys, results, [&](size_t i) { return Get(keys[i]); },
+      impl_->router, keys, results, [&](size_t i) { return GetAlone(keys[i]); },
       [&](size_t i, const Owner& owner, rpc::GetResult& reply) -> Result<ObjectValue> {
         // The common case, a whole value in the reply, takes the reply's
         // bytes as they are; ReadValue would copy them into a new string.
-        if (reply.code == rpc::ErrorCode::OK && reply.total_size >= 0 &&
-            reply.data.size() == static_cast<uint64_t>(reply.total_size)) {
-          return ObjectValue{std::move(reply.data), reply.version};
-        }
+        if (IsWholeValue(reply)) return ObjectValue{std::move(reply.data), reply.version};
         return ReadValue(impl_->router, impl_->rdma.get(), keys[i], owner, &reply);
       });
+  return results;
+}
+
+std::vector<std::optional<Result<ObjectValue>>> BatchGetWhole(
+    ClientRouter& router, const std::vector<std::string>& keys) {
+  std::vector<std::optional<Result<ObjectValue>>> results(keys.size());
+  // Only what is final is settled here: a key the master has no owner for,
+  // and values a reply holds whole. Anything else (a stale owner, a moved
+  // or large object, a failed call) its caller reads alone, which follows it.
+  auto on_missing = [&](size_t i, ErrorCode code) {
+    if (code == ErrorCode::kObjectNotFound) results[i] = Err(code);
+  };
+  FanOut(
+      router, keys, results, on_missing,
+      [&](const Owner& owner, const std::vector<size_t>& slice) {
+        std::vector<rpc::GetResult> replies;
+        if (!CallBatchGet(owner, keys, slice, replies)) return;
+        for (size_t j = 0; j < slice.size(); ++j) {
+          if (IsWholeValue(replies[j])) {
+            results[slice[j]] = ObjectValue{std::move(replies[j].data), replies[j].version};
+          }
+        }
+      },
+      Owners::kCacheFirst);
   return results;
 }
 
@@ -368,7 +403,7 @@ std::vector<Result<void>> Client::BatchPut(
   if (!explicit_choice) {
     for (size_t i : positions) {
       if (!results[i] && results[i].error() == ErrorCode::kNoAvailableHandle) {
-        results[i] = Put(items[i].first, items[i].second, options);
+        results[i] = PutAlone(items[i].first, items[i].second, options);
       }
     }
   }

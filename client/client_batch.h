@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +72,13 @@ std::vector<std::string> KeysAt(const std::vector<std::string>& keys,
 std::vector<std::vector<size_t>> PlanPutRequests(
     const std::vector<std::pair<std::string, std::string>>& items,
     const std::vector<size_t>& positions, std::vector<size_t>& large);
+
+// For the gets of threads that called at once (Client::Get): one BatchGet
+// per owner, owners the cache remembers first. A result for each key whose
+// reply held its whole value, or that the master knows no owner for;
+// nullopt for the rest, which the caller reads alone.
+std::vector<std::optional<Result<ObjectValue>>> BatchGetWhole(ClientRouter& router,
+                                                              const std::vector<std::string>& keys);
 
 // Input positions that can be written; the others get their error now
 // (INVALID_KEY, or INVALID_PARAMS for an empty value).

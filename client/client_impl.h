@@ -16,12 +16,15 @@
 // client_chunked_io.h (values larger than one RPC), client_router.h (owners
 // and channels). Only client.h is public.
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "client/async_puts.h"
 #include "client/async_reads.h"
+#include "client/call_combiner.h"
 #include "client/client.h"
 #include "client/client_router.h"
 #include "client/hot_cache.h"
@@ -50,6 +53,14 @@ struct Client::Impl {
   // closed first by its destructor, while everything they use is whole.
   std::unique_ptr<AsyncReads> async_reads;
   std::unique_ptr<AsyncPuts> async_puts;
+  // Get and Put of threads that call at once (client/call_combiner.h); also
+  // set by Client's constructor.
+  using GetCombiner = CallCombiner<std::string_view, Result<ObjectValue>>;
+  using PutCombiner = CallCombiner<CombinedPut, Result<void>>;
+  std::unique_ptr<GetCombiner> get_combiner;
+  std::unique_ptr<PutCombiner> put_combiner;
+  // A running average of the sizes Get returned (client_reads.cc).
+  std::atomic<uint64_t> typical_get_bytes{0};
 };
 
 }  // namespace mooncake

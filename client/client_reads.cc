@@ -6,6 +6,7 @@
 // (client/client_chunked_io.h), which also does the RDMA part.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -14,8 +15,10 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "client/client.h"
+#include "client/client_batch.h"
 #include "client/client_chunked_io.h"
 #include "client/client_impl.h"
 
@@ -60,6 +63,24 @@ std::optional<ObjectValue> ServeCached(ClientRouter& router, HotCache& cache,
 
 Result<ObjectValue> Client::Get(std::string_view key) {
   if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
+  // Hot-cache hits and offers are per key: with the cache on, gets go alone.
+  std::atomic<uint64_t>& typical = impl_->typical_get_bytes;
+  std::optional<Result<ObjectValue>> got;
+  if (!impl_->hot_cache.enabled() &&
+      typical.load(std::memory_order_relaxed) <= kMaxCombinedValueBytes) {
+    got = impl_->get_combiner->Call(key);
+  }
+  if (!got) got = GetAlone(key);
+  // An average over about the last eight gets; a lost update between
+  // threads only delays the switch.
+  if (*got) {
+    uint64_t before = typical.load(std::memory_order_relaxed);
+    typical.store(before - before / 8 + (*got)->data.size() / 8, std::memory_order_relaxed);
+  }
+  return std::move(*got);
+}
+
+Result<ObjectValue> Client::GetAlone(std::string_view key) {
   std::string k(key);
   HotCache& cache = impl_->hot_cache;
   if (cache.enabled()) {
@@ -80,6 +101,19 @@ Result<ObjectValue> Client::Get(std::string_view key) {
                 ticket);
   }
   return value;
+}
+
+std::vector<std::optional<Result<ObjectValue>>> Client::GetTogether(
+    std::span<const std::string_view* const> keys) {
+  if (keys.size() == 1) {
+    std::vector<std::optional<Result<ObjectValue>>> alone;
+    alone.emplace_back(GetAlone(*keys.front()));
+    return alone;
+  }
+  std::vector<std::string> batch;
+  batch.reserve(keys.size());
+  for (const std::string_view* key : keys) batch.emplace_back(*key);
+  return BatchGetWhole(impl_->router, batch);
 }
 
 void Client::GetAsync(std::string_view key, GetDone done) {

@@ -1,8 +1,12 @@
 #include "client/client_writes.h"
 
 #include <istream>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "client/client_chunked_io.h"
 #include "client/client_impl.h"
@@ -89,11 +93,44 @@ Result<void> UpsertRouted(ClientRouter& router, const std::string& key, uint64_t
 Result<void> Client::Put(std::string_view key, std::string_view value, const PutOptions& options) {
   if (auto valid = ValidateKey(key); !valid) return valid;
   if (value.empty()) return Err(ErrorCode::kInvalidParams);
+  if (value.size() <= kMaxCombinedValueBytes) {
+    CombinedPut put{key, value, &options};
+    if (auto together = impl_->put_combiner->Call(put)) return *together;
+  }
+  return PutAlone(key, value, options);
+}
+
+Result<void> Client::PutAlone(std::string_view key, std::string_view value,
+                              const PutOptions& options) {
   std::string k(key);
   rpc::ReplicateConfig config = ToRpcConfig(options);
   return PutPlaced(
       impl_->router, k, value.size(), options,
       [&](const Owner& owner) { return PutValue(owner, k, value, config); }, [] { return true; });
+}
+
+std::vector<std::optional<Result<void>>> Client::PutTogether(
+    std::span<const CombinedPut* const> puts) {
+  std::vector<std::optional<Result<void>>> results;
+  results.reserve(puts.size());
+  if (puts.size() == 1) {
+    results.emplace_back(PutAlone(puts.front()->key, puts.front()->value, *puts.front()->options));
+    return results;
+  }
+  std::vector<std::pair<std::string, std::string>> items;
+  items.reserve(puts.size());
+  for (const CombinedPut* put : puts) items.emplace_back(put->key, put->value);
+  // The combiner batches only puts with equal options.
+  for (auto& result : BatchPut(items, *puts.front()->options)) {
+    // An unreachable node: the single path refreshes its address or picks
+    // another node, as a lone Put would.
+    if (!result && result.error() == ErrorCode::kRpcFail) {
+      results.emplace_back(std::nullopt);
+    } else {
+      results.emplace_back(std::move(result));
+    }
+  }
+  return results;
 }
 
 Result<void> Client::PutStream(std::string_view key, std::istream& in, uint64_t size,

@@ -63,15 +63,6 @@ std::string KeyOf(size_t i) { return "async-" + std::to_string(i); }
 // Distinct sizes and bytes, so a reply handed to the wrong get shows.
 std::string ValueOf(size_t i) { return PatternBytes(i, 100 + i * 37); }
 
-::testing::AssertionResult Holds(const Result<ObjectValue>& got, const std::string& expected) {
-  if (!got) return ::testing::AssertionFailure() << "failed with " << ToString(got.error());
-  if (got->data != expected) {
-    return ::testing::AssertionFailure()
-           << got->data.size() << " bytes, expected " << expected.size() << " other bytes";
-  }
-  return ::testing::AssertionSuccess();
-}
-
 class AsyncGetTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -738,24 +738,25 @@ std::string Describe(const Result<ObjectInspection>& info) {
          " soft_pinned=" + std::to_string(info->soft_pinned);
 }
 
-::testing::AssertionResult ReadsBack(Client& client, const std::string& key,
-                                     const std::string& expected) {
-  auto got = client.Get(key);
-  if (!got) {
-    return ::testing::AssertionFailure()
-           << "Get(" << key << ") failed with " << ToString(got.error());
-  }
+::testing::AssertionResult Holds(const Result<ObjectValue>& got, const std::string& expected) {
+  if (!got) return ::testing::AssertionFailure() << "failed with " << ToString(got.error());
   if (got->data.size() != expected.size()) {
-    return ::testing::AssertionFailure() << "Get(" << key << ") returned " << got->data.size()
-                                         << " bytes, expected " << expected.size();
+    return ::testing::AssertionFailure()
+           << "returned " << got->data.size() << " bytes, expected " << expected.size();
   }
   if (got->data != expected) {
     size_t i = 0;
     while (i < expected.size() && got->data[i] == expected[i]) ++i;
-    return ::testing::AssertionFailure()
-           << "Get(" << key << ") returned different bytes from offset " << i;
+    return ::testing::AssertionFailure() << "returned different bytes from offset " << i;
   }
   return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult ReadsBack(Client& client, const std::string& key,
+                                     const std::string& expected) {
+  auto read = Holds(client.Get(key), expected);
+  if (!read) return ::testing::AssertionFailure() << "Get(" << key << ") " << read.message();
+  return read;
 }
 
 }  // namespace mooncake::testing

@@ -80,8 +80,11 @@ template <typename T>
   return ::testing::AssertionSuccess();
 }
 
-// Expects client.Get(key) to return exactly `expected`; names the first
-// differing offset otherwise.
+// Expects a read to have returned exactly `expected`; names the error, or
+// the first differing offset, otherwise.
+::testing::AssertionResult Holds(const Result<ObjectValue>& got, const std::string& expected);
+
+// Expects client.Get(key) to return exactly `expected`, as Holds.
 ::testing::AssertionResult ReadsBack(Client& client, const std::string& key,
                                      const std::string& expected);
 

@@ -1,0 +1,165 @@
+#pragma once
+
+// Private to client/: CallCombiner, group commit for blocking calls (the
+// writer queue of LevelDB's DBImpl::Write, and the worker's ClaimBatcher).
+//
+// A caller that finds no call of its kind on the wire sends its own request
+// at once, alone: combining never waits for company. Callers that arrive
+// while a call is out queue up; when it returns, the first of them leads:
+// it sends every queued request that may share its call (up to max_batch)
+// as one batch and hands each caller its reply. So N threads calling at
+// once cost about one round trip per batch instead of one each, and a lone
+// caller pays one uncontended mutex.
+//
+// A reply is optional: nullopt means the batch did not settle that request
+// (say, an object too large for a batch reply), and its caller then does
+// the work alone. The same holds for every request of a batch whose send
+// threw.
+//
+// Thread-safety: Call() is safe from any number of threads. `send` must not
+// call Call() of the same combiner: it would wait for itself.
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace mooncake {
+
+template <typename Request, typename Reply>
+class CallCombiner {
+ public:
+  // Sends the requests (at least one, all compatible) as one call; returns
+  // one reply per request, in order.
+  using SendFn = std::function<std::vector<std::optional<Reply>>(std::span<const Request* const>)>;
+  // Whether two requests may travel in one call.
+  using CompatibleFn = std::function<bool(const Request&, const Request&)>;
+
+  CallCombiner(SendFn send, size_t max_batch, CompatibleFn compatible = {})
+      : send_(std::move(send)), max_batch_(max_batch), compatible_(std::move(compatible)) {}
+  CallCombiner(const CallCombiner&) = delete;
+  CallCombiner& operator=(const CallCombiner&) = delete;
+
+  // Sends `request`, alone or in a batch; returns its reply. `request` is
+  // read by whichever thread leads its batch, until this returns.
+  std::optional<Reply> Call(const Request& request) {
+    auto me = std::make_shared<Waiter>();
+    me->request = &request;
+    std::unique_lock lock(mu_);
+    queue_.push_back(me);
+    if (!sending_) {
+      // Invariant: callers queue only while a call is out, so nobody queued
+      // before us and we lead at once.
+      sending_ = true;
+      me->lead = true;
+    }
+    me->cv.wait(lock, [&] { return me->done || me->lead; });
+    if (!me->done) Lead(lock);
+    return std::move(me->reply);
+  }
+
+  // Calls that carried more than one request, and the requests they carried.
+  uint64_t shared_calls() const {
+    std::lock_guard lock(mu_);
+    return shared_calls_;
+  }
+  uint64_t shared_requests() const {
+    std::lock_guard lock(mu_);
+    return shared_requests_;
+  }
+  // Callers waiting for the call on the wire to return.
+  size_t waiting() const {
+    std::lock_guard lock(mu_);
+    return queue_.size();
+  }
+
+ private:
+  // One caller. Its condition variable is its own, so that finishing a call
+  // wakes exactly its callers and the next leader. It is shared with the
+  // leader so that the leader can wake it after letting go of mu_ (a caller
+  // woken under mu_ would sleep again on mu_ at once), when the caller may
+  // already have returned.
+  struct Waiter {
+    const Request* request = nullptr;
+    std::optional<Reply> reply;
+    bool done = false;  // reply is set
+    bool lead = false;  // this caller sends the next call
+    std::condition_variable cv;
+  };
+
+  // mu_ held; the leader is at the queue's front. Takes it and the queued
+  // requests compatible with it, in arrival order.
+  std::vector<std::shared_ptr<Waiter>> TakeBatchLocked() {
+    std::vector<std::shared_ptr<Waiter>> batch;
+    const Request& first = *queue_.front()->request;
+    for (auto it = queue_.begin(); it != queue_.end() && batch.size() < max_batch_;) {
+      if (batch.empty() || !compatible_ || compatible_(first, *(*it)->request)) {
+        batch.push_back(std::move(*it));
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return batch;
+  }
+
+  // Sends one batch without mu_, answers its callers and names the next
+  // leader; returns with `lock` released.
+  void Lead(std::unique_lock<std::mutex>& lock) {
+    std::vector<std::shared_ptr<Waiter>> batch = TakeBatchLocked();
+    if (batch.size() > 1) {
+      ++shared_calls_;
+      shared_requests_ += batch.size();
+    }
+    lock.unlock();
+
+    std::vector<const Request*> requests;
+    requests.reserve(batch.size());
+    for (const auto& waiter : batch) requests.push_back(waiter->request);
+    std::vector<std::optional<Reply>> replies;
+    try {
+      replies = send_(requests);
+    } catch (const std::exception&) {
+      // Nothing may escape: every caller in the batch waits for an answer,
+      // and an unsettled one does its work alone.
+      replies.clear();
+    }
+    replies.resize(batch.size());
+
+    lock.lock();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i]->reply = std::move(replies[i]);
+      batch[i]->done = true;
+    }
+    std::shared_ptr<Waiter> next_leader;
+    if (queue_.empty()) {
+      sending_ = false;
+    } else {
+      next_leader = queue_.front();
+      next_leader->lead = true;
+    }
+    lock.unlock();
+    // The next leader first: its call is what the queue waits for.
+    if (next_leader) next_leader->cv.notify_one();
+    for (const auto& waiter : batch) waiter->cv.notify_one();
+  }
+
+  const SendFn send_;
+  const size_t max_batch_;
+  const CompatibleFn compatible_;
+  mutable std::mutex mu_;
+  std::deque<std::shared_ptr<Waiter>> queue_;  // guarded by mu_
+  bool sending_ = false;                       // guarded by mu_: a call is out
+  uint64_t shared_calls_ = 0;                  // guarded by mu_
+  uint64_t shared_requests_ = 0;               // guarded by mu_
+};
+
+}  // namespace mooncake

@@ -1,0 +1,218 @@
+#include "client/call_combiner.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mooncake {
+namespace {
+
+using namespace std::chrono_literals;
+using Combiner = CallCombiner<std::string, std::string>;
+
+// A server stand-in: answers each request with "<request>!", records every
+// call's requests, can hold its first call on the wire until the test lets
+// it go, leaves requests ending in "?" unsettled, and throws on "throw".
+class FakeServer {
+ public:
+  std::vector<std::optional<std::string>> Send(std::span<const std::string* const> requests) {
+    std::vector<std::string> call;
+    for (const std::string* request : requests) call.push_back(*request);
+    {
+      std::lock_guard lock(mu_);
+      calls_.push_back(call);
+    }
+    if (hold_first_ && !released_.exchange(true)) release_.get_future().wait();
+    std::vector<std::optional<std::string>> replies;
+    for (const std::string& request : call) {
+      if (request == "throw") throw std::runtime_error("send failed");
+      if (request.ends_with("?")) {
+        replies.emplace_back(std::nullopt);
+      } else {
+        replies.emplace_back(request + "!");
+      }
+    }
+    return replies;
+  }
+
+  std::vector<std::vector<std::string>> calls() {
+    std::lock_guard lock(mu_);
+    return calls_;
+  }
+
+  bool hold_first_ = false;
+  std::promise<void> release_;
+
+ private:
+  std::atomic<bool> released_{false};
+  std::mutex mu_;
+  std::vector<std::vector<std::string>> calls_;
+};
+
+Combiner::SendFn SendTo(FakeServer& server) {
+  return [&server](std::span<const std::string* const> requests) { return server.Send(requests); };
+}
+
+// Waits (bounded) until `n` callers queue behind the call on the wire.
+bool WaitWaiting(const Combiner& combiner, size_t n) {
+  for (int i = 0; i < 500; ++i) {
+    if (combiner.waiting() == n) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+std::future<std::optional<std::string>> CallInBackground(Combiner& combiner, std::string request) {
+  return std::async(std::launch::async,
+                    [&combiner, request = std::move(request)] { return combiner.Call(request); });
+}
+
+// Starts a call of "first" that the server holds on the wire, and waits
+// (bounded) until the server has it, so that later calls queue.
+std::future<std::optional<std::string>> StartHeldCall(FakeServer& server, Combiner& combiner) {
+  auto first = CallInBackground(combiner, "first");
+  for (int i = 0; i < 500 && server.calls().empty(); ++i) std::this_thread::sleep_for(10ms);
+  return first;
+}
+
+TEST(CallCombinerTest, ALoneCallIsSentAtOnceAlone) {
+  FakeServer server;
+  Combiner combiner(SendTo(server), 64);
+  EXPECT_EQ(combiner.Call("a"), "a!");
+  EXPECT_EQ(combiner.Call("b"), "b!");
+  auto calls = server.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0], std::vector<std::string>{"a"});
+  EXPECT_EQ(calls[1], std::vector<std::string>{"b"});
+  EXPECT_EQ(combiner.shared_calls(), 0u);
+  EXPECT_EQ(combiner.waiting(), 0u);
+}
+
+TEST(CallCombinerTest, CallsArrivingDuringACallShareTheNextOne) {
+  FakeServer server;
+  server.hold_first_ = true;
+  Combiner combiner(SendTo(server), 64);
+  auto first = StartHeldCall(server, combiner);
+  std::vector<std::future<std::optional<std::string>>> more;
+  for (int i = 0; i < 8; ++i) more.push_back(CallInBackground(combiner, "k" + std::to_string(i)));
+  ASSERT_TRUE(WaitWaiting(combiner, 8));
+  ASSERT_EQ(server.calls().size(), 1u);
+  server.release_.set_value();
+
+  EXPECT_EQ(first.get(), "first!");
+  // Each caller gets the reply to its own request, not its neighbour's.
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(more[i].get(), "k" + std::to_string(i) + "!");
+  auto calls = server.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1].size(), 8u);
+  EXPECT_EQ(combiner.shared_calls(), 1u);
+  EXPECT_EQ(combiner.shared_requests(), 8u);
+  EXPECT_EQ(combiner.waiting(), 0u);
+}
+
+TEST(CallCombinerTest, ABatchCarriesAtMostMaxBatchRequests) {
+  FakeServer server;
+  server.hold_first_ = true;
+  Combiner combiner(SendTo(server), 3);
+  auto first = StartHeldCall(server, combiner);
+  std::vector<std::future<std::optional<std::string>>> more;
+  for (int i = 0; i < 7; ++i) more.push_back(CallInBackground(combiner, "k" + std::to_string(i)));
+  ASSERT_TRUE(WaitWaiting(combiner, 7));
+  server.release_.set_value();
+  EXPECT_EQ(first.get(), "first!");
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(more[i].get(), "k" + std::to_string(i) + "!");
+  auto calls = server.calls();
+  size_t carried = 0;
+  for (size_t i = 1; i < calls.size(); ++i) {
+    EXPECT_LE(calls[i].size(), 3u);
+    carried += calls[i].size();
+  }
+  EXPECT_EQ(carried, 7u);
+  EXPECT_EQ(calls.size(), 4u);  // 1 + ceil(7 / 3): every later call is full but the last
+}
+
+// Requests that may not share a call (a put's options differ) wait for a
+// call of their own kind; the others pass them by, in arrival order.
+TEST(CallCombinerTest, IncompatibleRequestsTravelInSeparateCalls) {
+  FakeServer server;
+  server.hold_first_ = true;
+  Combiner combiner(SendTo(server), 64, [](const std::string& a, const std::string& b) {
+    return a.front() == b.front();
+  });
+  auto first = StartHeldCall(server, combiner);
+  std::vector<std::string> requests = {"a0", "b0", "a1", "b1", "a2"};
+  std::vector<std::future<std::optional<std::string>>> more;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    more.push_back(CallInBackground(combiner, requests[i]));
+    ASSERT_TRUE(WaitWaiting(combiner, i + 1));  // queued in this order
+  }
+  server.release_.set_value();
+  EXPECT_EQ(first.get(), "first!");
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(more[i].get(), requests[i] + "!");
+  auto calls = server.calls();
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[1], (std::vector<std::string>{"a0", "a1", "a2"}));
+  EXPECT_EQ(calls[2], (std::vector<std::string>{"b0", "b1"}));
+}
+
+// A request the batch did not settle, and every request of a batch whose
+// send threw, come back empty for their callers to do alone; the combiner
+// goes on working.
+TEST(CallCombinerTest, UnsettledRequestsAndAThrowingSendReturnNothing) {
+  FakeServer server;
+  server.hold_first_ = true;
+  Combiner combiner(SendTo(server), 64);
+  auto first = StartHeldCall(server, combiner);
+  auto settled = CallInBackground(combiner, "s");
+  ASSERT_TRUE(WaitWaiting(combiner, 1));
+  auto unsettled = CallInBackground(combiner, "u?");
+  ASSERT_TRUE(WaitWaiting(combiner, 2));
+  server.release_.set_value();
+  EXPECT_EQ(first.get(), "first!");
+  EXPECT_EQ(settled.get(), "s!");
+  EXPECT_EQ(unsettled.get(), std::nullopt);
+
+  EXPECT_EQ(combiner.Call("throw"), std::nullopt);
+  EXPECT_EQ(combiner.Call("after"), "after!");
+  EXPECT_EQ(combiner.waiting(), 0u);
+}
+
+// Many threads calling at once, bounded in count: every caller gets its own
+// reply and no call carries more than max_batch requests.
+TEST(CallCombinerTest, ManyThreadsEachGetTheirOwnReply) {
+  FakeServer server;
+  Combiner combiner(SendTo(server), 5);
+  constexpr int kThreads = 8;
+  constexpr int kCallsEach = 200;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCallsEach; ++i) {
+        std::string request = std::to_string(t) + "-" + std::to_string(i);
+        if (combiner.Call(request) != request + "!") ++wrong;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(wrong.load(), 0);
+  size_t carried = 0;
+  for (const auto& call : server.calls()) {
+    EXPECT_LE(call.size(), 5u);
+    carried += call.size();
+  }
+  EXPECT_EQ(carried, static_cast<size_t>(kThreads * kCallsEach));
+  EXPECT_EQ(combiner.waiting(), 0u);
+}
+
+}  // namespace
+}  // namespace mooncake
