@@ -6,8 +6,11 @@
 // while it lasts, a bytearray cannot be resized and a numpy array's memory
 // cannot be freed by another thread.
 //
-// Thread-safety: create and destroy it with the GIL held; between the two,
-// data() may be read or written without the GIL.
+// ValueView: the bytes of a value to write, from a buffer or a str (stored
+// as UTF-8).
+//
+// Thread-safety: create and destroy them with the GIL held; between the
+// two, their bytes may be read or written without the GIL.
 
 #include <Python.h>
 #include <pybind11/pybind11.h>
@@ -46,6 +49,27 @@ class BufferView {
  private:
   Py_buffer view_{};
   bool held_ = false;
+};
+
+// A value to write: any buffer-protocol object, or a str (stored as UTF-8).
+class ValueView {
+ public:
+  explicit ValueView(pybind11::handle object)
+      : encoded_(pybind11::isinstance<pybind11::str>(object)
+                     ? pybind11::object(pybind11::reinterpret_steal<pybind11::object>(
+                           PyUnicode_AsUTF8String(object.ptr())))
+                     : pybind11::object()),
+        view_(Source(object), /*writable=*/false) {}
+  std::string_view bytes() const { return view_.bytes(); }
+
+ private:
+  pybind11::handle Source(pybind11::handle object) const {
+    if (!pybind11::isinstance<pybind11::str>(object)) return object;
+    if (!encoded_) throw pybind11::error_already_set();
+    return encoded_;
+  }
+  pybind11::object encoded_;  // keeps the UTF-8 copy of a str alive
+  BufferView view_;
 };
 
 }  // namespace mooncake::python

@@ -29,9 +29,11 @@
 #include "client/client.h"
 #include "client/shared_mapping.h"
 #include "common/log.h"
+#include "python/src/async_calls.h"
 #include "python/src/buffer_view.h"
 #include "python/src/convert.h"
 #include "python/src/errors.h"
+#include "python/src/py_client.h"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
@@ -40,26 +42,6 @@ namespace mooncake::python {
 namespace {
 
 // ---- Values and buffers -----------------------------------------------
-
-// A value to write: any buffer-protocol object, or a str (stored as UTF-8).
-class ValueView {
- public:
-  explicit ValueView(py::handle object)
-      : encoded_(py::isinstance<py::str>(object) ? py::object(py::reinterpret_steal<py::object>(
-                                                       PyUnicode_AsUTF8String(object.ptr())))
-                                                 : py::object()),
-        view_(Source(object), /*writable=*/false) {}
-  std::string_view bytes() const { return view_.bytes(); }
-
- private:
-  py::handle Source(py::handle object) const {
-    if (!py::isinstance<py::str>(object)) return object;
-    if (!encoded_) throw py::error_already_set();
-    return encoded_;
-  }
-  py::object encoded_;  // keeps the UTF-8 copy of a str alive
-  BufferView view_;
-};
 
 std::vector<ValueView> ValueViews(const py::sequence& values) {
   std::vector<ValueView> views;
@@ -122,30 +104,6 @@ py::list Codes(const std::vector<Result<void>>& results) {
 }
 
 // ---- The client ------------------------------------------------------------
-
-// mooncake.Client. Holds the C++ client by shared_ptr, so close() in one
-// thread leaves a call running in another thread its client until it ends.
-// Thread-safety: client_ is read and replaced only with the GIL held; the
-// Client itself is thread-safe.
-class PyClient {
- public:
-  explicit PyClient(std::unique_ptr<Client> client) : client_(std::move(client)) {}
-
-  std::shared_ptr<Client> get() const {
-    if (!client_) RaiseError(ErrorCode::kInvalidParams, "the client is closed");
-    return client_;
-  }
-  // The client's destructor joins its threads: no GIL meanwhile.
-  void close() {
-    std::shared_ptr<Client> last = std::move(client_);
-    py::gil_scoped_release nogil;
-    last.reset();
-  }
-  bool closed() const { return client_ == nullptr; }
-
- private:
-  std::shared_ptr<Client> client_;
-};
 
 // "host:port" or "host" (port 50051).
 std::pair<std::string, int> ParseMaster(const std::string& text) {
@@ -578,6 +536,7 @@ void BindClient(py::module_& m) {
   BindBatchCalls(c);
   BindAdminCalls(c);
   BindPlanCalls(c);
+  BindAsyncCalls(c);
   c.def("close", &PyClient::close, "Drops the connections; later calls raise.")
       .def_property_readonly("closed", &PyClient::closed)
       .def("__enter__", [](py::object self) { return self; })
@@ -593,6 +552,9 @@ PYBIND11_MODULE(_mooncake, m) {
   DefineErrors(m);
   BindPlanTypes(m);
   BindClient(m);
+  // Before the interpreter finalizes, while client threads can still take
+  // the GIL to complete the futures of calls in flight.
+  py::module_::import("atexit").attr("register")(py::cpp_function(&CloseAllClients));
   m.def("set_log_level", &mooncake::SetLogLevel, py::arg("level"),
         "Sets the client's log level ('debug', 'info', 'warn', 'error'); False if unknown.");
   m.def("max_key_bytes", [] { return mooncake::kMaxKeyBytes; });

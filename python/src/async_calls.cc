@@ -1,0 +1,128 @@
+#include "python/src/async_calls.h"
+
+#include <Python.h>
+
+#include <string>
+#include <utility>
+
+#include "python/src/buffer_view.h"
+#include "python/src/errors.h"
+
+namespace py = pybind11;
+
+namespace mooncake::python {
+namespace {
+
+// A Future a client thread completes. The completion owns one reference to
+// it, taken here with the GIL and given back with the GIL when it runs, so
+// that no Python object is touched without the GIL. Every asynchronous call
+// of Client completes exactly once (at the latest when the Client is
+// destroyed), so the reference is never lost.
+class PendingFuture {
+ public:
+  // GIL held. The future is marked running: the call is on its way and
+  // cannot be cancelled, so completing it never fails.
+  PendingFuture() {
+    py::object future = py::module_::import("concurrent.futures").attr("Future")();
+    future.attr("set_running_or_notify_cancel")();
+    future_ = future.release().ptr();
+  }
+
+  // The Python side's handle: a new reference, GIL held.
+  py::object future() const { return py::reinterpret_borrow<py::object>(future_); }
+
+  // On a client thread: takes the GIL and completes the future through
+  // `complete(future)`. After the interpreter began to finalize no thread
+  // may take the GIL (it would end there, mid-call); the exit hook closes
+  // every client before that, so only a client kept alive by a call
+  // still running in a daemon thread can get here, and then the future
+  // is left as it is.
+  template <typename Fn>
+  void Complete(Fn&& complete) const {
+    if (InterpreterFinalizing()) return;
+    py::gil_scoped_acquire gil;
+    py::object future = py::reinterpret_steal<py::object>(future_);
+    try {
+      complete(future);
+    } catch (py::error_already_set& e) {
+      // A done-callback of the user's is called by set_result and logged
+      // by concurrent.futures; anything else is reported, never thrown
+      // into the client's thread.
+      e.discard_as_unraisable("mooncake: completing a future");
+    }
+  }
+
+ private:
+  static bool InterpreterFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+  }
+
+  PyObject* future_ = nullptr;  // one owned reference, until Complete
+};
+
+py::object GetAsync(PyClient& self, const std::string& key) {
+  auto client = self.get();
+  PendingFuture pending;
+  py::object future = pending.future();
+  {
+    py::gil_scoped_release nogil;
+    client->GetAsync(key, [pending, key](Result<ObjectValue> value) {
+      pending.Complete([&](py::object& f) {
+        if (value) {
+          f.attr("set_result")(py::bytes(value->data));
+        } else {
+          f.attr("set_exception")(MakeError(value.error(), Describe("get", key)));
+        }
+      });
+    });
+  }
+  return future;
+}
+
+py::object PutAsync(PyClient& self, const std::string& key, py::handle value, bool hard_pin,
+                    bool soft_pin, int64_t soft_pin_ttl_ms, std::string preferred_node,
+                    std::string preferred_tier) {
+  auto client = self.get();
+  // The value is copied now: the caller may change its buffer once this
+  // returns.
+  std::string bytes(ValueView(value).bytes());
+  PutOptions options{hard_pin, soft_pin, soft_pin_ttl_ms, std::move(preferred_node),
+                     std::move(preferred_tier)};
+  PendingFuture pending;
+  py::object future = pending.future();
+  {
+    py::gil_scoped_release nogil;
+    client->PutAsync(
+        key, std::move(bytes),
+        [pending, key](Result<void> result) {
+          pending.Complete([&](py::object& f) {
+            if (result) {
+              f.attr("set_result")(py::none());
+            } else {
+              f.attr("set_exception")(MakeError(result.error(), Describe("put", key)));
+            }
+          });
+        },
+        options);
+  }
+  return future;
+}
+
+}  // namespace
+
+void BindAsyncCalls(py::class_<PyClient>& c) {
+  c.def("get_async", &GetAsync, py::arg("key"),
+        "Starts a get; returns a concurrent.futures.Future of the object's bytes (its "
+        "exception: mooncake.Error). A client thread completes it; keep done-callbacks short.")
+      .def("put_async", &PutAsync, py::arg("key"), py::arg("value"), py::kw_only(),
+           py::arg("hard_pin") = false, py::arg("soft_pin") = false, py::arg("soft_pin_ttl_ms") = 0,
+           py::arg("preferred_node") = "", py::arg("preferred_tier") = "",
+           "Starts a put (the value is copied first); returns a concurrent.futures.Future of "
+           "None. Puts in flight together leave as one batch.");
+}
+
+}  // namespace mooncake::python

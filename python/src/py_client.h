@@ -1,0 +1,47 @@
+#pragma once
+
+// mooncake.Client's C++ side: PyClient holds the C++ client, and every
+// PyClient alive is known, so that the interpreter's exit can close them
+// all while it can still run their completions (CloseAllClients).
+//
+// Thread-safety: every function here needs the GIL, which also guards the
+// set of live clients.
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+
+#include "client/client.h"
+
+namespace mooncake::python {
+
+// mooncake.Client. Holds the C++ client by shared_ptr, so close() in one
+// thread leaves a call running in another thread its client until it ends.
+// client_ is read and replaced only with the GIL held; the Client itself
+// is thread-safe.
+class PyClient {
+ public:
+  explicit PyClient(std::unique_ptr<Client> client);
+  // Closes the client: a client collected while calls are in flight must
+  // let go of the GIL while they complete, or they would wait for it.
+  ~PyClient();
+  PyClient(const PyClient&) = delete;
+  PyClient& operator=(const PyClient&) = delete;
+
+  // The client; raises mooncake.Error (INVALID_PARAMS) once closed.
+  std::shared_ptr<Client> get() const;
+  // Drops the client. Its destructor completes the asynchronous calls in
+  // flight and joins its threads, without the GIL meanwhile.
+  void close();
+  bool closed() const { return client_ == nullptr; }
+
+ private:
+  std::shared_ptr<Client> client_;
+};
+
+// Closes every live client: registered with atexit by the module, since a
+// completion that takes the GIL once the interpreter is finalizing would
+// end its thread mid-call.
+void CloseAllClients();
+
+}  // namespace mooncake::python

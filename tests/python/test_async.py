@@ -1,0 +1,123 @@
+"""get_async and put_async: futures a client thread completes, many calls
+in flight without a Python thread each, and no hang when a client with
+calls in flight is closed, collected, or still open at exit."""
+
+import asyncio
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import mooncake
+from conftest import pattern
+
+
+def test_many_gets_in_flight_each_get_their_own_value(client, keys):
+    names = keys(200)
+    values = [pattern(100 + i * 37, seed=i) for i in range(len(names))]
+    for k, v in zip(names, values):
+        client.put(k, v)
+    futures = [client.get_async(k) for k in names]
+    missing = client.get_async(keys())
+    bad = client.get_async("")
+    assert [f.result(timeout=30) for f in futures] == values
+    with pytest.raises(mooncake.Error) as e:
+        missing.result(timeout=30)
+    assert e.value.code == mooncake.ErrorCode.OBJECT_NOT_FOUND
+    with pytest.raises(mooncake.Error) as e:
+        bad.result(timeout=30)
+    assert e.value.code == mooncake.ErrorCode.INVALID_KEY
+
+
+def test_puts_in_flight_answer_what_put_answers(client, keys):
+    names = keys(100)
+    futures = [client.put_async(k, pattern(4096, seed=i)) for i, k in enumerate(names)]
+    assert [f.result(timeout=30) for f in futures] == [None] * len(names)
+    assert client.get(names[7]) == pattern(4096, seed=7)
+    # Never overwrites; keeps its options; takes str and buffers.
+    with pytest.raises(mooncake.Error) as e:
+        client.put_async(names[0], b"again").result(timeout=30)
+    assert e.value.code == mooncake.ErrorCode.OBJECT_ALREADY_EXISTS
+    pinned, text, view = keys(3)
+    client.put_async(pinned, b"p", hard_pin=True).result(timeout=30)
+    assert client.inspect(pinned)["hard_pinned"]
+    client.put_async(text, "héllo").result(timeout=30)
+    assert client.get(text) == "héllo".encode()
+    buffer = bytearray(b"abcdef")
+    future = client.put_async(view, memoryview(buffer)[1:4])
+    buffer[1:4] = b"XYZ"  # the value was copied when the call was made
+    future.result(timeout=30)
+    assert client.get(view) == b"bcd"
+
+
+def test_asyncio_awaits_the_futures(client, keys):
+    names = keys(50)
+    for i, k in enumerate(names):
+        client.put(k, pattern(1000, seed=i))
+
+    async def read_all():
+        return await asyncio.gather(
+            *(asyncio.wrap_future(client.get_async(k)) for k in names))
+
+    assert asyncio.run(read_all()) == [pattern(1000, seed=i) for i in range(len(names))]
+
+
+def test_a_call_in_flight_cannot_be_cancelled(client, keys):
+    k = keys()
+    client.put(k, b"v")
+    future = client.get_async(k)
+    assert not future.cancel()
+    assert future.result(timeout=30) == b"v"
+
+
+def test_closing_a_client_completes_its_calls_in_flight(master, keys):
+    c = mooncake.Client(master=master)
+    names = keys(300)
+    futures = [c.put_async(k, pattern(2048, seed=i)) for i, k in enumerate(names)]
+    futures += [c.get_async(k) for k in names]
+    c.close()
+    assert all(f.done() for f in futures)
+    with pytest.raises(mooncake.Error):
+        c.get_async(names[0])
+
+
+def run_script(master, body):
+    """Runs `body` in a fresh interpreter against the test cluster; a hang
+    fails after 60 s instead of stalling the suite."""
+    script = "import gc, mooncake\nc = mooncake.Client(master=%r)\n" % master
+    script += textwrap.dedent(body)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ))
+
+
+def test_a_client_collected_with_calls_in_flight_completes_them(master, keys):
+    prefix = keys()
+    done = run_script(master, """
+        futures = [c.put_async("%s/%%d" %% i, b"x" * 4096) for i in range(500)]
+        futures += [c.get_async("%s/%%d" %% i) for i in range(500)]
+        del c
+        gc.collect()
+        assert all(f.done() for f in futures), "a future was left pending"
+        print("ok")
+        """ % (prefix, prefix))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_an_interpreter_exiting_with_calls_in_flight_completes_them(master, keys):
+    # The script ends with its calls in flight and the client open. Each
+    # future writes one byte to stdout when it completes (os.write works
+    # until the very end); all complete before the interpreter finalizes.
+    prefix = keys()
+    done = run_script(master, """
+        import os
+        futures = [c.put_async("%s/%%d" %% i, b"x" * 4096) for i in range(500)]
+        futures += [c.get_async("%s/%%d" %% i) for i in range(500)]
+        for f in futures:
+            f.add_done_callback(lambda _: os.write(1, b"."))
+        """ % (prefix, prefix))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "." * 1000
