@@ -6,9 +6,8 @@
 // A caller that finds no call of its kind on the wire sends its own request
 // at once, alone: combining never waits for company. Callers that arrive
 // while a call is out queue up; when it returns, the first of them leads:
-// it sends every queued request that may share its call (up to max_batch)
-// as one batch and hands each caller its reply. So N threads calling at
-// once cost about one round trip per batch instead of one each, and a lone
+// it sends every queued request (up to max_batch) as one batch and hands each caller its reply. So
+// N threads calling at once cost about one round trip per batch instead of one each, and a lone
 // caller pays one uncontended mutex.
 //
 // A reply is optional: nullopt means the batch did not settle that request
@@ -19,12 +18,15 @@
 // Thread-safety: Call() is safe from any number of threads. `send` must not
 // call Call() of the same combiner: it would wait for itself.
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,14 +39,11 @@ namespace mooncake {
 template <typename Request, typename Reply>
 class CallCombiner {
  public:
-  // Sends the requests (at least one, all compatible) as one call; returns
+  // Sends the requests (at least one) as one call; returns
   // one reply per request, in order.
   using SendFn = std::function<std::vector<std::optional<Reply>>(std::span<const Request* const>)>;
-  // Whether two requests may travel in one call.
-  using CompatibleFn = std::function<bool(const Request&, const Request&)>;
 
-  CallCombiner(SendFn send, size_t max_batch, CompatibleFn compatible = {})
-      : send_(std::move(send)), max_batch_(max_batch), compatible_(std::move(compatible)) {}
+  CallCombiner(SendFn send, size_t max_batch) : send_(std::move(send)), max_batch_(max_batch) {}
   CallCombiner(const CallCombiner&) = delete;
   CallCombiner& operator=(const CallCombiner&) = delete;
 
@@ -95,19 +94,13 @@ class CallCombiner {
     std::condition_variable cv;
   };
 
-  // mu_ held; the leader is at the queue's front. Takes it and the queued
-  // requests compatible with it, in arrival order.
+  // mu_ held; the leader is at the queue's front. Takes it and the
+  // requests queued behind it, in arrival order.
   std::vector<std::shared_ptr<Waiter>> TakeBatchLocked() {
-    std::vector<std::shared_ptr<Waiter>> batch;
-    const Request& first = *queue_.front()->request;
-    for (auto it = queue_.begin(); it != queue_.end() && batch.size() < max_batch_;) {
-      if (batch.empty() || !compatible_ || compatible_(first, *(*it)->request)) {
-        batch.push_back(std::move(*it));
-        it = queue_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    size_t take = std::min(queue_.size(), max_batch_);
+    std::vector<std::shared_ptr<Waiter>> batch(std::make_move_iterator(queue_.begin()),
+                                               std::make_move_iterator(queue_.begin() + take));
+    queue_.erase(queue_.begin(), queue_.begin() + take);
     return batch;
   }
 
@@ -154,12 +147,61 @@ class CallCombiner {
 
   const SendFn send_;
   const size_t max_batch_;
-  const CompatibleFn compatible_;
   mutable std::mutex mu_;
   std::deque<std::shared_ptr<Waiter>> queue_;  // guarded by mu_
   bool sending_ = false;                       // guarded by mu_: a call is out
   uint64_t shared_calls_ = 0;                  // guarded by mu_
   uint64_t shared_requests_ = 0;               // guarded by mu_
+};
+
+// One CallCombiner per key (a worker's channel, a set of put options), so
+// that calls which could never share a batch never wait for each other:
+// a get stuck on a slow worker holds up only gets of that worker. A
+// combiner is made on first use and kept, with what its call needs
+// (CallCombinerMap::For).
+//
+// Thread-safety: every method is safe from any thread.
+template <typename Key, typename Request, typename Reply>
+class CallCombinerMap {
+ public:
+  using Combiner = CallCombiner<Request, Reply>;
+
+  CallCombinerMap() = default;
+  CallCombinerMap(const CallCombinerMap&) = delete;
+  CallCombinerMap& operator=(const CallCombinerMap&) = delete;
+
+  // The combiner of `key`, made by `make()` (a unique_ptr<Combiner>) the
+  // first time. Combiners live as long as the map.
+  template <typename Make>
+  Combiner& For(const Key& key, Make&& make) {
+    std::lock_guard lock(mu_);
+    auto it = combiners_.find(key);
+    if (it == combiners_.end()) it = combiners_.emplace(key, make()).first;
+    return *it->second;
+  }
+
+  // Summed over the combiners; see CallCombiner.
+  uint64_t shared_calls() const {
+    return Sum([](const Combiner& c) { return c.shared_calls(); });
+  }
+  uint64_t shared_requests() const {
+    return Sum([](const Combiner& c) { return c.shared_requests(); });
+  }
+  uint64_t waiting() const {
+    return Sum([](const Combiner& c) { return c.waiting(); });
+  }
+
+ private:
+  template <typename Count>
+  uint64_t Sum(Count&& count) const {
+    std::lock_guard lock(mu_);
+    uint64_t total = 0;
+    for (const auto& [key, combiner] : combiners_) total += count(*combiner);
+    return total;
+  }
+
+  mutable std::mutex mu_;
+  std::map<Key, std::unique_ptr<Combiner>> combiners_;  // guarded by mu_
 };
 
 }  // namespace mooncake

@@ -5,7 +5,6 @@
 #include "client/client.h"
 
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,10 +17,6 @@
 
 namespace mooncake {
 namespace {
-
-// Get or Put calls of concurrent threads one batch carries at most: bounds
-// how long a caller waits behind the others' work.
-constexpr size_t kMaxCombinedCalls = 64;
 
 uint64_t NonNegative(int64_t value) { return value > 0 ? static_cast<uint64_t>(value) : 0; }
 
@@ -64,13 +59,6 @@ Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   impl_->async_puts = std::make_unique<AsyncPuts>(
       impl_->helpers, [this](const std::vector<std::pair<std::string, std::string>>& items,
                              const PutOptions& options) { return BatchPut(items, options); });
-  impl_->get_combiner = std::make_unique<Impl::GetCombiner>(
-      [this](std::span<const std::string_view* const> keys) { return GetTogether(keys); },
-      kMaxCombinedCalls);
-  impl_->put_combiner = std::make_unique<Impl::PutCombiner>(
-      [this](std::span<const CombinedPut* const> puts) { return PutTogether(puts); },
-      kMaxCombinedCalls,
-      [](const CombinedPut& a, const CombinedPut& b) { return *a.options == *b.options; });
 }
 
 Client::~Client() {
@@ -198,11 +186,11 @@ TransportCounters Client::transport_counters() const {
   impl_->async_reads->AddCounters(counters);
   counters.async_puts = impl_->async_puts->puts();
   counters.async_put_batches = impl_->async_puts->batches();
-  counters.combined_gets = impl_->get_combiner->shared_requests();
-  counters.combined_get_batches = impl_->get_combiner->shared_calls();
-  counters.combined_puts = impl_->put_combiner->shared_requests();
-  counters.combined_put_batches = impl_->put_combiner->shared_calls();
-  counters.combining_waiters = impl_->get_combiner->waiting() + impl_->put_combiner->waiting();
+  counters.combined_gets = impl_->get_combiners.shared_requests();
+  counters.combined_get_batches = impl_->get_combiners.shared_calls();
+  counters.combined_puts = impl_->put_combiners.shared_requests();
+  counters.combined_put_batches = impl_->put_combiners.shared_calls();
+  counters.combining_waiters = impl_->get_combiners.waiting() + impl_->put_combiners.waiting();
   return counters;
 }
 

@@ -11,6 +11,7 @@
 // Thread-safety: a Client is safe to share between threads; connections are
 // pooled per node.
 
+#include <compare>
 #include <cstdint>
 #include <functional>
 #include <istream>
@@ -90,7 +91,7 @@ struct PutOptions {
   std::string preferred_node;   // node id; empty lets the client choose
   std::string preferred_tier;   // "vram", "dram", "ssd"; empty: fastest with room
 
-  bool operator==(const PutOptions&) const = default;
+  auto operator<=>(const PutOptions&) const = default;
 };
 
 // Gets and puts share calls with other threads' only for values up to this
@@ -239,9 +240,9 @@ class Client {
 
   // Stores a new object. kObjectAlreadyExists if the key has an owner.
   // Threads that put at once share calls: puts of at most
-  // kMaxCombinedValueBytes with equal options that arrive while another put is
-  // on the wire leave together when it returns, as one BatchPut (one request
-  // per node, one claim at the master). A lone put goes out at once.
+  // kMaxCombinedValueBytes with equal options that arrive while another such
+  // put is on the wire leave together when it returns, as one BatchPut (one
+  // request per node, one claim at the master). A lone put goes at once.
   Result<void> Put(std::string_view key, std::string_view value, const PutOptions& options = {});
   // Stores a new object without waiting for it: `done` receives what
   // Put(key, value, options) would return, on a thread of this client, and
@@ -258,9 +259,10 @@ class Client {
                          const PutOptions& options = {}, const ProgressFn& progress = {});
 
   // Reads an object. Threads that get at once share calls, as Put's do:
-  // the gets that arrive while another is on the wire leave together as one
-  // BatchGet, and any a batch reply does not hold whole (a large object, a
-  // moved one) is then read alone. They share only while the values this
+  // the gets of one worker that arrive while another is on the wire leave
+  // together as one BatchGet, and any a batch reply does not hold whole (a
+  // large object, a moved one) is then read alone. A get whose owner the
+  // client does not remember goes alone. They share only while the values this
   // client reads are small (a running average of at most
   // kMaxCombinedValueBytes), and never with the hot cache on.
   Result<ObjectValue> Get(std::string_view key);
@@ -344,18 +346,19 @@ class Client {
   // Get and Put without joining other callers' batches: what a batch falls
   // back to for a key it cannot settle, and what a lone caller runs.
   Result<ObjectValue> GetAlone(std::string_view key);
+  // Get through the combiner of the key's remembered owner; nullopt when
+  // the owner is not remembered or the shared call did not settle the key.
+  std::optional<Result<ObjectValue>> GetWithOthers(std::string_view key);
   Result<void> PutAlone(std::string_view key, std::string_view value, const PutOptions& options);
-  // What the call combiners (client/call_combiner.h) send: one reply per
-  // request, in order; a batch of one goes alone, and nullopt leaves a
-  // request to its caller.
+  // What a put combiner (client/call_combiner.h) sends for puts with
+  // `options`: one reply per put, in order; a batch of one goes alone, and
+  // nullopt leaves a put to its caller.
   struct CombinedPut {
     std::string_view key;
     std::string_view value;
-    const PutOptions* options;
   };
-  std::vector<std::optional<Result<ObjectValue>>> GetTogether(
-      std::span<const std::string_view* const> keys);
-  std::vector<std::optional<Result<void>>> PutTogether(std::span<const CombinedPut* const> puts);
+  std::vector<std::optional<Result<void>>> PutTogether(const PutOptions& options,
+                                                       std::span<const CombinedPut* const> puts);
   std::unique_ptr<Impl> impl_;
 };
 

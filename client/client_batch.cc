@@ -279,27 +279,31 @@ std::vector<Result<ObjectValue>> Client::BatchGet(const std::vector<std::string>
   return results;
 }
 
-std::vector<std::optional<Result<ObjectValue>>> BatchGetWhole(
-    ClientRouter& router, const std::vector<std::string>& keys) {
-  std::vector<std::optional<Result<ObjectValue>>> results(keys.size());
-  // Only what is final is settled here: a key the master has no owner for,
-  // and values a reply holds whole. Anything else (a stale owner, a moved
-  // or large object, a failed call) its caller reads alone, which follows it.
-  auto on_missing = [&](size_t i, ErrorCode code) {
-    if (code == ErrorCode::kObjectNotFound) results[i] = Err(code);
-  };
-  FanOut(
-      router, keys, results, on_missing,
-      [&](const Owner& owner, const std::vector<size_t>& slice) {
-        std::vector<rpc::GetResult> replies;
-        if (!CallBatchGet(owner, keys, slice, replies)) return;
-        for (size_t j = 0; j < slice.size(); ++j) {
-          if (IsWholeValue(replies[j])) {
-            results[slice[j]] = ObjectValue{std::move(replies[j].data), replies[j].version};
-          }
-        }
-      },
-      Owners::kCacheFirst);
+std::vector<std::optional<Result<ObjectValue>>> GetTogether(
+    ClientRouter& router, RdmaReads* rdma, const Owner& owner,
+    std::span<const std::string_view* const> keys) {
+  std::vector<std::optional<Result<ObjectValue>>> results;
+  results.reserve(keys.size());
+  if (keys.size() == 1) {
+    results.emplace_back(ReadValue(router, rdma, std::string(*keys.front()), owner, nullptr));
+    return results;
+  }
+  std::vector<std::string> batch;
+  batch.reserve(keys.size());
+  for (const std::string_view* key : keys) batch.emplace_back(*key);
+  std::vector<size_t> all(keys.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::vector<rpc::GetResult> replies;
+  results.resize(keys.size());
+  if (!CallBatchGet(owner, batch, all, replies)) return results;
+  // Only values a reply holds whole are settled here. Anything else (the
+  // key moved or is being written, a large object, an error) its caller
+  // reads alone, which follows it.
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (IsWholeValue(replies[i])) {
+      results[i] = ObjectValue{std::move(replies[i].data), replies[i].version};
+    }
+  }
   return results;
 }
 

@@ -18,11 +18,14 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "client/client_router.h"
+#include "client/rdma_reads.h"
 #include "common/status.h"
 
 namespace mooncake {
@@ -73,12 +76,14 @@ std::vector<std::vector<size_t>> PlanPutRequests(
     const std::vector<std::pair<std::string, std::string>>& items,
     const std::vector<size_t>& positions, std::vector<size_t>& large);
 
-// For the gets of threads that called at once (Client::Get): one BatchGet
-// per owner, owners the cache remembers first. A result for each key whose
-// reply held its whole value, or that the master knows no owner for;
-// nullopt for the rest, which the caller reads alone.
-std::vector<std::optional<Result<ObjectValue>>> BatchGetWhole(ClientRouter& router,
-                                                              const std::vector<std::string>& keys);
+// For the gets of threads that called at once (Client::Get), all of keys
+// `owner` is remembered to own: one read alone, or one BatchGet for
+// several. A result for each key whose reply held its whole value (or, for
+// one key, whatever its read answered); nullopt for the rest, which the
+// caller reads alone.
+std::vector<std::optional<Result<ObjectValue>>> GetTogether(
+    ClientRouter& router, RdmaReads* rdma, const Owner& owner,
+    std::span<const std::string_view* const> keys);
 
 // Input positions that can be written; the others get their error now
 // (INVALID_KEY, or INVALID_PARAMS for an empty value).

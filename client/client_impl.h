@@ -32,6 +32,10 @@
 
 namespace mooncake {
 
+// Get or Put calls of concurrent threads one shared call carries at most:
+// bounds how long a caller waits behind the others' work.
+inline constexpr size_t kMaxCombinedCalls = 64;
+
 // Thread-safety: the members are set at construction and never replaced;
 // each is safe to use from any thread (see its header).
 struct Client::Impl {
@@ -53,12 +57,13 @@ struct Client::Impl {
   // closed first by its destructor, while everything they use is whole.
   std::unique_ptr<AsyncReads> async_reads;
   std::unique_ptr<AsyncPuts> async_puts;
-  // Get and Put of threads that call at once (client/call_combiner.h); also
-  // set by Client's constructor.
+  // Get and Put of threads that call at once (client/call_combiner.h): one
+  // combiner per worker connection for gets, per set of options for puts.
   using GetCombiner = CallCombiner<std::string_view, Result<ObjectValue>>;
   using PutCombiner = CallCombiner<CombinedPut, Result<void>>;
-  std::unique_ptr<GetCombiner> get_combiner;
-  std::unique_ptr<PutCombiner> put_combiner;
+  CallCombinerMap<std::shared_ptr<WorkerChannel>, std::string_view, Result<ObjectValue>>
+      get_combiners;
+  CallCombinerMap<PutOptions, CombinedPut, Result<void>> put_combiners;
   // A running average of the sizes Get returned (client_reads.cc).
   std::atomic<uint64_t> typical_get_bytes{0};
 };

@@ -63,12 +63,12 @@ std::optional<ObjectValue> ServeCached(ClientRouter& router, HotCache& cache,
 
 Result<ObjectValue> Client::Get(std::string_view key) {
   if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
-  // Hot-cache hits and offers are per key: with the cache on, gets go alone.
   std::atomic<uint64_t>& typical = impl_->typical_get_bytes;
   std::optional<Result<ObjectValue>> got;
+  // Hot-cache hits and offers are per key: with the cache on, gets go alone.
   if (!impl_->hot_cache.enabled() &&
       typical.load(std::memory_order_relaxed) <= kMaxCombinedValueBytes) {
-    got = impl_->get_combiner->Call(key);
+    got = GetWithOthers(key);
   }
   if (!got) got = GetAlone(key);
   // An average over about the last eight gets; a lost update between
@@ -78,6 +78,20 @@ Result<ObjectValue> Client::Get(std::string_view key) {
     typical.store(before - before / 8 + (*got)->data.size() / 8, std::memory_order_relaxed);
   }
   return std::move(*got);
+}
+
+std::optional<Result<ObjectValue>> Client::GetWithOthers(std::string_view key) {
+  // Only a remembered owner has a combiner; the rest ask the master alone.
+  auto owner = impl_->router.LocateCached(std::string(key));
+  if (!owner) return std::nullopt;
+  auto& combiner = impl_->get_combiners.For(owner->channel, [&] {
+    return std::make_unique<Impl::GetCombiner>(
+        [this, owner = *owner](std::span<const std::string_view* const> keys) {
+          return GetTogether(impl_->router, impl_->rdma.get(), owner, keys);
+        },
+        kMaxCombinedCalls);
+  });
+  return combiner.Call(key);
 }
 
 Result<ObjectValue> Client::GetAlone(std::string_view key) {
@@ -101,19 +115,6 @@ Result<ObjectValue> Client::GetAlone(std::string_view key) {
                 ticket);
   }
   return value;
-}
-
-std::vector<std::optional<Result<ObjectValue>>> Client::GetTogether(
-    std::span<const std::string_view* const> keys) {
-  if (keys.size() == 1) {
-    std::vector<std::optional<Result<ObjectValue>>> alone;
-    alone.emplace_back(GetAlone(*keys.front()));
-    return alone;
-  }
-  std::vector<std::string> batch;
-  batch.reserve(keys.size());
-  for (const std::string_view* key : keys) batch.emplace_back(*key);
-  return BatchGetWhole(impl_->router, batch);
 }
 
 void Client::GetAsync(std::string_view key, GetDone done) {

@@ -1,6 +1,7 @@
 #include "client/client_writes.h"
 
 #include <istream>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -94,8 +95,14 @@ Result<void> Client::Put(std::string_view key, std::string_view value, const Put
   if (auto valid = ValidateKey(key); !valid) return valid;
   if (value.empty()) return Err(ErrorCode::kInvalidParams);
   if (value.size() <= kMaxCombinedValueBytes) {
-    CombinedPut put{key, value, &options};
-    if (auto together = impl_->put_combiner->Call(put)) return *together;
+    auto& combiner = impl_->put_combiners.For(options, [&] {
+      return std::make_unique<Impl::PutCombiner>(
+          [this, options](std::span<const CombinedPut* const> puts) {
+            return PutTogether(options, puts);
+          },
+          kMaxCombinedCalls);
+    });
+    if (auto together = combiner.Call(CombinedPut{key, value})) return *together;
   }
   return PutAlone(key, value, options);
 }
@@ -110,18 +117,17 @@ Result<void> Client::PutAlone(std::string_view key, std::string_view value,
 }
 
 std::vector<std::optional<Result<void>>> Client::PutTogether(
-    std::span<const CombinedPut* const> puts) {
+    const PutOptions& options, std::span<const CombinedPut* const> puts) {
   std::vector<std::optional<Result<void>>> results;
   results.reserve(puts.size());
   if (puts.size() == 1) {
-    results.emplace_back(PutAlone(puts.front()->key, puts.front()->value, *puts.front()->options));
+    results.emplace_back(PutAlone(puts.front()->key, puts.front()->value, options));
     return results;
   }
   std::vector<std::pair<std::string, std::string>> items;
   items.reserve(puts.size());
   for (const CombinedPut* put : puts) items.emplace_back(put->key, put->value);
-  // The combiner batches only puts with equal options.
-  for (auto& result : BatchPut(items, *puts.front()->options)) {
+  for (auto& result : BatchPut(items, options)) {
     // An unreachable node: the single path refreshes its address or picks
     // another node, as a lone Put would.
     if (!result && result.error() == ErrorCode::kRpcFail) {

@@ -83,17 +83,18 @@ TEST_F(CombinedCallsTest, GetsQueuedBehindAGetOnTheWireLeaveAsOneBatch) {
   auto first = HoldFirstCall<Got>(get(KeyOf(0)), get(KeyOf(1)), others);
   for (size_t i = 2; i < kKeys; ++i)
     others.push_back(std::async(std::launch::async, get(KeyOf(i))));
-  others.push_back(std::async(std::launch::async, get("never-put")));
   others.push_back(std::async(std::launch::async, get("large")));
   ASSERT_TRUE(WaitersReach(others.size()));
+  // A key whose owner the client does not remember asks the master alone:
+  // it is answered while the worker's gets wait.
+  EXPECT_TRUE(FailsWith(client_->Get("never-put"), ErrorCode::kObjectNotFound));
   Continue();
 
   EXPECT_TRUE(Holds(first.get(), ValueOf(0)));
   for (size_t i = 1; i < kKeys; ++i) {
     EXPECT_TRUE(Holds(others[i - 1].get(), ValueOf(i))) << KeyOf(i);
   }
-  EXPECT_TRUE(FailsWith(others[kKeys - 1].get(), ErrorCode::kObjectNotFound));
-  EXPECT_TRUE(Holds(others[kKeys].get(), large));
+  EXPECT_TRUE(Holds(others[kKeys - 1].get(), large));
   // The first get alone, then everyone who queued behind it in one batch.
   TransportCounters counters = client_->transport_counters();
   EXPECT_EQ(counters.combined_get_batches, 1u);
@@ -117,10 +118,12 @@ TEST_F(CombinedCallsTest, PutsQueuedBehindAPutOnTheWireAnswerWhatPutAnswers) {
   others.push_back(std::async(std::launch::async, put("taken", "second")));
   others.push_back(std::async(std::launch::async, put("twice", "one")));
   others.push_back(std::async(std::launch::async, put("twice", "two")));
-  // Other options never share a batch with these; two of them share one.
-  others.push_back(std::async(std::launch::async, put("pinned-a", "a", {.hard_pin = true})));
-  others.push_back(std::async(std::launch::async, put("pinned-b", "b", {.hard_pin = true})));
-  ASSERT_TRUE(WaitersReach(others.size()));
+  // Other options have a combiner of their own: the first of these goes
+  // out alone at once, and the other two share the next call.
+  for (std::string name : {"pinned-a", "pinned-b", "pinned-c"}) {
+    others.push_back(std::async(std::launch::async, put(name, "p", {.hard_pin = true})));
+  }
+  ASSERT_TRUE(WaitersReach(others.size() - 1));
   Continue();
 
   EXPECT_TRUE(IsOk(first.get()));
@@ -131,20 +134,60 @@ TEST_F(CombinedCallsTest, PutsQueuedBehindAPutOnTheWireAnswerWhatPutAnswers) {
   EXPECT_NE(twice_one.has_value(), twice_two.has_value()) << "exactly one put of a key wins";
   const Put& loser = twice_one ? twice_two : twice_one;
   EXPECT_TRUE(FailsWith(loser, ErrorCode::kObjectAlreadyExists));
-  EXPECT_TRUE(IsOk(others[kKeys + 2].get()));
-  EXPECT_TRUE(IsOk(others[kKeys + 3].get()));
+  for (size_t i = kKeys + 2; i < others.size(); ++i) EXPECT_TRUE(IsOk(others[i].get()));
 
-  // Two batches: the default options' and the pinned ones'.
+  // Two shared calls: the default options' and two of the pinned puts.
   TransportCounters counters = client_->transport_counters();
   EXPECT_EQ(counters.combined_put_batches, 2u);
-  EXPECT_EQ(counters.combined_puts, others.size());
+  EXPECT_EQ(counters.combined_puts, others.size() - 1);
   auto reader = cluster_.NewClient();
   ASSERT_TRUE(reader);
   for (size_t i = 0; i < kKeys; ++i) EXPECT_TRUE(ReadsBack(*reader, KeyOf(i), ValueOf(i)));
   EXPECT_TRUE(ReadsBack(*reader, "taken", "first")) << "a put never overwrites";
   EXPECT_TRUE(ReadsBack(*reader, "twice", twice_one ? "one" : "two"));
-  EXPECT_TRUE(reader->Inspect("pinned-a")->hard_pinned);
-  EXPECT_TRUE(reader->Inspect("pinned-b")->hard_pinned);
+  for (std::string name : {"pinned-a", "pinned-b", "pinned-c"}) {
+    EXPECT_TRUE(reader->Inspect(name)->hard_pinned) << name;
+  }
+}
+
+// Gets share calls per worker: gets of a worker that is stopped hold up
+// no get of another worker.
+TEST_F(CombinedCallsTest, GetsOfAStoppedWorkerHoldUpNoOtherWorkersGets) {
+  ASSERT_TRUE(cluster_.StartWorker("w2", {.dram = 64 << 20}));
+  for (size_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(IsOk(client_->Put(KeyOf(i), ValueOf(i), {.preferred_node = "w1"})));
+    ASSERT_TRUE(IsOk(client_->Put(KeyOf(100 + i), ValueOf(100 + i), {.preferred_node = "w2"})));
+  }
+  using Got = Result<ObjectValue>;
+  auto get = [this](std::string key) { return [this, key] { return client_->Get(key); }; };
+  std::vector<std::future<Got>> stuck;
+  auto first = HoldFirstCall<Got>(get(KeyOf(0)), get(KeyOf(1)), stuck);
+  // w2's keys, from several threads at once, while w1's gets wait.
+  std::vector<std::future<Got>> elsewhere;
+  for (size_t i = 0; i < 4; ++i)
+    elsewhere.push_back(std::async(std::launch::async, get(KeyOf(100 + i))));
+  for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(Holds(elsewhere[i].get(), ValueOf(100 + i)));
+  EXPECT_EQ(client_->transport_counters().combining_waiters, 1u) << "w1's get still waits";
+  Continue();
+  EXPECT_TRUE(Holds(first.get(), ValueOf(0)));
+  EXPECT_TRUE(Holds(stuck[0].get(), ValueOf(1)));
+}
+
+// Puts share calls per set of options: a put of other options does not wait
+// for a shared call it could not join.
+TEST_F(CombinedCallsTest, PutsOfOtherOptionsDoNotWaitForEachOther) {
+  ASSERT_TRUE(cluster_.StartWorker("w2", {.dram = 64 << 20}));
+  using Put = Result<void>;
+  auto put = [this](size_t i, std::string node) {
+    return [this, i, node] { return client_->Put(KeyOf(i), ValueOf(i), {.preferred_node = node}); };
+  };
+  std::vector<std::future<Put>> stuck;
+  auto first = HoldFirstCall<Put>(put(0, "w1"), put(1, "w1"), stuck);
+  EXPECT_TRUE(IsOk(client_->Put(KeyOf(2), ValueOf(2), {.preferred_node = "w2"})));
+  EXPECT_TRUE(ReadsBack(*client_, KeyOf(2), ValueOf(2)));
+  Continue();
+  EXPECT_TRUE(IsOk(first.get()));
+  EXPECT_TRUE(IsOk(stuck[0].get()));
 }
 
 // Large values would lose more parallelism in one shared call than the

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -339,9 +340,34 @@ ChildProcess* TestCluster::Find(const std::string& name) {
   return it == workers_.end() ? nullptr : &it->second;
 }
 
+namespace {
+
+// Whether every thread of `pid` is stopped ('T' in /proc/PID/task/TID/stat).
+bool AllThreadsStopped(pid_t pid) {
+  std::error_code ec;
+  std::filesystem::directory_iterator tasks("/proc/" + std::to_string(pid) + "/task", ec);
+  if (ec) return false;
+  for (const auto& task : tasks) {
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    // The state follows the command name, which is in parentheses.
+    auto close = line.rfind(')');
+    if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'T') {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 bool TestCluster::Signal(const std::string& name, int sig) {
   ChildProcess* p = Find(name);
-  return p != nullptr && p->pid > 0 && kill(p->pid, sig) == 0;
+  if (p == nullptr || p->pid <= 0 || kill(p->pid, sig) != 0) return false;
+  // kill() returns before a busy process has stopped, and a thread still
+  // running could answer one more call: wait until all have stopped.
+  return sig != SIGSTOP || Eventually([&] { return AllThreadsStopped(p->pid); }, 5s, 1ms);
 }
 
 const ChildProcess* TestCluster::Find(const std::string& name) const {

@@ -186,8 +186,9 @@ class TestCluster {
   // Starts a stopped worker again with the same node id, options and SSD path.
   ::testing::AssertionResult RestartWorker(const std::string& node_id);
   bool IsRunning(const std::string& name);
-  // Sends `sig` to a running process ("master" or a node id) and returns at
-  // once, without reaping it: SIGSTOP and SIGCONT hold a process still.
+  // Sends `sig` to a running process ("master" or a node id) without
+  // reaping it: SIGSTOP and SIGCONT hold a process still. After SIGSTOP it
+  // returns once every thread of the process has stopped (at most 5 s).
   bool Signal(const std::string& name, int sig);
 
   // A client of this cluster's master; `local_node` is its co-located worker.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -140,28 +141,33 @@ TEST(CallCombinerTest, ABatchCarriesAtMostMaxBatchRequests) {
   EXPECT_EQ(calls.size(), 4u);  // 1 + ceil(7 / 3): every later call is full but the last
 }
 
-// Requests that may not share a call (a put's options differ) wait for a
-// call of their own kind; the others pass them by, in arrival order.
-TEST(CallCombinerTest, IncompatibleRequestsTravelInSeparateCalls) {
-  FakeServer server;
-  server.hold_first_ = true;
-  Combiner combiner(SendTo(server), 64, [](const std::string& a, const std::string& b) {
-    return a.front() == b.front();
-  });
-  auto first = StartHeldCall(server, combiner);
-  std::vector<std::string> requests = {"a0", "b0", "a1", "b1", "a2"};
-  std::vector<std::future<std::optional<std::string>>> more;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    more.push_back(CallInBackground(combiner, requests[i]));
-    ASSERT_TRUE(WaitWaiting(combiner, i + 1));  // queued in this order
-  }
-  server.release_.set_value();
+// Calls of different keys (workers, put options) have combiners of their
+// own: one held on the wire does not hold up another key's calls.
+TEST(CallCombinerTest, CallsOfDifferentKeysNeverWaitForEachOther) {
+  FakeServer slow;
+  slow.hold_first_ = true;
+  FakeServer fast;
+  CallCombinerMap<std::string, std::string, std::string> combiners;
+  auto combiner_of = [&](const std::string& key) -> Combiner& {
+    return combiners.For(
+        key, [&] { return std::make_unique<Combiner>(SendTo(key == "slow" ? slow : fast), 64); });
+  };
+  Combiner& held = combiner_of("slow");
+  auto first = StartHeldCall(slow, held);
+  auto queued = CallInBackground(combiner_of("slow"), "behind");
+  ASSERT_TRUE(WaitWaiting(held, 1));
+  EXPECT_EQ(combiners.waiting(), 1u);
+
+  // The other key's calls go out and return while "slow" is held.
+  EXPECT_EQ(combiner_of("fast").Call("a"), "a!");
+  EXPECT_EQ(combiner_of("fast").Call("b"), "b!");
+  EXPECT_EQ(&combiner_of("slow"), &held) << "one combiner per key, made once";
+
+  slow.release_.set_value();
   EXPECT_EQ(first.get(), "first!");
-  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(more[i].get(), requests[i] + "!");
-  auto calls = server.calls();
-  ASSERT_EQ(calls.size(), 3u);
-  EXPECT_EQ(calls[1], (std::vector<std::string>{"a0", "a1", "a2"}));
-  EXPECT_EQ(calls[2], (std::vector<std::string>{"b0", "b1"}));
+  EXPECT_EQ(queued.get(), "behind!");
+  EXPECT_EQ(fast.calls().size(), 2u);
+  EXPECT_EQ(combiners.waiting(), 0u);
 }
 
 // A request the batch did not settle, and every request of a batch whose
