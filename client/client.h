@@ -350,7 +350,7 @@ class Client {
   // the owner is not remembered or the shared call did not settle the key.
   std::optional<Result<ObjectValue>> GetWithOthers(std::string_view key);
   Result<void> PutAlone(std::string_view key, std::string_view value, const PutOptions& options);
-  // What a put combiner (client/call_combiner.h) sends for puts with
+  // What a put combiner (common/call_combiner.h) sends for puts with
   // `options`: one reply per put, in order; a batch of one goes alone, and
   // nullopt leaves a put to its caller.
   struct CombinedPut {

@@ -24,11 +24,11 @@
 
 #include "client/async_puts.h"
 #include "client/async_reads.h"
-#include "client/call_combiner.h"
 #include "client/client.h"
 #include "client/client_router.h"
 #include "client/hot_cache.h"
 #include "client/rdma_reads.h"
+#include "common/call_combiner.h"
 
 namespace mooncake {
 
@@ -57,7 +57,7 @@ struct Client::Impl {
   // closed first by its destructor, while everything they use is whole.
   std::unique_ptr<AsyncReads> async_reads;
   std::unique_ptr<AsyncPuts> async_puts;
-  // Get and Put of threads that call at once (client/call_combiner.h): one
+  // Get and Put of threads that call at once (common/call_combiner.h): one
   // combiner per worker connection for gets, per set of options for puts.
   using GetCombiner = CallCombiner<std::string_view, Result<ObjectValue>>;
   using PutCombiner = CallCombiner<CombinedPut, Result<void>>;

@@ -89,7 +89,7 @@ std::optional<Result<ObjectValue>> Client::GetWithOthers(std::string_view key) {
         [this, owner = *owner](std::span<const std::string_view* const> keys) {
           return GetTogether(impl_->router, impl_->rdma.get(), owner, keys);
         },
-        kMaxCombinedCalls);
+        CallLimits{.max_units = kMaxCombinedCalls});
   });
   return combiner.Call(key);
 }

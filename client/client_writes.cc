@@ -100,7 +100,7 @@ Result<void> Client::Put(std::string_view key, std::string_view value, const Put
           [this, options](std::span<const CombinedPut* const> puts) {
             return PutTogether(options, puts);
           },
-          kMaxCombinedCalls);
+          CallLimits{.max_units = kMaxCombinedCalls});
     });
     if (auto together = combiner.Call(CombinedPut{key, value})) return *together;
   }

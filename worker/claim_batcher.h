@@ -7,12 +7,12 @@
 // worker a fraction of a round trip. A lone claim is sent at once, alone:
 // batching never waits for company.
 //
-// The protocol is leader/follower: the first claimer finding no call in
-// flight becomes the leader and sends every queued claim (up to a batch's
-// limits); claims arriving meanwhile queue, and when the call returns the
-// leader hands the queue to one of them, which leads the next call. No
-// thread sends more than one call on others' behalf, so no claim waits
-// behind more than one call it did not join.
+// The protocol is CallCombiner's (common/call_combiner.h): the first
+// claimer finding no call in flight becomes the leader and sends every
+// queued claim (up to a call's limits); claims arriving meanwhile queue,
+// and when the call returns the leader hands the queue to one of them,
+// which leads the next call. No claim waits behind more than one call it
+// did not join.
 //
 // A batch write claims its keys together (ClaimMany): they travel as one
 // claimer, in the same call as other claimers' keys where they fit, so
@@ -20,17 +20,15 @@
 //
 // Thread-safety: Claim() is safe from any number of threads.
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <memory>
-#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "common/call_combiner.h"
 #include "common/status.h"
 
 namespace mooncake {
@@ -66,31 +64,24 @@ class ClaimBatcher {
   std::vector<Result<void>> ClaimMany(std::span<const std::string> keys);
 
   // Calls sent, keys claimed, and keys waiting for the next call.
-  uint64_t calls() const;
-  uint64_t claims() const;
-  size_t queued() const;
+  uint64_t calls() const { return combiner_.calls(); }
+  uint64_t claims() const { return combiner_.units_sent(); }
+  size_t queued() const { return combiner_.waiting_units(); }
 
  private:
-  struct Waiter;
+  // One claimer's keys, within one call's limits.
+  using Claimer = std::span<const std::string>;
 
   // Claims `keys`, which fit one call's limits.
   std::vector<Result<void>> ClaimWithinLimits(std::span<const std::string> keys);
-  // Caller holds mu_: takes the next batch of whole claimers off the queue,
-  // at least the one at its front.
-  std::vector<std::shared_ptr<Waiter>> TakeBatchLocked();
-  // Sends one batch (without mu_) and answers its waiters; returns with
-  // `lock` released.
-  void Lead(std::unique_lock<std::mutex>& lock);
+  // The combiner's call: the claimers' keys in one master call, and each
+  // claimer's results.
+  std::vector<std::optional<std::vector<Result<void>>>> SendClaimers(
+      std::span<const Claimer* const> claimers);
 
   const SendFn send_;
   const ClaimBatcherOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<Waiter>> queue_;  // guarded by mu_
-  size_t queued_keys_ = 0;                     // guarded by mu_: keys in queue_
-  bool in_flight_ = false;                     // guarded by mu_: a leader is sending
-  uint64_t calls_ = 0;                         // guarded by mu_
-  uint64_t claims_ = 0;                        // guarded by mu_
+  CallCombiner<Claimer, std::vector<Result<void>>> combiner_;
 };
 
 }  // namespace mooncake

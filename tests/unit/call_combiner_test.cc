@@ -1,4 +1,4 @@
-#include "client/call_combiner.h"
+#include "common/call_combiner.h"
 
 #include <gtest/gtest.h>
 
@@ -87,7 +87,7 @@ std::future<std::optional<std::string>> StartHeldCall(FakeServer& server, Combin
 
 TEST(CallCombinerTest, ALoneCallIsSentAtOnceAlone) {
   FakeServer server;
-  Combiner combiner(SendTo(server), 64);
+  Combiner combiner(SendTo(server), {.max_units = 64});
   EXPECT_EQ(combiner.Call("a"), "a!");
   EXPECT_EQ(combiner.Call("b"), "b!");
   auto calls = server.calls();
@@ -101,7 +101,7 @@ TEST(CallCombinerTest, ALoneCallIsSentAtOnceAlone) {
 TEST(CallCombinerTest, CallsArrivingDuringACallShareTheNextOne) {
   FakeServer server;
   server.hold_first_ = true;
-  Combiner combiner(SendTo(server), 64);
+  Combiner combiner(SendTo(server), {.max_units = 64});
   auto first = StartHeldCall(server, combiner);
   std::vector<std::future<std::optional<std::string>>> more;
   for (int i = 0; i < 8; ++i) more.push_back(CallInBackground(combiner, "k" + std::to_string(i)));
@@ -123,7 +123,7 @@ TEST(CallCombinerTest, CallsArrivingDuringACallShareTheNextOne) {
 TEST(CallCombinerTest, ABatchCarriesAtMostMaxBatchRequests) {
   FakeServer server;
   server.hold_first_ = true;
-  Combiner combiner(SendTo(server), 3);
+  Combiner combiner(SendTo(server), {.max_units = 3});
   auto first = StartHeldCall(server, combiner);
   std::vector<std::future<std::optional<std::string>>> more;
   for (int i = 0; i < 7; ++i) more.push_back(CallInBackground(combiner, "k" + std::to_string(i)));
@@ -149,8 +149,10 @@ TEST(CallCombinerTest, CallsOfDifferentKeysNeverWaitForEachOther) {
   FakeServer fast;
   CallCombinerMap<std::string, std::string, std::string> combiners;
   auto combiner_of = [&](const std::string& key) -> Combiner& {
-    return combiners.For(
-        key, [&] { return std::make_unique<Combiner>(SendTo(key == "slow" ? slow : fast), 64); });
+    return combiners.For(key, [&] {
+      return std::make_unique<Combiner>(SendTo(key == "slow" ? slow : fast),
+                                        CallLimits{.max_units = 64});
+    });
   };
   Combiner& held = combiner_of("slow");
   auto first = StartHeldCall(slow, held);
@@ -176,7 +178,7 @@ TEST(CallCombinerTest, CallsOfDifferentKeysNeverWaitForEachOther) {
 TEST(CallCombinerTest, UnsettledRequestsAndAThrowingSendReturnNothing) {
   FakeServer server;
   server.hold_first_ = true;
-  Combiner combiner(SendTo(server), 64);
+  Combiner combiner(SendTo(server), {.max_units = 64});
   auto first = StartHeldCall(server, combiner);
   auto settled = CallInBackground(combiner, "s");
   ASSERT_TRUE(WaitWaiting(combiner, 1));
@@ -196,7 +198,7 @@ TEST(CallCombinerTest, UnsettledRequestsAndAThrowingSendReturnNothing) {
 // reply and no call carries more than max_batch requests.
 TEST(CallCombinerTest, ManyThreadsEachGetTheirOwnReply) {
   FakeServer server;
-  Combiner combiner(SendTo(server), 5);
+  Combiner combiner(SendTo(server), {.max_units = 5});
   constexpr int kThreads = 8;
   constexpr int kCallsEach = 200;
   std::atomic<int> wrong{0};
