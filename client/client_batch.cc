@@ -280,22 +280,23 @@ std::vector<Result<ObjectValue>> Client::BatchGet(const std::vector<std::string>
 }
 
 std::vector<std::optional<Result<ObjectValue>>> GetTogether(
-    ClientRouter& router, RdmaReads* rdma, const Owner& owner,
-    std::span<const std::string_view* const> keys) {
+    ClientRouter& router, RdmaReads* rdma, std::span<const CombinedGet* const> gets) {
   std::vector<std::optional<Result<ObjectValue>>> results;
-  results.reserve(keys.size());
-  if (keys.size() == 1) {
-    results.emplace_back(ReadValue(router, rdma, std::string(*keys.front()), owner, nullptr));
+  results.reserve(gets.size());
+  const Owner& owner = *gets.front()->owner;
+  if (gets.size() == 1) {
+    results.emplace_back(ReadValue(router, rdma, std::string(gets.front()->key), owner, nullptr));
     return results;
   }
-  std::vector<std::string> batch;
-  batch.reserve(keys.size());
-  for (const std::string_view* key : keys) batch.emplace_back(*key);
+  std::vector<std::string> keys;
+  keys.reserve(gets.size());
+  for (const CombinedGet* get : gets) keys.emplace_back(get->key);
   std::vector<size_t> all(keys.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   std::vector<rpc::GetResult> replies;
   results.resize(keys.size());
-  if (!CallBatchGet(owner, batch, all, replies)) return results;
+  // A failed call (say, to an address the node has left) settles nothing.
+  if (!CallBatchGet(owner, keys, all, replies)) return results;
   // Only values a reply holds whole are settled here. Anything else (the
   // key moved or is being written, a large object, an error) its caller
   // reads alone, which follows it.

@@ -76,14 +76,19 @@ std::vector<std::vector<size_t>> PlanPutRequests(
     const std::vector<std::pair<std::string, std::string>>& items,
     const std::vector<size_t>& positions, std::vector<size_t>& large);
 
+// One get of a key whose owner the client remembers (Client::Get).
+struct CombinedGet {
+  std::string_view key;
+  const Owner* owner;
+};
+
 // For the gets of threads that called at once (Client::Get), all of keys
-// `owner` is remembered to own: one read alone, or one BatchGet for
-// several. A result for each key whose reply held its whole value (or, for
-// one key, whatever its read answered); nullopt for the rest, which the
-// caller reads alone.
+// remembered as one node's: one read alone, or one BatchGet for several
+// (to the first get's channel of that node). A result for each key whose
+// reply held its whole value (or, for one key, whatever its read
+// answered); nullopt for the rest, which the caller reads alone.
 std::vector<std::optional<Result<ObjectValue>>> GetTogether(
-    ClientRouter& router, RdmaReads* rdma, const Owner& owner,
-    std::span<const std::string_view* const> keys);
+    ClientRouter& router, RdmaReads* rdma, std::span<const CombinedGet* const> gets);
 
 // Input positions that can be written; the others get their error now
 // (INVALID_KEY, or INVALID_PARAMS for an empty value).

@@ -25,6 +25,7 @@
 #include "client/async_puts.h"
 #include "client/async_reads.h"
 #include "client/client.h"
+#include "client/client_batch.h"
 #include "client/client_router.h"
 #include "client/hot_cache.h"
 #include "client/rdma_reads.h"
@@ -58,11 +59,10 @@ struct Client::Impl {
   std::unique_ptr<AsyncReads> async_reads;
   std::unique_ptr<AsyncPuts> async_puts;
   // Get and Put of threads that call at once (common/call_combiner.h): one
-  // combiner per worker connection for gets, per set of options for puts.
-  using GetCombiner = CallCombiner<std::string_view, Result<ObjectValue>>;
+  // combiner per node for gets, per set of options for puts.
+  using GetCombiner = CallCombiner<CombinedGet, Result<ObjectValue>>;
   using PutCombiner = CallCombiner<CombinedPut, Result<void>>;
-  CallCombinerMap<std::shared_ptr<WorkerChannel>, std::string_view, Result<ObjectValue>>
-      get_combiners;
+  CallCombinerMap<std::string, CombinedGet, Result<ObjectValue>> get_combiners;
   CallCombinerMap<PutOptions, CombinedPut, Result<void>> put_combiners;
   // A running average of the sizes Get returned (client_reads.cc).
   std::atomic<uint64_t> typical_get_bytes{0};

@@ -194,7 +194,7 @@ class CallCombiner {
   uint64_t shared_requests_ = 0;               // guarded by mu_
 };
 
-// One CallCombiner per key (a worker's channel, a set of put options), so
+// One CallCombiner per key (a worker node, a set of put options), so
 // that calls which could never share a batch never wait for each other:
 // a get stuck on a slow worker holds up only gets of that worker. A
 // combiner is made on first use and kept, with what its call needs
