@@ -141,6 +141,38 @@ TEST(CallCombinerTest, ABatchCarriesAtMostMaxBatchRequests) {
   EXPECT_EQ(calls.size(), 4u);  // 1 + ceil(7 / 3): every later call is full but the last
 }
 
+// A request may weigh more than one unit (a batch of claims weighs its
+// keys) and some bytes: a call takes queued requests in order while both
+// limits hold, and the first always goes, however heavy.
+TEST(CallCombinerTest, ACallCarriesWhatItsUnitAndByteLimitsAllow) {
+  FakeServer server;
+  server.hold_first_ = true;
+  Combiner combiner(SendTo(server), {.max_units = 5, .max_bytes = 8},
+                    [](const std::string& request) {
+                      return CallWeight{.units = request.size(), .bytes = request.size() * 2};
+                    });
+  auto first = StartHeldCall(server, combiner);
+  std::vector<std::string> requests = {"aa", "bbb", "c", "dd", "eeeeeee"};
+  std::vector<std::future<std::optional<std::string>>> more;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    more.push_back(CallInBackground(combiner, requests[i]));
+    ASSERT_TRUE(WaitWaiting(combiner, i + 1));  // queued in this order
+  }
+  EXPECT_EQ(combiner.waiting_units(), 15u);
+  server.release_.set_value();
+  EXPECT_EQ(first.get(), "first!");
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(more[i].get(), requests[i] + "!");
+  auto calls = server.calls();
+  ASSERT_EQ(calls.size(), 5u);
+  EXPECT_EQ(calls[1], (std::vector<std::string>{"aa"}));        // with "bbb": 10 bytes
+  EXPECT_EQ(calls[2], (std::vector<std::string>{"bbb", "c"}));  // 4 units, 8 bytes
+  EXPECT_EQ(calls[3], (std::vector<std::string>{"dd"}));        // with the next: 9 units
+  EXPECT_EQ(calls[4], (std::vector<std::string>{"eeeeeee"}));   // over both, alone
+  EXPECT_EQ(combiner.calls(), 5u);
+  EXPECT_EQ(combiner.units_sent(), 5u + 15u);
+  EXPECT_EQ(combiner.waiting_units(), 0u);
+}
+
 // Calls of different keys (workers, put options) have combiners of their
 // own: one held on the wire does not hold up another key's calls.
 TEST(CallCombinerTest, CallsOfDifferentKeysNeverWaitForEachOther) {
