@@ -17,7 +17,7 @@
 // A reply is optional: nullopt means the batch did not settle that request
 // (say, an object too large for a batch reply), and its caller then does
 // the work alone. The same holds for every request of a batch whose send
-// threw.
+// threw (logged here) or answered fewer replies than requests.
 //
 // Thread-safety: Call() is safe from any number of threads. `send` must not
 // call Call() of the same combiner: it would wait for itself.
@@ -35,6 +35,8 @@
 #include <span>
 #include <utility>
 #include <vector>
+
+#include "common/log.h"
 
 namespace mooncake {
 
@@ -156,9 +158,10 @@ class CallCombiner {
     std::vector<std::optional<Reply>> replies;
     try {
       replies = send_(requests);
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
       // Nothing may escape: every caller in the batch waits for an answer,
       // and an unsettled one does its work alone.
+      MC_LOG_ERROR("combined call failed requests={} error=\"{}\"", batch.size(), e.what());
       replies.clear();
     }
     replies.resize(batch.size());

@@ -1,10 +1,7 @@
 #include "worker/claim_batcher.h"
 
-#include <exception>
 #include <iterator>
 #include <utility>
-
-#include "common/log.h"
 
 namespace mooncake {
 
@@ -56,17 +53,12 @@ std::vector<std::optional<std::vector<Result<void>>>> ClaimBatcher::SendClaimers
     std::span<const Claimer* const> claimers) {
   std::vector<std::string> keys;
   for (const Claimer* claimer : claimers) keys.insert(keys.end(), claimer->begin(), claimer->end());
-  std::vector<Result<void>> results;
-  try {
-    results = send_(keys);
-  } catch (const std::exception& e) {
-    // Every claimer in the call waits for an answer: it gets an error.
-    MC_LOG_ERROR("ownership claims failed keys={} error=\"{}\"", keys.size(), e.what());
-  }
-  if (results.size() != keys.size()) {
-    results.assign(keys.size(), Result<void>(Err(ErrorCode::kInternalError)));
-  }
+  // A send that throws is caught (and logged) by the combiner, which then
+  // settles no claimer: each gets kInternalError in ClaimWithinLimits.
+  std::vector<Result<void>> results = send_(keys);
   std::vector<std::optional<std::vector<Result<void>>>> answers;
+  // A reply of the wrong length settles nobody either.
+  if (results.size() != keys.size()) return answers;
   answers.reserve(claimers.size());
   auto answer = results.begin();
   for (const Claimer* claimer : claimers) {

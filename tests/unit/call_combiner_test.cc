@@ -85,6 +85,31 @@ std::future<std::optional<std::string>> StartHeldCall(FakeServer& server, Combin
   return first;
 }
 
+using Replies = std::vector<std::future<std::optional<std::string>>>;
+
+// Issues `requests` one by one behind the held call, each queued before
+// the next is issued, so their order in the queue is theirs.
+Replies QueueInOrder(Combiner& combiner, const std::vector<std::string>& requests) {
+  Replies replies;
+  for (const auto& request : requests) {
+    replies.push_back(CallInBackground(combiner, request));
+    EXPECT_TRUE(WaitWaiting(combiner, replies.size())) << request;
+  }
+  return replies;
+}
+
+// "k0", "k1", ...
+std::vector<std::string> Numbered(int n) {
+  std::vector<std::string> requests;
+  for (int i = 0; i < n; ++i) requests.push_back("k" + std::to_string(i));
+  return requests;
+}
+
+// Each caller got the reply to its own request, not its neighbour's.
+void ExpectOwnReplies(Replies& replies, const std::vector<std::string>& requests) {
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(replies[i].get(), requests[i] + "!");
+}
+
 TEST(CallCombinerTest, ALoneCallIsSentAtOnceAlone) {
   FakeServer server;
   Combiner combiner(SendTo(server), {.max_units = 64});
@@ -103,15 +128,13 @@ TEST(CallCombinerTest, CallsArrivingDuringACallShareTheNextOne) {
   server.hold_first_ = true;
   Combiner combiner(SendTo(server), {.max_units = 64});
   auto first = StartHeldCall(server, combiner);
-  std::vector<std::future<std::optional<std::string>>> more;
-  for (int i = 0; i < 8; ++i) more.push_back(CallInBackground(combiner, "k" + std::to_string(i)));
-  ASSERT_TRUE(WaitWaiting(combiner, 8));
+  const auto requests = Numbered(8);
+  Replies more = QueueInOrder(combiner, requests);
   ASSERT_EQ(server.calls().size(), 1u);
   server.release_.set_value();
 
   EXPECT_EQ(first.get(), "first!");
-  // Each caller gets the reply to its own request, not its neighbour's.
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(more[i].get(), "k" + std::to_string(i) + "!");
+  ExpectOwnReplies(more, requests);
   auto calls = server.calls();
   ASSERT_EQ(calls.size(), 2u);
   EXPECT_EQ(calls[1].size(), 8u);
@@ -125,12 +148,11 @@ TEST(CallCombinerTest, ABatchCarriesAtMostMaxBatchRequests) {
   server.hold_first_ = true;
   Combiner combiner(SendTo(server), {.max_units = 3});
   auto first = StartHeldCall(server, combiner);
-  std::vector<std::future<std::optional<std::string>>> more;
-  for (int i = 0; i < 7; ++i) more.push_back(CallInBackground(combiner, "k" + std::to_string(i)));
-  ASSERT_TRUE(WaitWaiting(combiner, 7));
+  const auto requests = Numbered(7);
+  Replies more = QueueInOrder(combiner, requests);
   server.release_.set_value();
   EXPECT_EQ(first.get(), "first!");
-  for (int i = 0; i < 7; ++i) EXPECT_EQ(more[i].get(), "k" + std::to_string(i) + "!");
+  ExpectOwnReplies(more, requests);
   auto calls = server.calls();
   size_t carried = 0;
   for (size_t i = 1; i < calls.size(); ++i) {
@@ -152,16 +174,12 @@ TEST(CallCombinerTest, ACallCarriesWhatItsUnitAndByteLimitsAllow) {
                       return CallWeight{.units = request.size(), .bytes = request.size() * 2};
                     });
   auto first = StartHeldCall(server, combiner);
-  std::vector<std::string> requests = {"aa", "bbb", "c", "dd", "eeeeeee"};
-  std::vector<std::future<std::optional<std::string>>> more;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    more.push_back(CallInBackground(combiner, requests[i]));
-    ASSERT_TRUE(WaitWaiting(combiner, i + 1));  // queued in this order
-  }
+  const std::vector<std::string> requests = {"aa", "bbb", "c", "dd", "eeeeeee"};
+  Replies more = QueueInOrder(combiner, requests);
   EXPECT_EQ(combiner.waiting_units(), 15u);
   server.release_.set_value();
   EXPECT_EQ(first.get(), "first!");
-  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(more[i].get(), requests[i] + "!");
+  ExpectOwnReplies(more, requests);
   auto calls = server.calls();
   ASSERT_EQ(calls.size(), 5u);
   EXPECT_EQ(calls[1], (std::vector<std::string>{"aa"}));        // with "bbb": 10 bytes
@@ -212,10 +230,9 @@ TEST(CallCombinerTest, UnsettledRequestsAndAThrowingSendReturnNothing) {
   server.hold_first_ = true;
   Combiner combiner(SendTo(server), {.max_units = 64});
   auto first = StartHeldCall(server, combiner);
-  auto settled = CallInBackground(combiner, "s");
-  ASSERT_TRUE(WaitWaiting(combiner, 1));
-  auto unsettled = CallInBackground(combiner, "u?");
-  ASSERT_TRUE(WaitWaiting(combiner, 2));
+  Replies more = QueueInOrder(combiner, {"s", "u?"});
+  auto& settled = more[0];
+  auto& unsettled = more[1];
   server.release_.set_value();
   EXPECT_EQ(first.get(), "first!");
   EXPECT_EQ(settled.get(), "s!");
