@@ -39,13 +39,10 @@ void OwnerCache::Remember(std::string_view key, std::string_view node_id) {
   if (generation_budget_ == 0) return;
   Shard& shard = ShardOf(key);
   std::lock_guard lock(shard.mu);
-  if (auto it = shard.young.find(key); it != shard.young.end()) {
-    shard.young_bytes -= EntryBytes(key, it->second);
-    it->second.assign(node_id);
-    shard.young_bytes += EntryBytes(key, node_id);
-    return;
-  }
-  EraseLocked(shard.old, shard.old_bytes, key);
+  // One hash lookup, not three: each is a few cache misses in a table of
+  // millions, and a put remembers every key it writes. A copy of `key` left
+  // in the old generation is shadowed (Find looks in the young one first)
+  // and goes with that generation at the next turnover.
   InsertLocked(shard, std::string(key), std::string(node_id));
 }
 
@@ -65,7 +62,12 @@ void OwnerCache::InsertLocked(Shard& shard, std::string key, std::string node_id
     shard.old_bytes = std::exchange(shard.young_bytes, 0);
     if (bytes > generation_budget_) return;  // larger than a generation: not kept
   }
-  shard.young.emplace(std::move(key), std::move(node_id));
+  // try_emplace leaves its arguments alone when the key is there already.
+  auto [it, inserted] = shard.young.try_emplace(std::move(key), std::move(node_id));
+  if (!inserted) {
+    shard.young_bytes -= EntryBytes(it->first, it->second);
+    it->second = std::move(node_id);
+  }
   shard.young_bytes += bytes;
 }
 

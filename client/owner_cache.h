@@ -62,7 +62,7 @@ class OwnerCache {
   };
 
   Shard& ShardOf(std::string_view key);
-  // Caller holds shard.mu: inserts into the young generation, turning the
+  // Caller holds shard.mu: inserts or updates in the young generation, turning the
   // generations over when it is full.
   void InsertLocked(Shard& shard, std::string key, std::string node_id);
   // Caller holds shard.mu: removes `key` from `generation` and its bytes.

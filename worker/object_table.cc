@@ -102,6 +102,12 @@ Object* ObjectTable::FindSame(const std::string& key, uint64_t object_id) {
   return object != nullptr && object->id == object_id ? object : nullptr;
 }
 
+Object* ObjectTable::Resolve(const ObjectRef& ref, const std::string& key) {
+  Object* object = erasures_ == ref.erasures ? ref.object : FindSame(key, ref.id);
+  MC_DCHECK(object == nullptr || (object->id == ref.id && object->key() == key));
+  return object;
+}
+
 Object& ObjectTable::Emplace(const std::string& key, Object object, ObjectState state, size_t tier,
                              bool published, SteadyClock::time_point last_access) {
   MC_DCHECK(state == ObjectState::kWriting || state == ObjectState::kComplete);
@@ -159,6 +165,7 @@ void ObjectTable::Index(Object& object) {
 
 void ObjectTable::SetTier(Object& object, size_t tier) {
   MC_DCHECK(tier < lru_.size());
+  if (tier == object.tier_) return;  // a write placed where its record began
   Unindex(object);
   object.tier_ = tier;
   Index(object);

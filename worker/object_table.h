@@ -176,6 +176,17 @@ struct Object {
   LruIndex::iterator lru_pos_{};
 };
 
+// A way back to one record after the lock was let go. The map never moves
+// a record (a rehash keeps nodes in place), so while nothing was erased the
+// pointer is still the record and no hash lookup (a few cache misses in a
+// table of millions) is needed; after an erasure, ObjectTable::Resolve looks
+// the key up and checks it is still the same object.
+struct ObjectRef {
+  Object* object = nullptr;
+  uint64_t id = 0;        // the record's Object::id
+  uint64_t erasures = 0;  // ObjectTable::erasures() when it was taken
+};
+
 class ObjectTable {
  public:
   using Map = std::unordered_map<std::string, Object>;
@@ -201,6 +212,10 @@ class ObjectTable {
   // long as this count has not changed: a reader that let go of the lock
   // can find its record again without a lookup.
   uint64_t erasures() const { return erasures_; }
+  ObjectRef Ref(Object& object) const { return {&object, object.id, erasures_}; }
+  // The record `ref` was taken of, stored under `key`, or null if it was
+  // erased (a new record under the same key is not it).
+  Object* Resolve(const ObjectRef& ref, const std::string& key);
 
   void SetState(Object& object, ObjectState to);
   void SetMove(Object& object, MoveState to);

@@ -123,10 +123,7 @@ constexpr size_t kKeysPerLockHold = 64;
 // its allocation held, so the copy-out needs no lock.
 struct PinnedRead {
   AllocationPtr allocation;
-  // The record, valid while the table's erasures() still reads `erasures`.
-  Object* object = nullptr;
-  uint64_t erasures = 0;
-  uint64_t object_id = 0;
+  ObjectRef object;
   uint64_t size = 0;
   size_t tier = 0;
   uint64_t offset = 0;
@@ -152,9 +149,7 @@ Result<PinnedRead> PinLocked(BackendContext& ctx, ObjectTable& table, const std:
   uint64_t remaining = object->size - offset;
   uint64_t want = length == 0 ? remaining : std::min(length, remaining);
   return PinnedRead{.allocation = object->allocation,
-                    .object = object,
-                    .erasures = table.erasures(),
-                    .object_id = object->id,
+                    .object = table.Ref(*object),
                     .size = object->size,
                     .tier = object->tier(),
                     .offset = offset,
@@ -188,11 +183,7 @@ Result<std::unique_ptr<LentBytes>> ReadLent(const PinnedRead& pinned) {
 // to its end.
 void UnpinLocked(BackendContext& ctx, ObjectTable& table, WorkQueue& work, const std::string& key,
                  const PinnedRead& pinned, const Result<void>& copied) {
-  // Nothing erased since the pin: the record is where it was, and still the
-  // same object. Saves a hash lookup (a few cache misses) per key.
-  Object* object =
-      table.erasures() == pinned.erasures ? pinned.object : table.FindSame(key, pinned.object_id);
-  MC_DCHECK(object == nullptr || object->id == pinned.object_id);
+  Object* object = table.Resolve(pinned.object, key);
   if (object != nullptr) table.EndRead(*object);
   if (!copied) return;
   BackendCounters& counters = ctx.counters;

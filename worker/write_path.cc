@@ -297,9 +297,9 @@ Result<WritePath::Reservation> WritePath::ReserveLocked(const std::string& key, 
   placeholder.write_handle = handle;
   placeholder.options = pending.options;
   placeholder.allocation = pending.allocation;
-  pending.object_id = placeholder.id;
-  table_.Emplace(key, std::move(placeholder), ObjectState::kWriting, pending.tier,
-                 pending.was_published, SteadyClock::now());
+  Object& record = table_.Emplace(key, std::move(placeholder), ObjectState::kWriting, pending.tier,
+                                  pending.was_published, SteadyClock::now());
+  pending.object = table_.Ref(record);
   AllocationPtr in_place = pending.in_place ? pending.allocation : nullptr;
   pending_.emplace(handle, std::move(pending));
   return Reservation{handle, std::move(in_place)};
@@ -330,8 +330,8 @@ Result<AllocationPtr> WritePath::PlaceLocked(uint64_t handle, const std::string&
   const auto& [tier, allocation] = *found;
   it->second.tier = tier;
   it->second.allocation = allocation;
-  Object* object = table_.Find(key);
-  MC_DCHECK(object != nullptr && object->id == it->second.object_id);
+  Object* object = table_.Resolve(it->second.object, key);
+  MC_DCHECK(object != nullptr);
   table_.SetTier(*object, tier);
   object->allocation = allocation;
   return allocation;
@@ -420,7 +420,7 @@ void WritePath::MakeDurable(Committing& c) {
 Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(Committing c) {
   const PendingWrite& write = c.write;
   bool still_ours = pending_.erase(c.handle) > 0;
-  Object* object = table_.FindSame(write.key, write.object_id);
+  Object* object = table_.Resolve(write.object, write.key);
   if (!still_ours || object == nullptr) return Err(ErrorCode::kIllegalClient);
   if (!c.persisted) {
     table_.Erase(*object);
@@ -439,7 +439,7 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(Comm
   if (write.mode == WriteMode::kAdopt) {
     table_.SetState(o, ObjectState::kAdopted);
     o.adopted_at = now;
-    mover_.NoteAdoptedLocked(write.key, write.object_id);
+    mover_.NoteAdoptedLocked(write.key, write.object.id);
     ctx_.counters.moved_in.fetch_add(1, std::memory_order_relaxed);
     return std::optional<CommittedWrite>{};
   }
@@ -449,11 +449,12 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(Comm
 
 Result<void> WritePath::FinishPublishLocked(const PendingWrite& write, uint64_t version,
                                             const Result<void>& claimed) {
+  Object* object = table_.Resolve(write.object, write.key);
   if (!claimed) {
-    table_.EraseIfSame(write.key, write.object_id);
+    if (object != nullptr) table_.Erase(*object);
     return claimed;
   }
-  if (Object* object = table_.FindSame(write.key, write.object_id)) table_.MarkPublished(*object);
+  if (object != nullptr) table_.MarkPublished(*object);
   mover_.ForgetMoveLocked(write.key);  // owned here again
   auto& counter = write.mode == WriteMode::kUpsert ? ctx_.counters.upserts : ctx_.counters.puts;
   counter.fetch_add(1, std::memory_order_relaxed);
@@ -506,7 +507,9 @@ std::optional<std::string> WritePath::RevokeLocked(uint64_t handle, bool writer_
   }
   std::optional<std::string> release_key;
   if (pending->second.was_published) release_key = pending->second.key;
-  table_.EraseIfSame(pending->second.key, pending->second.object_id);
+  if (Object* object = table_.Resolve(pending->second.object, pending->second.key)) {
+    table_.Erase(*object);
+  }
   pending_.erase(pending);
   return release_key;
 }

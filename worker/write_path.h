@@ -34,7 +34,7 @@ namespace mooncake {
 
 struct PendingWrite {
   std::string key;
-  uint64_t object_id = 0;
+  ObjectRef object;  // the record this write fills
   size_t tier = 0;
   AllocationPtr allocation;
   uint64_t size = 0;
