@@ -6,30 +6,48 @@
 // client asks the master), so the cache may forget or be stale, never lie
 // for long.
 //
-// Eviction is generational: entries go into the young generation; when it
-// has used half the budget, the old generation is dropped whole and the
-// young one becomes old. A hit in the old generation moves the entry back
-// to the young one, so keys in use survive, like an LRU, at O(1) per call
-// and with no per-entry list to keep. Sharded by key hash, so concurrent
-// readers rarely share a lock.
+// An entry is 16 bytes whatever the key: the key's 64-bit hash, a small
+// number for the node (node ids are interned once) and a recency stamp. The
+// key itself is not kept; two keys with one hash (about one pair in 10^12
+// for a million keys) would share an entry, which at worst sends a read to
+// the wrong node, the same as a stale entry. Entries live in buckets of
+// eight, one 128-byte run of memory, so a lookup costs one or two cache
+// misses where a node-based map of strings cost four or more (a put
+// remembers every key it writes, so this is on the put path too).
+//
+// Each shard's table starts small and doubles when it is three quarters
+// full or a key's bucket is, up to its share of the budget; past that, an
+// insert into a full bucket replaces the bucket's least recently used entry. Sharded by key
+// hash, so concurrent callers rarely share a lock.
+//
+// At most kMaxNodes distinct node ids are interned in a cache's life; the
+// owners of keys on further nodes are not remembered (reads of them ask the
+// master).
 //
 // Thread-safety: every method is safe from any thread.
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace mooncake {
 
 class OwnerCache {
  public:
-  // Holds entries worth at most `budget_bytes` (EntryBytes each); 0 keeps
-  // nothing.
+  // What one entry costs, whatever its key and node id.
+  static constexpr uint64_t kEntryBytes = 16;
+  static constexpr uint32_t kMaxNodes = 4096;
+
+  // Holds at most `budget_bytes` of entries (kEntryBytes each); a budget
+  // under one bucket per shard keeps nothing.
   explicit OwnerCache(uint64_t budget_bytes);
   OwnerCache(const OwnerCache&) = delete;
   OwnerCache& operator=(const OwnerCache&) = delete;
@@ -38,39 +56,55 @@ class OwnerCache {
   void Remember(std::string_view key, std::string_view node_id);
   void Forget(std::string_view key);
 
-  // What one entry is charged: its strings plus the map's bookkeeping.
-  static uint64_t EntryBytes(std::string_view key, std::string_view node_id);
-
+  // Memory the tables hold now (never more than the budget).
   uint64_t bytes() const;
   size_t entries() const;
 
  private:
   static constexpr size_t kShards = 16;
+  static constexpr size_t kWays = 8;  // entries per bucket
+
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t node = 0;  // 0: empty; else an index into names_ plus one
+    uint32_t stamp = 0;
+  };
+  static_assert(sizeof(Slot) == kEntryBytes);
+
+  struct Shard {
+    mutable std::mutex mu;
+    std::vector<Slot> slots;  // guarded by mu; kWays per bucket
+    size_t used = 0;          // guarded by mu
+    uint32_t clock = 0;       // guarded by mu; stamps recency
+  };
+
+  Shard& ShardOf(uint64_t hash) { return shards_[hash % kShards]; }
+  // Caller holds shard.mu: the bucket `hash` belongs in (slots not empty).
+  static Slot* BucketOf(Shard& shard, uint64_t hash);
+  static Slot* Match(Slot* bucket, uint64_t hash);
+  // Caller holds shard.mu: puts an entry into its bucket, in a free slot or
+  // over the least recently used one.
+  static void Place(Shard& shard, const Slot& entry);
+  static bool HasRoom(const Slot* bucket);
+  // Caller holds shard.mu: doubles the table (not past max_slots_) and
+  // moves every entry to its new bucket.
+  void Grow(Shard& shard);
+  // The number for `node_id` (one plus its index), 0 once kMaxNodes are
+  // taken.
+  uint32_t Intern(std::string_view node_id);
+
+  const size_t max_slots_;  // per shard: a power of two, a multiple of kWays
+  std::array<Shard, kShards> shards_;
 
   struct StringHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  using Generation = std::unordered_map<std::string, std::string, StringHash, std::equal_to<>>;
-
-  struct Shard {
-    mutable std::mutex mu;
-    Generation young;  // guarded by mu
-    Generation old;    // guarded by mu
-    uint64_t young_bytes = 0;
-    uint64_t old_bytes = 0;
-  };
-
-  Shard& ShardOf(std::string_view key);
-  // Caller holds shard.mu: inserts or updates in the young generation, turning the
-  // generations over when it is full.
-  void InsertLocked(Shard& shard, std::string key, std::string node_id);
-  // Caller holds shard.mu: removes `key` from `generation` and its bytes.
-  static void EraseLocked(Generation& generation, uint64_t& bytes, std::string_view key);
-
-  // Each shard's young generation may use this much before it turns over.
-  const uint64_t generation_budget_;
-  std::array<Shard, kShards> shards_;
+  mutable std::shared_mutex names_mu_;
+  // Interned node ids, reserved for kMaxNodes so that an entry is never
+  // moved: a reader holding a number reads names_[number - 1] unlocked.
+  std::vector<std::string> names_;                                              // names_mu_
+  std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> ids_;  // names_mu_
 };
 
 }  // namespace mooncake
