@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # CPU time per operation of each process (master, worker, mooncake-bench) for
-# mooncake-bench runs against a fresh master + worker. On a small shared VM
-# throughput moves 15-30% between sittings; CPU per operation moves a few
-# percent, so it is the figure to compare two builds by when the machine is
-# saturated (batch rows, concurrency 16 and 64).
+# mooncake-bench runs against a fresh master + worker: where the time goes
+# when the machine is saturated (batch rows, concurrency 16 and 64), which a
+# throughput figure does not say. It still moves 10-30% between sittings on
+# a small VM: to compare two builds, alternate them and repeat.
 #
 #   bench/cpu_per_op.sh [MOONCAKE-BENCH ARGS...]
 #   e.g. bench/cpu_per_op.sh --value-size 4KiB --batch 16 --concurrency 16

@@ -110,18 +110,29 @@ Object* ObjectTable::Resolve(const ObjectRef& ref, const std::string& key) {
 
 Object& ObjectTable::Emplace(const std::string& key, Object object, ObjectState state, size_t tier,
                              bool published, SteadyClock::time_point last_access) {
-  MC_DCHECK(state == ObjectState::kWriting || state == ObjectState::kComplete);
   MC_DCHECK(!objects_.contains(key));
+  Object* added = EmplaceIfAbsent(key, std::move(object), state, tier, published, last_access);
+  MC_DCHECK(added != nullptr);
+  return *added;
+}
+
+Object* ObjectTable::EmplaceIfAbsent(const std::string& key, Object object, ObjectState state,
+                                     size_t tier, bool published,
+                                     SteadyClock::time_point last_access) {
+  MC_DCHECK(state == ObjectState::kWriting || state == ObjectState::kComplete);
   MC_DCHECK(tier < lru_.size());
-  object.state_ = state;
-  object.move_ = MoveState::kIdle;
-  object.published_ = published;
-  object.tier_ = tier;
-  object.last_access_ = last_access;
-  auto [it, inserted] = objects_.emplace(key, std::move(object));
-  it->second.key_ = &it->first;
-  Index(it->second);
-  return it->second;
+  // try_emplace leaves `object` alone when the key is taken.
+  auto [it, inserted] = objects_.try_emplace(key, std::move(object));
+  if (!inserted) return nullptr;
+  Object& added = it->second;
+  added.state_ = state;
+  added.move_ = MoveState::kIdle;
+  added.published_ = published;
+  added.tier_ = tier;
+  added.last_access_ = last_access;
+  added.key_ = &it->first;
+  Index(added);
+  return &added;
 }
 
 void ObjectTable::Erase(Object& object) {

@@ -203,6 +203,10 @@ class ObjectTable {
   // Adds a new record in `state` (kWriting or kComplete), placed in `tier`.
   Object& Emplace(const std::string& key, Object object, ObjectState state, size_t tier,
                   bool published, SteadyClock::time_point last_access);
+  // Emplace, unless `key` has a record already: then nothing changes and
+  // the result is null. One hash lookup either way.
+  Object* EmplaceIfAbsent(const std::string& key, Object object, ObjectState state, size_t tier,
+                          bool published, SteadyClock::time_point last_access);
   // Erases the record (-> kRemoved); `object` dangles afterwards. Holders of
   // its allocation keep the space alive until they let go.
   void Erase(Object& object);

@@ -247,62 +247,81 @@ Result<WritePath::Reservation> WritePath::ReserveLocked(const std::string& key, 
   pending.adopted_version = adopted_version;
   pending.direct = direct;
   pending.deadline = SteadyClock::now() + ctx_.options.put_start_discard_timeout;
-  Object* existing = table_.Find(key);
-  // An upsert of a key this node handed to another one belongs there: the
-  // caller re-locates instead of creating a second object here.
-  if (existing == nullptr && mode == WriteMode::kUpsert && mover_.MovedAwayLocked(key)) {
-    return Err(ErrorCode::kNotOwner);
+  uint64_t handle = next_handle_;
+  Object* record = nullptr;
+  if (mode == WriteMode::kUpsert) {
+    if (auto cleared = ClearForUpsertLocked(key, pending, released); !cleared) {
+      return Err(cleared.error());
+    }
+    record = &table_.Emplace(key, Placeholder(pending, handle), ObjectState::kWriting, pending.tier,
+                             pending.was_published, SteadyClock::now());
+  } else {
+    // A put of a new key, the common case: one hash lookup reserves it.
+    record = table_.EmplaceIfAbsent(key, Placeholder(pending, handle), ObjectState::kWriting,
+                                    pending.tier, /*published=*/false, SteadyClock::now());
+    if (record == nullptr) return Err(ErrorCode::kObjectAlreadyExists);
   }
-  if (existing != nullptr) {
-    if (mode != WriteMode::kUpsert) return Err(ErrorCode::kObjectAlreadyExists);
-    Object& old = *existing;
-    if (old.readers > 0 || old.moving() || old.transferring() || old.adopted() || old.removing()) {
-      return Err(ErrorCode::kObjectReplicaBusy);
-    }
-    // Pins are a property of the key: they survive an upsert.
-    pending.options.hard_pin |= old.options.hard_pin;
-    pending.options.soft_pin |= old.options.soft_pin;
-    pending.was_published = old.published();
-    if (!old.complete()) {
-      // Pre-empt the write in flight: its writer's next call fails.
-      auto previous = pending_.find(old.write_handle);
-      if (previous != pending_.end()) {
-        pending.was_published |= previous->second.was_published;
-        if (previous->second.written_from_outside()) {
-          QuarantineLocked(previous->second.allocation);
-        } else {
-          released.push_back(previous->second.allocation);
-        }
-        pending_.erase(previous);
-      }
-    }
-    // In place only over a complete object: a pre-empted writer may still
-    // be copying a chunk into the location of a write in flight, so that
-    // location is never handed to the next writer.
-    pending.in_place = old.complete() && old.allocation && old.size == size &&
-                       (!direct || ctx_.shared_regions[old.tier()].has_value());
-    if (pending.in_place) {
-      pending.allocation = old.allocation;
-      pending.tier = old.tier();
-    } else {
-      released.push_back(old.allocation);
-    }
-    released.push_back(old.durable_copy);
-    table_.Erase(old);
-  }
-  uint64_t handle = next_handle_++;
-  Object placeholder;
-  placeholder.id = table_.NextObjectId();
-  placeholder.size = size;
-  placeholder.write_handle = handle;
-  placeholder.options = pending.options;
-  placeholder.allocation = pending.allocation;
-  Object& record = table_.Emplace(key, std::move(placeholder), ObjectState::kWriting, pending.tier,
-                                  pending.was_published, SteadyClock::now());
-  pending.object = table_.Ref(record);
+  ++next_handle_;
+  pending.object = table_.Ref(*record);
   AllocationPtr in_place = pending.in_place ? pending.allocation : nullptr;
   pending_.emplace(handle, std::move(pending));
   return Reservation{handle, std::move(in_place)};
+}
+
+Object WritePath::Placeholder(const PendingWrite& pending, uint64_t handle) {
+  Object placeholder;
+  placeholder.id = table_.NextObjectId();
+  placeholder.size = pending.size;
+  placeholder.write_handle = handle;
+  placeholder.options = pending.options;
+  placeholder.allocation = pending.allocation;
+  return placeholder;
+}
+
+Result<void> WritePath::ClearForUpsertLocked(const std::string& key, PendingWrite& pending,
+                                             std::vector<AllocationPtr>& released) {
+  Object* existing = table_.Find(key);
+  if (existing == nullptr) {
+    // An upsert of a key this node handed to another one belongs there: the
+    // caller re-locates instead of creating a second object here.
+    if (mover_.MovedAwayLocked(key)) return Err(ErrorCode::kNotOwner);
+    return {};
+  }
+  Object& old = *existing;
+  if (old.readers > 0 || old.moving() || old.transferring() || old.adopted() || old.removing()) {
+    return Err(ErrorCode::kObjectReplicaBusy);
+  }
+  // Pins are a property of the key: they survive an upsert.
+  pending.options.hard_pin |= old.options.hard_pin;
+  pending.options.soft_pin |= old.options.soft_pin;
+  pending.was_published = old.published();
+  if (!old.complete()) {
+    // Pre-empt the write in flight: its writer's next call fails.
+    auto previous = pending_.find(old.write_handle);
+    if (previous != pending_.end()) {
+      pending.was_published |= previous->second.was_published;
+      if (previous->second.written_from_outside()) {
+        QuarantineLocked(previous->second.allocation);
+      } else {
+        released.push_back(previous->second.allocation);
+      }
+      pending_.erase(previous);
+    }
+  }
+  // In place only over a complete object: a pre-empted writer may still
+  // be copying a chunk into the location of a write in flight, so that
+  // location is never handed to the next writer.
+  pending.in_place = old.complete() && old.allocation && old.size == pending.size &&
+                     (!pending.direct || ctx_.shared_regions[old.tier()].has_value());
+  if (pending.in_place) {
+    pending.allocation = old.allocation;
+    pending.tier = old.tier();
+  } else {
+    released.push_back(old.allocation);
+  }
+  released.push_back(old.durable_copy);
+  table_.Erase(old);
+  return {};
 }
 
 WritePath::SpaceFound WritePath::FindSpace(uint64_t size, const ObjectOptions& options,

@@ -133,6 +133,15 @@ class WritePath {
                                     const ObjectOptions& options, WriteMode mode,
                                     uint64_t adopted_version, bool direct,
                                     std::vector<AllocationPtr>& released);
+  // For an upsert: takes over the pins and publication of the key's record
+  // here, pre-empts its unfinished write, and erases it (its space goes to
+  // `released`, or to `pending` for an in-place write of the same size).
+  // OBJECT_REPLICA_BUSY while the record is read, moved or handed over;
+  // NOT_OWNER for a key this node handed to another one.
+  Result<void> ClearForUpsertLocked(const std::string& key, PendingWrite& pending,
+                                    std::vector<AllocationPtr>& released);
+  // The kWriting record of `pending`'s write `handle`.
+  Object Placeholder(const PendingWrite& pending, uint64_t handle);
   // Allocates for a reserved write, evicting if need be (without ctx_.mu).
   SpaceFound FindSpace(uint64_t size, const ObjectOptions& options, WriteMode mode, bool direct);
   // Gives a reserved write the space found, or revokes it if none was;

@@ -142,6 +142,39 @@ TEST_F(ObjectTableTest, EmplaceFindAndErase) {
   EXPECT_TRUE(Victims(0, 1000).empty());  // the LRU index forgot it too
 }
 
+TEST_F(ObjectTableTest, EmplaceIfAbsentLeavesATakenKeyAlone) {
+  Object& first = Add("k", S::kComplete, 0, 100);
+  Object other;
+  other.id = table_.NextObjectId();
+  other.size = 999;
+  EXPECT_EQ(table_.EmplaceIfAbsent("k", std::move(other), S::kWriting, 1, false, Tick()), nullptr);
+  EXPECT_EQ(table_.Find("k"), &first);
+  EXPECT_EQ(first.size, 100u);
+  EXPECT_EQ(first.tier(), 0u);
+  EXPECT_EQ(table_.size(), 1u);
+  // A free key gets its record, indexed in its tier like Emplace's.
+  Object fresh;
+  fresh.id = table_.NextObjectId();
+  fresh.size = 7;
+  Object* added = table_.EmplaceIfAbsent("j", std::move(fresh), S::kComplete, 1, true, Tick());
+  ASSERT_NE(added, nullptr);
+  EXPECT_EQ(added->key(), "j");
+  EXPECT_EQ(added->tier(), 1u);
+  EXPECT_EQ(Victims(1, 1), std::vector<std::string>{"j"});
+}
+
+TEST_F(ObjectTableTest, ARefFindsItsRecordUntilItIsErased) {
+  Object& a = Add("a", S::kComplete, 0);
+  ObjectRef ref = table_.Ref(a);
+  EXPECT_EQ(table_.Resolve(ref, "a"), &a);
+  Add("b", S::kComplete, 0);
+  table_.Erase(*table_.Find("b"));  // another erasure: the ref looks "a" up
+  EXPECT_EQ(table_.Resolve(ref, "a"), &a);
+  table_.Erase(a);
+  Add("a", S::kComplete, 0);  // a new record under the same key is not it
+  EXPECT_EQ(table_.Resolve(ref, "a"), nullptr);
+}
+
 TEST_F(ObjectTableTest, EveryLegalPathThroughTheLifecycle) {
   Object& put = Add("put", S::kWriting, 0, 100, {}, /*published=*/false);
   EXPECT_FALSE(put.complete());
