@@ -143,7 +143,11 @@ PIDS+=($!)
 for _ in $(seq 1 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 
 BENCH="$BUILD_DIR/bench/mooncake-bench"
-echo "$SYSTEM (worker ${PREFAULT_ARGS[*]:-without --dram-prefault}, --rpc-engine ${RPC_ENGINE:-threads})" \
+# Idle vCPUs that halt make every wake-up slow, for both systems alike
+# (docs/operations.md, "Latency on virtual machines"): say how this ran.
+HALT_POLL="$(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null || echo n/a)"
+echo "$SYSTEM (worker ${PREFAULT_ARGS[*]:-without --dram-prefault}, --rpc-engine ${RPC_ENGINE:-threads};" \
+  "guest_halt_poll_ns $HALT_POLL)" \
   "vs redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), loopback;" \
   "batch rows: mooncake --batch N (BatchPut/BatchGet) vs redis-benchmark -P N (pipelined" \
   "SET/GET); ops/s = keys/s; mooncake latency per call, redis per request"
