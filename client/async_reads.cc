@@ -44,6 +44,8 @@ void AsyncReads::Close() {
 void AsyncReads::AddCounters(TransportCounters& counters) const {
   counters.async_gets_pipelined = pipelined_gets_.load(std::memory_order_relaxed);
   counters.async_gets_slow = slow_gets_.load(std::memory_order_relaxed);
+  std::lock_guard lock(mu_);
+  counters.async_connections = links_.size();
 }
 
 void AsyncReads::Get(std::string key, Done done) {
@@ -62,9 +64,10 @@ void AsyncReads::Get(std::string key, Done done) {
 void AsyncReads::SendOrWait(PendingGet get) {
   std::shared_ptr<Pipeline> pipeline;
   std::optional<Owner> open_to;
+  std::vector<Link> unreachable;  // let go after the lock
   {
     std::lock_guard lock(mu_);
-    Link& link = LinkTo(get.owner);
+    Link& link = LinkTo(get.owner, unreachable);
     if (link.pipeline && !link.pipeline->broken()) {
       pipeline = link.pipeline;
     } else {
@@ -95,10 +98,31 @@ void AsyncReads::Send(Pipeline& pipeline, PendingGet get) {
   if (!sent) SendOrWait(std::move(*state));
 }
 
-AsyncReads::Link& AsyncReads::LinkTo(const Owner& owner) {
-  Link& link = links_[owner.channel.get()];
-  if (!link.channel) link.channel = owner.channel;
-  return link;
+AsyncReads::Link& AsyncReads::LinkTo(const Owner& owner, std::vector<Link>& unreachable) {
+  auto [it, added] = links_.try_emplace(owner.channel.get());
+  if (added) {
+    it->second.channel = owner.channel;
+    // A new channel may be a node's new address: the router has then let go
+    // of the old one, and this is the moment to drop its link.
+    DropUnreachableLinksLocked(unreachable);
+  }
+  return it->second;
+}
+
+void AsyncReads::DropUnreachableLinksLocked(std::vector<Link>& unreachable) {
+  for (auto it = links_.begin(); it != links_.end();) {
+    Link& link = it->second;
+    // Only the link holds its channel: the router replaced it, and no get
+    // (whose Owner would hold it too) is on its way there. Nothing can
+    // reach the link again, since a channel is only ever copied from one
+    // already held.
+    if (link.channel.use_count() == 1 && !link.opening && link.waiting.empty()) {
+      unreachable.push_back(std::move(link));
+      it = links_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void AsyncReads::Open(const Owner& owner) {
@@ -110,9 +134,10 @@ void AsyncReads::Open(const Owner& owner) {
   std::shared_ptr<Pipeline> pipeline;
   std::shared_ptr<Pipeline> replaced;  // the broken one, let go after the lock
   std::vector<PendingGet> waiting;
+  std::vector<Link> unreachable;  // let go after the lock
   {
     std::lock_guard lock(mu_);
-    Link& link = LinkTo(owner);
+    Link& link = LinkTo(owner, unreachable);
     link.opening = false;
     waiting.swap(link.waiting);
     if (opened && !closing_) {

@@ -69,7 +69,8 @@ class AsyncReads {
   // The connection to one worker address, and the gets waiting while it
   // opens. Keyed by the router's channel to that address, which the router
   // replaces exactly when a node's address changes; holding the channel
-  // keeps its address from being reused as another key.
+  // keeps its address from being reused as another key. A link whose
+  // channel the router replaced is dropped once no get holds the channel.
   struct Link {
     std::shared_ptr<WorkerChannel> channel;
     std::shared_ptr<Pipeline> pipeline;  // null until opened
@@ -81,8 +82,10 @@ class AsyncReads {
   // (starting that on the slow path when nobody has).
   void SendOrWait(PendingGet get);
   void Send(Pipeline& pipeline, PendingGet get);
-  // The link to `owner`'s address. mu_ held.
-  Link& LinkTo(const Owner& owner);
+  // The link to `owner`'s address. mu_ held. Creating one drops the links
+  // nobody can reach any more into `unreachable`, to be let go unlocked.
+  Link& LinkTo(const Owner& owner, std::vector<Link>& unreachable);
+  void DropUnreachableLinksLocked(std::vector<Link>& unreachable);
   // Slow path: connects to `owner`'s address and sends the gets that
   // waited; they go the ordinary way when the connection cannot be made.
   void Open(const Owner& owner);

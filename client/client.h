@@ -154,6 +154,9 @@ struct TransportCounters {
   // cache on, connection broken).
   uint64_t async_gets_pipelined = 0;
   uint64_t async_gets_slow = 0;
+  // Pipelined connections GetAsync holds now: one per worker address in
+  // use (one whose node moved to another address is let go).
+  uint64_t async_connections = 0;
   // PutAsync: puts, and the batches that carried them.
   uint64_t async_puts = 0;
   uint64_t async_put_batches = 0;

@@ -61,10 +61,10 @@ py::dict TransportDict(const TransportCounters& t) {
       "rdma_gets"_a = t.rdma_gets, "rdma_bytes"_a = t.rdma_bytes,
       "rdma_fallbacks"_a = t.rdma_fallbacks, "rdma_enabled"_a = t.rdma_enabled,
       "rdma_reason"_a = t.rdma_reason, "async_gets_pipelined"_a = t.async_gets_pipelined,
-      "async_gets_slow"_a = t.async_gets_slow, "async_puts"_a = t.async_puts,
-      "async_put_batches"_a = t.async_put_batches, "combined_gets"_a = t.combined_gets,
-      "combined_get_batches"_a = t.combined_get_batches, "combined_puts"_a = t.combined_puts,
-      "combined_put_batches"_a = t.combined_put_batches,
+      "async_gets_slow"_a = t.async_gets_slow, "async_connections"_a = t.async_connections,
+      "async_puts"_a = t.async_puts, "async_put_batches"_a = t.async_put_batches,
+      "combined_gets"_a = t.combined_gets, "combined_get_batches"_a = t.combined_get_batches,
+      "combined_puts"_a = t.combined_puts, "combined_put_batches"_a = t.combined_put_batches,
       "combining_waiters"_a = t.combining_waiters);
 }
 
