@@ -30,6 +30,8 @@
 
 namespace mooncake {
 
+struct ValueView;  // thrift/value_calls.h
+
 struct ClientConfig {
   std::string master_host = "127.0.0.1";
   int master_port = 50051;
@@ -362,6 +364,9 @@ class Client {
   };
   std::vector<std::optional<Result<void>>> PutTogether(const PutOptions& options,
                                                        std::span<const CombinedPut* const> puts);
+  // BatchPut of views of the caller's keys and values (no copy of them).
+  std::vector<Result<void>> BatchPutViews(std::span<const ValueView> items,
+                                          const PutOptions& options);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -58,30 +58,30 @@ std::vector<std::string> KeysAt(const std::vector<std::string>& keys,
   return out;
 }
 
-std::vector<std::vector<size_t>> PlanPutRequests(
-    const std::vector<std::pair<std::string, std::string>>& items,
-    const std::vector<size_t>& positions, std::vector<size_t>& large) {
+std::vector<std::vector<size_t>> PlanPutRequests(std::span<const ValueView> items,
+                                                 const std::vector<size_t>& positions,
+                                                 std::vector<size_t>& large) {
   std::vector<size_t> small;
   small.reserve(positions.size());
   for (size_t i : positions) {
-    if (items[i].second.size() > kRpcChunkBytes) {
+    if (items[i].value.size() > kRpcChunkBytes) {
       large.push_back(i);
     } else {
       small.push_back(i);
     }
   }
   return SliceIndices(
-      small, [&items](size_t i) { return items[i].first.size() + items[i].second.size(); },
+      small, [&items](size_t i) { return items[i].key.size() + items[i].value.size(); },
       kMaxBatchPutBytes, kMaxBatchCount);
 }
 
-std::vector<size_t> WritablePositions(const std::vector<std::pair<std::string, std::string>>& items,
+std::vector<size_t> WritablePositions(std::span<const ValueView> items,
                                       std::vector<Result<void>>& results) {
   std::vector<size_t> positions;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (!ValidateKey(items[i].first)) {
+    if (!ValidateKey(items[i].key)) {
       results[i] = Err(ErrorCode::kInvalidKey);
-    } else if (items[i].second.empty()) {
+    } else if (items[i].value.empty()) {
       results[i] = Err(ErrorCode::kInvalidParams);
     } else {
       positions.push_back(i);
@@ -90,11 +90,17 @@ std::vector<size_t> WritablePositions(const std::vector<std::pair<std::string, s
   return positions;
 }
 
-uint64_t TotalBytes(const std::vector<std::pair<std::string, std::string>>& items,
-                    const std::vector<size_t>& positions) {
+uint64_t TotalBytes(std::span<const ValueView> items, const std::vector<size_t>& positions) {
   uint64_t total = 0;
-  for (size_t i : positions) total += items[i].second.size();
+  for (size_t i : positions) total += items[i].value.size();
   return total;
+}
+
+std::vector<ValueView> ViewsOf(const std::vector<std::pair<std::string, std::string>>& items) {
+  std::vector<ValueView> views;
+  views.reserve(items.size());
+  for (const auto& [key, value] : items) views.push_back({key, value});
+  return views;
 }
 
 namespace {
@@ -150,21 +156,18 @@ void FanOut(ClientRouter& router, const std::vector<std::string>& keys, std::vec
 // Keys written are remembered as `target`'s, as the single Put does, so
 // later reads of them skip the master. Tasks hold references to router,
 // items, config and results: run them before those go away.
-void AddWriteTasks(ClientRouter& router, const Owner& target,
-                   const std::vector<std::pair<std::string, std::string>>& items,
+void AddWriteTasks(ClientRouter& router, const Owner& target, std::span<const ValueView> items,
                    const std::vector<size_t>& positions, const rpc::ReplicateConfig& config,
                    bool upsert, std::vector<Result<void>>& results,
                    std::vector<std::function<void()>>& tasks) {
   std::vector<size_t> large;
   for (auto& request : PlanPutRequests(items, positions, large)) {
     tasks.emplace_back(
-        [&router, &items, &config, &results, target, upsert, request = std::move(request)] {
+        [&router, items, &config, &results, target, upsert, request = std::move(request)] {
           // Views of the caller's items: the values go from its memory to
           // the socket, with no copy into PutItems.
           std::vector<ValueView> batch(request.size());
-          for (size_t j = 0; j < request.size(); ++j) {
-            batch[j] = {items[request[j]].first, items[request[j]].second};
-          }
+          for (size_t j = 0; j < request.size(); ++j) batch[j] = items[request[j]];
           std::vector<rpc::ErrorCode::type> codes;
           auto call = target.channel->Call([&](rpc::WorkerServiceClient& c) {
             SendBatchValueCall(c, upsert, batch, config);
@@ -180,15 +183,16 @@ void AddWriteTasks(ClientRouter& router, const Owner& target,
             } else {
               results[request[j]] = ToResult(codes[j]);
               if (results[request[j]]) {
-                router.RememberOwner(items[request[j]].first, target.node_id);
+                router.RememberOwner(std::string(items[request[j]].key), target.node_id);
               }
             }
           }
         });
   }
   for (size_t i : large) {
-    tasks.emplace_back([&router, &items, &config, &results, target, upsert, i] {
-      const auto& [key, value] = items[i];
+    tasks.emplace_back([&router, items, &config, &results, target, upsert, i] {
+      std::string key(items[i].key);
+      std::string_view value = items[i].value;
       results[i] =
           upsert ? UpsertValue(target, key, value, config) : PutValue(target, key, value, config);
       if (results[i]) router.RememberOwner(key, target.node_id);
@@ -388,6 +392,11 @@ std::vector<Result<void>> Client::BatchRemove(const std::vector<std::string>& ke
 
 std::vector<Result<void>> Client::BatchPut(
     const std::vector<std::pair<std::string, std::string>>& items, const PutOptions& options) {
+  return BatchPutViews(ViewsOf(items), options);
+}
+
+std::vector<Result<void>> Client::BatchPutViews(std::span<const ValueView> items,
+                                                const PutOptions& options) {
   std::vector<Result<void>> results(items.size());
   std::vector<size_t> positions = WritablePositions(items, results);
   if (positions.empty()) return results;
@@ -408,7 +417,7 @@ std::vector<Result<void>> Client::BatchPut(
   if (!explicit_choice) {
     for (size_t i : positions) {
       if (!results[i] && results[i].error() == ErrorCode::kNoAvailableHandle) {
-        results[i] = PutAlone(items[i].first, items[i].second, options);
+        results[i] = PutAlone(items[i].key, items[i].value, options);
       }
     }
   }
@@ -418,7 +427,8 @@ std::vector<Result<void>> Client::BatchPut(
 std::vector<Result<void>> Client::BatchUpsert(
     const std::vector<std::pair<std::string, std::string>>& items, const PutOptions& options) {
   std::vector<Result<void>> results(items.size());
-  std::vector<size_t> positions = WritablePositions(items, results);
+  const std::vector<ValueView> views = ViewsOf(items);
+  std::vector<size_t> positions = WritablePositions(views, results);
   if (positions.empty()) return results;
   std::vector<std::string> keys;
   keys.reserve(items.size());
@@ -434,7 +444,7 @@ std::vector<Result<void>> Client::BatchUpsert(
   rpc::ReplicateConfig config = ToRpcConfig(options);
   std::vector<std::function<void()>> tasks;
   for (const auto& [node_id, group] : *groups) {
-    AddWriteTasks(impl_->router, group.owner, items, group.indices, config, /*upsert=*/true,
+    AddWriteTasks(impl_->router, group.owner, views, group.indices, config, /*upsert=*/true,
                   results, tasks);
   }
   std::vector<size_t> absent;
@@ -448,9 +458,9 @@ std::vector<Result<void>> Client::BatchUpsert(
   // Keys without an owner take the put path: one target for all of them.
   bool explicit_choice = false;
   if (!absent.empty()) {
-    auto target = impl_->router.PickTarget(TotalBytes(items, absent), options, explicit_choice);
+    auto target = impl_->router.PickTarget(TotalBytes(views, absent), options, explicit_choice);
     if (target) {
-      AddWriteTasks(impl_->router, *target, items, absent, config, /*upsert=*/true, results, tasks);
+      AddWriteTasks(impl_->router, *target, views, absent, config, /*upsert=*/true, results, tasks);
     } else {
       for (size_t i : absent) results[i] = Err(target.error());
     }

@@ -27,6 +27,7 @@
 #include "client/client_router.h"
 #include "client/rdma_reads.h"
 #include "common/status.h"
+#include "thrift/value_calls.h"
 
 namespace mooncake {
 
@@ -72,9 +73,9 @@ std::vector<std::string> KeysAt(const std::vector<std::string>& keys,
 // items, kMaxBatchPutBytes of keys and values, but never an empty request);
 // values too big for one request are appended to `large` for the two-phase
 // path.
-std::vector<std::vector<size_t>> PlanPutRequests(
-    const std::vector<std::pair<std::string, std::string>>& items,
-    const std::vector<size_t>& positions, std::vector<size_t>& large);
+std::vector<std::vector<size_t>> PlanPutRequests(std::span<const ValueView> items,
+                                                 const std::vector<size_t>& positions,
+                                                 std::vector<size_t>& large);
 
 // One get of a key whose owner the client remembers (Client::Get).
 struct CombinedGet {
@@ -92,11 +93,13 @@ std::vector<std::optional<Result<ObjectValue>>> GetTogether(
 
 // Input positions that can be written; the others get their error now
 // (INVALID_KEY, or INVALID_PARAMS for an empty value).
-std::vector<size_t> WritablePositions(const std::vector<std::pair<std::string, std::string>>& items,
+std::vector<size_t> WritablePositions(std::span<const ValueView> items,
                                       std::vector<Result<void>>& results);
 
 // The value bytes of items[positions].
-uint64_t TotalBytes(const std::vector<std::pair<std::string, std::string>>& items,
-                    const std::vector<size_t>& positions);
+uint64_t TotalBytes(std::span<const ValueView> items, const std::vector<size_t>& positions);
+
+// Views of the caller's items, in order.
+std::vector<ValueView> ViewsOf(const std::vector<std::pair<std::string, std::string>>& items);
 
 }  // namespace mooncake

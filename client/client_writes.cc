@@ -13,6 +13,7 @@
 #include "client/client_impl.h"
 #include "client/client_retry.h"
 #include "common/log.h"
+#include "thrift/value_calls.h"
 
 namespace mooncake {
 
@@ -124,10 +125,11 @@ std::vector<std::optional<Result<void>>> Client::PutTogether(
     results.emplace_back(PutAlone(puts.front()->key, puts.front()->value, options));
     return results;
   }
-  std::vector<std::pair<std::string, std::string>> items;
+  // Views of the callers' keys and values, which wait until this returns.
+  std::vector<ValueView> items;
   items.reserve(puts.size());
-  for (const CombinedPut* put : puts) items.emplace_back(put->key, put->value);
-  for (auto& result : BatchPut(items, options)) {
+  for (const CombinedPut* put : puts) items.push_back({put->key, put->value});
+  for (auto& result : BatchPutViews(items, options)) {
     // An unreachable node: the single path refreshes its address or picks
     // another node, as a lone Put would.
     if (!result && result.error() == ErrorCode::kRpcFail) {

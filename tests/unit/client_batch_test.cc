@@ -173,7 +173,7 @@ TEST(ClientBatchTest, KeysAtFollowsTheSliceOrder) {
 TEST(ClientBatchTest, WritablePositionsRejectsBadKeysAndEmptyValues) {
   Items items{{"a", "1"}, {"", "2"}, {"c", ""}, {"d", "4"}};
   std::vector<Result<void>> results(items.size());
-  EXPECT_EQ(WritablePositions(items, results), (std::vector<size_t>{0, 3}));
+  EXPECT_EQ(WritablePositions(ViewsOf(items), results), (std::vector<size_t>{0, 3}));
   ASSERT_FALSE(results[1]);
   EXPECT_EQ(results[1].error(), ErrorCode::kInvalidKey);
   ASSERT_FALSE(results[2]);
@@ -182,15 +182,15 @@ TEST(ClientBatchTest, WritablePositionsRejectsBadKeysAndEmptyValues) {
 
 TEST(ClientBatchTest, TotalBytesCountsValuesOfThePositions) {
   Items items{{"a", "12"}, {"bb", "345"}, {"c", "6789"}};
-  EXPECT_EQ(TotalBytes(items, {0, 2}), 6u);
-  EXPECT_EQ(TotalBytes(items, {}), 0u);
+  EXPECT_EQ(TotalBytes(ViewsOf(items), {0, 2}), 6u);
+  EXPECT_EQ(TotalBytes(ViewsOf(items), {}), 0u);
 }
 
 TEST(ClientBatchTest, PlanPutRequestsBoundsTheItemCount) {
   Items items;
   for (size_t i = 0; i < kMaxBatchCount + 1; ++i) items.emplace_back("k" + std::to_string(i), "v");
   std::vector<size_t> large;
-  auto requests = PlanPutRequests(items, Iota(items.size()), large);
+  auto requests = PlanPutRequests(ViewsOf(items), Iota(items.size()), large);
   ASSERT_EQ(requests.size(), 2u);
   EXPECT_EQ(requests[0], Iota(kMaxBatchCount));
   EXPECT_EQ(requests[1], (std::vector<size_t>{kMaxBatchCount}));
@@ -203,7 +203,7 @@ TEST(ClientBatchTest, PlanPutRequestsBoundsThePayload) {
   Items items;
   for (int i = 0; i < 5; ++i) items.emplace_back("k" + std::to_string(i), value);
   std::vector<size_t> large;
-  auto requests = PlanPutRequests(items, Iota(items.size()), large);
+  auto requests = PlanPutRequests(ViewsOf(items), Iota(items.size()), large);
   EXPECT_EQ(requests, (std::vector<std::vector<size_t>>{{0, 1}, {2, 3}, {4}}));
   EXPECT_TRUE(large.empty());
 }
@@ -214,7 +214,7 @@ TEST(ClientBatchTest, PlanPutRequestsSendsOversizedValuesTheTwoPhaseWay) {
               {"big", std::string(kRpcChunkBytes + 1, 'b')},
               {"tail", "t"}};
   std::vector<size_t> large;
-  auto requests = PlanPutRequests(items, {0, 1, 2, 3}, large);
+  auto requests = PlanPutRequests(ViewsOf(items), {0, 1, 2, 3}, large);
   // A value at the limit gets a request of its own rather than an empty one.
   EXPECT_EQ(requests, (std::vector<std::vector<size_t>>{{0}, {1}, {3}}));
   EXPECT_EQ(large, (std::vector<size_t>{2}));
@@ -223,8 +223,9 @@ TEST(ClientBatchTest, PlanPutRequestsSendsOversizedValuesTheTwoPhaseWay) {
 TEST(ClientBatchTest, PlanPutRequestsKeepsOnlyTheGivenPositions) {
   Items items{{"a", "1"}, {"b", "2"}, {"c", "3"}};
   std::vector<size_t> large;
-  EXPECT_EQ(PlanPutRequests(items, {2, 0}, large), (std::vector<std::vector<size_t>>{{2, 0}}));
-  EXPECT_TRUE(PlanPutRequests(items, {}, large).empty());
+  EXPECT_EQ(PlanPutRequests(ViewsOf(items), {2, 0}, large),
+            (std::vector<std::vector<size_t>>{{2, 0}}));
+  EXPECT_TRUE(PlanPutRequests(ViewsOf(items), {}, large).empty());
 }
 
 }  // namespace
