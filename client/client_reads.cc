@@ -82,7 +82,7 @@ Result<ObjectValue> Client::Get(std::string_view key) {
 
 std::optional<Result<ObjectValue>> Client::GetWithOthers(std::string_view key) {
   // Only a remembered owner has a combiner; the rest ask the master alone.
-  auto owner = impl_->router.LocateCached(std::string(key));
+  auto owner = impl_->router.LocateCached(key);
   if (!owner) return std::nullopt;
   auto& combiner = impl_->get_combiners.For(owner->node_id, [&] {
     return std::make_unique<Impl::GetCombiner>(

@@ -128,7 +128,7 @@ Result<Owner> ClientRouter::Locate(const std::string& key) {
   return LocateAtMaster(key);
 }
 
-std::optional<Owner> ClientRouter::LocateCached(const std::string& key) {
+std::optional<Owner> ClientRouter::LocateCached(std::string_view key) {
   auto node_id = owners_.Find(key);
   if (!node_id) return std::nullopt;
   auto channel = Cached(*node_id);

@@ -76,7 +76,7 @@ class ClientRouter {
   // else from the master (kObjectNotFound if none).
   Result<Owner> Locate(const std::string& key);
   // The owner the key -> owner cache remembers, with no master round trip.
-  std::optional<Owner> LocateCached(const std::string& key);
+  std::optional<Owner> LocateCached(std::string_view key);
   // The owner according to the master, bypassing the cache (and refreshing it).
   Result<Owner> LocateAtMaster(const std::string& key);
   // Records that `node_id` owns `key` (after a put or a master answer).
