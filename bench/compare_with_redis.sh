@@ -77,15 +77,8 @@ BATCH_SIZES="${BATCH_SIZES-4KiB}"
 LOOP_SIZES="${LOOP_SIZES-4KiB}"
 ASYNC_SIZES="${ASYNC_SIZES-4KiB}"
 RUN_LIMIT_S=300  # the most one benchmark run may take
-WORK="$(mktemp -d /tmp/mooncake-compare-XXXXXX)"
-PIDS=()
-
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+# shellcheck source=bench/bench_cluster.sh
+source "$ROOT/bench/bench_cluster.sh" compare
 
 if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -94,11 +87,6 @@ fi
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-
-wait_for_file() {
-  for _ in $(seq 1 200); do [ -s "$1" ] && return 0; sleep 0.1; done
-  echo "timed out waiting for $1" >&2; return 1
 }
 
 # Bytes of a size text: 4096, 4KiB, 1MiB.
@@ -124,17 +112,8 @@ fi
 PREFAULT_ARGS=()
 [ "${PREFAULT:-1}" = "1" ] && PREFAULT_ARGS=(--dram-prefault)
 ENGINE_ARGS=(--rpc-engine "${RPC_ENGINE:-threads}")
-"$BUILD_DIR/master/mooncake-master" --port 0 --admin-port -1 --ready-file "$WORK/master.port" \
-  "${ENGINE_ARGS[@]}" "${TLS_ARGS[@]}" >"$WORK/master.log" 2>&1 &
-PIDS+=($!)
-wait_for_file "$WORK/master.port"
-MASTER_PORT="$(head -n1 "$WORK/master.port")"
-"$BUILD_DIR/worker/mooncake-worker" --node-id bench-1 --port 0 --admin-port -1 \
-  --master "127.0.0.1:$MASTER_PORT" --dram-capacity 2GiB --ssd-capacity 1GiB \
-  --ssd-path "$WORK/ssd" --kv-lease-ttl-ms 0 --ready-file "$WORK/worker.port" \
-  "${PREFAULT_ARGS[@]}" "${ENGINE_ARGS[@]}" "${TLS_ARGS[@]}" >"$WORK/worker.log" 2>&1 &
-PIDS+=($!)
-wait_for_file "$WORK/worker.port"
+BENCH_WORKER_ARGS=("${PREFAULT_ARGS[@]}")
+start_bench_cluster "$WORK" bench-1 "${ENGINE_ARGS[@]}" "${TLS_ARGS[@]}"
 
 REDIS_PORT="$(free_port)"
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
@@ -262,7 +241,6 @@ if [ -n "$LOOP_SIZES" ]; then
   echo
   echo "mode loop: the worker alone, one client thread on epoll (--workload loop), against" \
     "the single rows' redis runs above"
-  WORKER_PORT="$(head -n1 "$WORK/worker.port")"
   extra_rows loop "$LOOP_SIZES" run_loop
 fi
 

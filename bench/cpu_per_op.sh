@@ -22,43 +22,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 GETS="${GETS:-400000}"
-WORK="$(mktemp -d /tmp/mooncake-cpu-XXXXXX)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-wait_for_file() {
-  for _ in $(seq 1 200); do [ -s "$1" ] && return 0; sleep 0.1; done
-  echo "timed out waiting for $1" >&2
-  return 1
-}
+# shellcheck source=bench/bench_cluster.sh
+source "$ROOT/bench/bench_cluster.sh" cpu
+BENCH_WORKER_ARGS=(--dram-prefault)
 
 # Clock ticks of user + system time a live process has used.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-
-# Starts a master and a worker under $WORK/$1; sets MASTER_PID, WORKER_PID,
-# MASTER_PORT.
-start_cluster() {
-  local dir="$WORK/$1"
-  mkdir -p "$dir"
-  "$BUILD_DIR/master/mooncake-master" --port 0 --admin-port -1 --ready-file "$dir/master.port" \
-    --rpc-engine "${RPC_ENGINE:-threads}" >"$dir/master.log" 2>&1 &
-  MASTER_PID=$!
-  PIDS+=("$MASTER_PID")
-  wait_for_file "$dir/master.port"
-  MASTER_PORT="$(head -n1 "$dir/master.port")"
-  "$BUILD_DIR/worker/mooncake-worker" --node-id cpu-1 --port 0 --admin-port -1 \
-    --master "127.0.0.1:$MASTER_PORT" --dram-capacity 2GiB --ssd-capacity 1GiB \
-    --ssd-path "$dir/ssd" --kv-lease-ttl-ms 0 --ready-file "$dir/worker.port" --dram-prefault \
-    --rpc-engine "${RPC_ENGINE:-threads}" >"$dir/worker.log" 2>&1 &
-  WORKER_PID=$!
-  PIDS+=("$WORKER_PID")
-  wait_for_file "$dir/worker.port"
-}
 
 stop_cluster() {
   kill "$WORKER_PID" "$MASTER_PID" 2>/dev/null || true
@@ -71,7 +40,7 @@ stop_cluster() {
 measure() {
   local name="$1"
   shift
-  start_cluster "$name"
+  start_bench_cluster "$WORK/$name" cpu-1 --rpc-engine "${RPC_ENGINE:-threads}"
   local master0 worker0 master1 worker1 bench_ticks
   master0="$(cpu_ticks "$MASTER_PID")"
   worker0="$(cpu_ticks "$WORKER_PID")"
