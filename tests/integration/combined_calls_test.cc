@@ -12,8 +12,10 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <fstream>
 #include <functional>
 #include <future>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +29,26 @@ namespace {
 std::string KeyOf(size_t i) { return "combined-" + std::to_string(i); }
 // Distinct sizes and bytes, so a value handed to the wrong caller shows.
 std::string ValueOf(size_t i) { return PatternBytes(i, 100 + i * 37); }
+
+// The loopback TCP connections to `port` whose receive queue holds bytes
+// (from /proc/net/tcp: "local rem state tx_queue:rx_queue ...", hex).
+size_t ConnectionsWithUnreadBytes(int port) {
+  std::ifstream table("/proc/net/tcp");
+  std::string line;
+  std::getline(table, line);  // the header
+  size_t count = 0;
+  while (std::getline(table, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, queues;
+    if (!(fields >> slot >> local >> remote >> state >> queues)) continue;
+    auto colon = local.find(':');
+    auto queue_colon = queues.find(':');
+    if (colon == std::string::npos || queue_colon == std::string::npos) continue;
+    if (std::stoi(local.substr(colon + 1), nullptr, 16) != port) continue;
+    if (std::stoul(queues.substr(queue_colon + 1), nullptr, 16) > 0) ++count;
+  }
+  return count;
+}
 
 class CombinedCallsTest : public ::testing::Test {
  protected:
@@ -63,6 +85,12 @@ class CombinedCallsTest : public ::testing::Test {
   void Continue() {
     ASSERT_TRUE(cluster_.Signal("w1", SIGCONT));
     stopped_ = false;
+  }
+
+  // Waits (bounded) until `n` connections to the stopped worker each hold
+  // an unread request: `n` calls are on the wire at once, each alone.
+  bool RequestsAtWorkerReach(size_t n) {
+    return Eventually([&] { return ConnectionsWithUnreadBytes(cluster_.worker_port("w1")) >= n; });
   }
 
   TestCluster cluster_;
@@ -206,7 +234,9 @@ TEST_F(CombinedCallsTest, GetsOfLargeValuesGoAloneAndSmallOnesShareAgain) {
   for (int i = 0; i < 6; ++i) {
     readers.push_back(std::async(std::launch::async, [this] { return client_->Get("large"); }));
   }
-  std::this_thread::sleep_for(300ms);
+  // Forced, not hoped for: all six requests reach the stopped worker, each
+  // on its own connection. Sharing would hold five of them back.
+  EXPECT_TRUE(RequestsAtWorkerReach(6));
   EXPECT_EQ(client_->transport_counters().combining_waiters, 0u);
   Continue();
   for (auto& reader : readers) EXPECT_TRUE(Holds(reader.get(), large));
@@ -237,7 +267,7 @@ TEST_F(CombinedCallsTest, LargePutsGoAlone) {
     writers.push_back(std::async(std::launch::async,
                                  [this, i, &value] { return client_->Put(KeyOf(i), value); }));
   }
-  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(RequestsAtWorkerReach(6));
   EXPECT_EQ(client_->transport_counters().combining_waiters, 0u);
   Continue();
   for (auto& writer : writers) EXPECT_TRUE(IsOk(writer.get()));
