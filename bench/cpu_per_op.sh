@@ -15,19 +15,24 @@
 # fresh cluster, the one compare_with_redis.sh starts (DRAM 2 GiB
 # prefaulted, SSD 1 GiB, --rpc-engine RPC_ENGINE or threads). Prints, per
 # run, the keys and the CPU microseconds per key of the master, the worker,
-# the bench (the client) and all three. Every wait is bounded and every
-# process is stopped by PID.
+# the bench (the client) and all three: user + system time, or user time
+# alone with TIME=user (steadier: system time carries the machine's
+# wake-up and page-fault costs, which vary most between sittings). Every
+# wait is bounded and every process is stopped by PID.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 GETS="${GETS:-400000}"
+USER_ONLY=0
+[ "${TIME:-all}" = "user" ] && USER_ONLY=1
 # shellcheck source=bench/bench_cluster.sh
 source "$ROOT/bench/bench_cluster.sh" cpu
 BENCH_WORKER_ARGS=(--dram-prefault)
 
-# Clock ticks of user + system time a live process has used.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Clock ticks of user + system time a live process has used (user time
+# alone with TIME=user).
+cpu_ticks() { awk -v user_only="$USER_ONLY" '{print user_only ? $14 : $14 + $15}' "/proc/$1/stat"; }
 
 stop_cluster() {
   kill "$WORKER_PID" "$MASTER_PID" 2>/dev/null || true
@@ -55,7 +60,8 @@ measure() {
     times >"$WORK/$name.times"  # not into a pipe: that subshell has no children
     awk -v hz="$(getconf CLK_TCK)" 'NR == 2 {
       split($1, u, /[ms]/); split($2, s, /[ms]/)
-      printf "%.0f\n", (u[1] * 60 + u[2] + s[1] * 60 + s[2]) * hz }' "$WORK/$name.times"
+      printf "%.0f\n", (u[1] * 60 + u[2] + (user_only ? 0 : s[1] * 60 + s[2])) * hz }' \
+      user_only="$USER_ONLY" "$WORK/$name.times"
   ))"
   master1="$(cpu_ticks "$MASTER_PID")"
   worker1="$(cpu_ticks "$WORKER_PID")"

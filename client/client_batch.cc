@@ -183,7 +183,7 @@ void AddWriteTasks(ClientRouter& router, const Owner& target, std::span<const Va
             } else {
               results[request[j]] = ToResult(codes[j]);
               if (results[request[j]]) {
-                router.RememberOwner(std::string(items[request[j]].key), target.node_id);
+                router.RememberOwner(items[request[j]].key, target.node_id);
               }
             }
           }

@@ -155,7 +155,7 @@ Result<Owner> ClientRouter::LocateAtMaster(const std::string& key) {
   return owner;
 }
 
-void ClientRouter::RememberOwner(const std::string& key, const std::string& node_id) {
+void ClientRouter::RememberOwner(std::string_view key, std::string_view node_id) {
   owners_.Remember(key, node_id);
 }
 

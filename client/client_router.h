@@ -80,7 +80,7 @@ class ClientRouter {
   // The owner according to the master, bypassing the cache (and refreshing it).
   Result<Owner> LocateAtMaster(const std::string& key);
   // Records that `node_id` owns `key` (after a put or a master answer).
-  void RememberOwner(const std::string& key, const std::string& node_id);
+  void RememberOwner(std::string_view key, std::string_view node_id);
   void ForgetOwner(const std::string& key);
   // After `stale_node` denied owning `key`: follows the worker's hint when it
   // names another node, else asks the master again. kObjectNotFound if the

@@ -27,7 +27,6 @@
 // Thread-safety: every method is safe from any thread.
 
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
