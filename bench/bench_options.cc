@@ -80,6 +80,10 @@ void AddClusterFlags(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   AddTlsOptions(app, o.tls);
   app.add_option("--node", o.node, "Local node id (put target)");
+  app.add_option("--load-nodes", o.load_nodes,
+                 "Load phase: put call i goes to node i mod N of these ids (spreads the keys "
+                 "over workers, so batched gets span nodes); empty: the client chooses")
+      ->delimiter(',');
   app.add_option("--worker", o.worker,
                  "loop workload: the worker's RPC HOST:PORT, called directly (no master)");
   app.add_option("--master-admin", o.master_admin,

@@ -35,6 +35,10 @@ struct BenchOptions {
   // ClientConfig::master_shards; empty: one master.
   std::string master_shards;
   std::string node;
+  // Load phase: put call i goes to load_nodes[i % size] (PutOptions::
+  // preferred_node), so the keys spread over several workers and batched
+  // gets span nodes; empty: the client chooses.
+  std::vector<std::string> load_nodes;
   // --workload loop: the worker's RPC HOST:PORT, called directly.
   std::string worker;
   std::string value_size_text = "4KiB";

@@ -120,7 +120,7 @@ void ClusterBench::Load(std::vector<PhaseRow>& rows) {
     if (batch == 1) {
       for (uint64_t i = next++; i < load_count_ && Clock::now() < deadline; i = next++) {
         auto op_start = Clock::now();
-        auto put = client_.Put(LoadKey(run_, i), value_);
+        auto put = client_.Put(LoadKey(run_, i), value_, LoadOptions(i));
         mine.put.Record(op_start, put, value_.size());
         if (put) stored[i] = 1;
       }
@@ -135,7 +135,7 @@ void ClusterBench::Load(std::vector<PhaseRow>& rows) {
       items.resize(n, {std::string(), value_});
       for (uint64_t k = 0; k < n; ++k) items[k].first = LoadKey(run_, first + k);
       auto op_start = Clock::now();
-      auto results = client_.BatchPut(items);
+      auto results = client_.BatchPut(items, LoadOptions(call));
       mine.put.RecordBatch(op_start, results, value_.size());
       for (uint64_t k = 0; k < n && k < results.size(); ++k) {
         if (results[k]) stored[first + k] = 1;
@@ -147,6 +147,14 @@ void ClusterBench::Load(std::vector<PhaseRow>& rows) {
     if (stored[i]) loaded_.push_back(i);
   }
   rows.push_back(PhaseRow{"load", "put", seconds, std::move(stats.put)});
+}
+
+PutOptions ClusterBench::LoadOptions(uint64_t call) const {
+  PutOptions options;
+  if (!options_.load_nodes.empty()) {
+    options.preferred_node = options_.load_nodes[call % options_.load_nodes.size()];
+  }
+  return options;
 }
 
 // Phase 2: gets of loaded keys and puts of new ones, until --duration-s or
@@ -274,14 +282,14 @@ void ClusterBench::AsyncLoad(std::vector<PhaseRow>& rows) {
   auto start = Clock::now();
   auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                               std::chrono::duration<double>(options_.load_timeout_s));
-  auto chains = std::make_shared<AsyncChains>(
-      deadline, load_count_, value_.size(),
-      [this, stored](uint64_t n, uint64_t, AsyncChains::Done done) {
-        client_.PutAsync(LoadKey(run_, n), value_, [stored, n, done](Result<void> put) {
-          if (put) (*stored)[n] = 1;
-          done(put);
-        });
-      });
+  auto issue = [this, stored](uint64_t n, uint64_t, AsyncChains::Done done) {
+    auto record = [stored, n, done](Result<void> put) {
+      if (put) (*stored)[n] = 1;
+      done(put);
+    };
+    client_.PutAsync(LoadKey(run_, n), value_, std::move(record), LoadOptions(n));
+  };
+  auto chains = std::make_shared<AsyncChains>(deadline, load_count_, value_.size(), issue);
   OpStats stats = chains->Run(options_.concurrency);
   double seconds = Seconds(start);
   for (uint64_t i = 0; i < load_count_; ++i) {

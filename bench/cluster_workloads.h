@@ -45,6 +45,8 @@ class ClusterBench {
 
  private:
   void Load(std::vector<PhaseRow>& rows);
+  // The put options of load call `call`: its --load-nodes target, if any.
+  PutOptions LoadOptions(uint64_t call) const;
   void AsyncLoad(std::vector<PhaseRow>& rows);
   void Mixed(std::vector<PhaseRow>& rows);
   void AsyncGets(std::vector<PhaseRow>& rows);

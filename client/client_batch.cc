@@ -9,7 +9,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <future>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -23,20 +26,57 @@
 
 namespace mooncake {
 
-void RunParallel(std::vector<std::function<void()>>& tasks) {
+namespace {
+
+// What the threads of one RunParallel call share. Helpers' copies of the
+// drain keep it alive: one may start after the caller returned, find no
+// task left, and touch nothing else.
+struct ParallelRun {
+  explicit ParallelRun(std::vector<std::function<void()>>& t) : tasks(t), count(t.size()) {}
+  std::vector<std::function<void()>>& tasks;  // read only while a task is left
+  const size_t count;
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::condition_variable all_done;
+  size_t done = 0;             // guarded by mu
+  std::exception_ptr failure;  // the first task's exception; guarded by mu
+
+  // Runs tasks until none is left to take.
+  void Drain() {
+    size_t ran = 0;
+    std::exception_ptr thrown;
+    for (size_t i = next++; i < count; i = next++) {
+      try {
+        tasks[i]();
+      } catch (...) {
+        if (!thrown) thrown = std::current_exception();
+      }
+      ++ran;
+    }
+    if (ran == 0) return;
+    std::lock_guard lock(mu);
+    if (thrown && !failure) failure = thrown;
+    done += ran;
+    if (done == count) all_done.notify_all();
+  }
+};
+
+}  // namespace
+
+void RunParallel(HelperThreads& helpers, std::vector<std::function<void()>>& tasks) {
   if (tasks.size() == 1) {
     tasks[0]();
     return;
   }
-  std::atomic<size_t> next{0};
-  auto drain = [&] {
-    for (size_t i = next++; i < tasks.size(); i = next++) tasks[i]();
-  };
-  size_t threads = std::min(tasks.size(), kMaxBatchParallelism);
-  std::vector<std::future<void>> running;
-  running.reserve(threads);
-  for (size_t t = 0; t < threads; ++t) running.push_back(std::async(std::launch::async, drain));
-  for (auto& f : running) f.wait();
+  if (tasks.empty()) return;
+  auto run = std::make_shared<ParallelRun>(tasks);
+  size_t offered = std::min(tasks.size(), kMaxBatchParallelism) - 1;
+  for (size_t h = 0; h < offered; ++h) helpers.Run([run] { run->Drain(); });
+  run->Drain();
+  std::unique_lock lock(run->mu);
+  run->all_done.wait(lock, [&] { return run->done == run->count; });
+  // As if the tasks had run here: a batch never reports what it did not do.
+  if (run->failure) std::rethrow_exception(run->failure);
 }
 
 std::vector<OwnerGroup> SliceGroups(const std::map<std::string, OwnerGroup>& groups,
@@ -118,9 +158,9 @@ enum class Owners {
 // One task per (owner, slice of its keys). `per_slice(owner, slice)` fills
 // the results of the slice's positions; slices never share a position.
 template <typename R, typename PerSlice>
-void FanOut(ClientRouter& router, const std::vector<std::string>& keys, std::vector<R>& results,
-            const std::function<void(size_t, ErrorCode)>& on_missing, PerSlice&& per_slice,
-            Owners owners = Owners::kMaster) {
+void FanOut(ClientRouter& router, HelperThreads& helpers, const std::vector<std::string>& keys,
+            std::vector<R>& results, const std::function<void(size_t, ErrorCode)>& on_missing,
+            PerSlice&& per_slice, Owners owners = Owners::kMaster) {
   std::vector<size_t> todo = ValidIndices(keys, results);
   if (todo.empty()) return;
   std::map<std::string, OwnerGroup> cached;
@@ -148,7 +188,7 @@ void FanOut(ClientRouter& router, const std::vector<std::string>& keys, std::vec
       });
     }
   }
-  if (!tasks.empty()) RunParallel(tasks);
+  if (!tasks.empty()) RunParallel(helpers, tasks);
 }
 
 // Adds tasks that write items[positions] to `target`: bounded BatchPut (or
@@ -249,11 +289,12 @@ bool IsWholeValue(const rpc::GetResult& reply) {
 // `from_reply(i, owner, reply)`, which completes values larger than the
 // reply's one chunk and follows keys that moved.
 template <typename R, typename ReadOne, typename FromReply>
-void FanOutBatchGet(ClientRouter& router, const std::vector<std::string>& keys,
-                    std::vector<R>& results, ReadOne&& read_one, FromReply&& from_reply) {
+void FanOutBatchGet(ClientRouter& router, HelperThreads& helpers,
+                    const std::vector<std::string>& keys, std::vector<R>& results,
+                    ReadOne&& read_one, FromReply&& from_reply) {
   auto on_missing = [&](size_t i, ErrorCode code) { results[i] = Err(code); };
   FanOut(
-      router, keys, results, on_missing,
+      router, helpers, keys, results, on_missing,
       [&](const Owner& owner, const std::vector<size_t>& slice) {
         std::vector<rpc::GetResult> replies;
         auto call = CallBatchGet(owner, keys, slice, replies);
@@ -273,7 +314,8 @@ void FanOutBatchGet(ClientRouter& router, const std::vector<std::string>& keys,
 std::vector<Result<ObjectValue>> Client::BatchGet(const std::vector<std::string>& keys) {
   std::vector<Result<ObjectValue>> results(keys.size());
   FanOutBatchGet(
-      impl_->router, keys, results, [&](size_t i) { return GetAlone(keys[i]); },
+      impl_->router, impl_->batch_helpers, keys, results,
+      [&](size_t i) { return GetAlone(keys[i]); },
       [&](size_t i, const Owner& owner, rpc::GetResult& reply) -> Result<ObjectValue> {
         // The common case, a whole value in the reply, takes the reply's
         // bytes as they are; ReadValue would copy them into a new string.
@@ -320,7 +362,8 @@ std::vector<Result<uint64_t>> Client::BatchGetInto(const std::vector<std::string
     return results;
   }
   FanOutBatchGet(
-      impl_->router, keys, results, [&](size_t i) { return GetInto(keys[i], buffers[i]); },
+      impl_->router, impl_->batch_helpers, keys, results,
+      [&](size_t i) { return GetInto(keys[i], buffers[i]); },
       [&](size_t i, const Owner& owner, rpc::GetResult& reply) -> Result<uint64_t> {
         uint64_t total = 0;
         ReadSink sink = SpanSink(buffers[i], total);
@@ -336,7 +379,7 @@ std::vector<Result<bool>> Client::BatchExist(const std::vector<std::string>& key
   auto on_missing = [&](size_t i, ErrorCode code) {
     results[i] = code == ErrorCode::kObjectNotFound ? Result<bool>(false) : Err(code);
   };
-  FanOut(impl_->router, keys, results, on_missing,
+  FanOut(impl_->router, impl_->batch_helpers, keys, results, on_missing,
          [&](const Owner& owner, const std::vector<size_t>& slice) {
            std::vector<int32_t> answers;
            auto call = owner.channel->Call([&](rpc::WorkerServiceClient& c) {
@@ -363,7 +406,7 @@ std::vector<Result<bool>> Client::BatchExist(const std::vector<std::string>& key
 std::vector<Result<void>> Client::BatchRemove(const std::vector<std::string>& keys, bool force) {
   std::vector<Result<void>> results(keys.size());
   auto on_missing = [&](size_t i, ErrorCode code) { results[i] = Err(code); };
-  FanOut(impl_->router, keys, results, on_missing,
+  FanOut(impl_->router, impl_->batch_helpers, keys, results, on_missing,
          [&](const Owner& owner, const std::vector<size_t>& slice) {
            std::vector<rpc::ErrorCode::type> codes;
            auto call = owner.channel->Call([&](rpc::WorkerServiceClient& c) {
@@ -411,7 +454,7 @@ std::vector<Result<void>> Client::BatchPutViews(std::span<const ValueView> items
   rpc::ReplicateConfig config = ToRpcConfig(options);
   std::vector<std::function<void()>> tasks;
   AddWriteTasks(impl_->router, *target, items, positions, config, /*upsert=*/false, results, tasks);
-  RunParallel(tasks);
+  RunParallel(impl_->batch_helpers, tasks);
   // A node the client chose may be full; the single path asks the master for
   // another node, item by item.
   if (!explicit_choice) {
@@ -465,7 +508,7 @@ std::vector<Result<void>> Client::BatchUpsert(
       for (size_t i : absent) results[i] = Err(target.error());
     }
   }
-  RunParallel(tasks);
+  RunParallel(impl_->batch_helpers, tasks);
   // Keys that moved, lost a put race or found the chosen node full go
   // through the single path, which re-locates them once.
   for (size_t i : positions) {

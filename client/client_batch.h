@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "client/client_router.h"
+#include "client/helper_threads.h"
 #include "client/rdma_reads.h"
 #include "common/status.h"
 #include "thrift/value_calls.h"
@@ -39,10 +40,12 @@ inline constexpr size_t kMaxBatchPutBytes = kRpcChunkBytes;
 // Parallel requests one batch call issues at most.
 inline constexpr size_t kMaxBatchParallelism = 16;
 
-// Runs every task once, on up to kMaxBatchParallelism threads; inline when
-// there is one, since a batch that hits one node gains nothing from a thread.
-// Returns when all have finished.
-void RunParallel(std::vector<std::function<void()>>& tasks);
+// Runs every task once, on the calling thread and up to
+// kMaxBatchParallelism - 1 of `helpers`' threads, and returns when all have
+// finished. One task runs inline: a batch that hits one node gains nothing
+// from a thread. The caller takes tasks too, so the call finishes even when
+// every helper is busy (or is itself inside RunParallel).
+void RunParallel(HelperThreads& helpers, std::vector<std::function<void()>>& tasks);
 
 // Input positions whose keys are valid; the others get INVALID_KEY.
 template <typename R>

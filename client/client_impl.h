@@ -54,6 +54,10 @@ struct Client::Impl {
   HotCache hot_cache;
   // Blocking work of GetAsync and PutAsync: at most four threads.
   HelperThreads helpers{4};
+  // The per-node calls of a batch beyond the one its caller makes
+  // (RunParallel): kept between batches, since starting a thread per node
+  // and call cost more than a small batch's round trip.
+  HelperThreads batch_helpers{kMaxBatchParallelism - 1};
   // Set by Client's constructor (they call back into the Client) and
   // closed first by its destructor, while everything they use is whole.
   std::unique_ptr<AsyncReads> async_reads;

@@ -9,7 +9,9 @@ void HelperThreads::Run(std::function<void()> task) {
     std::lock_guard lock(mu_);
     if (!stopping_) {
       queue_.push_back(std::move(task));
-      if (idle_ == 0 && threads_.size() < max_threads_) {
+      // Each idle thread takes one queued task; a task none will take
+      // starts a thread while the bound allows.
+      if (queue_.size() > idle_ && threads_.size() < max_threads_) {
         threads_.emplace_back([this] { Loop(); });
       } else {
         ready_.notify_one();

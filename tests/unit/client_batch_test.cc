@@ -6,14 +6,17 @@
 #include "client/client_batch.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <numeric>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -43,27 +46,31 @@ OwnerGroup Group(const std::string& node_id, std::vector<size_t> indices) {
 // ---- RunParallel ----
 
 TEST(ClientBatchTest, RunParallelRunsEveryTaskExactlyOnce) {
+  HelperThreads helpers(kMaxBatchParallelism - 1);
   constexpr size_t kTasks = 200;
   std::vector<std::atomic<int>> runs(kTasks);
   std::vector<std::function<void()>> tasks;
   for (size_t i = 0; i < kTasks; ++i) tasks.emplace_back([&runs, i] { runs[i]++; });
-  RunParallel(tasks);
+  RunParallel(helpers, tasks);
   for (size_t i = 0; i < kTasks; ++i) EXPECT_EQ(runs[i].load(), 1) << "task " << i;
 }
 
 TEST(ClientBatchTest, RunParallelRunsASingleTaskOnTheCallingThread) {
+  HelperThreads helpers(kMaxBatchParallelism - 1);
   std::thread::id ran_on;
   std::vector<std::function<void()>> tasks{[&] { ran_on = std::this_thread::get_id(); }};
-  RunParallel(tasks);
+  RunParallel(helpers, tasks);
   EXPECT_EQ(ran_on, std::this_thread::get_id());
 }
 
 TEST(ClientBatchTest, RunParallelWithNoTasksReturns) {
+  HelperThreads helpers(kMaxBatchParallelism - 1);
   std::vector<std::function<void()>> tasks;
-  RunParallel(tasks);
+  RunParallel(helpers, tasks);
 }
 
 TEST(ClientBatchTest, RunParallelUsesAtMostTheParallelismBound) {
+  HelperThreads helpers(kMaxBatchParallelism - 1);
   constexpr size_t kTasks = 64;
   std::atomic<int> running{0};
   std::atomic<int> peak{0};
@@ -84,15 +91,85 @@ TEST(ClientBatchTest, RunParallelUsesAtMostTheParallelismBound) {
       --running;
     });
   }
-  RunParallel(tasks);
+  RunParallel(helpers, tasks);
   EXPECT_LE(peak.load(), static_cast<int>(kMaxBatchParallelism));
   EXPECT_LE(threads.size(), kMaxBatchParallelism);
   EXPECT_GT(peak.load(), 1);  // more than one task at a time
 }
 
+// A batch reuses the helpers' threads: no thread is started per call.
+// Linux hands out thread ids in increasing order, so threads started per
+// call would show up as new ids.
+TEST(ClientBatchTest, RunParallelReusesItsThreadsAcrossCalls) {
+  HelperThreads helpers(kMaxBatchParallelism - 1);
+  std::mutex mu;
+  std::set<pid_t> thread_ids;
+  for (int call = 0; call < 10; ++call) {
+    std::vector<std::function<void()>> tasks;
+    for (int i = 0; i < 32; ++i) {
+      tasks.emplace_back([&] {
+        {
+          std::lock_guard lock(mu);
+          thread_ids.insert(gettid());
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      });
+    }
+    RunParallel(helpers, tasks);
+  }
+  EXPECT_GT(thread_ids.size(), 1u);
+  EXPECT_LE(thread_ids.size(), kMaxBatchParallelism);
+}
+
+// The caller takes tasks too: a batch finishes while every helper is busy
+// with other work, and a task may run a batch of its own.
+TEST(ClientBatchTest, RunParallelFinishesWhileEveryHelperIsBusy) {
+  HelperThreads helpers(1);
+  std::mutex mu;
+  std::condition_variable changed;
+  bool release = false;
+  helpers.Run([&] {
+    std::unique_lock lock(mu);
+    changed.wait(lock, [&] { return release; });
+  });
+  std::atomic<int> ran{0};
+  std::vector<std::function<void()>> tasks;
+  for (int i = 0; i < 4; ++i) {
+    tasks.emplace_back([&] {
+      std::vector<std::function<void()>> inner{[&] { ran++; }, [&] { ran++; }};
+      RunParallel(helpers, inner);
+    });
+  }
+  RunParallel(helpers, tasks);
+  EXPECT_EQ(ran.load(), 8);
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  changed.notify_all();
+}
+
+// A task's exception reaches the caller after every task has run, as it
+// would had the tasks run on the caller's thread: a batch never reports
+// positions it did not settle.
+TEST(ClientBatchTest, RunParallelRethrowsATasksExceptionAfterAllRan) {
+  HelperThreads helpers(kMaxBatchParallelism - 1);
+  std::atomic<int> ran{0};
+  std::vector<std::function<void()>> tasks;
+  for (int i = 0; i < 8; ++i) {
+    tasks.emplace_back([&, i] {
+      ran++;
+      if (i == 3) throw std::runtime_error("task 3");
+    });
+  }
+  EXPECT_THROW(RunParallel(helpers, tasks), std::runtime_error);
+  EXPECT_EQ(ran.load(), 8);
+}
+
 // Each task fills only its own positions, so results come back in input
 // order whatever order the tasks ran in.
 TEST(ClientBatchTest, FanOutResultsLandInInputOrder) {
+  HelperThreads helpers(kMaxBatchParallelism - 1);
   std::vector<std::string> keys = NumberedKeys(3000);
   std::map<std::string, OwnerGroup> groups;
   groups.emplace("b", Group("b", {}));
@@ -108,7 +185,7 @@ TEST(ClientBatchTest, FanOutResultsLandInInputOrder) {
       }
     });
   }
-  RunParallel(tasks);
+  RunParallel(helpers, tasks);
   for (size_t i = 0; i < keys.size(); ++i) {
     EXPECT_EQ(results[i], std::string(i % 3 == 0 ? "a" : "b") + ":" + keys[i]);
   }
