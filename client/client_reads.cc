@@ -84,14 +84,15 @@ std::optional<Result<ObjectValue>> Client::GetWithOthers(std::string_view key) {
   // Only a remembered owner has a combiner; the rest ask the master alone.
   auto owner = impl_->router.LocateCached(key);
   if (!owner) return std::nullopt;
-  auto& combiner = impl_->get_combiners.For(owner->node_id, [&] {
+  auto combiner = impl_->get_combiners.For(owner->node_id, [&] {
     return std::make_unique<Impl::GetCombiner>(
         [this](std::span<const CombinedGet* const> gets) {
           return GetTogether(impl_->router, impl_->rdma.get(), gets);
         },
         CallLimits{.max_units = kMaxCombinedCalls});
   });
-  return combiner.Call(CombinedGet{key, &*owner});
+  if (!combiner) return std::nullopt;
+  return combiner->Call(CombinedGet{key, &*owner});
 }
 
 Result<ObjectValue> Client::GetAlone(std::string_view key) {

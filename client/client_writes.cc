@@ -96,14 +96,16 @@ Result<void> Client::Put(std::string_view key, std::string_view value, const Put
   if (auto valid = ValidateKey(key); !valid) return valid;
   if (value.empty()) return Err(ErrorCode::kInvalidParams);
   if (value.size() <= kMaxCombinedValueBytes) {
-    auto& combiner = impl_->put_combiners.For(options, [&] {
+    auto combiner = impl_->put_combiners.For(options, [&] {
       return std::make_unique<Impl::PutCombiner>(
           [this, options](std::span<const CombinedPut* const> puts) {
             return PutTogether(options, puts);
           },
           CallLimits{.max_units = kMaxCombinedCalls});
     });
-    if (auto together = combiner.Call(CombinedPut{key, value})) return *together;
+    if (combiner) {
+      if (auto together = combiner->Call(CombinedPut{key, value})) return *together;
+    }
   }
   return PutAlone(key, value, options);
 }

@@ -200,51 +200,82 @@ class CallCombiner {
 // One CallCombiner per key (a worker node, a set of put options), so
 // that calls which could never share a batch never wait for each other:
 // a get stuck on a slow worker holds up only gets of that worker. A
-// combiner is made on first use and kept, with what its call needs
-// (CallCombinerMap::For).
+// combiner is made on first use (CallCombinerMap::For) and kept while
+// there is room. The map holds at most `max_combiners`: keys come from
+// callers (a put's pin TTL, a node that left), so an unbounded map would
+// grow for as long as the process runs. When it is full, combiners no
+// caller holds make room; if every one is in use, For returns null and the
+// caller sends alone.
 //
 // Thread-safety: every method is safe from any thread.
 template <typename Key, typename Request, typename Reply>
 class CallCombinerMap {
  public:
   using Combiner = CallCombiner<Request, Reply>;
+  static constexpr size_t kDefaultMaxCombiners = 256;
 
-  CallCombinerMap() = default;
+  explicit CallCombinerMap(size_t max_combiners = kDefaultMaxCombiners)
+      : max_combiners_(max_combiners) {}
   CallCombinerMap(const CallCombinerMap&) = delete;
   CallCombinerMap& operator=(const CallCombinerMap&) = delete;
 
   // The combiner of `key`, made by `make()` (a unique_ptr<Combiner>) the
-  // first time. Combiners live as long as the map.
+  // first time; null when the map is full of combiners in use.
   template <typename Make>
-  Combiner& For(const Key& key, Make&& make) {
+  std::shared_ptr<Combiner> For(const Key& key, Make&& make) {
     std::lock_guard lock(mu_);
     auto it = combiners_.find(key);
-    if (it == combiners_.end()) it = combiners_.emplace(key, make()).first;
-    return *it->second;
+    if (it != combiners_.end()) return it->second;
+    if (combiners_.size() >= max_combiners_) DropIdleLocked();
+    if (combiners_.size() >= max_combiners_) return nullptr;
+    std::shared_ptr<Combiner> made = make();
+    combiners_.emplace(key, made);
+    return made;
   }
 
-  // Summed over the combiners; see CallCombiner.
+  size_t size() const {
+    std::lock_guard lock(mu_);
+    return combiners_.size();
+  }
+  // Summed over the combiners, those dropped included; see CallCombiner.
   uint64_t shared_calls() const {
-    return Sum([](const Combiner& c) { return c.shared_calls(); });
+    return Sum(dropped_shared_calls_, [](const Combiner& c) { return c.shared_calls(); });
   }
   uint64_t shared_requests() const {
-    return Sum([](const Combiner& c) { return c.shared_requests(); });
+    return Sum(dropped_shared_requests_, [](const Combiner& c) { return c.shared_requests(); });
   }
   uint64_t waiting() const {
-    return Sum([](const Combiner& c) { return c.waiting(); });
+    return Sum(0, [](const Combiner& c) { return c.waiting(); });
   }
 
  private:
+  // mu_ held. Drops the combiners only the map holds. A caller gets its
+  // reference under mu_, so one the map alone holds stays unused.
+  void DropIdleLocked() {
+    for (auto it = combiners_.begin(); it != combiners_.end();) {
+      if (it->second.use_count() == 1) {
+        dropped_shared_calls_ += it->second->shared_calls();
+        dropped_shared_requests_ += it->second->shared_requests();
+        it = combiners_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
   template <typename Count>
-  uint64_t Sum(Count&& count) const {
+  uint64_t Sum(const uint64_t& dropped, Count&& count) const {
     std::lock_guard lock(mu_);
-    uint64_t total = 0;
+    uint64_t total = dropped;
     for (const auto& [key, combiner] : combiners_) total += count(*combiner);
     return total;
   }
 
+  const size_t max_combiners_;
   mutable std::mutex mu_;
-  std::map<Key, std::unique_ptr<Combiner>> combiners_;  // guarded by mu_
+  std::map<Key, std::shared_ptr<Combiner>> combiners_;  // guarded by mu_
+  uint64_t dropped_shared_calls_ = 0;                   // guarded by mu_
+  uint64_t dropped_shared_requests_ = 0;                // guarded by mu_
 };
 
 }  // namespace mooncake

@@ -198,28 +198,84 @@ TEST(CallCombinerTest, CallsOfDifferentKeysNeverWaitForEachOther) {
   slow.hold_first_ = true;
   FakeServer fast;
   CallCombinerMap<std::string, std::string, std::string> combiners;
-  auto combiner_of = [&](const std::string& key) -> Combiner& {
+  auto combiner_of = [&](const std::string& key) {
     return combiners.For(key, [&] {
       return std::make_unique<Combiner>(SendTo(key == "slow" ? slow : fast),
                                         CallLimits{.max_units = 64});
     });
   };
-  Combiner& held = combiner_of("slow");
-  auto first = StartHeldCall(slow, held);
-  auto queued = CallInBackground(combiner_of("slow"), "behind");
-  ASSERT_TRUE(WaitWaiting(held, 1));
+  std::shared_ptr<Combiner> held = combiner_of("slow");
+  auto first = StartHeldCall(slow, *held);
+  auto queued = CallInBackground(*combiner_of("slow"), "behind");
+  ASSERT_TRUE(WaitWaiting(*held, 1));
   EXPECT_EQ(combiners.waiting(), 1u);
 
   // The other key's calls go out and return while "slow" is held.
-  EXPECT_EQ(combiner_of("fast").Call("a"), "a!");
-  EXPECT_EQ(combiner_of("fast").Call("b"), "b!");
-  EXPECT_EQ(&combiner_of("slow"), &held) << "one combiner per key, made once";
+  EXPECT_EQ(combiner_of("fast")->Call("a"), "a!");
+  EXPECT_EQ(combiner_of("fast")->Call("b"), "b!");
+  EXPECT_EQ(combiner_of("slow"), held) << "one combiner per key, made once";
 
   slow.release_.set_value();
   EXPECT_EQ(first.get(), "first!");
   EXPECT_EQ(queued.get(), "behind!");
   EXPECT_EQ(fast.calls().size(), 2u);
   EXPECT_EQ(combiners.waiting(), 0u);
+}
+
+// Keys come from callers (a put's pin TTL, a node that left), so the map
+// is bounded: a full map drops the combiners nobody holds to make room,
+// keeps their counts, and never drops one a caller is using; when every
+// combiner is in use, a new key gets none (its caller sends alone).
+TEST(CallCombinerTest, TheMapStaysWithinItsBoundAndNeverDropsACombinerInUse) {
+  FakeServer server;
+  CallCombinerMap<int, std::string, std::string> combiners(/*max_combiners=*/4);
+  auto combiner_of = [&](int key) {
+    return combiners.For(key, [&] {
+      return std::make_unique<Combiner>(SendTo(server), CallLimits{.max_units = 64});
+    });
+  };
+  for (int key = 0; key < 1000; ++key) {
+    auto combiner = combiner_of(key);
+    ASSERT_NE(combiner, nullptr) << key;
+    EXPECT_EQ(combiner->Call("k" + std::to_string(key)), "k" + std::to_string(key) + "!");
+    EXPECT_LE(combiners.size(), 4u);
+  }
+
+  std::vector<std::shared_ptr<Combiner>> in_use;
+  for (int key = 2000; key < 2004; ++key) in_use.push_back(combiner_of(key));
+  EXPECT_EQ(combiner_of(3000), nullptr) << "every combiner is in use";
+  for (int key = 2000; key < 2004; ++key) {
+    EXPECT_EQ(combiner_of(key), in_use[key - 2000]) << "a combiner in use stays";
+  }
+  in_use.pop_back();
+  EXPECT_NE(combiner_of(3000), nullptr) << "the one let go made room";
+  EXPECT_EQ(combiner_of(2000), in_use[0]);
+  EXPECT_EQ(combiners.size(), 4u);
+}
+
+// Counts survive a combiner's drop: the client's transport counters are
+// monotonic.
+TEST(CallCombinerTest, SharedCountsIncludeDroppedCombiners) {
+  FakeServer server;
+  server.hold_first_ = true;
+  CallCombinerMap<int, std::string, std::string> combiners(/*max_combiners=*/1);
+  auto make = [&] {
+    return std::make_unique<Combiner>(SendTo(server), CallLimits{.max_units = 64});
+  };
+  {
+    auto combiner = combiners.For(1, make);
+    auto first = StartHeldCall(server, *combiner);
+    Replies more = QueueInOrder(*combiner, {"a", "b"});
+    server.release_.set_value();
+    EXPECT_EQ(first.get(), "first!");
+    for (auto& reply : more) reply.get();
+  }
+  EXPECT_EQ(combiners.shared_calls(), 1u);
+  EXPECT_EQ(combiners.shared_requests(), 2u);
+  ASSERT_NE(combiners.For(2, make), nullptr);  // drops key 1's combiner
+  EXPECT_EQ(combiners.size(), 1u);
+  EXPECT_EQ(combiners.shared_calls(), 1u);
+  EXPECT_EQ(combiners.shared_requests(), 2u);
 }
 
 // A request the batch did not settle, and every request of a batch whose
