@@ -3,6 +3,7 @@
 // mooncake::Client. Each test builds its own small cluster (tiers of a few
 // MiB), so tests run in parallel and the suite stays short.
 
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
@@ -10,9 +11,8 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "client/client.h"
 #include "tests/integration/test_cluster.h"
@@ -53,9 +53,8 @@ class TieredCacheTest : public ::testing::Test {
              << "Get(" << key << ") failed with " << ToString(got.error());
     }
     if (got->data.size() != expected.size()) {
-      return ::testing::AssertionFailure() << "Get(" << key << ") returned "
-                                           << got->data.size() << " bytes, expected "
-                                           << expected.size();
+      return ::testing::AssertionFailure() << "Get(" << key << ") returned " << got->data.size()
+                                           << " bytes, expected " << expected.size();
     }
     if (got->data != expected) {
       size_t i = 0;
@@ -127,8 +126,7 @@ TEST_F(TieredCacheTest, FullDramDemotesToSsdAndGetPromotesBack) {
     stats = StatsOf(*client, "w1");
     const TierCounters* ssd = FindTier(stats, "ssd");
     const TierCounters* dram = FindTier(stats, "dram");
-    return ssd != nullptr && dram != nullptr && ssd->usage.objects > 0 &&
-           dram->demotions_out > 0 &&
+    return ssd != nullptr && dram != nullptr && ssd->usage.objects > 0 && dram->demotions_out > 0 &&
            dram->usage.objects + ssd->usage.objects == static_cast<uint64_t>(kCount);
   });
   const TierCounters* dram = FindTier(stats, "dram");
@@ -136,8 +134,8 @@ TEST_F(TieredCacheTest, FullDramDemotesToSsdAndGetPromotesBack) {
   ASSERT_TRUE(dram != nullptr && ssd != nullptr) << "w1 reports no dram or no ssd tier";
   EXPECT_TRUE(demoted) << "dram objects=" << dram->usage.objects
                        << " demotions_out=" << dram->demotions_out
-                       << " ssd objects=" << ssd->usage.objects << " (expected "
-                       << kCount << " in all)";
+                       << " ssd objects=" << ssd->usage.objects << " (expected " << kCount
+                       << " in all)";
   EXPECT_LE(dram->usage.used, kDram);
   EXPECT_LE(dram->usage.used, dram->usage.capacity);
   EXPECT_EQ(dram->usage.capacity, kDram);
@@ -162,7 +160,8 @@ TEST_F(TieredCacheTest, FullDramDemotesToSsdAndGetPromotesBack) {
       << on_ssd << " is still on " << TierOf(*client, on_ssd) << " after a Get";
   EXPECT_TRUE(Eventually([&] {
     return TotalPromotionsIn(StatsOf(*client, "w1")) > promotions_before;
-  })) << "promotions_in did not grow from " << promotions_before;
+  })) << "promotions_in did not grow from "
+      << promotions_before;
 
   // And every object, wherever it is now, still reads back byte for byte,
   // with DRAM kept within its capacity through the promotions.
@@ -229,7 +228,8 @@ TEST_F(TieredCacheTest, WorkerKilledWithSigkillRecoversItsSsdObjects) {
       if (TierOf(*client, Key("durable-", i)) == "ssd") on_ssd.push_back(i);
     }
     return on_ssd.size() >= kCount / 2;
-  })) << "only " << on_ssd.size() << " of " << kCount << " objects reached SSD";
+  })) << "only "
+      << on_ssd.size() << " of " << kCount << " objects reached SSD";
 
   // When w1 is killed with SIGKILL and started again on the same SSD path.
   cluster_.KillWorker("w1", SIGKILL);
@@ -329,6 +329,72 @@ TEST_F(TieredCacheTest, ABatchPutRightAfterAMasterRestartRegistersAgainAndClaims
   for (const auto& [key, value] : items) EXPECT_TRUE(ReadsBack(*fresh, key, value));
 }
 
+// A batch whose keys live on two workers makes one call to each, on the
+// client's batch helpers; threads that batch at once share those helpers.
+// Every answer must land at its key's position, from the right node.
+TEST_F(TieredCacheTest, BatchesSpanningTwoWorkersFromManyThreadsAnswerEveryKeyInPlace) {
+  // Given keys stored alternately on w1 and w2.
+  ASSERT_NO_FATAL_FAILURE(GivenTwoNodes());
+  auto client = cluster_.NewClient();
+  ASSERT_TRUE(client);
+  constexpr int kKeys = 64;
+  std::vector<std::string> keys;
+  for (int i = 0; i < kKeys; ++i) {
+    keys.push_back(Key("spread-", i));
+    PutOptions on{.preferred_node = i % 2 == 0 ? "w1" : "w2"};
+    ASSERT_TRUE(IsOk(client->Put(keys.back(), PatternBytes(900 + i, 3000 + i), on))) << i;
+  }
+  auto on_w2 = client->Inspect(keys[1]);
+  ASSERT_TRUE(IsOk(on_w2));
+  ASSERT_EQ(on_w2->node_id, "w2");
+
+  // When eight threads each run batches of both workers' keys (and one
+  // missing key), in an order of their own.
+  constexpr int kThreads = 8;
+  constexpr int kRounds = 20;
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds && failures[t].empty(); ++round) {
+        std::vector<std::string> wanted;
+        std::vector<int> index;
+        for (int k = 0; k < 16; ++k) {
+          int i = (t * 7 + round * 5 + k * 3) % kKeys;
+          wanted.push_back(keys[i]);
+          index.push_back(i);
+        }
+        wanted.push_back("spread-missing");
+        auto got = client->BatchGet(wanted);
+        auto exist = client->BatchExist(wanted);
+        if (got.size() != wanted.size() || exist.size() != wanted.size()) {
+          failures[t] = "wrong result count";
+          break;
+        }
+        for (size_t j = 0; j < index.size(); ++j) {
+          if (!got[j] || got[j]->data != PatternBytes(900 + index[j], 3000 + index[j])) {
+            failures[t] = "wrong value for " + wanted[j];
+          } else if (!exist[j] || !*exist[j]) {
+            failures[t] = "exist says no for " + wanted[j];
+          }
+        }
+        if (got.back() || got.back().error() != ErrorCode::kObjectNotFound) {
+          failures[t] = "the missing key was not reported missing";
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+
+  // Expect every answer right, and a batch remove to reach both workers.
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
+  auto removed = client->BatchRemove(keys, /*force=*/true);
+  ASSERT_EQ(removed.size(), keys.size());
+  for (int i = 0; i < kKeys; ++i) EXPECT_TRUE(IsOk(removed[i])) << keys[i];
+  EXPECT_TRUE(FailsWith(client->Get(keys[0]), ErrorCode::kObjectNotFound));
+  EXPECT_TRUE(FailsWith(client->Get(keys[1]), ErrorCode::kObjectNotFound));
+}
+
 TEST_F(TieredCacheTest, RestartedMasterRelearnsEveryKeyFromTheWorkers) {
   // Given keys on both workers, some in DRAM and some demoted to SSD.
   ASSERT_NO_FATAL_FAILURE(GivenTwoNodes({.dram = 16 * kMiB, .ssd = 128 * kMiB},
@@ -388,8 +454,8 @@ TEST_F(TieredCacheTest, RestartedMasterRelearnsEveryKeyFromTheWorkers) {
 
 TEST_F(TieredCacheTest, ValueOf300MiBRoundTripsByteForByte) {
   // Given w1 with an SSD tier of 512 MiB: the value cannot fit in DRAM.
-  ASSERT_NO_FATAL_FAILURE(GivenTwoNodes({.dram = 64 * kMiB, .ssd = 512 * kMiB},
-                                        {.dram = 16 * kMiB, .ssd = 32 * kMiB}));
+  ASSERT_NO_FATAL_FAILURE(
+      GivenTwoNodes({.dram = 64 * kMiB, .ssd = 512 * kMiB}, {.dram = 16 * kMiB, .ssd = 32 * kMiB}));
   auto writer = cluster_.NewClient("w1");
   auto reader = cluster_.NewClient("w2");
   ASSERT_TRUE(writer && reader);
@@ -422,11 +488,11 @@ TEST_F(TieredCacheTest, ValueOf300MiBRoundTripsByteForByte) {
   out.flush();
   EXPECT_EQ(*got, kSize);
   EXPECT_EQ(sink.bytes(), kSize);
-  EXPECT_EQ(sink.mismatches(), 0u) << "first wrong byte at offset "
-                                   << sink.first_mismatch().value_or(0);
+  EXPECT_EQ(sink.mismatches(), 0u)
+      << "first wrong byte at offset " << sink.first_mismatch().value_or(0);
   using ms = std::chrono::milliseconds;
-  std::cout << "300 MiB put " << std::chrono::duration_cast<ms>(t1 - t0).count()
-            << " ms, get " << std::chrono::duration_cast<ms>(t2 - t1).count() << " ms\n";
+  std::cout << "300 MiB put " << std::chrono::duration_cast<ms>(t1 - t0).count() << " ms, get "
+            << std::chrono::duration_cast<ms>(t2 - t1).count() << " ms\n";
 
   // And the object can be removed (forced: the read just took a lease),
   // freeing its space.
@@ -444,8 +510,8 @@ TEST_F(TieredCacheTest, ValueOf300MiBRoundTripsByteForByte) {
 
 TEST_F(TieredCacheTest, BadInputGetsAClearErrorAndChangesNothing) {
   // Given a cluster holding a few objects, largest tier 64 MiB.
-  ASSERT_NO_FATAL_FAILURE(GivenTwoNodes({.dram = 16 * kMiB, .ssd = 64 * kMiB},
-                                        {.dram = 16 * kMiB, .ssd = 64 * kMiB}));
+  ASSERT_NO_FATAL_FAILURE(
+      GivenTwoNodes({.dram = 16 * kMiB, .ssd = 64 * kMiB}, {.dram = 16 * kMiB, .ssd = 64 * kMiB}));
   auto client = cluster_.NewClient("w1");
   auto other = cluster_.NewClient("w2");
   ASSERT_TRUE(client && other);
