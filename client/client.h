@@ -53,6 +53,13 @@ struct ClientConfig {
   // Node id of the worker on this client's own machine; Put prefers it when
   // no preferred_node is given. Empty: let the master pick by free space.
   std::string local_node;
+  // Without a local node or a preferred one, a put goes where the master's
+  // PickNode says (the node with the most free space, as of the workers'
+  // heartbeats). The client reuses that answer for this long, for objects
+  // that fit the free space it reported less what this client put there
+  // since, instead of asking before every put; a put the node refuses (full,
+  // unreachable) forgets it. 0: ask the master before every put.
+  int64_t pick_reuse_ms = 200;
   int connect_timeout_ms = 2000;
   int io_timeout_ms = 30000;
   // Remembers key owners (from puts and master answers) in at most this

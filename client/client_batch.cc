@@ -459,6 +459,12 @@ std::vector<Result<void>> Client::BatchPutViews(std::span<const ValueView> items
   // another node, item by item.
   if (!explicit_choice) {
     for (size_t i : positions) {
+      if (!results[i] && IsRefusedPlacement(results[i].error())) {
+        impl_->router.ForgetPick(target->node_id);
+        break;
+      }
+    }
+    for (size_t i : positions) {
       if (!results[i] && results[i].error() == ErrorCode::kNoAvailableHandle) {
         results[i] = PutAlone(items[i].key, items[i].value, options);
       }

@@ -35,6 +35,12 @@ inline bool IsMoved(ErrorCode code) {
   return code == ErrorCode::kObjectNotFound || code == ErrorCode::kNotOwner;
 }
 
+// A node the client picked did not take a new object: it has no room, or
+// cannot be reached (a dead worker stays in the registry until node_ttl).
+inline bool IsRefusedPlacement(ErrorCode code) {
+  return code == ErrorCode::kNoAvailableHandle || code == ErrorCode::kRpcFail;
+}
+
 // A node that still denies the key after we followed it means the key is gone.
 inline ErrorCode Settle(ErrorCode code) {
   return code == ErrorCode::kNotOwner ? ErrorCode::kObjectNotFound : code;

@@ -246,8 +246,8 @@ Result<void> ClientRouter::LocateAtShard(const ShardKeys& shard,
 }
 
 std::map<std::string, OwnerGroup> ClientRouter::GroupCached(const std::vector<std::string>& keys,
-                                                           const std::vector<size_t>& todo,
-                                                           std::vector<size_t>& uncached) {
+                                                            const std::vector<size_t>& todo,
+                                                            std::vector<size_t>& uncached) {
   std::map<std::string, OwnerGroup> groups;
   for (size_t i : todo) {
     auto node_id = owners_.Find(keys[i]);
@@ -284,6 +284,7 @@ Result<Owner> ClientRouter::PickTarget(uint64_t size, const PutOptions& options,
     MC_LOG_WARN("local node unavailable node={} error={}; asking the master", config_.local_node,
                 ToString(local.error()));
   }
+  if (auto reused = ReusePick(size)) return std::move(*reused);
   return PickByMaster(size, {});
 }
 
@@ -296,7 +297,42 @@ Result<Owner> ClientRouter::PickByMaster(uint64_t size, const std::vector<std::s
   if (!call) return Err(call.error());
   const rpc::PickNodeResult& picked = *call;
   if (picked.code != rpc::ErrorCode::OK) return Err(FromRpc(picked.code));
+  if (config_.pick_reuse_ms > 0) {
+    // The master picks by the free space heartbeats report, so until the
+    // next heartbeats it would give the same answer; one that skipped a
+    // refusing node is the one to keep using.
+    uint64_t free = 0;
+    for (const auto& tier : picked.node.tiers) {
+      if (tier.capacity > tier.used) free += static_cast<uint64_t>(tier.capacity - tier.used);
+    }
+    std::lock_guard lock(pick_mu_);
+    recent_pick_ = RecentPick{picked.node.node_id, free > size ? free - size : 0,
+                              std::chrono::steady_clock::now()};
+  }
   return Remember(picked.node.node_id, picked.node.host, picked.node.port);
+}
+
+std::optional<Owner> ClientRouter::ReusePick(uint64_t size) {
+  std::string node_id;
+  {
+    std::lock_guard lock(pick_mu_);
+    if (!recent_pick_) return std::nullopt;
+    auto age = std::chrono::steady_clock::now() - recent_pick_->at;
+    if (age >= std::chrono::milliseconds(config_.pick_reuse_ms) ||
+        size > recent_pick_->free_bytes) {
+      return std::nullopt;
+    }
+    recent_pick_->free_bytes -= size;
+    node_id = recent_pick_->node_id;
+  }
+  auto channel = Cached(node_id);
+  if (!channel) return std::nullopt;
+  return Owner{std::move(node_id), std::move(channel)};
+}
+
+void ClientRouter::ForgetPick(const std::string& node_id) {
+  std::lock_guard lock(pick_mu_);
+  if (recent_pick_ && recent_pick_->node_id == node_id) recent_pick_.reset();
 }
 
 }  // namespace mooncake

@@ -5,6 +5,7 @@
 // serves this key" and "which node should take this new object". Thrift types
 // appear only in client/'s private headers and .cc files, never in client.h.
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -111,8 +112,12 @@ class ClientRouter {
   // `explicit_choice` tells the caller the user named the node, so it must
   // not silently place the object elsewhere.
   Result<Owner> PickTarget(uint64_t size, const PutOptions& options, bool& explicit_choice);
-  // The master's pick for `size` bytes, skipping `exclude`.
+  // The master's pick for `size` bytes, skipping `exclude`. Remembered for
+  // PickTarget's next puts (ClientConfig::pick_reuse_ms).
   Result<Owner> PickByMaster(uint64_t size, const std::vector<std::string>& exclude);
+  // A put to `node_id` failed for want of room or of a connection: the
+  // master is asked again before the next put.
+  void ForgetPick(const std::string& node_id);
 
  private:
   struct NodeEntry {
@@ -120,6 +125,18 @@ class ClientRouter {
     int port = 0;
     std::shared_ptr<WorkerChannel> channel;
   };
+
+  // The master's last PickNode answer. Its free space shrinks by what this
+  // client placed there since, so a reuse never counts on room the node
+  // did not report.
+  struct RecentPick {
+    std::string node_id;
+    uint64_t free_bytes = 0;
+    std::chrono::steady_clock::time_point at;
+  };
+  // The recent pick's owner, if it is young enough and has room for `size`
+  // (which it then counts as used).
+  std::optional<Owner> ReusePick(uint64_t size);
 
   // Returns the cached channel for the node, replacing it when the address
   // changed (a worker restarted elsewhere).
@@ -139,6 +156,8 @@ class ClientRouter {
   std::map<std::string, NodeEntry> nodes_;  // guarded by mu_
   // key -> owner node id; thread-safe on its own (not guarded by mu_).
   OwnerCache owners_{config_.location_cache_bytes};
+  std::mutex pick_mu_;
+  std::optional<RecentPick> recent_pick_;  // guarded by pick_mu_
 };
 
 // Where the client's master is: config.master_host:port, or etcd.

@@ -35,6 +35,7 @@ Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t si
   if (!target) return Err(target.error());
   Result<void> result = attempt(*target);
   if (result) router.RememberOwner(key, target->node_id);
+  if (!result && IsRefusedPlacement(result.error())) router.ForgetPick(target->node_id);
   if (!result && result.error() == ErrorCode::kRpcFail && can_retry()) {
     // The cached address may be stale (the worker restarted on another
     // port): refresh the registry and try the node's current address once.
@@ -49,9 +50,9 @@ Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t si
   }
   // A node the client picked that has no room, or cannot be reached (a dead
   // worker stays in the registry until node_ttl passes), gets replaced once.
-  bool replaceable = !result && (result.error() == ErrorCode::kNoAvailableHandle ||
-                                 result.error() == ErrorCode::kRpcFail);
-  if (result || explicit_choice || !replaceable || !can_retry()) return result;
+  if (result || explicit_choice || !IsRefusedPlacement(result.error()) || !can_retry()) {
+    return result;
+  }
   auto other = router.PickByMaster(size, {target->node_id});
   // No other node: the first node's answer says best why the put failed.
   if (!other || other->node_id == target->node_id) return result;

@@ -122,10 +122,11 @@ std::pair<std::string, int> ParseMaster(const std::string& text) {
 
 std::unique_ptr<PyClient> MakeClient(
     std::optional<std::string> master, std::string etcd, std::string cluster_name,
-    int64_t leader_wait_ms, std::string local_node, int connect_timeout_ms, int io_timeout_ms,
-    uint64_t location_cache_bytes, uint64_t hot_cache_bytes, uint64_t hot_cache_validate_min_bytes,
-    int64_t hot_cache_max_staleness_ms, std::string rdma, std::string rdma_device,
-    uint64_t rdma_min_bytes, std::string tls_cert, std::string tls_key, std::string tls_ca) {
+    int64_t leader_wait_ms, std::string local_node, int64_t pick_reuse_ms, int connect_timeout_ms,
+    int io_timeout_ms, uint64_t location_cache_bytes, uint64_t hot_cache_bytes,
+    uint64_t hot_cache_validate_min_bytes, int64_t hot_cache_max_staleness_ms, std::string rdma,
+    std::string rdma_device, uint64_t rdma_min_bytes, std::string tls_cert, std::string tls_key,
+    std::string tls_ca) {
   if (!master) {
     const char* env = std::getenv("MOONCAKE_MASTER");
     master = env && *env ? env : "127.0.0.1:50051";
@@ -136,6 +137,7 @@ std::unique_ptr<PyClient> MakeClient(
   config.cluster_name = std::move(cluster_name);
   config.leader_wait_ms = leader_wait_ms;
   config.local_node = std::move(local_node);
+  config.pick_reuse_ms = pick_reuse_ms;
   config.connect_timeout_ms = connect_timeout_ms;
   config.io_timeout_ms = io_timeout_ms;
   config.location_cache_bytes = location_cache_bytes;
@@ -521,6 +523,7 @@ void BindClient(py::module_& m) {
   c.def(py::init(&MakeClient), py::kw_only(), py::arg("master") = py::none(),
         py::arg("etcd") = d.etcd_endpoints, py::arg("cluster_name") = d.cluster_name,
         py::arg("leader_wait_ms") = d.leader_wait_ms, py::arg("local_node") = "",
+        py::arg("pick_reuse_ms") = d.pick_reuse_ms,
         py::arg("connect_timeout_ms") = d.connect_timeout_ms,
         py::arg("io_timeout_ms") = d.io_timeout_ms,
         py::arg("location_cache_bytes") = d.location_cache_bytes,
