@@ -287,6 +287,28 @@ TEST_F(BackendTest, FullDramDemotesLeastRecentlyUsedToSsd) {
   }
 }
 
+// A write's last access is its commit when the commit comes later than a
+// moment after the reservation: a two-phase write that took a while is as
+// recent as the puts it finished after, not as old as its start.
+TEST_F(BackendTest, ASlowTwoPhaseWriteCountsAsUsedWhenItCommits) {
+  Open(4 * kMiB, 64 * kMiB);
+  auto slow = backend_->PutStart("slow", kMiB, {});
+  ASSERT_TRUE(slow);
+  std::this_thread::sleep_for(Millis(5));
+  ASSERT_TRUE(backend_->Put("k1", Pattern("k", kMiB, 1), {}));
+  std::this_thread::sleep_for(Millis(5));
+  ASSERT_TRUE(backend_->PutChunk(*slow, 0, Pattern("s", kMiB, 0)));
+  ASSERT_TRUE(backend_->PutEnd(*slow));
+  std::this_thread::sleep_for(Millis(5));
+  ASSERT_TRUE(backend_->Put("k2", Pattern("k", kMiB, 2), {}));
+  ASSERT_TRUE(backend_->Put("k3", Pattern("k", kMiB, 3), {}));
+  // DRAM holds four: the fifth pushes down the least recently used.
+  ASSERT_TRUE(backend_->Put("k4", Pattern("k", kMiB, 4), {}));
+  EXPECT_EQ(TierOf("k1"), "ssd");
+  EXPECT_EQ(TierOf("slow"), "dram");
+  EXPECT_EQ(backend_->Get("slow", 0, 0)->data, Pattern("s", kMiB, 0));
+}
+
 TEST_F(BackendTest, MaintenanceDemotesFromHighToLowWatermark) {
   BackendOptions options = DefaultOptions();
   options.high_watermark = 0.5;
