@@ -93,15 +93,17 @@ struct BackendOptions {
   Millis put_start_discard_timeout{30000};
 };
 
+// Every object record holds one: the flags come last so that the struct
+// has no padding inside (16 bytes, not 24).
 struct ObjectOptions {
-  bool hard_pin = false;
-  bool soft_pin = false;
   // How long a soft pin lasts from when the object becomes readable;
   // 0 means BackendOptions::soft_pin_ttl. Capped at kMaxSoftPinTtl.
   Millis soft_pin_ttl{0};
   // Index of the tier a write prefers (for Put with preferred_tier); the
   // backend falls back to lower tiers when it has no room. -1: fastest.
   int preferred_tier = -1;
+  bool hard_pin = false;
+  bool soft_pin = false;
 };
 
 inline constexpr Millis kMaxSoftPinTtl{24 * 3600 * 1000};

@@ -128,7 +128,7 @@ Object* ObjectTable::EmplaceIfAbsent(const std::string& key, Object object, Obje
   added.state_ = state;
   added.move_ = MoveState::kIdle;
   added.published_ = published;
-  added.tier_ = tier;
+  added.tier_ = static_cast<uint8_t>(tier);
   added.last_access_ = last_access;
   added.key_ = &it->first;
   Index(added);
@@ -164,13 +164,14 @@ void ObjectTable::MarkPublished(Object& object) {
   object.published_ = true;
 }
 
-void ObjectTable::Unindex(const Object& object) {
-  lru_[object.tier_].erase(object.lru_pos_);
+void ObjectTable::Unindex(Object& object) {
+  LruIndex& index = lru_[object.tier_];
+  index.erase(index.iterator_to(object));
   if (object.options.hard_pin) pinned_bytes_[object.tier_] -= object.size;
 }
 
 void ObjectTable::Index(Object& object) {
-  object.lru_pos_ = lru_[object.tier_].insert({object.last_access_, object.id, object.key_}).first;
+  lru_[object.tier_].insert(object);
   if (object.options.hard_pin) pinned_bytes_[object.tier_] += object.size;
 }
 
@@ -178,18 +179,17 @@ void ObjectTable::SetTier(Object& object, size_t tier) {
   MC_DCHECK(tier < lru_.size());
   if (tier == object.tier_) return;  // a write placed where its record began
   Unindex(object);
-  object.tier_ = tier;
+  object.tier_ = static_cast<uint8_t>(tier);
   Index(object);
 }
 
 void ObjectTable::Touch(Object& object, SteadyClock::time_point now) {
-  // Reuse the node (no free and allocate) and insert at the end, where a
-  // touch at `now` almost always belongs: amortized constant time, no search.
+  // Insert at the end, where a touch at `now` almost always belongs:
+  // amortized constant time, no search, no allocation.
   LruIndex& index = lru_[object.tier_];
-  auto node = index.extract(object.lru_pos_);
-  node.value().last_access = now;
+  index.erase(index.iterator_to(object));
   object.last_access_ = now;
-  object.lru_pos_ = index.insert(index.end(), std::move(node));
+  index.insert(index.end(), object);
 }
 
 void ObjectTable::BeginRead(Object& object, SteadyClock::time_point now, Millis lease) {
@@ -230,11 +230,10 @@ std::vector<std::string> ObjectTable::PickVictims(size_t tier, uint64_t bytes,
   std::vector<std::string> victims;
   uint64_t freed = 0;
   for (int pass = 0; pass < 2 && freed < bytes; ++pass) {
-    for (const LruEntry& entry : lru_[tier]) {
+    for (const Object& object : lru_[tier]) {
       if (freed >= bytes) break;
-      const Object& object = objects_.find(*entry.key)->second;
       if (!IsEvictable(object, now, pass, allow_evict_soft_pinned)) continue;
-      victims.push_back(*entry.key);
+      victims.push_back(object.key());
       freed += object.size;
     }
   }

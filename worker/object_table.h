@@ -61,9 +61,9 @@
 // backend's mutex (BackendContext::mu) held.
 
 #include <atomic>
+#include <boost/intrusive/set.hpp>
 #include <cstdint>
 #include <memory>
-#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -120,16 +120,13 @@ bool IsLegalMove(MoveState from, MoveState to, ObjectState state);
 // Whether a record may rest in this combination.
 bool IsLegalCombination(ObjectState state, MoveState move, bool published);
 
-// One object's place in its tier's recency order (ObjectTable's LRU index).
-struct LruEntry {
-  SteadyClock::time_point last_access;
-  uint64_t object_id;
-  const std::string* key;  // the map node's own key: stable until erased
-  bool operator<(const LruEntry& other) const {
-    return std::tie(last_access, object_id) < std::tie(other.last_access, other.object_id);
-  }
-};
-using LruIndex = std::set<LruEntry>;
+// An object's place in its tier's recency order (ObjectTable's LRU index):
+// a link inside the record itself, so the index costs no allocation of its
+// own and a victim scan reads the records in place. 24 bytes (the colour
+// bit rides in a pointer).
+using LruHook =
+    boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>,
+                                      boost::intrusive::optimize_size<true>>;
 
 struct Object {
   uint64_t id = 0;           // tells apart successive objects stored under one key
@@ -137,7 +134,6 @@ struct Object {
   // Write-through copy of a hard-pinned object in the durable tier.
   AllocationPtr durable_copy;
   uint64_t size = 0;
-  bool promotion_queued = false;
   // A reader on this node was told where the object lives (Locate): it is
   // not moved before this.
   SteadyClock::time_point placement_held_until;
@@ -146,8 +142,11 @@ struct Object {
   uint64_t write_handle = 0;  // the pending write, while kWriting
   uint64_t version = 0;
   ObjectOptions options;
-  int readers = 0;
   SteadyClock::time_point lease_until;
+  // The small fields sit together, here and at the start of the private
+  // part, so that a record (one per object, millions per node) has no holes.
+  int32_t readers = 0;
+  bool promotion_queued = false;
 
   ObjectState state() const { return state_; }
   MoveState move() const { return move_; }
@@ -169,11 +168,12 @@ struct Object {
   ObjectState state_ = ObjectState::kWriting;
   MoveState move_ = MoveState::kIdle;
   bool published_ = false;  // claimed in the directory
-  size_t tier_ = 0;
+  uint8_t tier_ = 0;        // an index into the backend's few tiers
   SteadyClock::time_point last_access_;
   const std::string* key_ = nullptr;  // the map node's own key
-  // Its entry in lru_[tier_], so a touch moves it without a search.
-  LruIndex::iterator lru_pos_{};
+  // Its link in lru_[tier_], ordered by (last_access_, id). Copying a record
+  // (before it is in the table) copies no link.
+  LruHook lru_hook_;
 };
 
 // A way back to one record after the lock was let go. The map never moves
@@ -256,15 +256,25 @@ class ObjectTable {
   void ObserveVersion(uint64_t version);
 
  private:
-  void Unindex(const Object& object);
+  void Unindex(Object& object);
   void Index(Object& object);
 
   Map objects_;
   // Recency order of each tier's objects: least recently used first.
   // Eviction walks it from the front, so choosing victims costs what it
   // picks, not the size of the node (a node holds millions of KV blocks).
-  std::vector<LruIndex> lru_;  // per tier: exactly the objects in objects_
-  std::vector<uint64_t> pinned_bytes_;   // per tier: bytes of hard-pinned objects
+  // Least recently used first; ties (one clock tick) by age of the record.
+  struct ByRecency {
+    bool operator()(const Object& a, const Object& b) const {
+      return std::tie(a.last_access_, a.id) < std::tie(b.last_access_, b.id);
+    }
+  };
+  using LruIndex = boost::intrusive::set<
+      Object, boost::intrusive::member_hook<Object, LruHook, &Object::lru_hook_>,
+      boost::intrusive::compare<ByRecency>, boost::intrusive::constant_time_size<false>>;
+
+  std::vector<LruIndex> lru_;           // per tier: exactly the objects in objects_
+  std::vector<uint64_t> pinned_bytes_;  // per tier: bytes of hard-pinned objects
   uint64_t next_object_id_ = 1;
   uint64_t next_version_ = 1;
   uint64_t erasures_ = 0;

@@ -48,10 +48,10 @@ Result<ObjectOptions> WorkerHandler::ToObjectOptions(const rpc::ReplicateConfig&
   if (config.soft_pin_ttl_ms < 0 || (config.with_hard_pin && config.with_soft_pin)) {
     return Err(ErrorCode::kInvalidParams);
   }
-  ObjectOptions options{.hard_pin = config.with_hard_pin,
-                        .soft_pin = config.with_soft_pin,
-                        .soft_pin_ttl = Millis(config.soft_pin_ttl_ms),
-                        .preferred_tier = -1};
+  ObjectOptions options{.soft_pin_ttl = Millis(config.soft_pin_ttl_ms),
+                        .preferred_tier = -1,
+                        .hard_pin = config.with_hard_pin,
+                        .soft_pin = config.with_soft_pin};
   if (!config.preferred_tier.empty()) {
     options.preferred_tier = backend_.TierIndex(config.preferred_tier);
     if (options.preferred_tier < 0) return Err(ErrorCode::kTierNotFound);

@@ -420,7 +420,7 @@ TEST_F(BackendTest, HardPinnedObjectsAreNeverMovedAndBlockSpaceCleanly) {
 // bytes move with it (the SSD keeps its durable copy, counted once).
 TEST_F(BackendTest, PinnedBytesFollowAPromotedObject) {
   Open(2 * kMiB, 64 * kMiB);
-  ASSERT_TRUE(backend_->Put("hp", Pattern("hp", kMiB), {.hard_pin = true, .preferred_tier = 1}));
+  ASSERT_TRUE(backend_->Put("hp", Pattern("hp", kMiB), {.preferred_tier = 1, .hard_pin = true}));
   EXPECT_EQ(Tier(1).pinned_bytes, kMiB);
   ASSERT_TRUE(backend_->Get("hp", 0, 0));
   backend_->RunMaintenance();
@@ -698,7 +698,7 @@ TEST_F(BackendTest, UpsertDuringReadsAnswersBusyAndReadersSeeWholeValues) {
 TEST_F(BackendTest, SoftPinExpiresAfterItsTtl) {
   Open(3 * kMiB, 64 * kMiB);
   ASSERT_TRUE(
-      backend_->Put("soft", Pattern("s", kMiB), {.soft_pin = true, .soft_pin_ttl = Millis(30)}));
+      backend_->Put("soft", Pattern("s", kMiB), {.soft_pin_ttl = Millis(30), .soft_pin = true}));
   EXPECT_TRUE(backend_->Inspect("soft")->soft_pinned);
   std::this_thread::sleep_for(Millis(50));
   EXPECT_FALSE(backend_->Inspect("soft")->soft_pinned);
