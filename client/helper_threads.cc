@@ -33,6 +33,16 @@ void HelperThreads::Stop() {
   for (auto& thread : threads) thread.join();
 }
 
+size_t HelperThreads::threads() const {
+  std::lock_guard lock(mu_);
+  return threads_.size();
+}
+
+size_t HelperThreads::idle_threads() const {
+  std::lock_guard lock(mu_);
+  return idle_;
+}
+
 void HelperThreads::Loop() {
   std::unique_lock lock(mu_);
   for (;;) {

@@ -28,12 +28,15 @@ class HelperThreads {
 
   void Run(std::function<void()> task);
   void Stop();
+  // Threads started so far, and those waiting for work now.
+  size_t threads() const;
+  size_t idle_threads() const;
 
  private:
   void Loop();
 
   const size_t max_threads_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable ready_;
   std::deque<std::function<void()>> queue_;  // guarded by mu_
   std::vector<std::thread> threads_;         // guarded by mu_
