@@ -259,20 +259,22 @@ class ObjectTable {
   void Unindex(Object& object);
   void Index(Object& object);
 
-  Map objects_;
-  // Recency order of each tier's objects: least recently used first.
-  // Eviction walks it from the front, so choosing victims costs what it
-  // picks, not the size of the node (a node holds millions of KV blocks).
   // Least recently used first; ties (one clock tick) by age of the record.
   struct ByRecency {
     bool operator()(const Object& a, const Object& b) const {
       return std::tie(a.last_access_, a.id) < std::tie(b.last_access_, b.id);
     }
   };
+  // Links the records themselves (Object::lru_hook_); it never allocates or
+  // frees them, and its destructor does not touch them.
   using LruIndex = boost::intrusive::set<
       Object, boost::intrusive::member_hook<Object, LruHook, &Object::lru_hook_>,
       boost::intrusive::compare<ByRecency>, boost::intrusive::constant_time_size<false>>;
 
+  Map objects_;
+  // Recency order of each tier's objects: least recently used first.
+  // Eviction walks it from the front, so choosing victims costs what it
+  // picks, not the size of the node (a node holds millions of KV blocks).
   std::vector<LruIndex> lru_;           // per tier: exactly the objects in objects_
   std::vector<uint64_t> pinned_bytes_;  // per tier: bytes of hard-pinned objects
   uint64_t next_object_id_ = 1;
