@@ -58,7 +58,8 @@ struct ClientConfig {
   // heartbeats). The client reuses that answer for this long, for objects
   // that fit the free space it reported less what this client put there
   // since, instead of asking before every put; a put the node refuses (full,
-  // unreachable) forgets it. 0: ask the master before every put.
+  // unreachable) forgets it. 0: ask the master before every put; at most
+  // an hour is used.
   int64_t pick_reuse_ms = 200;
   int connect_timeout_ms = 2000;
   int io_timeout_ms = 30000;

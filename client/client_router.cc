@@ -77,7 +77,8 @@ ClientRouter::ClientRouter(ClientConfig config, ReaddressedFn on_readdressed,
     : config_(std::move(config)),
       on_readdressed_(std::move(on_readdressed)),
       rpc_options_(ToRpcOptions(config_, std::move(tls))),
-      masters_(ToMasterTarget(config_), ToSlotTable(config_), rpc_options_) {}
+      masters_(ToMasterTarget(config_), ToSlotTable(config_), rpc_options_),
+      pick_reuse_(std::clamp<int64_t>(config_.pick_reuse_ms, 0, 3'600'000)) {}
 
 Result<std::vector<rpc::NodeInfo>> ClientRouter::FetchNodes() {
   auto nodes = masters_.Any().Call([&](rpc::MasterServiceClient& c) {
@@ -297,7 +298,7 @@ Result<Owner> ClientRouter::PickByMaster(uint64_t size, const std::vector<std::s
   if (!call) return Err(call.error());
   const rpc::PickNodeResult& picked = *call;
   if (picked.code != rpc::ErrorCode::OK) return Err(FromRpc(picked.code));
-  if (config_.pick_reuse_ms > 0) {
+  if (pick_reuse_.count() > 0) {
     // The master picks by the free space heartbeats report, so until the
     // next heartbeats it would give the same answer; one that skipped a
     // refusing node is the one to keep using.
@@ -318,8 +319,7 @@ std::optional<Owner> ClientRouter::ReusePick(uint64_t size) {
     std::lock_guard lock(pick_mu_);
     if (!recent_pick_) return std::nullopt;
     auto age = std::chrono::steady_clock::now() - recent_pick_->at;
-    if (age >= std::chrono::milliseconds(config_.pick_reuse_ms) ||
-        size > recent_pick_->free_bytes) {
+    if (age >= pick_reuse_ || size > recent_pick_->free_bytes) {
       return std::nullopt;
     }
     recent_pick_->free_bytes -= size;

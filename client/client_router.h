@@ -156,6 +156,9 @@ class ClientRouter {
   std::map<std::string, NodeEntry> nodes_;  // guarded by mu_
   // key -> owner node id; thread-safe on its own (not guarded by mu_).
   OwnerCache owners_{config_.location_cache_bytes};
+  // config_.pick_reuse_ms, within [0, 1 h] (a larger count of milliseconds
+  // would overflow the clock's nanoseconds).
+  const std::chrono::milliseconds pick_reuse_;
   std::mutex pick_mu_;
   std::optional<RecentPick> recent_pick_;  // guarded by pick_mu_
 };

@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "client/client.h"
@@ -78,6 +79,18 @@ TEST_F(PlacementTest, WithReuseOffEveryPutAsksTheMaster) {
     ASSERT_TRUE(IsOk(client->Put("ask-" + std::to_string(i), "v"))) << i;
   }
   EXPECT_EQ(PickNodeCalls() - before, 5);
+}
+
+// A reuse period past what the clock can count is capped (at an hour), not
+// overflowed into "always expired".
+TEST_F(PlacementTest, AHugeReusePeriodIsCappedNotOverflowed) {
+  auto client = ClientReusingPicksFor(std::numeric_limits<int64_t>::max());
+  ASSERT_TRUE(client);
+  const double before = PickNodeCalls();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(IsOk(client->Put("capped-" + std::to_string(i), "v"))) << i;
+  }
+  EXPECT_EQ(PickNodeCalls() - before, 1);
 }
 
 // An object larger than the room the picked node reported is not sent there
