@@ -18,24 +18,6 @@
 namespace mooncake {
 namespace {
 
-uint64_t NonNegative(int64_t value) { return value > 0 ? static_cast<uint64_t>(value) : 0; }
-
-TierUsage ToTierUsage(const rpc::TierUsage& usage) {
-  return TierUsage{usage.name, usage.kind, NonNegative(usage.capacity), NonNegative(usage.used),
-                   NonNegative(usage.objects)};
-}
-
-NodeRecord ToNodeRecord(const rpc::NodeInfo& info) {
-  NodeRecord record;
-  record.node_id = info.node_id;
-  record.host = info.host;
-  record.port = info.port;
-  for (const auto& tier : info.tiers) record.tiers.push_back(ToTierUsage(tier));
-  record.alive = info.alive;
-  record.last_heartbeat_ms = info.last_heartbeat_ms;
-  return record;
-}
-
 // An empty master_shards (one master) or a parseable one without etcd.
 bool MasterShardsUsable(const ClientConfig& config, std::string* why) {
   if (config.master_shards.empty()) return true;

@@ -458,14 +458,15 @@ std::vector<Result<void>> Client::BatchPutViews(std::span<const ValueView> items
   // A node the client chose may be full; the single path asks the master for
   // another node, item by item.
   if (!explicit_choice) {
+    bool forgotten = false;
     for (size_t i : positions) {
-      if (!results[i] && IsRefusedPlacement(results[i].error())) {
+      if (results[i] || !IsRefusedPlacement(results[i].error())) continue;
+      if (!forgotten) {
+        // Before the retries: they must not be sent where the pick said.
         impl_->router.ForgetPick(target->node_id);
-        break;
+        forgotten = true;
       }
-    }
-    for (size_t i : positions) {
-      if (!results[i] && results[i].error() == ErrorCode::kNoAvailableHandle) {
+      if (results[i].error() == ErrorCode::kNoAvailableHandle) {
         results[i] = PutAlone(items[i].key, items[i].value, options);
       }
     }

@@ -72,6 +72,23 @@ std::vector<std::vector<size_t>> SliceIndices(const std::vector<size_t>& indices
       indices, [&keys](size_t i) { return keys[i].size(); }, max_bytes, max_count);
 }
 
+TierUsage ToTierUsage(const rpc::TierUsage& usage) {
+  auto non_negative = [](int64_t v) { return v > 0 ? static_cast<uint64_t>(v) : 0; };
+  return TierUsage{usage.name, usage.kind, non_negative(usage.capacity), non_negative(usage.used),
+                   non_negative(usage.objects)};
+}
+
+NodeRecord ToNodeRecord(const rpc::NodeInfo& info) {
+  NodeRecord record;
+  record.node_id = info.node_id;
+  record.host = info.host;
+  record.port = info.port;
+  for (const auto& tier : info.tiers) record.tiers.push_back(ToTierUsage(tier));
+  record.alive = info.alive;
+  record.last_heartbeat_ms = info.last_heartbeat_ms;
+  return record;
+}
+
 ClientRouter::ClientRouter(ClientConfig config, ReaddressedFn on_readdressed,
                            std::shared_ptr<const RpcTlsContext> tls)
     : config_(std::move(config)),
@@ -302,10 +319,7 @@ Result<Owner> ClientRouter::PickByMaster(uint64_t size, const std::vector<std::s
     // The master picks by the free space heartbeats report, so until the
     // next heartbeats it would give the same answer; one that skipped a
     // refusing node is the one to keep using.
-    uint64_t free = 0;
-    for (const auto& tier : picked.node.tiers) {
-      if (tier.capacity > tier.used) free += static_cast<uint64_t>(tier.capacity - tier.used);
-    }
+    uint64_t free = ToNodeRecord(picked.node).free_bytes();
     std::lock_guard lock(pick_mu_);
     recent_pick_ = RecentPick{picked.node.node_id, free > size ? free - size : 0,
                               std::chrono::steady_clock::now()};

@@ -163,6 +163,11 @@ class ClientRouter {
   std::optional<RecentPick> recent_pick_;  // guarded by pick_mu_
 };
 
+// The registry's view of a node and its tiers, as the master reported it
+// (negative counts read as 0).
+TierUsage ToTierUsage(const rpc::TierUsage& usage);
+NodeRecord ToNodeRecord(const rpc::NodeInfo& info);
+
 // Where the client's master is: config.master_host:port, or etcd.
 MasterTarget ToMasterTarget(const ClientConfig& config);
 // The slot table of config.master_shards; nullopt when empty (one master) or

@@ -189,7 +189,9 @@ class CallCombiner {
     lock.unlock();
     // The next leader first: its call is what the queue waits for.
     if (next_leader) Wake(*next_leader, Waiter::kLead);
-    for (const auto& waiter : batch) Wake(*waiter, Waiter::kDone);
+    // batch[0] is this thread's own caller (a leader leads from the queue's
+    // front), which reads its reply when Lead returns: no one to wake.
+    for (size_t i = 1; i < batch.size(); ++i) Wake(*batch[i], Waiter::kDone);
   }
 
   static void Wake(Waiter& waiter, uint32_t state) {

@@ -36,6 +36,18 @@ class PlacementTest : public ::testing::Test {
     return std::isnan(n) ? 0 : n;
   }
 
+  // Puts (single and two-phase) that worker `node` has answered so far.
+  double WorkerPutCalls(const std::string& node) {
+    double total = 0;
+    for (const char* op : {"put", "put_start"}) {
+      double n = AdminMetric(
+          cluster_.worker_admin_port(node),
+          std::string("mooncake_worker_request_duration_seconds_count{op=\"") + op + "\"}");
+      if (!std::isnan(n)) total += n;
+    }
+    return total;
+  }
+
   std::unique_ptr<Client> ClientReusingPicksFor(int64_t ms) {
     ClientConfig config = cluster_.ClientConfigFor();  // no local node
     config.pick_reuse_ms = ms;
@@ -94,16 +106,18 @@ TEST_F(PlacementTest, AHugeReusePeriodIsCappedNotOverflowed) {
 }
 
 // An object larger than the room the picked node reported is not sent there
-// on the strength of an old answer: the master is asked, and says no node
-// can take it.
-TEST_F(PlacementTest, AnObjectLargerThanThePickedNodesRoomAsksTheMasterAgain) {
+// on the strength of an old answer: the master is asked, says no node can
+// take it, and the node the old answer named never sees the put.
+TEST_F(PlacementTest, AnObjectLargerThanThePickedNodesRoomIsNotSentThere) {
   auto client = ClientReusingPicksFor(60'000);
   ASSERT_TRUE(client);
   ASSERT_TRUE(IsOk(client->Put("small", "v")));
-  const double before = PickNodeCalls();
+  const double picks_before = PickNodeCalls();
+  const double w1_puts_before = WorkerPutCalls("w1");
   EXPECT_TRUE(
       FailsWith(client->Put("huge", std::string(200 * kMiB, 'x')), ErrorCode::kNoAvailableHandle));
-  EXPECT_EQ(PickNodeCalls() - before, 1);
+  EXPECT_EQ(PickNodeCalls() - picks_before, 1);
+  EXPECT_EQ(WorkerPutCalls("w1") - w1_puts_before, 0);
 }
 
 // A picked node that dies is forgotten at the first put it refuses: that put
