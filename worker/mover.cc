@@ -54,7 +54,7 @@ bool Mover::EvictOne(const std::string& key, size_t t) {
   return MoveObject(key, t + 1, ctx_.last_tier(), /*allow_drop=*/true);
 }
 
-std::vector<std::string> Mover::PickVictims(size_t tier, uint64_t bytes) const {
+std::vector<std::string> Mover::PickVictims(size_t tier, uint64_t bytes) {
   std::lock_guard lock(ctx_.mu);
   return table_.PickVictims(tier, bytes, SteadyClock::now(), ctx_.options.allow_evict_soft_pinned);
 }

@@ -84,7 +84,7 @@ class Mover {
   // Demotes (or, from the last tier, moves out or drops) LRU victims so
   // `bytes` may fit.
   bool MakeRoom(size_t tier, uint64_t bytes, bool allow_drop);
-  std::vector<std::string> PickVictims(size_t tier, uint64_t bytes) const;
+  std::vector<std::string> PickVictims(size_t tier, uint64_t bytes);
   // Frees an object's space in the last tier: hands it to another node, or
   // drops it from the cluster when no node has room.
   bool EvictFromLastTier(const std::string& key, size_t tier);

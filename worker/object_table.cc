@@ -171,6 +171,7 @@ void ObjectTable::Unindex(Object& object) {
 }
 
 void ObjectTable::Index(Object& object) {
+  object.filed_at_ = object.last_access_;
   lru_[object.tier_].insert(object);
   if (object.options.hard_pin) pinned_bytes_[object.tier_] += object.size;
 }
@@ -184,12 +185,20 @@ void ObjectTable::SetTier(Object& object, size_t tier) {
 }
 
 void ObjectTable::Touch(Object& object, SteadyClock::time_point now) {
-  // Insert at the end, where a touch at `now` almost always belongs:
-  // amortized constant time, no search, no allocation.
+  // Filed again only when a victim scan reaches it (see lru_). Threads read
+  // the clock before they take the lock, so `now` may trail a touch that
+  // came first: recency never goes back.
+  object.last_access_ = std::max(object.last_access_, now);
+}
+
+bool ObjectTable::RefileIfTouched(Object& object) {
+  if (object.filed_at_ == object.last_access_) return false;
   LruIndex& index = lru_[object.tier_];
   index.erase(index.iterator_to(object));
-  object.last_access_ = now;
+  object.filed_at_ = object.last_access_;
+  // Usually the latest access in the tier: amortized constant time there.
   index.insert(index.end(), object);
+  return true;
 }
 
 void ObjectTable::BeginRead(Object& object, SteadyClock::time_point now, Millis lease) {
@@ -226,12 +235,22 @@ bool ObjectTable::IsEvictable(const Object& object, SteadyClock::time_point now,
 
 std::vector<std::string> ObjectTable::PickVictims(size_t tier, uint64_t bytes,
                                                   SteadyClock::time_point now,
-                                                  bool allow_evict_soft_pinned) const {
+                                                  bool allow_evict_soft_pinned) {
   std::vector<std::string> victims;
   uint64_t freed = 0;
+  LruIndex& index = lru_[tier];
   for (int pass = 0; pass < 2 && freed < bytes; ++pass) {
-    for (const Object& object : lru_[tier]) {
-      if (freed >= bytes) break;
+    for (auto it = index.begin(); it != index.end() && freed < bytes;) {
+      Object& object = *it;
+      auto next = std::next(it);
+      if (RefileIfTouched(object)) {
+        // It moved back, behind records filed before its last access. The
+        // walk meets it again there, up to date (so each moves once a scan),
+        // or at once if it still sorts before the next record.
+        it = next == index.end() || ByRecency()(object, *next) ? index.iterator_to(object) : next;
+        continue;
+      }
+      it = next;
       if (!IsEvictable(object, now, pass, allow_evict_soft_pinned)) continue;
       victims.push_back(object.key());
       freed += object.size;

@@ -170,8 +170,12 @@ struct Object {
   bool published_ = false;  // claimed in the directory
   uint8_t tier_ = 0;        // an index into the backend's few tiers
   SteadyClock::time_point last_access_;
+  // Where the record is filed in lru_[tier_]: its last access when it was
+  // (re)filed, at most last_access_. A touch moves only last_access_; the
+  // record is refiled when a victim scan reaches it (see PickVictims).
+  SteadyClock::time_point filed_at_;
   const std::string* key_ = nullptr;  // the map node's own key
-  // Its link in lru_[tier_], ordered by (last_access_, id). Copying a record
+  // Its link in lru_[tier_], ordered by (filed_at_, id). Copying a record
   // (before it is in the table) copies no link.
   LruHook lru_hook_;
 };
@@ -241,8 +245,9 @@ class ObjectTable {
                           bool allow_evict_soft_pinned);
   // LRU victims of `tier` whose sizes add up to at least `bytes` (or all
   // that qualify): unpinned before soft-pinned, least recently used first.
+  // Refiles the records it passes that were touched since they were filed.
   std::vector<std::string> PickVictims(size_t tier, uint64_t bytes, SteadyClock::time_point now,
-                                       bool allow_evict_soft_pinned) const;
+                                       bool allow_evict_soft_pinned);
 
   // Keys of every complete, published object.
   std::vector<std::string> Keys() const;
@@ -258,11 +263,14 @@ class ObjectTable {
  private:
   void Unindex(Object& object);
   void Index(Object& object);
+  // Refiles `object` under its last access if it was touched since it was
+  // filed; true if it moved.
+  bool RefileIfTouched(Object& object);
 
-  // Least recently used first; ties (one clock tick) by age of the record.
+  // Least recently filed first; ties (one clock tick) by age of the record.
   struct ByRecency {
     bool operator()(const Object& a, const Object& b) const {
-      return std::tie(a.last_access_, a.id) < std::tie(b.last_access_, b.id);
+      return std::tie(a.filed_at_, a.id) < std::tie(b.filed_at_, b.id);
     }
   };
   // Links the records themselves (Object::lru_hook_); it never allocates or
@@ -272,9 +280,19 @@ class ObjectTable {
       boost::intrusive::compare<ByRecency>, boost::intrusive::constant_time_size<false>>;
 
   Map objects_;
-  // Recency order of each tier's objects: least recently used first.
+  // Recency order of each tier's objects: least recently filed first.
   // Eviction walks it from the front, so choosing victims costs what it
   // picks, not the size of the node (a node holds millions of KV blocks).
+  //
+  // A read touches its record on every call, so the index is kept lazily:
+  // a touch only raises last_access_, and the scan refiles a record it finds
+  // touched. That order is still exactly least recently used first: a
+  // record at the front that was not touched since it was filed has a last
+  // access no later than any other record's filing time, which is itself no
+  // later than that record's last access. A hot object costs one refile per
+  // scan that reaches it instead of a tree erase and insert (with their
+  // rebalancing, a tenth of the worker's CPU in a BatchGet profile) per
+  // read.
   std::vector<LruIndex> lru_;           // per tier: exactly the objects in objects_
   std::vector<uint64_t> pinned_bytes_;  // per tier: bytes of hard-pinned objects
   uint64_t next_object_id_ = 1;

@@ -16,10 +16,6 @@ namespace {
 // so that readers never wait behind a whole large batch.
 constexpr size_t kMaxWritesPerHold = 64;
 
-// How long after its reservation a write may commit and keep its
-// reservation time as its last access (see EndCommitLocked).
-constexpr auto kCommitTouchSlack = std::chrono::milliseconds(1);
-
 // Runs step(i) for every i in [0, n) under `mu`, taken afresh every
 // kMaxWritesPerHold steps.
 template <typename Step>
@@ -453,11 +449,7 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(Comm
   auto now = SteadyClock::now();
   o.version = c.version;
   o.write_handle = 0;
-  // A write that commits within a moment of its reservation is already where
-  // recency puts it (indexed at reservation); moving it would cost an LRU
-  // erase and insert per put for an order no eviction can tell apart. A
-  // slow write (a plan filled over seconds) is touched now.
-  if (now - o.last_access() > kCommitTouchSlack) table_.Touch(o, now);
+  table_.Touch(o, now);
   o.durable_copy = std::move(c.durable_copy);
   Millis soft_ttl = write.options.soft_pin_ttl.count() > 0
                         ? std::min(write.options.soft_pin_ttl, kMaxSoftPinTtl)

@@ -239,6 +239,52 @@ TEST_F(ObjectTableTest, VictimsComeLeastRecentlyUsedFirstAndTouchReorders) {
   EXPECT_EQ(Victims(1, 1000), (std::vector<std::string>{"other-tier"}));
 }
 
+// A touch only raises the record's last access; the victim scan refiles
+// what it finds touched. The order must still be exact LRU.
+TEST_F(ObjectTableTest, TouchesSeenOnlyByTheScanStillGiveExactLruOrder) {
+  Add("a", S::kComplete, 0);
+  Add("b", S::kComplete, 0);
+  Add("c", S::kComplete, 0);
+  table_.Touch(*table_.Find("b"), Tick());
+  table_.Touch(*table_.Find("a"), Tick());
+  EXPECT_EQ(Victims(0, 1000), (std::vector<std::string>{"c", "b", "a"}));
+  // Touched again after that scan refiled them: the order follows.
+  table_.Touch(*table_.Find("c"), Tick());
+  EXPECT_EQ(Victims(0, 1000), (std::vector<std::string>{"b", "a", "c"}));
+}
+
+// A record touched before the next one was even filed still comes first:
+// the scan must look at it at once, not skip past it.
+TEST_F(ObjectTableTest, ARecordTouchedBeforeTheNextWasFiledIsStillTheFirstVictim) {
+  Add("early", S::kComplete, 0);
+  table_.Touch(*table_.Find("early"), Tick());
+  Add("late", S::kComplete, 0);
+  EXPECT_EQ(Victims(0, 100), (std::vector<std::string>{"early"}));
+  EXPECT_EQ(Victims(0, 1000), (std::vector<std::string>{"early", "late"}));
+}
+
+// Recency never goes back: threads read the clock before the lock, so a
+// touch may carry an older time than the last one.
+TEST_F(ObjectTableTest, AnOlderTouchDoesNotMakeARecordLessRecent) {
+  Add("x", S::kComplete, 0);
+  auto earlier = Tick();
+  Add("y", S::kComplete, 0);
+  table_.Touch(*table_.Find("x"), Tick());
+  table_.Touch(*table_.Find("x"), earlier);
+  EXPECT_EQ(Victims(0, 100), (std::vector<std::string>{"y"}));
+}
+
+// Demoted to another tier, a record is filed there by its last access,
+// touches included.
+TEST_F(ObjectTableTest, SetTierFilesTheRecordByItsLastAccess) {
+  Object& moved = Add("moved", S::kComplete, 0);
+  Add("resident", S::kComplete, 1);
+  table_.Touch(moved, Tick());
+  Add("newer", S::kComplete, 1);
+  table_.SetTier(moved, 1);
+  EXPECT_EQ(Victims(1, 1000), (std::vector<std::string>{"resident", "moved", "newer"}));
+}
+
 TEST_F(ObjectTableTest, SetTierMovesTheLruEntryAndThePinnedBytes) {
   Object& pinned = Add("pinned", S::kComplete, 0, 300, {.hard_pin = true});
   Add("plain", S::kComplete, 0, 50);
