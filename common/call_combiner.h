@@ -22,7 +22,6 @@
 // Thread-safety: Call() is safe from any number of threads. `send` must not
 // call Call() of the same combiner: it would wait for itself.
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -37,6 +36,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/wake_word.h"
 
 namespace mooncake {
 
@@ -86,8 +86,7 @@ class CallCombiner {
     // variable takes mu_ again on the way out, and the ten or so callers a
     // reply wakes at once then queued on it (a third of the futex calls of
     // 16 threads' gets went to that).
-    me->state.wait(Waiter::kWaiting, std::memory_order_acquire);
-    if (me->state.load(std::memory_order_acquire) == Waiter::kLead) {
+    if (me->wake.Wait() == Waiter::kLead) {
       lock.lock();
       Lead(lock);
     }
@@ -109,21 +108,20 @@ class CallCombiner {
   }
 
  private:
-  // One caller. It sleeps on its own state word (a futex), so that
-  // finishing a call wakes exactly its callers and the next leader, and a
-  // woken caller takes no lock on its way out. It is shared with the leader
+  // One caller. It sleeps on its own word (a futex, common/wake_word.h), so
+  // that finishing a call wakes exactly its callers and the next leader, and
+  // a woken caller takes no lock on its way out. It is shared with the leader
   // so that the leader can wake it after letting go of mu_ (a caller woken
   // under mu_ would sleep again on mu_ at once; on a 2-core machine that was
   // a tenth of a put's worker CPU), when the caller may already have
   // returned.
   struct Waiter {
-    static constexpr uint32_t kWaiting = 0;
     static constexpr uint32_t kDone = 1;  // reply is set
     static constexpr uint32_t kLead = 2;  // this caller sends the next call
     const Request* request = nullptr;
     CallWeight weight;
     std::optional<Reply> reply;  // written by its leader before kDone
-    std::atomic<uint32_t> state{kWaiting};
+    WakeWord wake;
   };
 
   uint64_t Locked(const uint64_t& counter) const {
@@ -194,10 +192,7 @@ class CallCombiner {
     for (size_t i = 1; i < batch.size(); ++i) Wake(*batch[i], Waiter::kDone);
   }
 
-  static void Wake(Waiter& waiter, uint32_t state) {
-    waiter.state.store(state, std::memory_order_release);
-    waiter.state.notify_one();
-  }
+  static void Wake(Waiter& waiter, uint32_t state) { waiter.wake.Set(state); }
 
   const SendFn send_;
   const CallLimits limits_;
