@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -22,6 +21,7 @@
 #include "client/client_impl.h"
 #include "client/client_retry.h"
 #include "client/client_writes.h"
+#include "common/wake_word.h"
 #include "thrift/value_calls.h"
 
 namespace mooncake {
@@ -37,9 +37,12 @@ struct ParallelRun {
   const size_t count;
   std::atomic<size_t> next{0};
   std::mutex mu;
-  std::condition_variable all_done;
   size_t done = 0;             // guarded by mu
   std::exception_ptr failure;  // the first task's exception; guarded by mu
+  // Set once, by whichever thread finishes the last task; the caller waits
+  // on it (yielding first, like CallCombiner's callers: a helper's part
+  // is one round trip).
+  WakeWord all_done;
 
   // Runs tasks until none is left to take.
   void Drain() {
@@ -54,10 +57,14 @@ struct ParallelRun {
       ++ran;
     }
     if (ran == 0) return;
-    std::lock_guard lock(mu);
-    if (thrown && !failure) failure = thrown;
-    done += ran;
-    if (done == count) all_done.notify_all();
+    bool last = false;
+    {
+      std::lock_guard lock(mu);
+      if (thrown && !failure) failure = thrown;
+      done += ran;
+      last = done == count;
+    }
+    if (last) all_done.Set(1);
   }
 };
 
@@ -73,10 +80,14 @@ void RunParallel(HelperThreads& helpers, std::vector<std::function<void()>>& tas
   size_t offered = std::min(tasks.size(), kMaxBatchParallelism) - 1;
   for (size_t h = 0; h < offered; ++h) helpers.Run([run] { run->Drain(); });
   run->Drain();
-  std::unique_lock lock(run->mu);
-  run->all_done.wait(lock, [&] { return run->done == run->count; });
+  run->all_done.Wait();
+  std::exception_ptr failure;
+  {
+    std::lock_guard lock(run->mu);
+    failure = run->failure;
+  }
   // As if the tasks had run here: a batch never reports what it did not do.
-  if (run->failure) std::rethrow_exception(run->failure);
+  if (failure) std::rethrow_exception(failure);
 }
 
 std::vector<OwnerGroup> SliceGroups(const std::map<std::string, OwnerGroup>& groups,
