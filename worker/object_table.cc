@@ -85,7 +85,9 @@ bool IsLegalCombination(ObjectState state, MoveState move, bool published) {
   return false;
 }
 
-ObjectTable::ObjectTable(size_t tiers) : lru_(tiers), pinned_bytes_(tiers, 0) {}
+ObjectTable::ObjectTable(size_t tiers) : lru_(tiers), pinned_bytes_(tiers, 0) {
+  MC_DCHECK(tiers < 128);  // Object::tier_ has seven bits
+}
 
 Object* ObjectTable::Find(const std::string& key) {
   auto it = objects_.find(key);
