@@ -6,16 +6,22 @@ namespace mooncake {
 
 void HelperThreads::Run(std::function<void()> task) {
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     if (!stopping_) {
-      queue_.push_back(std::move(task));
-      // Each idle thread takes one queued task; a task none will take
-      // starts a thread while the bound allows.
-      if (queue_.size() > idle_ && threads_.size() < max_threads_) {
-        threads_.emplace_back([this] { Loop(); });
-      } else {
-        ready_.notify_one();
+      if (!idle_.empty()) {
+        // The most recently idle thread: the likeliest to be yielding
+        // still rather than asleep.
+        Idle* idle = idle_.back();
+        idle_.pop_back();
+        idle->task = std::move(task);
+        lock.unlock();
+        idle->wake.Set(Idle::kTask);
+        return;
       }
+      queue_.push_back(std::move(task));
+      // No thread is idle: start one while the bound allows; otherwise the
+      // task waits for the first thread to finish its own.
+      if (threads_.size() < max_threads_) threads_.emplace_back([this] { Loop(); });
       return;
     }
   }
@@ -24,12 +30,14 @@ void HelperThreads::Run(std::function<void()> task) {
 
 void HelperThreads::Stop() {
   std::vector<std::thread> threads;
+  std::vector<Idle*> idle;
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
     threads.swap(threads_);
+    idle.swap(idle_);
   }
-  ready_.notify_all();
+  for (Idle* waiting : idle) waiting->wake.Set(Idle::kStop);
   for (auto& thread : threads) thread.join();
 }
 
@@ -40,21 +48,32 @@ size_t HelperThreads::threads() const {
 
 size_t HelperThreads::idle_threads() const {
   std::lock_guard lock(mu_);
-  return idle_;
+  return idle_.size();
 }
 
 void HelperThreads::Loop() {
-  std::unique_lock lock(mu_);
   for (;;) {
-    ++idle_;
-    ready_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-    --idle_;
-    if (queue_.empty()) return;  // stopping, and nothing is left
-    auto task = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
+    std::function<void()> task;
+    Idle idle;
+    {
+      std::lock_guard lock(mu_);
+      if (!queue_.empty()) {
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      } else if (stopping_) {
+        return;  // nothing is left
+      } else {
+        idle_.push_back(&idle);
+      }
+    }
+    if (!task) {
+      // Run() or Stop() takes `idle` off the list, then sets its word once.
+      // Its futex wake may come after this loop moved on; a wait on a later
+      // Idle at the same address then just looks at its word again.
+      if (idle.wake.Wait() == Idle::kStop) return;
+      task = std::move(idle.task);
+    }
     task();
-    lock.lock();
   }
 }
 

@@ -8,14 +8,20 @@
 // Thread-safety: Run() is safe from any thread, also from a task. Stop()
 // runs every queued task (and those they queue) before it joins; a task
 // given to Run() after that runs on the caller's thread, so none is lost.
+//
+// A task goes straight to an idle thread when there is one: Run() hands it
+// over and wakes that thread alone. An idle thread waits on a WakeWord of
+// its own (common/wake_word.h), so under load it is usually still yielding,
+// not asleep, when its next task comes.
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "common/wake_word.h"
 
 namespace mooncake {
 
@@ -33,14 +39,22 @@ class HelperThreads {
   size_t idle_threads() const;
 
  private:
+  // A thread waiting for work, on its own stack: Run() sets `task` and
+  // then wakes it with kTask; Stop() wakes it with kStop.
+  struct Idle {
+    static constexpr uint32_t kTask = 1;
+    static constexpr uint32_t kStop = 2;
+    std::function<void()> task;
+    WakeWord wake;
+  };
+
   void Loop();
 
   const size_t max_threads_;
   mutable std::mutex mu_;
-  std::condition_variable ready_;
-  std::deque<std::function<void()>> queue_;  // guarded by mu_
+  std::deque<std::function<void()>> queue_;  // guarded by mu_: no idle thread took these
   std::vector<std::thread> threads_;         // guarded by mu_
-  size_t idle_ = 0;                          // guarded by mu_
+  std::vector<Idle*> idle_;                  // guarded by mu_: the last to idle first
   bool stopping_ = false;                    // guarded by mu_
 };
 
