@@ -2,8 +2,9 @@
 
 // Private to client/: a few threads for work that may block (a master call,
 // a chunked read, a batch write) on behalf of callers that must not:
-// GetAsync's slow path and PutAsync's batches. Threads start as work
-// arrives, up to a maximum; further work queues behind them.
+// GetAsync's slow path, PutAsync's batches, and the per-node calls of a
+// batch spread over nodes (RunParallel). Threads start as work arrives, up
+// to a maximum; further work queues behind them.
 //
 // Thread-safety: Run() is safe from any thread, also from a task. Stop()
 // runs every queued task (and those they queue) before it joins; a task
