@@ -55,6 +55,10 @@ void AddReadPathFlags(CLI::App& app, BenchOptions& o) {
                  "Memory for remembered key owners, e.g. 256MiB (0: ask the master on every "
                  "read)")
       ->capture_default_str();
+  app.add_option("--rpc-poll-us", o.rpc_poll_us,
+                 "Poll for a reply this long before sleeping, while a CPU is spare (0 off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxRpcPollUs));
   app.add_option("--hot-cache-bytes", o.hot_cache_text,
                  "Client hot cache budget (0 off), e.g. 64MiB; objects > 1/8 of it bypass it")
       ->capture_default_str();
@@ -285,6 +289,7 @@ std::optional<ClientConfig> ToClientConfig(const BenchOptions& o) {
   config.local_node = o.node;
   config.local_hot_cache_bytes = o.hot_cache_bytes;
   config.location_cache_bytes = o.location_cache_bytes;
+  config.rpc_poll_us = o.rpc_poll_us;
   config.rdma = o.rdma;
   config.rdma_device = o.transfer.rdma_device;
   config.tls = o.tls;

@@ -17,6 +17,7 @@
 #include "bench/transfer_bench.h"
 #include "bench/vram_bench.h"
 #include "client/client.h"
+#include "thrift/rpc_limits.h"
 #include "thrift/rpc_tls.h"
 
 namespace mooncake {
@@ -66,6 +67,9 @@ struct BenchOptions {
   uint64_t hot_cache_bytes = 0;
   std::string location_cache_text = "256MiB";
   uint64_t location_cache_bytes = 256ull << 20;
+  // ClientConfig.rpc_poll_us, and the poll of the connections the master
+  // and loop workloads open themselves.
+  int rpc_poll_us = kDefaultRpcPollUs;
   std::string rdma = "off";  // ClientConfig.rdma: RDMA READ for large gets
   TlsSettings tls;           // ClientConfig.tls: mutual TLS to the cluster
   // --workload master: the master's admin HOST:PORT for its RSS (empty: no

@@ -121,6 +121,7 @@ json ConfigJson(const BenchOptions& o, const std::string& run) {
           {"zipf_theta", o.zipf_theta},
           {"hot_cache_bytes", o.hot_cache_bytes},
           {"location_cache_bytes", o.location_cache_bytes},
+          {"rpc_poll_us", o.rpc_poll_us},
           {"rdma", o.rdma},
           {"prefetch_wait_ms", o.prefetch_wait_ms},
           {"run_prefix", run}};

@@ -348,7 +348,8 @@ int RunMasterBench(const BenchOptions& options) {
   }
   auto tls = ToRpcTls(options);
   if (!tls) return 2;
-  Channel channel(master->host, master->port, RpcOptions{.io_timeout_ms = 10000, .tls = *tls});
+  Channel channel(master->host, master->port,
+                  RpcOptions{.io_timeout_ms = 10000, .poll_us = options.rpc_poll_us, .tls = *tls});
   MasterBench bench(options, channel);
   if (!bench.Register()) return 3;
   auto rows = bench.Run();

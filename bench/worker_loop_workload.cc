@@ -83,7 +83,11 @@ class WorkerLoopBench {
     for (int i = 0; i < o_.concurrency; ++i) {
       LoopConnection conn;
       try {
-        conn.transport = OpenClientTransport(host_, port_, kConnectTimeoutMs, kIoTimeoutMs, tls_);
+        conn.transport = OpenClientTransport(host_, port_,
+                                             RpcOptions{.connect_timeout_ms = kConnectTimeoutMs,
+                                                        .io_timeout_ms = kIoTimeoutMs,
+                                                        .poll_us = o_.rpc_poll_us,
+                                                        .tls = tls_});
       } catch (const std::exception& e) {
         std::fprintf(stderr, "error: connect failed: cannot reach the worker at %s:%d: %s\n",
                      host_.c_str(), port_, e.what());

@@ -8,10 +8,6 @@
 #include "common/log.h"
 
 namespace mooncake {
-namespace {
-
-
-}  // namespace
 
 AsyncReads::AsyncReads(ClientRouter& router, RdmaReads* rdma, HelperThreads& helpers,
                        ReadInFull read_in_full, bool pipelined)
@@ -20,8 +16,9 @@ AsyncReads::AsyncReads(ClientRouter& router, RdmaReads* rdma, HelperThreads& hel
       helpers_(helpers),
       read_in_full_(std::move(read_in_full)),
       pipelined_(pipelined),
-      pipeline_options_{.connect_timeout_ms = router.config().connect_timeout_ms,
-                        .io_timeout_ms = router.config().io_timeout_ms} {}
+      pipeline_options_{.connect_timeout_ms = router.rpc_options().connect_timeout_ms,
+                        .io_timeout_ms = router.rpc_options().io_timeout_ms,
+                        .poll_us = router.rpc_options().poll_us} {}
 
 AsyncReads::~AsyncReads() { Close(); }
 

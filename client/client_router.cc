@@ -18,6 +18,7 @@ RpcOptions ToRpcOptions(const ClientConfig& config, std::shared_ptr<const RpcTls
   RpcOptions options;
   options.connect_timeout_ms = config.connect_timeout_ms;
   options.io_timeout_ms = config.io_timeout_ms;
+  options.poll_us = std::clamp(config.rpc_poll_us, 0, kMaxRpcPollUs);
   options.tls = std::move(tls);
   return options;
 }

@@ -64,6 +64,8 @@ class ClientRouter {
                         std::shared_ptr<const RpcTlsContext> tls = nullptr);
 
   const ClientConfig& config() const { return config_; }
+  // The options of this client's RPC connections (timeouts, polling, TLS).
+  const RpcOptions& rpc_options() const { return rpc_options_; }
   // The master for node-level calls (the first shard when sharded).
   MasterChannel& master() { return masters_.Any(); }
   MasterShards& masters() { return masters_; }

@@ -167,6 +167,13 @@ void WriteRpcServerMetrics(PrometheusWriter& writer, const RpcServerStats& stats
     if (fault == RpcFault::kIdleTimeout) continue;
     writer.Sample({{"reason", std::string(RpcFaultName(fault))}}, stats.faults[i]);
   }
+  writer.BeginCounter("mooncake_rpc_frame_polls",
+                      "Waits for an RPC frame in this process (requests served, replies to its "
+                      "calls) with --rpc-poll-us, by outcome: data (came while polling), "
+                      "expired (slept after the poll), busy (no CPU spare, did not poll)");
+  writer.Sample({{"outcome", "data"}}, stats.polls.data);
+  writer.Sample({{"outcome", "expired"}}, stats.polls.expired);
+  writer.Sample({{"outcome", "busy"}}, stats.polls.busy);
 }
 
 }  // namespace mooncake

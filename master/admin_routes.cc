@@ -294,6 +294,8 @@ class WorkerStatsCollector {
       channel = std::make_shared<Channel>(node.host, node.port,
                                           RpcOptions{.connect_timeout_ms = kConnectTimeoutMs,
                                                      .io_timeout_ms = kCallTimeoutMs,
+                                                     // Rare operator calls: not worth a spin.
+                                                     .poll_us = 0,
                                                      .max_idle = 2,
                                                      .tls = tls_});
     }

@@ -32,17 +32,6 @@ inline ErrorCode RpcCallFailure(const std::exception& e) {
   return timed_out ? ErrorCode::kRpcTimeout : ErrorCode::kRpcFail;
 }
 
-struct RpcOptions {
-  int connect_timeout_ms = 2000;
-  // Large chunk transfers and slow SSD reads must fit inside this.
-  int io_timeout_ms = 30000;
-  // Idle connections kept per server.
-  size_t max_idle = 32;
-  // Mutual TLS on every connection when set (RpcTlsContext::Create with
-  // server=false); plain TCP when null.
-  std::shared_ptr<const RpcTlsContext> tls;
-};
-
 template <typename ClientT>
 class RpcChannel {
  public:
@@ -92,8 +81,7 @@ class RpcChannel {
 
   std::pair<ConnectionPtr, bool> Fresh() {
     try {
-      auto transport = OpenClientTransport(host_, port_, options_.connect_timeout_ms,
-                                           options_.io_timeout_ms, options_.tls);
+      auto transport = OpenClientTransport(host_, port_, options_);
       auto conn = std::make_unique<Connection>();
       conn->transport = transport;
       conn->client = std::make_unique<ClientT>(std::make_shared<BoundedBinaryProtocol>(transport));

@@ -26,7 +26,8 @@ class RpcGuard {
   RpcGuard(const RpcServerLimits& limits, int port)
       : max_connections_(limits.max_connections),
         timeouts_{.idle = std::chrono::milliseconds(limits.idle_timeout_ms),
-                  .frame = std::chrono::milliseconds(limits.read_timeout_ms)},
+                  .frame = std::chrono::milliseconds(limits.read_timeout_ms),
+                  .poll = std::chrono::microseconds(limits.poll_us)},
         port_(port) {}
 
   const RpcReadTimeouts& timeouts() const { return timeouts_; }

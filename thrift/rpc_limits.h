@@ -41,6 +41,15 @@ inline constexpr int kDefaultRpcIdleTimeoutMs = 120000;
 // A started frame must arrive whole within this (16 MiB at 1 MB/s).
 inline constexpr int kDefaultRpcReadTimeoutMs = 30000;
 
+// A thread waiting for an RPC frame polls the socket this long before it
+// sleeps in recv, while the machine has a spare CPU (--rpc-poll-us,
+// ClientConfig::rpc_poll_us): a reply that comes within it costs no sleep and
+// no wake-up, which on a virtual machine is most of a small call's latency.
+inline constexpr int kDefaultRpcPollUs = 30;
+// Polls longer than this are refused: past it a thread spins for a frame that
+// is not coming soon.
+inline constexpr int kMaxRpcPollUs = 1000;
+
 // How a server waits for its plain-TCP connections (--rpc-engine). TLS
 // connections always have a thread each.
 enum class RpcEngine : uint8_t {
@@ -66,6 +75,9 @@ struct RpcServerLimits {
   // must be taken by the peer within this (a peer that never reads would
   // otherwise hold its thread and connection slot for good).
   int read_timeout_ms = kDefaultRpcReadTimeoutMs;
+  // Longest poll for the next request before sleeping (--engine threads,
+  // plain TCP; thrift/rpc_transport.h RpcReadTimeouts::poll). 0: never.
+  int poll_us = kDefaultRpcPollUs;
   RpcEngine engine = RpcEngine::kThreads;
 };
 
@@ -92,6 +104,17 @@ constexpr std::string_view RpcFaultName(RpcFault fault) {
   return kNames[static_cast<size_t>(fault)];
 }
 
+// How the waits for an RPC frame went in one process, over all of its
+// connections (served and made) since it started (RpcReadTimeouts::poll).
+struct RpcPollCounts {
+  // Bytes (or the peer's close) came while polling: no sleep, no wake-up.
+  uint64_t data = 0;
+  // The poll budget ran out, and the thread slept in recv as before.
+  uint64_t expired = 0;
+  // No CPU was spare, so the thread did not poll.
+  uint64_t busy = 0;
+};
+
 // A snapshot of one RPC server's connection counters.
 struct RpcServerStats {
   int64_t active_connections = 0;
@@ -100,6 +123,8 @@ struct RpcServerStats {
   uint64_t refused_connections = 0;
   // Connections closed, by fault (RpcFault as index).
   std::array<uint64_t, kRpcFaultCount> faults{};
+  // The process's polls (all of its connections, not only this server's).
+  RpcPollCounts polls;
 
   uint64_t fault_count(RpcFault fault) const { return faults[static_cast<size_t>(fault)]; }
 };

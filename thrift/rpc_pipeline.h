@@ -52,8 +52,7 @@ class RpcPipeline {
                                                    const RpcOptions& options) {
     if (options.tls) return Err(ErrorCode::kInvalidParams);
     try {
-      auto read_side = OpenClientTransport(host, port, options.connect_timeout_ms,
-                                           options.io_timeout_ms, /*tls=*/nullptr);
+      auto read_side = OpenClientTransport(host, port, options);
       return std::unique_ptr<RpcPipeline>(new RpcPipeline(std::move(read_side)));
     } catch (const std::exception& e) {
       MC_LOG_DEBUG("pipeline connect failed host={} port={} error=\"{}\"", host, port, e.what());

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/spare_cpu.h"
 #include "thrift/rpc_event_server.h"
 #include "thrift/rpc_guard.h"
 #include "thrift/rpc_transport.h"
@@ -224,6 +225,9 @@ Result<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor> 
     MC_LOG_ERROR("rpc server cannot load TLS files reason=\"{}\"", why);
     return Err(tls.error());
   }
+  if (options.limits.poll_us > 0 && !SpareCpuUnavailableReason().empty()) {
+    MC_LOG_INFO("rpc polling off reason=\"{}\"", SpareCpuUnavailableReason());
+  }
   std::unique_ptr<RpcServer> result(new RpcServer());
   result->guard_ = std::make_shared<RpcGuard>(options.limits, options.port);
   if (*tls || options.limits.engine == RpcEngine::kThreads) {
@@ -284,7 +288,9 @@ RpcServerStats RpcServer::stats() const {
   if (!guard_) return RpcServerStats{};
   int64_t active =
       event_server_ ? event_server_->active_connections() : (threaded_ ? threaded_->active() : 0);
-  return guard_->Snapshot(active);
+  RpcServerStats stats = guard_->Snapshot(active);
+  stats.polls = ReadRpcPollCounts();
+  return stats;
 }
 
 void RpcServer::Stop() {

@@ -27,6 +27,11 @@ void AddRpcServerOptions(CLI::App& app, RpcServerLimits& limits) {
                  "Close an RPC connection whose started request does not arrive whole "
                  "within this")
       ->capture_default_str();
+  app.add_option("--rpc-poll-us", limits.poll_us,
+                 "Poll an RPC connection this long for the next request (and this process's "
+                 "calls for their replies) before sleeping, only while a CPU is spare and no "
+                 "cgroup CPU quota applies; 0 off. Plain TCP with --rpc-engine threads")
+      ->capture_default_str();
   // A set of names rather than a map to the enum: CLI11 prints the map's
   // values (which have no names) in --help and in its error.
   app.add_option_function<std::string>(
@@ -64,6 +69,10 @@ Result<void> ValidateRpcServerLimits(const RpcServerLimits& limits, std::string*
   if (limits.read_timeout_ms < 1) {
     return Fail(message, "--rpc-read-timeout-ms must be at least 1, got " +
                              std::to_string(limits.read_timeout_ms));
+  }
+  if (limits.poll_us < 0 || limits.poll_us > kMaxRpcPollUs) {
+    return Fail(message, "--rpc-poll-us must be within 0.." + std::to_string(kMaxRpcPollUs) +
+                             ", got " + std::to_string(limits.poll_us));
   }
   return {};
 }

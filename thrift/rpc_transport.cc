@@ -1,6 +1,7 @@
 #include "thrift/rpc_transport.h"
 
 #include <arpa/inet.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <thrift/TConfiguration.h>
@@ -10,6 +11,7 @@
 #include <thrift/transport/TSocket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <csignal>
@@ -19,6 +21,7 @@
 #include <new>
 
 #include "common/log.h"
+#include "common/spare_cpu.h"
 #include "thrift/rpc_settings.h"
 
 namespace mooncake {
@@ -35,6 +38,11 @@ using apache::thrift::transport::TSSLSocketFactory;
 using apache::thrift::transport::TTransportException;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+
+// RpcPollCounts, process-wide.
+std::atomic<uint64_t> polls_with_data{0};
+std::atomic<uint64_t> polls_expired{0};
+std::atomic<uint64_t> polls_busy{0};
 
 // A frame's buffer starts this small and doubles as its bytes arrive.
 constexpr uint32_t kFirstFrameBuffer = 64u << 10;
@@ -257,15 +265,23 @@ bool BoundedFramedTransport::ReadHeader(uint32_t* size) {
       ahead_begin_ = 0;
       ahead_end_ = have;
     }
+    uint8_t* into = ahead_.get() + ahead_end_;
+    uint32_t room = kReadAheadBytes - ahead_end_;
+    // One read takes the header and, usually, the whole frame after it.
+    std::optional<uint32_t> polled;
+    if (have == 0) polled = PollForBytes(into, room);
     uint32_t n = 0;
-    try {
-      // One read takes the header and, usually, the whole frame after it.
-      n = socket_->read(ahead_.get() + ahead_end_, kReadAheadBytes - ahead_end_);
-    } catch (const TTransportException& e) {
-      if (!IsTimeout(e)) throw;
-      if (have == 0)
-        throw RpcFaultError(RpcFault::kIdleTimeout, "no frame within the idle timeout");
-      throw RpcFaultError(RpcFault::kSlowFrame, "frame header did not arrive in time");
+    if (polled) {
+      n = *polled;
+    } else {
+      try {
+        n = socket_->read(into, room);
+      } catch (const TTransportException& e) {
+        if (!IsTimeout(e)) throw;
+        if (have == 0)
+          throw RpcFaultError(RpcFault::kIdleTimeout, "no frame within the idle timeout");
+        throw RpcFaultError(RpcFault::kSlowFrame, "frame header did not arrive in time");
+      }
     }
     if (n == 0) {
       if (have == 0) return false;  // a clean close between frames
@@ -284,6 +300,31 @@ bool BoundedFramedTransport::ReadHeader(uint32_t* size) {
   }
   *size = static_cast<uint32_t>(declared);
   return true;
+}
+
+std::optional<uint32_t> BoundedFramedTransport::PollForBytes(uint8_t* out, uint32_t room) {
+  if (timeouts_.poll.count() <= 0 || !plain_socket_) return std::nullopt;
+  // Spinning is free only on a CPU nobody else wants.
+  if (!SpareCpuNow()) {
+    polls_busy.fetch_add(1, std::memory_order_relaxed);
+    return std::nullopt;
+  }
+  const auto deadline = Clock::now() + timeouts_.poll;
+  const int fd = socket_->getSocketFD();
+  while (true) {
+    ssize_t n = recv(fd, out, room, MSG_DONTWAIT);
+    if (n >= 0) {
+      polls_with_data.fetch_add(1, std::memory_order_relaxed);
+      return static_cast<uint32_t>(n);
+    }
+    // A real error is the blocking read's to report, as it would have.
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return std::nullopt;
+    if (Clock::now() >= deadline) {
+      polls_expired.fetch_add(1, std::memory_order_relaxed);
+      return std::nullopt;
+    }
+    sched_yield();
+  }
 }
 
 void BoundedFramedTransport::GrowFrameBuffer(uint32_t size, uint32_t got, uint32_t needed) {
@@ -573,25 +614,32 @@ void RouteThriftLogsToOurLog() {
   });
 }
 
-std::shared_ptr<BoundedFramedTransport> OpenClientTransport(
-    const std::string& host, int port, int connect_timeout_ms, int io_timeout_ms,
-    const std::shared_ptr<const RpcTlsContext>& tls) {
+RpcPollCounts ReadRpcPollCounts() {
+  return {.data = polls_with_data.load(std::memory_order_relaxed),
+          .expired = polls_expired.load(std::memory_order_relaxed),
+          .busy = polls_busy.load(std::memory_order_relaxed)};
+}
+
+std::shared_ptr<BoundedFramedTransport> OpenClientTransport(const std::string& host, int port,
+                                                            const RpcOptions& options) {
   RouteThriftLogsToOurLog();
   std::shared_ptr<TSocket> socket;
-  if (tls) {
-    socket = tls->factory().createSocket(host, port);
+  if (options.tls) {
+    socket = options.tls->factory().createSocket(host, port);
   } else {
     socket = std::make_shared<TSocket>(host, port);
   }
-  socket->setConnTimeout(connect_timeout_ms);
-  socket->setSendTimeout(io_timeout_ms);
+  socket->setConnTimeout(options.connect_timeout_ms);
+  socket->setSendTimeout(options.io_timeout_ms);
   socket->setNoDelay(true);
   // A client waits for its reply as long as the call may take; one timeout
   // serves both the wait and the frame. A reply's value goes straight into
   // its string.
   auto transport = std::make_shared<BoundedFramedTransport>(
       socket,
-      RpcReadTimeouts{.idle = milliseconds(io_timeout_ms), .frame = milliseconds(io_timeout_ms)},
+      RpcReadTimeouts{.idle = milliseconds(options.io_timeout_ms),
+                      .frame = milliseconds(options.io_timeout_ms),
+                      .poll = std::chrono::microseconds(options.poll_us)},
       BoundedFramedTransport::LargeFrames::kAsDecoded);
   transport->open();
   return transport;

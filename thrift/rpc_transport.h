@@ -60,12 +60,35 @@ class RpcFaultError : public apache::thrift::transport::TTransportException {
 // that simply hung up between frames, or a server shutting down.
 std::optional<RpcFault> ClassifyRpcException(const std::exception& e);
 
+class RpcTlsContext;
+
 // Timeouts of one connection's reads.
 struct RpcReadTimeouts {
   // Longest wait for the first byte of a frame (0: forever).
   std::chrono::milliseconds idle{0};
   // Longest time for a started frame to arrive whole (0: forever).
   std::chrono::milliseconds frame{0};
+  // Longest time to poll the socket for the next frame, yielding the CPU
+  // between tries, before sleeping in recv; only on plain TCP and while the
+  // machine has a spare CPU (common/spare_cpu.h). 0: never poll.
+  std::chrono::microseconds poll{0};
+};
+
+// This process's RpcPollCounts so far.
+RpcPollCounts ReadRpcPollCounts();
+
+// Options of the connections a client makes to one server.
+struct RpcOptions {
+  int connect_timeout_ms = 2000;
+  // Large chunk transfers and slow SSD reads must fit inside this.
+  int io_timeout_ms = 30000;
+  // Longest poll for a reply before sleeping (RpcReadTimeouts::poll).
+  int poll_us = kDefaultRpcPollUs;
+  // Idle connections kept per server.
+  size_t max_idle = 32;
+  // Mutual TLS on every connection when set (RpcTlsContext::Create with
+  // server=false); plain TCP when null.
+  std::shared_ptr<const RpcTlsContext> tls;
 };
 
 // What BoundedBinaryProtocol needs of its transport: the bytes of the frame
@@ -131,6 +154,12 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
 
  private:
   bool ReadHeader(uint32_t* size);
+  // Between frames: polls the socket for up to timeouts_.poll, yielding the
+  // CPU between tries, while a CPU is spare. A frame that comes within it is
+  // read without this thread sleeping in recv and being woken, which on a
+  // virtual machine costs tens of microseconds. The bytes read into `out`
+  // (0: the peer closed), or nullopt to wait in a blocking read.
+  std::optional<uint32_t> PollForBytes(uint8_t* out, uint32_t room);
   // Receives the next `size` bytes of the current frame into frame_, which
   // grows as they arrive, and makes them the read buffer.
   void BufferFrameBytes(uint32_t size);
@@ -254,11 +283,10 @@ class RpcTlsContext {
 // log at debug level. Idempotent; every server and client calls it.
 void RouteThriftLogsToOurLog();
 
-// Connects to host:port (TLS when `tls` is set) and returns the opened
-// bounded transport. Throws Thrift exceptions on failure; RpcChannel turns
-// them into ErrorCodes.
-std::shared_ptr<BoundedFramedTransport> OpenClientTransport(
-    const std::string& host, int port, int connect_timeout_ms, int io_timeout_ms,
-    const std::shared_ptr<const RpcTlsContext>& tls);
+// Connects to host:port with `options` (TLS when options.tls is set) and
+// returns the opened bounded transport. Throws Thrift exceptions on failure;
+// RpcChannel turns them into ErrorCodes.
+std::shared_ptr<BoundedFramedTransport> OpenClientTransport(const std::string& host, int port,
+                                                            const RpcOptions& options);
 
 }  // namespace mooncake

@@ -228,6 +228,7 @@ HttpResponse Config(const WorkerRoutes& r) {
                        {"max-connections", c.rpc_limits.max_connections},
                        {"rpc-idle-timeout-ms", c.rpc_limits.idle_timeout_ms},
                        {"rpc-read-timeout-ms", c.rpc_limits.read_timeout_ms},
+                       {"rpc-poll-us", c.rpc_limits.poll_us},
                        {"rpc-engine", c.rpc_limits.engine == RpcEngine::kEpoll ? "epoll" : "threads"},
                        {"tls-cert", c.tls.cert_file},
                        {"tls-key", c.tls.key_file},

@@ -82,10 +82,10 @@ MasterLink::MasterLink(MasterTarget target, std::shared_ptr<const RpcTlsContext>
     : MasterLink(std::move(target), std::nullopt, std::move(tls)) {}
 
 MasterLink::MasterLink(MasterTarget target, std::optional<SlotTable> shards,
-                       std::shared_ptr<const RpcTlsContext> tls)
-    : channel_(
-          new Channel{MasterShards(std::move(target), std::move(shards),
-                                   RpcOptions{.io_timeout_ms = 10000, .tls = std::move(tls)})}) {}
+                       std::shared_ptr<const RpcTlsContext> tls, int rpc_poll_us)
+    : channel_(new Channel{MasterShards(
+          std::move(target), std::move(shards),
+          RpcOptions{.io_timeout_ms = 10000, .poll_us = rpc_poll_us, .tls = std::move(tls)})}) {}
 
 void MasterLink::StopFollowing() { channel_->shards.CancelAll(); }
 

@@ -14,6 +14,7 @@
 #include "common/node.h"
 #include "thrift/master_endpoint.h"
 #include "thrift/master_shards.h"
+#include "thrift/rpc_limits.h"
 #include "worker/claim_batcher.h"
 #include "worker/tiered_cache_backend.h"
 
@@ -33,8 +34,10 @@ class MasterLink : public OwnerDirectory {
   // Register, Heartbeat go to every shard, Announce, claims, Release and
   // HandOver to each key's shard, PickNode and FindNode to the first shard.
   // Without one, the master found through `target`.
+  // Its calls poll for replies up to `rpc_poll_us` (thrift/rpc_limits.h).
   MasterLink(MasterTarget target, std::optional<SlotTable> shards,
-             std::shared_ptr<const RpcTlsContext> tls = nullptr);
+             std::shared_ptr<const RpcTlsContext> tls = nullptr,
+             int rpc_poll_us = kDefaultRpcPollUs);
   ~MasterLink() override;
 
   // Set once the node id is known (after the port is bound).

@@ -11,9 +11,8 @@
 
 namespace mooncake {
 struct ThriftPeerTransfer::WorkerChannel {
-  WorkerChannel(const std::string& host, int port, std::shared_ptr<const RpcTlsContext> tls)
-      : address(host + ":" + std::to_string(port)),
-        rpc(host, port, RpcOptions{.tls = std::move(tls)}) {}
+  WorkerChannel(const std::string& host, int port, RpcOptions options)
+      : address(host + ":" + std::to_string(port)), rpc(host, port, std::move(options)) {}
   std::string address;
   RpcChannel<rpc::WorkerServiceClient> rpc;
 };
@@ -35,8 +34,12 @@ Result<CrashPoint> ParseCrashPoint(std::string_view text) {
 // ---- ThriftPeerTransfer ----
 
 ThriftPeerTransfer::ThriftPeerTransfer(MasterLink& master, CrashPoint crash_point, RdmaLink* rdma,
-                                       std::shared_ptr<const RpcTlsContext> tls)
-    : master_(master), crash_point_(crash_point), rdma_(rdma), tls_(std::move(tls)) {}
+                                       std::shared_ptr<const RpcTlsContext> tls, int rpc_poll_us)
+    : master_(master),
+      crash_point_(crash_point),
+      rdma_(rdma),
+      tls_(std::move(tls)),
+      rpc_poll_us_(rpc_poll_us) {}
 
 ThriftPeerTransfer::~ThriftPeerTransfer() = default;
 
@@ -48,7 +51,8 @@ std::shared_ptr<ThriftPeerTransfer::WorkerChannel> ThriftPeerTransfer::Channel(
   if (!channel || channel->address != address) {
     // A node that moved (or restarted elsewhere) needs a new RDMA connection too.
     if (channel && rdma_ != nullptr) rdma_->Forget(node.node_id);
-    channel = std::make_shared<WorkerChannel>(node.host, node.port, tls_);
+    channel = std::make_shared<WorkerChannel>(node.host, node.port,
+                                              RpcOptions{.poll_us = rpc_poll_us_, .tls = tls_});
   }
   return channel;
 }

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <string>
 
+#include "thrift/rpc_limits.h"
 #include "transport/rdma_link.h"
 #include "worker/master_link.h"
 #include "worker/tiered_cache_backend.h"
@@ -55,9 +56,11 @@ struct PeerTransferStats {
 class ThriftPeerTransfer : public PeerTransfer {
  public:
   // `rdma` (may be null: TCP only) must outlive this.
-  // `tls` (may be null: plain TCP) is this process's client TLS context.
+  // `tls` (may be null: plain TCP) is this process's client TLS context;
+  // calls to peers poll for replies up to `rpc_poll_us`.
   ThriftPeerTransfer(MasterLink& master, CrashPoint crash_point = CrashPoint::kNone,
-                     RdmaLink* rdma = nullptr, std::shared_ptr<const RpcTlsContext> tls = nullptr);
+                     RdmaLink* rdma = nullptr, std::shared_ptr<const RpcTlsContext> tls = nullptr,
+                     int rpc_poll_us = kDefaultRpcPollUs);
   ~ThriftPeerTransfer() override;
 
   Result<std::string> Transfer(const std::string& key, uint64_t size, uint64_t version,
@@ -99,7 +102,8 @@ class ThriftPeerTransfer : public PeerTransfer {
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<WorkerChannel>> channels_;  // guarded by mu_
   const std::shared_ptr<const RpcTlsContext> tls_;
-  std::map<std::string, bool> last_used_rdma_;                      // guarded by mu_
+  const int rpc_poll_us_;
+  std::map<std::string, bool> last_used_rdma_;  // guarded by mu_
   std::atomic<uint64_t> rdma_objects_{0}, rdma_bytes_{0}, tcp_objects_{0}, tcp_bytes_{0};
   std::atomic<uint64_t> rdma_fallbacks_{0};
 };

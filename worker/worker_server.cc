@@ -199,7 +199,8 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
     }
     shards = std::move(*table);
   }
-  server->master_ = std::make_unique<MasterLink>(ToMasterTarget(config), std::move(shards), *tls);
+  server->master_ = std::make_unique<MasterLink>(ToMasterTarget(config), std::move(shards), *tls,
+                                                 config.rpc_limits.poll_us);
   server->backend_ = std::make_unique<TieredCacheBackend>(std::move(*tiers), server->master_.get(),
                                                           ToBackendOptions(config));
   server->rdma_ = std::move(*rdma);
@@ -207,7 +208,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
   if (config.inter_node_eviction) {
     server->peers_ = std::make_unique<ThriftPeerTransfer>(
         *server->master_, ParseCrashPoint(config.test_crash_at).value_or(CrashPoint::kNone),
-        server->rdma_.get(), *tls);
+        server->rdma_.get(), *tls, config.rpc_limits.poll_us);
     server->backend_->set_peer_transfer(server->peers_.get());
   }
 

@@ -1142,6 +1142,8 @@ TEST(RpcSettingsTest, ServerLimitsMustBePositive) {
   EXPECT_TRUE(ValidateRpcServerLimits({}, &why));
   EXPECT_TRUE(ValidateRpcServerLimits(
       {.max_connections = 1, .idle_timeout_ms = 1, .read_timeout_ms = 1}, nullptr));
+  EXPECT_TRUE(ValidateRpcServerLimits({.poll_us = 0}, nullptr));  // off
+  EXPECT_TRUE(ValidateRpcServerLimits({.poll_us = kMaxRpcPollUs}, nullptr));
   struct Case {
     RpcServerLimits limits;
     std::string flag;
@@ -1149,7 +1151,9 @@ TEST(RpcSettingsTest, ServerLimitsMustBePositive) {
   for (const auto& c : {Case{{.max_connections = 0}, "--max-connections"},
                         Case{{.max_connections = -5}, "--max-connections"},
                         Case{{.idle_timeout_ms = 0}, "--rpc-idle-timeout-ms"},
-                        Case{{.read_timeout_ms = -1}, "--rpc-read-timeout-ms"}}) {
+                        Case{{.read_timeout_ms = -1}, "--rpc-read-timeout-ms"},
+                        Case{{.poll_us = -1}, "--rpc-poll-us"},
+                        Case{{.poll_us = kMaxRpcPollUs + 1}, "--rpc-poll-us"}}) {
     why.clear();
     auto r = ValidateRpcServerLimits(c.limits, &why);
     ASSERT_FALSE(r) << c.flag;

@@ -1,0 +1,195 @@
+#include "common/spare_cpu.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace mooncake {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kRefreshNs = 1'000'000;  // the running count is read at most once a millisecond
+
+// Test override: kMeasure, or a forced answer.
+constexpr int kMeasure = -1;
+std::atomic<int> forced{kMeasure};
+
+std::string FirstWord(const fs::path& file) {
+  std::ifstream in(file);
+  std::string word;
+  in >> word;
+  return word;
+}
+
+// `dir` and each directory above it up to `root` (both inside `root`).
+std::vector<fs::path> SelfAndAncestors(const fs::path& root, std::string_view relative) {
+  std::vector<fs::path> dirs;
+  fs::path rel = fs::path(relative).relative_path();
+  while (true) {
+    dirs.push_back(root / rel);
+    if (rel.empty()) break;
+    rel = rel.parent_path();
+  }
+  return dirs;
+}
+
+bool QuotaInV2(const fs::path& dir) {
+  std::string limit = FirstWord(dir / "cpu.max");
+  return !limit.empty() && limit != "max";
+}
+
+bool QuotaInV1(const fs::path& dir) {
+  std::string quota = FirstWord(dir / "cpu.cfs_quota_us");
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(quota.data(), quota.data() + quota.size(), value);
+  return ec == std::errc() && value > 0;
+}
+
+// The CPUs this process may run on (at least 1).
+int AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The process-wide measurement behind SpareCpuNow().
+class LoadProbe {
+ public:
+  LoadProbe() : cpus_(AllowedCpus()) {
+    std::ifstream self("/proc/self/cgroup");
+    std::string text((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
+    if (HasCgroupCpuQuota(text, "/sys/fs/cgroup")) {
+      unavailable_ = "a cgroup CPU quota applies";
+      return;
+    }
+    fd_ = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0 || !ReadRunning()) unavailable_ = "cannot read /proc/loadavg";
+  }
+  ~LoadProbe() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  bool Spare() {
+    if (!unavailable_.empty()) return false;
+    int64_t now = NowNs();
+    int64_t last = read_at_.load(std::memory_order_relaxed);
+    // One caller a millisecond re-reads; the others use what it found.
+    if (now - last >= kRefreshNs &&
+        read_at_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+      ReadRunning();
+    }
+    return running_.load(std::memory_order_relaxed) <= cpus_;
+  }
+
+  std::string_view unavailable() const { return unavailable_; }
+
+ private:
+  bool ReadRunning() {
+    char line[128];
+    ssize_t n = ::pread(fd_, line, sizeof(line), 0);
+    if (n <= 0) return false;
+    auto running = ParseRunningThreads(std::string_view(line, static_cast<size_t>(n)));
+    if (!running) return false;
+    running_.store(*running, std::memory_order_relaxed);
+    return true;
+  }
+
+  const int cpus_;
+  int fd_ = -1;
+  std::string unavailable_;
+  std::atomic<int64_t> read_at_{0};
+  std::atomic<int> running_{INT32_MAX};
+};
+
+LoadProbe& Probe() {
+  static LoadProbe probe;
+  return probe;
+}
+
+}  // namespace
+
+bool SpareCpuNow() {
+  int force = forced.load(std::memory_order_relaxed);
+  if (force != kMeasure) return force == 1;
+  return Probe().Spare();
+}
+
+std::string_view SpareCpuUnavailableReason() { return Probe().unavailable(); }
+
+void ForceSpareCpuForTesting(std::optional<bool> spare) {
+  forced.store(spare ? static_cast<int>(*spare) : kMeasure, std::memory_order_relaxed);
+}
+
+std::optional<int> ParseRunningThreads(std::string_view loadavg) {
+  // "avg1 avg5 avg15 running/total last_pid": the fourth word.
+  size_t at = 0;
+  for (int word = 0; word < 3; ++word) {
+    at = loadavg.find(' ', at);
+    if (at == std::string_view::npos) return std::nullopt;
+    at = loadavg.find_first_not_of(' ', at);
+    if (at == std::string_view::npos) return std::nullopt;
+  }
+  int running = 0;
+  auto [end, ec] = std::from_chars(loadavg.data() + at, loadavg.data() + loadavg.size(), running);
+  if (ec != std::errc() || end == loadavg.data() + loadavg.size() || *end != '/' || running < 0) {
+    return std::nullopt;
+  }
+  return running;
+}
+
+bool HasCgroupCpuQuota(std::string_view self_cgroup, const fs::path& cgroup_mount) {
+  // Lines of "id:controllers:path"; id 0 with no controllers is cgroup v2.
+  while (!self_cgroup.empty()) {
+    size_t end = self_cgroup.find('\n');
+    std::string_view line = self_cgroup.substr(0, end);
+    self_cgroup = end == std::string_view::npos ? std::string_view() : self_cgroup.substr(end + 1);
+    size_t first = line.find(':');
+    size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
+    if (second == std::string_view::npos) continue;
+    std::string_view controllers = line.substr(first + 1, second - first - 1);
+    std::string_view path = line.substr(second + 1);
+    if (controllers.empty()) {
+      // Unified hierarchy: mounted at the root, or beside v1 as "unified".
+      for (const auto& mount : {cgroup_mount, cgroup_mount / "unified"}) {
+        for (const auto& dir : SelfAndAncestors(mount, path)) {
+          if (QuotaInV2(dir)) return true;
+        }
+      }
+      continue;
+    }
+    bool has_cpu = false;
+    for (size_t at = 0; at <= controllers.size();) {
+      size_t comma = controllers.find(',', at);
+      if (comma == std::string_view::npos) comma = controllers.size();
+      has_cpu = has_cpu || controllers.substr(at, comma - at) == "cpu";
+      at = comma + 1;
+    }
+    if (!has_cpu) continue;
+    // v1 mounts the controller at its list's name ("cpu,cpuacct"), usually
+    // with a "cpu" link beside it.
+    for (const auto& mount : {cgroup_mount / std::string(controllers), cgroup_mount / "cpu"}) {
+      for (const auto& dir : SelfAndAncestors(mount, path)) {
+        if (QuotaInV1(dir)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace mooncake
