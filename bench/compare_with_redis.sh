@@ -37,6 +37,8 @@
 #                                 memory is warm after its first pass over
 #                                 the keys); 0 measures a cold arena
 #   RPC_ENGINE=threads            the master's and worker's --rpc-engine
+#   RPC_POLL_US=30                --rpc-poll-us of the master, the worker and
+#                                 mooncake-bench (0: every wait sleeps)
 #
 # Batch rows: mooncake --batch N (BatchPut of N keys per call in the load
 # phase, BatchGet of N in the get phase) against redis-benchmark -P N
@@ -111,7 +113,8 @@ fi
 
 PREFAULT_ARGS=()
 [ "${PREFAULT:-1}" = "1" ] && PREFAULT_ARGS=(--dram-prefault)
-ENGINE_ARGS=(--rpc-engine "${RPC_ENGINE:-threads}")
+RPC_POLL_US="${RPC_POLL_US:-30}"
+ENGINE_ARGS=(--rpc-engine "${RPC_ENGINE:-threads}" --rpc-poll-us "$RPC_POLL_US")
 BENCH_WORKER_ARGS=("${PREFAULT_ARGS[@]}")
 start_bench_cluster "$WORK" bench-1 "${ENGINE_ARGS[@]}" "${TLS_ARGS[@]}"
 
@@ -122,10 +125,12 @@ PIDS+=($!)
 for _ in $(seq 1 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 
 BENCH="$BUILD_DIR/bench/mooncake-bench"
+BENCH_POLL_ARGS=(--rpc-poll-us "$RPC_POLL_US")
 # Idle vCPUs that halt make every wake-up slow, for both systems alike
 # (docs/operations.md, "Latency on virtual machines"): say how this ran.
 HALT_POLL="$(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null || echo n/a)"
-echo "$SYSTEM (worker ${PREFAULT_ARGS[*]:-without --dram-prefault}, --rpc-engine ${RPC_ENGINE:-threads};" \
+echo "$SYSTEM (worker ${PREFAULT_ARGS[*]:-without --dram-prefault}, --rpc-engine ${RPC_ENGINE:-threads}," \
+  "--rpc-poll-us $RPC_POLL_US;" \
   "guest_halt_poll_ns $HALT_POLL)" \
   "vs redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), loopback;" \
   "batch rows: mooncake --batch N (BatchPut/BatchGet) vs redis-benchmark -P N (pipelined" \
@@ -182,7 +187,7 @@ compare() {
   keys=$(( keys / SCALE > 20 ? keys / SCALE : 20 ))
   requests=$(( requests / SCALE > 100 ? requests / SCALE : 100 ))
   # mooncake: load phase = puts; mixed phase with --get-ratio 1 = gets.
-  if ! timeout "$RUN_LIMIT_S" "$BENCH" --master "127.0.0.1:$MASTER_PORT" --node bench-1 \
+  if ! timeout "$RUN_LIMIT_S" "$BENCH" "${BENCH_POLL_ARGS[@]}" --master "127.0.0.1:$MASTER_PORT" --node bench-1 \
       --value-size "$size" --keys "$keys" --concurrency "$conc" --batch "$batch" --get-ratio 1 \
       --duration-s "$DURATION_S" --cleanup --json \
       --location-cache-bytes "${LOCATION_CACHE:-256MiB}" "${TLS_ARGS[@]}" \
@@ -233,7 +238,7 @@ extra_rows() {
 # a call in flight on each connection (mooncake-bench --workload loop, no
 # Client, no master lookups).
 run_loop() {
-  timeout "$RUN_LIMIT_S" "$BENCH" --workload loop --worker "127.0.0.1:$WORKER_PORT" \
+  timeout "$RUN_LIMIT_S" "$BENCH" "${BENCH_POLL_ARGS[@]}" --workload loop --worker "127.0.0.1:$WORKER_PORT" \
     --value-size "$1" --concurrency "$2" --keys "$3" --duration-s "$DURATION_S" \
     --cleanup --json "${TLS_ARGS[@]}"
 }
@@ -249,7 +254,7 @@ fi
 # through PutAsync, then gets through GetAsync), through the whole Client
 # (owner cache, put batches, pipelined connections).
 run_async() {
-  timeout "$RUN_LIMIT_S" "$BENCH" --master "127.0.0.1:$MASTER_PORT" --node bench-1 --async \
+  timeout "$RUN_LIMIT_S" "$BENCH" "${BENCH_POLL_ARGS[@]}" --master "127.0.0.1:$MASTER_PORT" --node bench-1 --async \
     --value-size "$1" --concurrency "$2" --keys "$3" --get-ratio 1 \
     --duration-s "$DURATION_S" --cleanup --json \
     --location-cache-bytes "${LOCATION_CACHE:-256MiB}" "${TLS_ARGS[@]}"
@@ -270,7 +275,7 @@ if [ "$SCALE_KEYS" -gt 0 ]; then
   printf '%-9s %12s %9s %9s %12s\n' keys load_put/s get_ops/s p50us p99us
   scale_run() {
     local keys="$1"
-    timeout "$RUN_LIMIT_S" "$BENCH" --master "127.0.0.1:$MASTER_PORT" --node bench-1 \
+    timeout "$RUN_LIMIT_S" "$BENCH" "${BENCH_POLL_ARGS[@]}" --master "127.0.0.1:$MASTER_PORT" --node bench-1 \
       --value-size 64 --keys "$keys" --concurrency 16 --batch 1 --get-ratio 1 \
       --duration-s "$DURATION_S" --cleanup --json \
       --location-cache-bytes "${LOCATION_CACHE:-256MiB}" "${TLS_ARGS[@]}" \
@@ -306,7 +311,7 @@ fi
 # The master alone, on a fresh master so that its RSS growth is the keys'.
 [ "$MASTER_KEYS" -gt 0 ] || exit 0
 "$BUILD_DIR/master/mooncake-master" --port 0 --admin-port 0 --ready-file "$WORK/master2.port" \
-  "${TLS_ARGS[@]}" >"$WORK/master2.log" 2>&1 &
+  --rpc-poll-us "$RPC_POLL_US" "${TLS_ARGS[@]}" >"$WORK/master2.log" 2>&1 &
 PIDS+=($!)
 wait_for_file "$WORK/master2.port"
 for _ in $(seq 1 50); do [ "$(wc -l <"$WORK/master2.port")" -ge 2 ] && break; sleep 0.1; done
@@ -317,7 +322,7 @@ ADMIN_ARGS=()
 echo
 echo "master alone (fresh master, $MASTER_KEYS keys, 2 fake nodes, concurrency 16," \
   "BatchGetLocation of 256 keys per call):"
-if timeout "$RUN_LIMIT_S" "$BENCH" --master "127.0.0.1:$MASTER2_PORT" --workload master \
+if timeout "$RUN_LIMIT_S" "$BENCH" "${BENCH_POLL_ARGS[@]}" --master "127.0.0.1:$MASTER2_PORT" --workload master \
     --keys "$MASTER_KEYS" --concurrency 16 --cleanup --json "${ADMIN_ARGS[@]}" "${TLS_ARGS[@]}" \
     >"$WORK/master.json" 2>"$WORK/master.err"; then
   python3 - "$WORK/master.json" <<'PY'
