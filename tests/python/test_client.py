@@ -248,3 +248,11 @@ def test_etcd_settings_reach_the_client():
     with pytest.raises(mooncake.Error) as info:
         mooncake.Client(etcd="not a url")
     assert info.value.name == "INVALID_PARAMS"
+
+
+@pytest.mark.parametrize("poll_us", [0, 1000])
+def test_rpc_poll_us_off_or_at_its_longest_still_round_trips(master, nodes, keys, poll_us):
+    with mooncake.Client(master=master, local_node=nodes[0], rpc_poll_us=poll_us) as c:
+        key = keys()
+        c.put(key, b"polled" * 100)
+        assert c.get(key) == b"polled" * 100
