@@ -4,11 +4,13 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -30,7 +32,7 @@ std::string FirstWord(const fs::path& file) {
   return word;
 }
 
-// `dir` and each directory above it up to `root` (both inside `root`).
+// root/relative and each directory above it, up to `root` itself.
 std::vector<fs::path> SelfAndAncestors(const fs::path& root, std::string_view relative) {
   std::vector<fs::path> dirs;
   fs::path rel = fs::path(relative).relative_path();

@@ -75,7 +75,7 @@ struct RpcServerLimits {
   // must be taken by the peer within this (a peer that never reads would
   // otherwise hold its thread and connection slot for good).
   int read_timeout_ms = kDefaultRpcReadTimeoutMs;
-  // Longest poll for the next request before sleeping (--engine threads,
+  // Longest poll for the next request before sleeping (--rpc-engine threads,
   // plain TCP; thrift/rpc_transport.h RpcReadTimeouts::poll). 0: never.
   int poll_us = kDefaultRpcPollUs;
   RpcEngine engine = RpcEngine::kThreads;
