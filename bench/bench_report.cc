@@ -56,6 +56,14 @@ void PrintExtras(const json& extra) {
                 t["rdma_gets"].get<unsigned long long>(), t["rdma_bytes"].get<unsigned long long>(),
                 t["rdma_fallbacks"].get<unsigned long long>());
   }
+  if (extra.contains("rpc_polls")) {
+    const json& p = extra["rpc_polls"];
+    std::printf(
+        "rpc polls (--rpc-poll-us %d): %llu replies came while polling, %llu polls ran out, "
+        "%llu waits found no spare CPU\n",
+        p["poll_us"].get<int>(), p["data"].get<unsigned long long>(),
+        p["expired"].get<unsigned long long>(), p["busy"].get<unsigned long long>());
+  }
   if (extra.contains("async")) {
     const json& a = extra["async"];
     std::printf(

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "bench/bench_util.h"
+#include "thrift/rpc_transport.h"
 
 namespace mooncake::bench {
 namespace {
@@ -96,6 +97,13 @@ std::vector<PhaseRow> ClusterBench::Run() {
   } else {
     Mixed(rows);
   }
+  // Whether this process's waits for replies polled (--rpc-poll-us), in
+  // the phases measured (not the cleanup after them).
+  RpcPollCounts polls = ReadRpcPollCounts();
+  extra_["rpc_polls"] = {{"poll_us", options_.rpc_poll_us},
+                         {"data", polls.data},
+                         {"expired", polls.expired},
+                         {"busy", polls.busy}};
   if (options_.cleanup) Cleanup();
   if (options_.rdma != "off") ReportTransport();
   TransportCounters t = client_.transport_counters();

@@ -83,6 +83,28 @@ TEST_F(BenchTest, BatchLoadAndMixedReportKeysAndCalls) {
   EXPECT_EQ((*get)["errors"], 0);
 }
 
+// --rpc-poll-us reaches the client's connections: each wait for a reply is
+// counted (polled, or not for want of a spare CPU) unless it is 0.
+TEST_F(BenchTest, TheReportCountsTheClientsPollsAndZeroTurnsThemOff) {
+  for (int poll_us : {0, 30}) {
+    BenchRun run = Run({"--node", "w1", "--keys", "50", "--ops", "100", "--get-ratio", "1",
+                        "--concurrency", "1", "--rpc-poll-us", std::to_string(poll_us), "--json"});
+    ASSERT_EQ(run.status, 0) << run.out << "\n" << run.err << cluster_.AllLogTails();
+    json report = json::parse(run.out);
+    EXPECT_EQ(report["config"]["rpc_poll_us"], poll_us);
+    const json& polls = report["rpc_polls"];
+    ASSERT_TRUE(polls.is_object()) << run.out;
+    uint64_t waits = polls["data"].get<uint64_t>() + polls["expired"].get<uint64_t>() +
+                     polls["busy"].get<uint64_t>();
+    if (poll_us == 0) {
+      EXPECT_EQ(waits, 0u) << polls.dump();
+    } else {
+      // At least the 50 puts' and the 100 gets' replies.
+      EXPECT_GE(waits, 150u) << polls.dump();
+    }
+  }
+}
+
 TEST_F(BenchTest, AsyncPutsAndGetsKeepConcurrencyInFlightAndCheckEveryValue) {
   BenchRun run = Run({"--node", "w1", "--async", "--get-ratio", "1", "--keys", "200",
                       "--value-size", "2KiB", "--concurrency", "8", "--ops", "500", "--json"});
