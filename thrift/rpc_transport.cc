@@ -54,6 +54,10 @@ constexpr uint32_t kKeptFrameBuffer = 1u << 20;
 // its header in one system call. Fixed per connection, so what a peer sends
 // ahead costs at most this much.
 constexpr uint32_t kReadAheadBytes = 16u << 10;
+// A reply decoded as it arrives (kAsDecoded) buffers its first piece, which
+// the header's read usually brought along; a string that reaches this far
+// past what is buffered is read from the socket straight into place.
+constexpr uint32_t kDirectReadBytes = kReadAheadBytes;
 
 std::shared_ptr<TConfiguration> BoundedConfiguration() {
   static const auto config = std::make_shared<TConfiguration>(
@@ -217,7 +221,7 @@ bool BoundedFramedTransport::readFrame() {
   resetConsumedMessageSize();
   resetConsumedMessageSize(size);
   bool as_decoded = large_frames_ == LargeFrames::kAsDecoded && size > kFirstFrameBuffer;
-  BufferFrameBytes(as_decoded ? kFirstFrameBuffer : size);
+  BufferFrameBytes(as_decoded ? kDirectReadBytes : size);
   return true;
 }
 
@@ -229,7 +233,7 @@ uint32_t BoundedFramedTransport::readSlow(uint8_t* buf, uint32_t len) {
   rBase_ = rBound_;
   uint32_t need = len - buffered;
   uint32_t from_frame = std::min(need, frame_unread_);
-  if (from_frame >= kFirstFrameBuffer) {
+  if (from_frame >= kDirectReadBytes) {
     // ... then a value's bytes straight into their destination, ...
     ReceiveFrameBytes(buf + buffered, from_frame);
   } else {

@@ -112,11 +112,13 @@ class RpcFrameSource {
 // * kWhole (servers): all of it arrives before decoding starts, into a
 //   buffer that grows only with the bytes that came, so what a peer merely
 //   declares costs nothing.
-// * kAsDecoded (clients, of replies they asked for): the first 64 KiB, then
-//   the rest as it is decoded; a string of 64 KiB or more (a value) goes
-//   from the socket straight into its std::string, with no copy through
-//   the frame buffer. The string is sized by its declared length, bounded
-//   by the frame limit: acceptable for the answer to one's own request.
+// * kAsDecoded (clients, of replies they asked for) for a frame over
+//   64 KiB: the first 16 KiB (what usually came with the header), then the
+//   rest as it is decoded; the bytes of a string that reach 16 KiB or more
+//   past what is buffered (a value) go from the socket straight into its
+//   std::string, with no copy through the frame buffer. The string is
+//   sized by its declared length, bounded by the frame limit: acceptable
+//   for the answer to one's own request.
 class BoundedFramedTransport : public apache::thrift::transport::TFramedTransport,
                                public RpcFrameSource {
  public:

@@ -1100,6 +1100,43 @@ TEST(RpcChannelLimitsTest, ALargeReplyWithBytesPastItsMessageLeavesTheNextReplyI
   EXPECT_EQ(server.requests(), 3) << "one connection served every call";
 }
 
+// A reply over 64 KiB is decoded as it arrives: its first 16 KiB buffered,
+// then strings that reach far enough past the buffer straight from the
+// socket, the rest through the buffer. Strings on either side of each of
+// those lines, after a first one that moves where they start, all arrive
+// exact.
+TEST(RpcChannelLimitsTest, StringsAroundTheDecodedReplysThresholdsArriveExact) {
+  constexpr size_t kKiB = 1024;
+  for (size_t host_size : {size_t{10}, 15 * kKiB + 900, 40 * kKiB}) {
+    for (size_t id_size : {16 * kKiB - 64, 16 * kKiB, 16 * kKiB + 64, 48 * kKiB, 64 * kKiB - 1,
+                           64 * kKiB, 64 * kKiB + 1, 200 * kKiB}) {
+      const std::string host = PatternOf(host_size, 3);
+      const std::string node_id = PatternOf(id_size, 4);
+      FakeServer server([&](int32_t seqid) {
+        Wire w;
+        w.Message(kReplyHeader, "GetLocation", seqid).Field(T_STRUCT, 0);
+        w.Field(T_I32, 1).I32(0).Field(T_STRING, 3).Str(host).Field(T_STRING, 2).Str(node_id);
+        w.Field(T_I32, 4).I32(7002).Stop().Stop();
+        // Past 64 KiB in all, so that the reply is decoded as it arrives.
+        return w.Raw(std::string(70 * kKiB, 'p')).Framed();
+      });
+      RpcChannel<rpc::MasterServiceClient> channel(
+          "127.0.0.1", server.port(), {.connect_timeout_ms = 1000, .io_timeout_ms = 2000});
+      for (int call = 0; call < 2; ++call) {
+        auto r = channel.Call([](auto& c) {
+          rpc::LocationResult result;
+          c.GetLocation(result, "key");
+          return result;
+        });
+        ASSERT_TRUE(r) << host_size << "/" << id_size << ": " << ToString(r.error());
+        EXPECT_TRUE(r->host == host) << host_size << "/" << id_size;
+        EXPECT_TRUE(r->node_id == node_id) << host_size << "/" << id_size;
+        EXPECT_EQ(r->port, 7002) << host_size << "/" << id_size;
+      }
+    }
+  }
+}
+
 TEST(RpcChannelLimitsTest, ALargeReplyThatStopsInsideItsValueTimesOut) {
   FakeServer server([](int32_t seqid) {
     std::string whole = LocationReply(seqid, [](Wire& w) {
