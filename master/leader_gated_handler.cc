@@ -59,6 +59,13 @@ rpc::ErrorCode::type LeaderGatedHandler::RemoveOwner(const std::string& key,
   return gate_.serving_keys() ? inner_->RemoveOwner(key, node_id) : kNotLeader;
 }
 
+void LeaderGatedHandler::BatchRemoveOwner(std::vector<rpc::ErrorCode::type>& _return,
+                                          const std::vector<std::string>& keys,
+                                          const std::string& node_id) {
+  if (gate_.serving_keys()) return inner_->BatchRemoveOwner(_return, keys, node_id);
+  _return.assign(keys.size(), kNotLeader);
+}
+
 void LeaderGatedHandler::AnnounceKeys(rpc::AnnounceResult& _return, const std::string& node_id,
                                       const std::vector<std::string>& keys) {
   if (gate_.leader()) return inner_->AnnounceKeys(_return, node_id, keys);

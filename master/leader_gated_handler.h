@@ -11,9 +11,10 @@
 // * a leader inside its rebuild window serves RegisterNode, Heartbeat,
 //   AnnounceKeys and ListNodes (that is how workers rebuild its directory)
 //   but answers the key calls (GetLocation, BatchGetLocation, PutOwner,
-//   BatchPutOwner, UpdateOwner, RemoveOwner) and PickNode with NOT_LEADER,
-//   so no caller is told "not found" for a key whose owner has not
-//   re-announced yet, nor "no space" while nodes are still re-registering;
+//   BatchPutOwner, UpdateOwner, RemoveOwner, BatchRemoveOwner) and PickNode
+//   with NOT_LEADER, so no caller is told "not found" for a key whose owner
+//   has not re-announced yet, nor "no space" while nodes are still
+//   re-registering;
 // * GetRole always answers, from the gate.
 //
 // Thread-safety: stateless apart from the references; the gate and the
@@ -46,6 +47,8 @@ class LeaderGatedHandler : public rpc::MasterServiceIf {
   rpc::ErrorCode::type UpdateOwner(const std::string& key, const std::string& expected_owner,
                                    const std::string& new_owner) override;
   rpc::ErrorCode::type RemoveOwner(const std::string& key, const std::string& node_id) override;
+  void BatchRemoveOwner(std::vector<rpc::ErrorCode::type>& _return,
+                        const std::vector<std::string>& keys, const std::string& node_id) override;
   void AnnounceKeys(rpc::AnnounceResult& _return, const std::string& node_id,
                     const std::vector<std::string>& keys) override;
   void PickNode(rpc::PickNodeResult& _return, int64_t size,

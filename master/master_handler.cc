@@ -93,9 +93,9 @@ class TimedCall {
 }  // namespace
 
 std::vector<std::string> MasterHandler::OperationNames() {
-  return {"register_node", "heartbeat",     "get_location", "batch_get_location",
-          "put_owner",     "batch_put_owner", "update_owner", "remove_owner",
-          "announce_keys", "pick_node",     "list_nodes"};
+  return {"register_node",      "heartbeat",       "get_location", "batch_get_location",
+          "put_owner",          "batch_put_owner", "update_owner", "remove_owner",
+          "batch_remove_owner", "announce_keys",   "pick_node",    "list_nodes"};
 }
 
 rpc::ErrorCode::type MasterHandler::RegisterNode(const rpc::NodeInfo& node) {
@@ -203,6 +203,20 @@ rpc::ErrorCode::type MasterHandler::RemoveOwner(const std::string& key,
   TimedCall timed(requests_, "remove_owner", code);
   code = GuardedCode("RemoveOwner", [&] { return service_.RemoveOwner(key, node_id); });
   return code;
+}
+
+void MasterHandler::BatchRemoveOwner(std::vector<rpc::ErrorCode::type>& _return,
+                                     const std::vector<std::string>& keys,
+                                     const std::string& node_id) {
+  static constexpr rpc::ErrorCode::type kAnswered = rpc::ErrorCode::OK;
+  TimedCall timed(requests_, "batch_remove_owner", kAnswered);
+  bool ok = Guarded("BatchRemoveOwner", [&] {
+    auto results = service_.BatchRemoveOwner(keys, node_id);
+    _return.clear();
+    _return.reserve(results.size());
+    for (const auto& result : results) _return.push_back(ToRpc(result));
+  });
+  if (!ok) _return.assign(keys.size(), rpc::ErrorCode::INTERNAL_ERROR);
 }
 
 void MasterHandler::AnnounceKeys(rpc::AnnounceResult& _return, const std::string& node_id,

@@ -39,6 +39,8 @@ class MasterHandler : public rpc::MasterServiceIf {
   rpc::ErrorCode::type UpdateOwner(const std::string& key, const std::string& expected_owner,
                                    const std::string& new_owner) override;
   rpc::ErrorCode::type RemoveOwner(const std::string& key, const std::string& node_id) override;
+  void BatchRemoveOwner(std::vector<rpc::ErrorCode::type>& _return,
+                        const std::vector<std::string>& keys, const std::string& node_id) override;
   void AnnounceKeys(rpc::AnnounceResult& _return, const std::string& node_id,
                     const std::vector<std::string>& keys) override;
   void PickNode(rpc::PickNodeResult& _return, int64_t size,

@@ -295,7 +295,25 @@ Result<void> MasterService::RemoveOwner(const std::string& key, const std::strin
   if (auto valid = ValidateKey(key); !valid) return valid;
   if (node_id.empty()) return Err(ErrorCode::kInvalidParams);
   std::shared_lock index(state_->index_mu);
+  return RemoveOwnerLocked(key, state_->LiveIndex(node_id));
+}
+
+std::vector<Result<void>> MasterService::BatchRemoveOwner(const std::vector<std::string>& keys,
+                                                          const std::string& node_id) {
+  if (node_id.empty())
+    return std::vector<Result<void>>(keys.size(), Err(ErrorCode::kInvalidParams));
+  std::vector<Result<void>> results;
+  results.reserve(keys.size());
+  std::shared_lock index(state_->index_mu);
   uint32_t me = state_->LiveIndex(node_id);
+  for (const auto& key : keys) {
+    auto valid = ValidateKey(key);
+    results.push_back(valid ? RemoveOwnerLocked(key, me) : valid);
+  }
+  return results;
+}
+
+Result<void> MasterService::RemoveOwnerLocked(const std::string& key, uint32_t me) {
   // A dead or unknown node owns nothing: look, never remove.
   uint32_t before = me == kNone ? state_->keys.Find(key) : state_->keys.RemoveIf(key, me);
   if (me != kNone && before == me) return {};

@@ -79,6 +79,10 @@ class MasterService {
                            const std::string& new_owner);
   // Removes the key only if `node_id` owns it.
   Result<void> RemoveOwner(const std::string& key, const std::string& node_id);
+  // RemoveOwner for each of `keys`, under one look-up of the node; one
+  // result per key, in order (kInvalidKey for a key that is not valid).
+  std::vector<Result<void>> BatchRemoveOwner(const std::vector<std::string>& keys,
+                                             const std::string& node_id);
   // Claims every key that has no owner; returns the keys owned by others.
   Result<std::vector<std::string>> AnnounceKeys(const std::string& node_id,
                                                 const std::vector<std::string>& keys);
@@ -107,6 +111,10 @@ class MasterService {
 
  private:
   struct State;
+  // RemoveOwner's work for a valid key, under index_mu held shared; `me` is
+  // the node's live index (kNone: dead or unknown).
+  Result<void> RemoveOwnerLocked(const std::string& key, uint32_t me);
+
   std::unique_ptr<State> state_;
   MasterOptions options_;
 };

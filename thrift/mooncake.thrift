@@ -108,6 +108,9 @@ service MasterService {
   ErrorCode UpdateOwner(1: string key, 2: string expected_owner, 3: string new_owner),
   // Removes the key only if `node_id` owns it.
   ErrorCode RemoveOwner(1: string key, 2: string node_id),
+  // RemoveOwner for many keys of one node in one call (a worker's
+  // BatchRemove); one code per key, in order.
+  list<ErrorCode> BatchRemoveOwner(1: list<string> keys, 2: string node_id),
   AnnounceResult AnnounceKeys(1: string node_id, 2: list<string> keys),
   PickNodeResult PickNode(1: i64 size, 2: list<string> exclude),
   list<NodeInfo> ListNodes(),

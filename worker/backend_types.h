@@ -38,6 +38,14 @@ class OwnerDirectory {
   }
   // Gives up ownership of `key` (only if this node owns it).
   virtual Result<void> Release(const std::string& key) = 0;
+  // Release for each key, one result each in order. A directory that can
+  // release many keys in one round trip overrides this.
+  virtual std::vector<Result<void>> ReleaseMany(const std::vector<std::string>& keys) {
+    std::vector<Result<void>> results;
+    results.reserve(keys.size());
+    for (const auto& key : keys) results.push_back(Release(key));
+    return results;
+  }
 };
 
 // Reads bytes [offset, offset + out.size()) of the object being transferred.

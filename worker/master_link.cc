@@ -165,6 +165,39 @@ Result<void> MasterLink::Release(const std::string& key) {
   return ToResult(*reply);
 }
 
+std::vector<Result<void>> MasterLink::ReleaseMany(const std::vector<std::string>& keys) {
+  MasterShards& shards = channel_->shards;
+  if (!shards.sharded()) return SendShardReleases(shards.Any(), keys);
+  std::vector<Result<void>> results(keys.size());
+  for (const ShardKeys& group : shards.ForKeys(keys)) {
+    auto answers = SendShardReleases(shards.Shard(group.shard), KeysAt(keys, group.indices));
+    for (size_t j = 0; j < group.indices.size(); ++j) results[group.indices[j]] = answers[j];
+  }
+  return results;
+}
+
+std::vector<Result<void>> MasterLink::SendShardReleases(MasterEndpoint& master,
+                                                        const std::vector<std::string>& keys) {
+  if (keys.size() == 1) return {Release(keys.front())};
+  std::vector<Result<void>> results;
+  results.reserve(keys.size());
+  // Sliced as announcements are, well inside the master's frame limits.
+  for (size_t begin = 0, end = 0; begin < keys.size(); begin = end) {
+    end = KeyBatchEnd(keys, begin, kAnnounceBatchKeys, kRpcMaxKeyListBytes);
+    std::vector<std::string> batch(keys.begin() + begin, keys.begin() + end);
+    auto reply = master.Call([&](rpc::MasterServiceClient& client) {
+      std::vector<rpc::ErrorCode::type> codes;
+      client.BatchRemoveOwner(codes, batch, node_id_);
+      return codes;
+    });
+    if (reply && reply->size() != batch.size()) reply = Err(ErrorCode::kInternalError);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      results.push_back(reply ? ToResult((*reply)[i]) : Err(reply.error()));
+    }
+  }
+  return results;
+}
+
 Result<void> MasterLink::Register(const NodeRecord& node) {
   rpc::NodeInfo info;
   info.node_id = node.node_id;

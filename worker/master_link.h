@@ -59,6 +59,8 @@ class MasterLink : public OwnerDirectory {
   // batches share calls too (within ClaimBatcherOptions' limits).
   std::vector<Result<void>> ClaimMany(const std::vector<std::string>& keys) override;
   Result<void> Release(const std::string& key) override;
+  // One BatchRemoveOwner to each shard the keys belong to.
+  std::vector<Result<void>> ReleaseMany(const std::vector<std::string>& keys) override;
 
   // With several shards: every shard is asked even after one fails; the
   // first failure is returned, kNodeNotFound before any other, so a shard
@@ -82,6 +84,10 @@ class MasterLink : public OwnerDirectory {
   // One claim call to one master: PutOwner for one key, else BatchPutOwner.
   std::vector<Result<void>> SendShardClaims(MasterEndpoint& master,
                                             const std::vector<std::string>& keys);
+  // The releases of one shard's keys: RemoveOwner for one key, else
+  // BatchRemoveOwner in slices.
+  std::vector<Result<void>> SendShardReleases(MasterEndpoint& master,
+                                              const std::vector<std::string>& keys);
   // Announce's batches to one shard; appends the rejected keys.
   Result<void> AnnounceTo(MasterEndpoint& master, const std::vector<std::string>& keys,
                           std::vector<std::string>& rejected);

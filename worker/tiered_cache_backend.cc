@@ -401,40 +401,88 @@ std::string TieredCacheBackend::MovedTo(const std::string& key) const {
 
 Result<void> TieredCacheBackend::Remove(const std::string& key, bool force) {
   if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
-  uint64_t object_id;
+  PendingRemoval removal;
   {
     std::lock_guard lock(ctx_->mu);
-    Object* object = table_->Find(key);
-    if (object == nullptr) return Err(ErrorCode::kObjectNotFound);
-    if (!object->complete()) {
-      // Removing a key that is still being written revokes that write; if it
-      // was an upsert of an owned key, the master is told below.
-      bool was_published = object->published();
-      writer_->ForgetLocked(object->write_handle);
-      table_->Erase(*object);
-      ctx_->counters.removes.fetch_add(1, std::memory_order_relaxed);
-      if (!was_published) return {};
-      object_id = 0;  // nothing left here once the master is told
-    } else {
-      // Handing it to another node: the outcome decides who must remove it.
-      if (object->transferring() || object->adopted()) return Err(ErrorCode::kObjectReplicaBusy);
-      bool leased = ObjectTable::IsLeased(*object, SteadyClock::now());
-      if (leased && !force) return Err(ErrorCode::kObjectHasLease);
-      if (object->removing()) return Err(ErrorCode::kObjectReplicaBusy);
-      // Until the master has answered, no upsert may take this object over:
-      // it would inherit an ownership that is about to vanish.
-      table_->SetState(*object, ObjectState::kRemoving);
-      object_id = object->id;
-    }
+    removal = BeginRemoveLocked(key, force);
   }
+  if (removal.done) return *removal.done;
   // The directory goes first: if the master cannot be told, nothing changes
   // and the caller gets the error, rather than the master pointing at a node
   // that no longer has the object.
   auto released = ctx_->directory->Release(key);
+  std::lock_guard lock(ctx_->mu);
+  return FinishRemoveLocked(key, removal.object_id, released);
+}
+
+std::vector<Result<void>> TieredCacheBackend::RemoveMany(const std::vector<std::string>& keys,
+                                                         bool force) {
+  std::vector<Result<void>> results(keys.size());
+  std::vector<PendingRemoval> removals(keys.size());
+  {
+    std::lock_guard lock(ctx_->mu);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (auto valid = ValidateKey(keys[i]); !valid) {
+        removals[i].done = Err(valid.error());
+      } else {
+        removals[i] = BeginRemoveLocked(keys[i], force);
+      }
+    }
+  }
+  // As Remove, the directory first; all the keys it must hear of in one
+  // call (one per master shard).
+  std::vector<size_t> told;
+  std::vector<std::string> release;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (removals[i].done) {
+      results[i] = *removals[i].done;
+    } else {
+      told.push_back(i);
+      release.push_back(keys[i]);
+    }
+  }
+  if (told.empty()) return results;
+  std::vector<Result<void>> released = ctx_->directory->ReleaseMany(release);
+  std::lock_guard lock(ctx_->mu);
+  for (size_t j = 0; j < told.size(); ++j) {
+    size_t i = told[j];
+    results[i] = FinishRemoveLocked(keys[i], removals[i].object_id, released[j]);
+  }
+  return results;
+}
+
+TieredCacheBackend::PendingRemoval TieredCacheBackend::BeginRemoveLocked(const std::string& key,
+                                                                         bool force) {
+  Object* object = table_->Find(key);
+  if (object == nullptr) return {.done = Err(ErrorCode::kObjectNotFound)};
+  if (!object->complete()) {
+    // Removing a key that is still being written revokes that write; if it
+    // was an upsert of an owned key, the master is told.
+    bool was_published = object->published();
+    writer_->ForgetLocked(object->write_handle);
+    table_->Erase(*object);
+    ctx_->counters.removes.fetch_add(1, std::memory_order_relaxed);
+    if (!was_published) return {.done = Result<void>{}};
+    return {.object_id = 0};  // nothing left here once the master is told
+  }
+  // Handing it to another node: the outcome decides who must remove it.
+  if (object->transferring() || object->adopted()) {
+    return {.done = Err(ErrorCode::kObjectReplicaBusy)};
+  }
+  bool leased = ObjectTable::IsLeased(*object, SteadyClock::now());
+  if (leased && !force) return {.done = Err(ErrorCode::kObjectHasLease)};
+  if (object->removing()) return {.done = Err(ErrorCode::kObjectReplicaBusy)};
+  // Until the master has answered, no upsert may take this object over: it
+  // would inherit an ownership that is about to vanish.
+  table_->SetState(*object, ObjectState::kRemoving);
+  return {.object_id = object->id};
+}
+
+Result<void> TieredCacheBackend::FinishRemoveLocked(const std::string& key, uint64_t object_id,
+                                                    const Result<void>& released) {
   bool failed = !released && released.error() != ErrorCode::kObjectNotFound &&
                 released.error() != ErrorCode::kNotOwner;
   if (object_id == 0) return failed ? released : Result<void>{};
-  std::lock_guard lock(ctx_->mu);
   if (failed) {
     if (Object* object = table_->FindSame(key, object_id)) {
       table_->SetState(*object, ObjectState::kComplete);

@@ -154,6 +154,9 @@ class TieredCacheBackend {
   // Removes the object here and in the directory. kObjectHasLease while it is
   // read or leased, unless `force`.
   Result<void> Remove(const std::string& key, bool force);
+  // Remove for each key, one result each in order, telling the directory
+  // of all of them in one call (OwnerDirectory::ReleaseMany).
+  std::vector<Result<void>> RemoveMany(const std::vector<std::string>& keys, bool force);
   // Forgets a local copy without telling the directory (another node owns it).
   void DropLocal(const std::string& key);
 
@@ -176,6 +179,19 @@ class TieredCacheBackend {
   void WaitForWork(Millis timeout);
 
  private:
+  // A removal after its first step (under ctx_->mu): finished, or waiting
+  // for the directory. object_id 0: nothing is left here to erase.
+  struct PendingRemoval {
+    std::optional<Result<void>> done;
+    uint64_t object_id = 0;
+  };
+  // Marks the object removing (or revokes its write). Caller holds ctx_->mu.
+  PendingRemoval BeginRemoveLocked(const std::string& key, bool force);
+  // Erases the object once the directory let it go, or puts it back when
+  // the directory could not be told. Caller holds ctx_->mu.
+  Result<void> FinishRemoveLocked(const std::string& key, uint64_t object_id,
+                                  const Result<void>& released);
+
   // Declared in destruction order's reverse: the parts go before the
   // context, whose tiers must outlive every allocation the parts hold.
   std::unique_ptr<BackendContext> ctx_;

@@ -442,8 +442,15 @@ void WorkerHandler::BatchExist(std::vector<int32_t>& results, const std::vector<
 
 void WorkerHandler::BatchRemove(std::vector<rpc::ErrorCode::type>& results,
                                 const std::vector<std::string>& keys, bool force) {
+  std::deque<RequestTimer> timers;  // neither copyable nor movable
+  for (size_t i = 0; i < keys.size(); ++i) timers.emplace_back(requests_, "remove");
+  // One master call for the keys' ownership, not one per key.
+  auto removed = backend_.RemoveMany(keys, force);
   results.reserve(keys.size());
-  for (const auto& key : keys) results.push_back(Remove(key, force));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    results.push_back(ToRpc(removed[i]));
+    timers[i].Finish(CodeOf(results.back()));
+  }
 }
 
 void WorkerHandler::Inspect(rpc::ObjectInfo& result, const std::string& key) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "client/client.h"
 #include "tests/integration/test_cluster.h"
@@ -78,6 +79,40 @@ TEST_F(MetricsTest, AGetOfAnAbsentKeyCountsOneMiss) {
   ASSERT_FALSE(got);
   EXPECT_EQ(got.error(), ErrorCode::kObjectNotFound);
   EXPECT_EQ(AdminMetric(master_admin_, "mooncake_master_get_misses_total") - before, 1);
+}
+
+// A batch remove tells the master of all its keys in one call, not one
+// call per key, and still answers each key.
+TEST_F(MetricsTest, ABatchRemoveReleasesItsKeysAtTheMasterInOneCall) {
+  const std::string batch_calls =
+      "mooncake_master_requests_total{op=\"batch_remove_owner\",code=\"OK\"}";
+  const std::string single_calls =
+      "mooncake_master_requests_total{op=\"remove_owner\",code=\"OK\"}";
+  auto master = [&](const std::string& series) {
+    double v = AdminMetric(master_admin_, series);
+    return std::isnan(v) ? 0 : v;
+  };
+  std::vector<std::string> keys;
+  for (int i = 0; i < 40; ++i) {
+    keys.push_back("batch-remove-" + std::to_string(i));
+    ASSERT_TRUE(IsOk(client_->Put(keys.back(), PatternBytes(i, 100), {.preferred_node = "w1"})));
+  }
+  keys.insert(keys.begin() + 7, "batch-remove-never-stored");
+  const double batches = master(batch_calls);
+  const double singles = master(single_calls);
+  auto removed = client_->BatchRemove(keys, /*force=*/false);
+  ASSERT_EQ(removed.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i == 7) {
+      EXPECT_TRUE(FailsWith(removed[i], ErrorCode::kObjectNotFound));
+    } else {
+      EXPECT_TRUE(IsOk(removed[i])) << keys[i];
+      EXPECT_TRUE(FailsWith(client_->Get(keys[i]), ErrorCode::kObjectNotFound)) << keys[i];
+    }
+  }
+  EXPECT_EQ(master(batch_calls) - batches, 1);
+  EXPECT_EQ(master(single_calls) - singles, 0);
+  EXPECT_EQ(AdminMetric(master_admin_, "mooncake_master_keys"), 0);
 }
 
 TEST_F(MetricsTest, ProcessMetricsAndBuildInfoOnBothProcesses) {

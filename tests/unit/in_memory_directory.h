@@ -35,8 +35,32 @@ class InMemoryDirectory : public OwnerDirectory {
   }
   Result<void> Release(const std::string& key) override {
     std::lock_guard lock(mu_);
+    if (release_failure_ != ErrorCode::kOk) return Err(release_failure_);
     if (owned_.erase(key) == 0) return Err(ErrorCode::kObjectNotFound);
     return {};
+  }
+  std::vector<Result<void>> ReleaseMany(const std::vector<std::string>& keys) override {
+    {
+      std::lock_guard lock(mu_);
+      ++release_many_calls_;
+      released_in_batches_ += keys.size();
+    }
+    return OwnerDirectory::ReleaseMany(keys);
+  }
+  // How many batched releases the backend sent, and their keys in all.
+  int release_many_calls() {
+    std::lock_guard lock(mu_);
+    return release_many_calls_;
+  }
+  size_t released_in_batches() {
+    std::lock_guard lock(mu_);
+    return released_in_batches_;
+  }
+  // Every release fails with `code` (kOk: they work again), as when the
+  // master cannot be reached.
+  void FailReleasesWith(ErrorCode code) {
+    std::lock_guard lock(mu_);
+    release_failure_ = code;
   }
   bool Owns(const std::string& key) {
     std::lock_guard lock(mu_);
@@ -50,8 +74,11 @@ class InMemoryDirectory : public OwnerDirectory {
 
  private:
   std::mutex mu_;
-  std::set<std::string> owned_;  // guarded by mu_
-  int claim_many_calls_ = 0;     // guarded by mu_
+  std::set<std::string> owned_;                 // guarded by mu_
+  int claim_many_calls_ = 0;                    // guarded by mu_
+  int release_many_calls_ = 0;                  // guarded by mu_
+  size_t released_in_batches_ = 0;              // guarded by mu_
+  ErrorCode release_failure_ = ErrorCode::kOk;  // guarded by mu_
 };
 
 }  // namespace mooncake::testing

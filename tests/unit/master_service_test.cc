@@ -240,6 +240,31 @@ TEST_F(MasterServiceTest, UpdateOwnerSwapsOnlyFromExpectedOwner) {
   EXPECT_EQ(OwnerOf("k"), "b");
 }
 
+TEST_F(MasterServiceTest, BatchRemoveOwnerAnswersEachKeyAsRemoveOwnerWould) {
+  ASSERT_TRUE(service_.PutOwner("mine1", "a"));
+  ASSERT_TRUE(service_.PutOwner("mine2", "a"));
+  ASSERT_TRUE(service_.PutOwner("theirs", "b"));
+  auto results = service_.BatchRemoveOwner({"mine1", "theirs", "absent", "", "mine2"}, "a");
+  ASSERT_EQ(results.size(), 5u);
+  EXPECT_TRUE(results[0]);
+  EXPECT_EQ(results[1].error(), ErrorCode::kNotOwner);
+  EXPECT_EQ(results[2].error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(results[3].error(), ErrorCode::kInvalidKey);
+  EXPECT_TRUE(results[4]);
+  EXPECT_EQ(service_.GetLocation("mine1").error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(service_.GetLocation("mine2").error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(OwnerOf("theirs"), "b") << "another node's key stays";
+  // Twice: already gone.
+  EXPECT_EQ(service_.BatchRemoveOwner({"mine1"}, "a")[0].error(), ErrorCode::kObjectNotFound);
+  EXPECT_TRUE(service_.BatchRemoveOwner({}, "a").empty());
+  // No node id: refused whole; an unknown node removes nothing.
+  for (const auto& r : service_.BatchRemoveOwner({"theirs"}, "")) {
+    EXPECT_EQ(r.error(), ErrorCode::kInvalidParams);
+  }
+  EXPECT_EQ(service_.BatchRemoveOwner({"theirs"}, "nobody")[0].error(), ErrorCode::kNotOwner);
+  EXPECT_EQ(OwnerOf("theirs"), "b");
+}
+
 TEST_F(MasterServiceTest, RemoveOwnerOnlyByOwner) {
   ASSERT_TRUE(service_.PutOwner("k", "a"));
   EXPECT_EQ(service_.RemoveOwner("k", "b").error(), ErrorCode::kNotOwner);

@@ -453,6 +453,51 @@ TEST_F(BackendTest, LeasedObjectsResistRemoveUnlessForced) {
   EXPECT_EQ(backend_->Remove("leased", true).error(), ErrorCode::kObjectNotFound);
 }
 
+TEST_F(BackendTest, RemoveManyAnswersEachKeyAsRemoveAndTellsTheDirectoryOnce) {
+  BackendOptions options = DefaultOptions();
+  options.kv_lease_ttl = Millis(60000);
+  Open(8 * kMiB, 32 * kMiB, options);
+  ASSERT_TRUE(backend_->Put("plain1", "one", {}));
+  ASSERT_TRUE(backend_->Put("plain2", "two", {}));
+  ASSERT_TRUE(backend_->Put("leased", "value", {}));
+  ASSERT_TRUE(backend_->Get("leased", 0, 0));
+  auto removed = backend_->RemoveMany({"plain1", "leased", "absent", "", "plain2"}, false);
+  ASSERT_EQ(removed.size(), 5u);
+  EXPECT_TRUE(removed[0]);
+  EXPECT_EQ(removed[1].error(), ErrorCode::kObjectHasLease);
+  EXPECT_EQ(removed[2].error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(removed[3].error(), ErrorCode::kInvalidKey);
+  EXPECT_TRUE(removed[4]);
+  // Only the two removable keys reached the directory, in one call.
+  EXPECT_EQ(directory_.release_many_calls(), 1);
+  EXPECT_EQ(directory_.released_in_batches(), 2u);
+  EXPECT_FALSE(directory_.Owns("plain1"));
+  EXPECT_FALSE(directory_.Owns("plain2"));
+  EXPECT_TRUE(directory_.Owns("leased"));
+  EXPECT_EQ(backend_->Get("plain1", 0, 0).error(), ErrorCode::kObjectNotFound);
+  EXPECT_TRUE(backend_->Get("leased", 0, 0));
+  // Nothing to tell the directory: no call at all.
+  EXPECT_EQ(backend_->RemoveMany({"absent"}, false)[0].error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(directory_.release_many_calls(), 1);
+}
+
+TEST_F(BackendTest, RemoveManyKeepsTheObjectsWhenTheDirectoryCannotBeTold) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("a", "alpha", {}));
+  ASSERT_TRUE(backend_->Put("b", "beta", {}));
+  directory_.FailReleasesWith(ErrorCode::kRpcFail);
+  auto removed = backend_->RemoveMany({"a", "b"}, false);
+  ASSERT_EQ(removed.size(), 2u);
+  for (const auto& r : removed) EXPECT_EQ(r.error(), ErrorCode::kRpcFail);
+  // Both still here, still owned, and removable once the master answers.
+  auto a = backend_->Get("a", 0, 0);
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(directory_.Owns("a"));
+  directory_.FailReleasesWith(ErrorCode::kOk);
+  for (const auto& r : backend_->RemoveMany({"a", "b"}, false)) EXPECT_TRUE(r);
+  EXPECT_FALSE(directory_.Owns("b"));
+}
+
 TEST_F(BackendTest, TwoPhaseWriteIsInvisibleUntilPutEnd) {
   Open(8 * kMiB, 32 * kMiB);
   auto handle = backend_->PutStart("tp", 10, {});
