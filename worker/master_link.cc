@@ -55,6 +55,20 @@ std::vector<std::string> KeysAt(const std::vector<std::string>& keys,
   return out;
 }
 
+// `send(master, keys)` to each shard for its share of `keys` (or to the one
+// master), the answers merged back in key order.
+template <typename SendFn>
+std::vector<Result<void>> PerShard(MasterShards& shards, const std::vector<std::string>& keys,
+                                   SendFn send) {
+  if (!shards.sharded()) return send(shards.Any(), keys);
+  std::vector<Result<void>> results(keys.size());
+  for (const ShardKeys& group : shards.ForKeys(keys)) {
+    auto answers = send(shards.Shard(group.shard), KeysAt(keys, group.indices));
+    for (size_t j = 0; j < group.indices.size(); ++j) results[group.indices[j]] = answers[j];
+  }
+  return results;
+}
+
 // Which failure of several shards' answers a caller sees: kNodeNotFound
 // first (it makes the worker register again), else the first one.
 Result<void> WorstOf(const std::vector<Result<void>>& results) {
@@ -121,14 +135,9 @@ std::vector<Result<void>> MasterLink::ClaimMany(const std::vector<std::string>& 
 }
 
 std::vector<Result<void>> MasterLink::SendClaims(const std::vector<std::string>& keys) {
-  MasterShards& shards = channel_->shards;
-  if (!shards.sharded()) return SendShardClaims(shards.Any(), keys);
-  std::vector<Result<void>> results(keys.size());
-  for (const ShardKeys& group : shards.ForKeys(keys)) {
-    auto answers = SendShardClaims(shards.Shard(group.shard), KeysAt(keys, group.indices));
-    for (size_t j = 0; j < group.indices.size(); ++j) results[group.indices[j]] = answers[j];
-  }
-  return results;
+  return PerShard(channel_->shards, keys, [this](MasterEndpoint& master, const auto& share) {
+    return SendShardClaims(master, share);
+  });
 }
 
 std::vector<Result<void>> MasterLink::SendShardClaims(MasterEndpoint& master,
@@ -166,14 +175,9 @@ Result<void> MasterLink::Release(const std::string& key) {
 }
 
 std::vector<Result<void>> MasterLink::ReleaseMany(const std::vector<std::string>& keys) {
-  MasterShards& shards = channel_->shards;
-  if (!shards.sharded()) return SendShardReleases(shards.Any(), keys);
-  std::vector<Result<void>> results(keys.size());
-  for (const ShardKeys& group : shards.ForKeys(keys)) {
-    auto answers = SendShardReleases(shards.Shard(group.shard), KeysAt(keys, group.indices));
-    for (size_t j = 0; j < group.indices.size(); ++j) results[group.indices[j]] = answers[j];
-  }
-  return results;
+  return PerShard(channel_->shards, keys, [this](MasterEndpoint& master, const auto& share) {
+    return SendShardReleases(master, share);
+  });
 }
 
 std::vector<Result<void>> MasterLink::SendShardReleases(MasterEndpoint& master,
