@@ -168,7 +168,11 @@ std::vector<Result<void>> MasterLink::SendShardClaims(MasterEndpoint& master,
 }
 
 Result<void> MasterLink::Release(const std::string& key) {
-  auto reply = channel_->shards.ForKey(key).Call(
+  return ReleaseAt(channel_->shards.ForKey(key), key);
+}
+
+Result<void> MasterLink::ReleaseAt(MasterEndpoint& master, const std::string& key) {
+  auto reply = master.Call(
       [&](rpc::MasterServiceClient& client) { return client.RemoveOwner(key, node_id_); });
   if (!reply) return Err(reply.error());
   return ToResult(*reply);
@@ -182,7 +186,7 @@ std::vector<Result<void>> MasterLink::ReleaseMany(const std::vector<std::string>
 
 std::vector<Result<void>> MasterLink::SendShardReleases(MasterEndpoint& master,
                                                         const std::vector<std::string>& keys) {
-  if (keys.size() == 1) return {Release(keys.front())};
+  if (keys.size() == 1) return {ReleaseAt(master, keys.front())};
   std::vector<Result<void>> results;
   results.reserve(keys.size());
   // Sliced as announcements are, well inside the master's frame limits.

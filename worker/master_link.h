@@ -84,6 +84,8 @@ class MasterLink : public OwnerDirectory {
   // One claim call to one master: PutOwner for one key, else BatchPutOwner.
   std::vector<Result<void>> SendShardClaims(MasterEndpoint& master,
                                             const std::vector<std::string>& keys);
+  // RemoveOwner of `key` at `master` (its shard).
+  Result<void> ReleaseAt(MasterEndpoint& master, const std::string& key);
   // The releases of one shard's keys: RemoveOwner for one key, else
   // BatchRemoveOwner in slices.
   std::vector<Result<void>> SendShardReleases(MasterEndpoint& master,

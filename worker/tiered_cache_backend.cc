@@ -400,19 +400,7 @@ std::string TieredCacheBackend::MovedTo(const std::string& key) const {
 // Removal
 
 Result<void> TieredCacheBackend::Remove(const std::string& key, bool force) {
-  if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
-  PendingRemoval removal;
-  {
-    std::lock_guard lock(ctx_->mu);
-    removal = BeginRemoveLocked(key, force);
-  }
-  if (removal.done) return *removal.done;
-  // The directory goes first: if the master cannot be told, nothing changes
-  // and the caller gets the error, rather than the master pointing at a node
-  // that no longer has the object.
-  auto released = ctx_->directory->Release(key);
-  std::lock_guard lock(ctx_->mu);
-  return FinishRemoveLocked(key, removal.object_id, released);
+  return std::move(RemoveMany({key}, force).front());
 }
 
 std::vector<Result<void>> TieredCacheBackend::RemoveMany(const std::vector<std::string>& keys,
@@ -429,7 +417,9 @@ std::vector<Result<void>> TieredCacheBackend::RemoveMany(const std::vector<std::
       }
     }
   }
-  // As Remove, the directory first; all the keys it must hear of in one
+  // The directory goes first: if the master cannot be told, nothing changes
+  // and the caller gets the error, rather than the master pointing at a node
+  // that no longer has the object. All the keys it must hear of go in one
   // call (one per master shard).
   std::vector<size_t> told;
   std::vector<std::string> release;
