@@ -58,6 +58,10 @@ constexpr uint32_t kReadAheadBytes = 16u << 10;
 // the header's read usually brought along; a string that reaches this far
 // past what is buffered is read from the socket straight into place.
 constexpr uint32_t kDirectReadBytes = kReadAheadBytes;
+// A server's large frame (kWhole) buffers first what came with its header,
+// and at least this much: enough for a call's name, key and options, which
+// our clients send before the value (thrift/value_calls.h).
+constexpr uint32_t kMinFirstPiece = 4u << 10;
 
 std::shared_ptr<TConfiguration> BoundedConfiguration() {
   static const auto config = std::make_shared<TConfiguration>(
@@ -220,13 +224,32 @@ bool BoundedFramedTransport::readFrame() {
   // message.
   resetConsumedMessageSize();
   resetConsumedMessageSize(size);
-  bool as_decoded = large_frames_ == LargeFrames::kAsDecoded && size > kFirstFrameBuffer;
-  BufferFrameBytes(as_decoded ? kDirectReadBytes : size);
+  viewed_buffer_.reset();  // the last frame's views are gone
+  if (frame_capacity_ > kKeptFrameBuffer && size <= kKeptFrameBuffer) {
+    frame_.reset();
+    frame_capacity_ = 0;
+  }
+  uint32_t first = size;
+  if (size > kFirstFrameBuffer) {
+    first = large_frames_ == LargeFrames::kAsDecoded
+                ? kDirectReadBytes
+                : std::max(ahead_end_ - ahead_begin_, kMinFirstPiece);
+  }
+  BufferFrameBytes(first);
   return true;
 }
 
 uint32_t BoundedFramedTransport::readSlow(uint8_t* buf, uint32_t len) {
   if (frame_unread_ == 0) return TFramedTransport::readSlow(buf, len);  // the next frame
+  if (large_frames_ == LargeFrames::kWhole) {
+    BufferRestOfFrame();
+    uint32_t from_frame = std::min(len, buffered_bytes());
+    std::memcpy(buf, rBase_, from_frame);
+    rBase_ += from_frame;
+    if (from_frame == len) return len;
+    // The message reads past its frame (TFramedTransport's answer).
+    return from_frame + TFramedTransport::readSlow(buf + from_frame, len - from_frame);
+  }
   // What is buffered first (readSlow runs when it is not enough) ...
   uint32_t buffered = static_cast<uint32_t>(rBound_ - rBase_);
   if (buffered > 0) std::memcpy(buf, rBase_, buffered);
@@ -247,6 +270,31 @@ uint32_t BoundedFramedTransport::readSlow(uint8_t* buf, uint32_t len) {
   // TFramedTransport does.
   return buffered + from_frame +
          TFramedTransport::readSlow(buf + buffered + from_frame, need - from_frame);
+}
+
+const uint8_t* BoundedFramedTransport::borrowSlow(uint8_t* buf, uint32_t* len) {
+  // kAsDecoded reads a large string from the socket instead (readSlow).
+  if (large_frames_ != LargeFrames::kWhole || frame_unread_ == 0) {
+    return TFramedTransport::borrowSlow(buf, len);
+  }
+  BufferRestOfFrame();
+  if (*len > buffered_bytes()) return nullptr;  // past the frame: the protocol's to refuse
+  *len = buffered_bytes();
+  return rBase_;
+}
+
+void BoundedFramedTransport::ReceiveValueInto(std::span<std::byte> out) {
+  if (out.size() > frame_bytes_left()) {
+    throw TProtocolException(TProtocolException::SIZE_LIMIT,
+                             "declared size exceeds the rest of the frame");
+  }
+  const auto size = static_cast<uint32_t>(out.size());
+  checkReadBytesAvailable(size);
+  auto* into = reinterpret_cast<uint8_t*>(out.data());
+  uint32_t buffered = std::min(size, buffered_bytes());
+  std::memcpy(into, rBase_, buffered);
+  rBase_ += buffered;
+  if (size > buffered) ReceiveFrameBytes(into + buffered, size - buffered);
 }
 
 uint32_t BoundedFramedTransport::readEnd() {
@@ -338,19 +386,29 @@ void BoundedFramedTransport::GrowFrameBuffer(uint32_t size, uint32_t got, uint32
     capacity = std::max(capacity, needed);
     auto bigger = std::make_unique_for_overwrite<uint8_t[]>(capacity);
     if (got > 0) std::memcpy(bigger.get(), frame_.get(), got);
+    if (keep_viewed_buffer_ && !viewed_buffer_) viewed_buffer_ = std::move(frame_);
     frame_ = std::move(bigger);
     frame_capacity_ = capacity;
   }
 }
 
-void BoundedFramedTransport::BufferFrameBytes(uint32_t size) {
-  if (frame_capacity_ > kKeptFrameBuffer && size <= kKeptFrameBuffer) {
-    frame_.reset();
-    frame_capacity_ = 0;
-  }
+void BoundedFramedTransport::BufferFrameBytes(uint32_t size) { FillFrameBuffer(0, size, 0); }
+
+void BoundedFramedTransport::BufferRestOfFrame() {
+  // frame_ holds the frame from its start (kWhole), less any value taken
+  // by ReceiveValueInto, whose place in the buffer is then never read.
+  auto end = static_cast<uint32_t>(rBound_ - frame_.get());
+  auto consumed = static_cast<uint32_t>(rBase_ - frame_.get());
+  // The decoder may hold views of the bytes buffered so far (a batch's
+  // values): should frame_ grow, its old buffer stays until the next frame.
+  keep_viewed_buffer_ = true;
+  FillFrameBuffer(end, end + frame_unread_, consumed);
+  keep_viewed_buffer_ = false;
+}
+
+void BoundedFramedTransport::FillFrameBuffer(uint32_t got, uint32_t size, uint32_t consumed) {
   // The buffer grows only once what it holds has arrived: with the bytes a
   // peer sent, never with what it merely declared.
-  uint32_t got = 0;
   while (got < size) {
     if (got == frame_capacity_) GrowFrameBuffer(size, got, got + 1);
     uint32_t piece = std::min(size, frame_capacity_) - got;
@@ -358,6 +416,7 @@ void BoundedFramedTransport::BufferFrameBytes(uint32_t size) {
     got += piece;
   }
   setReadBuffer(frame_.get(), size);
+  rBase_ += consumed;
 }
 
 void BoundedFramedTransport::ReceiveFrameBytes(uint8_t* out, uint32_t size) {
@@ -452,7 +511,7 @@ void BoundedFramedTransport::flush() {
 // ---- BoundedBinaryProtocol ----
 
 BoundedBinaryProtocol::BoundedBinaryProtocol(std::shared_ptr<BoundedFramedTransport> transport)
-    : TVirtualProtocol(transport), frame_(transport.get()) {}
+    : TVirtualProtocol(transport), frame_(transport.get()), framed_(transport.get()) {}
 
 BoundedBinaryProtocol::BoundedBinaryProtocol(
     std::shared_ptr<apache::thrift::transport::TTransport> transport, const RpcFrameSource* frame)
@@ -523,6 +582,29 @@ uint32_t BoundedBinaryProtocol::readBinaryView(std::string_view& view, std::stri
   int32_t size = 0;
   uint32_t bytes = readI32(size);
   RequireFrameBytes(size, 1);
+  return bytes + ViewBytes(size, view, storage);
+}
+
+uint32_t BoundedBinaryProtocol::readBinaryPlaced(std::string_view& view, std::string& storage,
+                                                 const PlaceFn& place) {
+  if (framed_ == nullptr) return readBinaryView(view, storage);
+  int32_t size = 0;
+  uint32_t bytes = readI32(size);
+  RequireFrameBytes(size, 1);
+  const auto length = static_cast<uint32_t>(size);
+  if (length > framed_->buffered_bytes()) {
+    std::span<std::byte> into = place(length);
+    if (into.size() == length) {
+      framed_->ReceiveValueInto(into);
+      view = std::string_view(reinterpret_cast<const char*>(into.data()), into.size());
+      return bytes + length;
+    }
+  }
+  return bytes + ViewBytes(size, view, storage);
+}
+
+uint32_t BoundedBinaryProtocol::ViewBytes(int32_t size, std::string_view& view,
+                                          std::string& storage) {
   uint32_t available = static_cast<uint32_t>(size);
   const uint8_t* here = size > 0 ? trans_->borrow(nullptr, &available) : nullptr;
   if (here != nullptr) {
@@ -532,7 +614,7 @@ uint32_t BoundedBinaryProtocol::readBinaryView(std::string_view& view, std::stri
     ReadBytesInto(storage, size);
     view = storage;
   }
-  return bytes + static_cast<uint32_t>(size);
+  return static_cast<uint32_t>(size);
 }
 
 uint32_t BoundedBinaryProtocol::readListBegin(TType& elem_type, uint32_t& size) {

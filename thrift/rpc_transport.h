@@ -28,9 +28,12 @@
 
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -109,9 +112,13 @@ class RpcFrameSource {
 // away (a client's request arguments, a server's result), which this needs.
 //
 // How a large frame is read:
-// * kWhole (servers): all of it arrives before decoding starts, into a
-//   buffer that grows only with the bytes that came, so what a peer merely
-//   declares costs nothing.
+// * kWhole (servers): it is decoded from a buffer that holds all of it and
+//   grows only with the bytes that came, so what a peer merely declares
+//   costs nothing. A frame over 64 KiB is buffered in two steps: what came
+//   with its header, then the rest at the first read that needs it. Between
+//   the two the decoder may instead take a value's bytes from the socket
+//   straight into memory of its own (ReceiveValueInto): the worker receives
+//   a large Put's value into its tier this way.
 // * kAsDecoded (clients, of replies they asked for) for a frame over
 //   64 KiB: the first 16 KiB (what usually came with the header), then the
 //   rest as it is decoded; the bytes of a string that reach 16 KiB or more
@@ -131,6 +138,12 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   uint32_t frame_bytes_left() const override {
     return static_cast<uint32_t>(rBound_ - rBase_) + frame_unread_;
   }
+  // Bytes of the current frame in the buffer, not yet decoded.
+  uint32_t buffered_bytes() const { return static_cast<uint32_t>(rBound_ - rBase_); }
+  // Decodes the next `out.size()` bytes of the frame into `out`: those
+  // buffered, then the rest straight from the socket, within the frame's
+  // deadline. SIZE_LIMIT past the end of the frame.
+  void ReceiveValueInto(std::span<std::byte> out);
   // "ip:port" of the other end, without a name lookup.
   std::string peer() const;
   // The socket's descriptor, to wait for a reply with poll/epoll. A reply
@@ -150,9 +163,12 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
 
  protected:
   bool readFrame() override;
-  // Past the buffered bytes: the rest of the current frame (kAsDecoded),
-  // else the next frame.
+  // Past the buffered bytes: the rest of the current frame, else the next
+  // frame.
   uint32_t readSlow(uint8_t* buf, uint32_t len) override;
+  // A string longer than what is buffered: buffers the rest of the frame
+  // (kWhole), else leaves the protocol to read it.
+  const uint8_t* borrowSlow(uint8_t* buf, uint32_t* len) override;
 
  private:
   bool ReadHeader(uint32_t* size);
@@ -165,6 +181,13 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   // Receives the next `size` bytes of the current frame into frame_, which
   // grows as they arrive, and makes them the read buffer.
   void BufferFrameBytes(uint32_t size);
+  // kWhole: appends the rest of the current frame to what frame_ holds of
+  // it, so that the read buffer ends where the frame does.
+  void BufferRestOfFrame();
+  // Fills frame_ from byte `got` to byte `size` of the current frame's
+  // buffered part, growing it as the bytes arrive; makes [0, size) the read
+  // buffer with the first `consumed` bytes already decoded.
+  void FillFrameBuffer(uint32_t got, uint32_t size, uint32_t consumed);
   // Receives the next `size` bytes of the current frame into `out`: first
   // what came with the header, then from the socket, within the frame's
   // deadline.
@@ -181,6 +204,10 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   std::chrono::milliseconds socket_timeout_{0};
   std::unique_ptr<uint8_t[]> frame_;
   uint32_t frame_capacity_ = 0;
+  // frame_ as it was when BufferRestOfFrame had to grow it, kept for the
+  // views into it until the next frame; and whether a growth keeps it.
+  std::unique_ptr<uint8_t[]> viewed_buffer_;
+  bool keep_viewed_buffer_ = false;
   // Bytes of the current frame still in the socket (or in ahead_), and by
   // when all of them must have arrived.
   uint32_t frame_unread_ = 0;
@@ -222,6 +249,13 @@ class BoundedBinaryProtocol
   // server's frames), else read into `storage`. Valid until the transport
   // reads its next frame.
   uint32_t readBinaryView(std::string_view& view, std::string& storage);
+  // Memory for a binary field of `size` bytes, or an empty span to decline.
+  using PlaceFn = std::function<std::span<std::byte>(uint32_t size)>;
+  // readBinaryView, except that a field the frame's buffer does not hold
+  // yet may go from the socket straight into memory `place` gives (then
+  // `view` shows that memory). Over a transport that cannot (RpcFrameInput)
+  // or when `place` declines, it is readBinaryView.
+  uint32_t readBinaryPlaced(std::string_view& view, std::string& storage, const PlaceFn& place);
   uint32_t readListBegin(apache::thrift::protocol::TType& elem_type, uint32_t& size);
   uint32_t readSetBegin(apache::thrift::protocol::TType& elem_type, uint32_t& size);
   uint32_t readMapBegin(apache::thrift::protocol::TType& key_type,
@@ -238,8 +272,13 @@ class BoundedBinaryProtocol
   void RequireElements(int64_t count, int64_t min_bytes) const;
   // Reads `size` (checked) bytes into `str`.
   void ReadBytesInto(std::string& str, int32_t size);
+  // The `size` (checked) bytes of a binary field as a view of the frame, or
+  // read into `storage` when the frame does not hold them.
+  uint32_t ViewBytes(int32_t size, std::string_view& view, std::string& storage);
 
   const RpcFrameSource* frame_;
+  // The transport when it is a BoundedFramedTransport (readBinaryPlaced).
+  BoundedFramedTransport* framed_ = nullptr;
 };
 
 // One received frame, decoded in place: the input transport of a server

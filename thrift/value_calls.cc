@@ -26,18 +26,19 @@ void WriteBytes(TProtocol& protocol, const void* data, size_t size) {
   protocol.getTransport()->write(static_cast<const uint8_t*>(data), static_cast<uint32_t>(size));
 }
 
-// Fields 1 key, 2 value, 3 config and the stop: the body of Put_pargs and
-// Upsert_pargs, and of each PutItem of a batch.
+// Fields 1 key, 3 config, 2 value and the stop: the body of Put_pargs and
+// Upsert_pargs, and of each PutItem of a batch. The value goes last, so
+// that a worker knows where it will store it before its bytes come.
 void WriteValueFields(TProtocol& protocol, std::string_view key, std::string_view value,
                       const rpc::ReplicateConfig& config) {
   protocol.writeFieldBegin("key", T_STRING, 1);
   WriteBytes(protocol, key.data(), key.size());
   protocol.writeFieldEnd();
-  protocol.writeFieldBegin("value", T_STRING, 2);
-  WriteBytes(protocol, value.data(), value.size());
-  protocol.writeFieldEnd();
   protocol.writeFieldBegin("config", T_STRUCT, 3);
   config.write(&protocol);
+  protocol.writeFieldEnd();
+  protocol.writeFieldBegin("value", T_STRING, 2);
+  WriteBytes(protocol, value.data(), value.size());
   protocol.writeFieldEnd();
   protocol.writeFieldStop();
 }
@@ -84,7 +85,7 @@ void SendBatchValueCall(rpc::WorkerServiceClient& client, bool upsert,
   FinishCall(*protocol);
 }
 
-void ReadValueCall(BoundedBinaryProtocol& in, ValueItem& item) {
+void ReadValueCall(BoundedBinaryProtocol& in, ValueItem& item, const ValuePlacer& place) {
   // Mirrors WorkerService_Put_args::read and PutItem::read (fields 1 key,
   // 2 value, 3 config): unknown fields and fields of another type are
   // skipped.
@@ -92,6 +93,8 @@ void ReadValueCall(BoundedBinaryProtocol& in, ValueItem& item) {
   std::string name;
   TType type;
   int16_t id = 0;
+  bool have_key = false;
+  bool have_config = false;
   item.value = {};
   in.readStructBegin(name);
   for (;;) {
@@ -99,10 +102,17 @@ void ReadValueCall(BoundedBinaryProtocol& in, ValueItem& item) {
     if (type == T_STOP) break;
     if (id == 1 && type == T_STRING) {
       in.readString(item.key);
+      have_key = true;
     } else if (id == 2 && type == T_STRING) {
-      in.readBinaryView(item.value, item.storage);
+      if (place && have_key && have_config) {
+        in.readBinaryPlaced(item.value, item.storage,
+                            [&](uint32_t size) { return place(item, size); });
+      } else {
+        in.readBinaryView(item.value, item.storage);
+      }
     } else if (id == 3 && type == T_STRUCT) {
       item.config.read(&in);
+      have_config = true;
     } else {
       in.skip(type);
     }

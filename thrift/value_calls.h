@@ -14,14 +14,18 @@
 //
 // The worker reads a Put or Upsert the other way round (ReadValueCall): the
 // value stays where it arrived, in the request's frame, until it is written
-// into the tier. The worker answers Get and BatchGet the same way (WriteGetReply,
-// WriteBatchGetReply): the object's bytes go
-// from where they lie in its tier to the socket, not through
-// GetResult::data.
+// into the tier; or, for a value larger than what came with the frame's
+// header, it goes from the socket straight into the tier (ValuePlacer). For
+// that the key and options travel before the value: fields 1, 3, then 2
+// (any Thrift reader accepts fields in any order). The worker answers Get and BatchGet the same way
+// (WriteGetReply, WriteBatchGetReply): the object's bytes go from where they lie in its tier to the
+// socket, not through GetResult::data.
 //
 // Thread-safety: as the client or protocol passed in (one thread at a time).
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -63,11 +67,17 @@ struct ValueItem {
   std::string storage;
 };
 
+// Where the value of a call may go instead of the request's frame: given
+// the item with its key and config read and the value's size, memory for
+// exactly that many bytes, or an empty span to leave the value in the frame.
+using ValuePlacer = std::function<std::span<std::byte>(const ValueItem& item, uint32_t size)>;
+
 // Reads the arguments of a Put or Upsert call (after readMessageBegin,
 // before readMessageEnd), as WorkerService_Put_args::read does (the same
-// fields as a PutItem), with the value left where it is. Throws what the
-// generated reader throws.
-void ReadValueCall(BoundedBinaryProtocol& in, ValueItem& item);
+// fields as a PutItem), with the value left where it is, or where `place`
+// puts it (BoundedBinaryProtocol::readBinaryPlaced) when the key and config
+// came before it. Throws what the generated reader throws.
+void ReadValueCall(BoundedBinaryProtocol& in, ValueItem& item, const ValuePlacer& place = {});
 // The same for a BatchPut or BatchUpsert call, as
 // WorkerService_BatchPut_args::read: one item per PutItem, in order.
 void ReadBatchValueCall(BoundedBinaryProtocol& in, std::vector<ValueItem>& items);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -158,6 +159,15 @@ struct ReadPiece {
 // Receives every key's piece at once; the bytes stay valid (the objects are
 // pinned) only until it returns.
 using ReadManyVisitor = std::function<void(std::span<const ReadPiece> pieces)>;
+
+// A Put whose value the caller receives straight into the object's space
+// (TieredCacheBackend::StartPlacedPut): `bytes`, in host memory, stays
+// allocated while `hold` lives, even if the write is pre-empted meanwhile.
+struct PlacedWrite {
+  uint64_t handle = 0;
+  std::span<std::byte> bytes;
+  std::shared_ptr<const void> hold;
+};
 
 // Where a write's space was allocated.
 struct WriteTarget {

@@ -92,6 +92,15 @@ Result<void> TieredCacheBackend::PutEnd(uint64_t handle) { return writer_->End(h
 
 Result<void> TieredCacheBackend::PutRevoke(uint64_t handle) { return writer_->Revoke(handle); }
 
+Result<PlacedWrite> TieredCacheBackend::StartPlacedPut(const std::string& key, uint64_t size,
+                                                       const ObjectOptions& options) {
+  return writer_->StartPlaced(key, size, options);
+}
+
+Result<void> TieredCacheBackend::EndPlacedPut(uint64_t handle) {
+  return writer_->EndPlaced(handle);
+}
+
 Result<DirectWritePlan> TieredCacheBackend::OpenForWrite(const std::string& key, uint64_t size,
                                                          const ObjectOptions& options,
                                                          WriteMode mode) {

@@ -93,6 +93,16 @@ class TieredCacheBackend {
   // Revoking means the writer is done with the space: it is freed at once.
   Result<void> PutRevoke(uint64_t handle);
 
+  // Put of a value the caller receives straight into the object's space
+  // (the worker's RPC reads a large value from its socket into it).
+  // StartPlacedPut reserves the key and `size` bytes as PutStart does;
+  // kTierNotFound, with nothing reserved, when the space would not be host
+  // memory (write the value with Put then). The caller fills `bytes` and
+  // publishes with EndPlacedPut, or gives the space back with PutRevoke.
+  Result<PlacedWrite> StartPlacedPut(const std::string& key, uint64_t size,
+                                     const ObjectOptions& options);
+  Result<void> EndPlacedPut(uint64_t handle);
+
   // Plan-based write: PutStart restricted to tiers that can share their
   // memory with other local processes (VRAM, DRAM), returning where to
   // write. kTierNotFound when no such tier exists (or preferred_tier names

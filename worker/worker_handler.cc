@@ -84,6 +84,43 @@ rpc::ErrorCode::type WorkerHandler::WriteValue(WriteMode mode, const std::string
   return code;
 }
 
+std::unique_ptr<WorkerHandler::PlacedPut> WorkerHandler::StartPlacedPut(
+    const std::string& key, uint64_t size, const rpc::ReplicateConfig& config) {
+  auto options = ToObjectOptions(config);
+  if (!options) return nullptr;
+  auto started = backend_.StartPlacedPut(key, size, *options);
+  if (!started) return nullptr;
+  return std::make_unique<PlacedPut>(*this, std::move(*started), key, config);
+}
+
+WorkerHandler::PlacedPut::PlacedPut(WorkerHandler& handler, PlacedWrite write, std::string key,
+                                    rpc::ReplicateConfig config)
+    : handler_(handler),
+      write_(std::move(write)),
+      key_(std::move(key)),
+      config_(std::move(config)),
+      timer_(handler.requests_, "put") {}
+
+WorkerHandler::PlacedPut::~PlacedPut() {
+  if (finished_) return;
+  // Nothing was published; the key and the space are given back.
+  (void)handler_.backend_.PutRevoke(write_.handle);
+}
+
+bool WorkerHandler::PlacedPut::Describes(const ValueItem& item) const {
+  return item.key == key_ && item.config == config_ &&
+         item.value.data() == reinterpret_cast<const char*>(write_.bytes.data()) &&
+         item.value.size() == write_.bytes.size();
+}
+
+rpc::ErrorCode::type WorkerHandler::PlacedPut::Finish() {
+  finished_ = true;
+  auto code = ToRpc(handler_.backend_.EndPlacedPut(write_.handle));
+  timer_.Finish(CodeOf(code));
+  handler_.LogWriteFailure("put", key_, write_.bytes.size(), code);
+  return code;
+}
+
 void WorkerHandler::LogWriteFailure(std::string_view op, const std::string& key, uint64_t size,
                                     rpc::ErrorCode::type code) {
   if (code == rpc::ErrorCode::OK) return;

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -62,6 +63,40 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   // WorkerProcessor passes a view of the request's frame, not a copy.
   rpc::ErrorCode::type WriteValue(WriteMode mode, const std::string& key, std::string_view value,
                                   const rpc::ReplicateConfig& config);
+  // A Put whose value WorkerProcessor receives from its socket straight
+  // into the object's space (TieredCacheBackend::StartPlacedPut), counted
+  // and logged as a put. Revoked when destroyed unfinished: the value did
+  // not all come, and the key stays free.
+  class PlacedPut {
+   public:
+    PlacedPut(WorkerHandler& handler, PlacedWrite write, std::string key,
+              rpc::ReplicateConfig config);
+    ~PlacedPut();
+    PlacedPut(const PlacedPut&) = delete;
+    PlacedPut& operator=(const PlacedPut&) = delete;
+
+    // Where the value's bytes go.
+    std::span<std::byte> bytes() const { return write_.bytes; }
+    // Whether `item` is the call this put was started for: its key, its
+    // config and its value in bytes(). A call that repeats a field after the
+    // value differs, and is written as read, with WriteValue.
+    bool Describes(const ValueItem& item) const;
+    // Publishes the object once bytes() holds the whole value.
+    rpc::ErrorCode::type Finish();
+
+   private:
+    WorkerHandler& handler_;
+    const PlacedWrite write_;
+    const std::string key_;
+    const rpc::ReplicateConfig config_;
+    RequestTimer timer_;
+    bool finished_ = false;
+  };
+  // Null when the value should go through WriteValue instead: the object
+  // would not be in host memory, or the put fails at once (its error is
+  // then WriteValue's to give).
+  std::unique_ptr<PlacedPut> StartPlacedPut(const std::string& key, uint64_t size,
+                                            const rpc::ReplicateConfig& config);
   // BatchPut (kCreate) and BatchUpsert (kUpsert): one backend call, so the
   // batch's keys are claimed at the master together. One code per item.
   void WriteValues(WriteMode mode, std::span<const ValueItem> items,

@@ -103,18 +103,42 @@ void WorkerProcessor::ProcessWrite(BoundedBinaryProtocol& in, TProtocol* out, co
   constexpr bool kBatch = requires(WriteResult r) { r.success.size(); };
   std::vector<ValueItem> items;  // a batch's
   ValueItem item;                // a single write's
+  // A Put's value larger than what came with the frame's header goes from
+  // the socket straight into the object's space; revoked if it never all
+  // comes (the read throws). An Upsert keeps the old object until the whole
+  // new value is here.
+  std::unique_ptr<WorkerHandler::PlacedPut> placed;
+  ValuePlacer place;
+  if (mode == WriteMode::kCreate) {
+    place = [&](const ValueItem& read, uint32_t size) -> std::span<std::byte> {
+      if (placed) return {};  // a second value field: decoded as usual
+      placed = handler_->StartPlacedPut(read.key, size, read.config);
+      return placed ? placed->bytes() : std::span<std::byte>{};
+    };
+  }
   if constexpr (kBatch) {
     ReadBatchValueCall(in, items);
   } else {
-    ReadValueCall(in, item);
+    ReadValueCall(in, item, place);
   }
   in.readMessageEnd();
   in.getTransport()->readEnd();
+  if (placed && !placed->Describes(item)) {
+    // Written as read, below, and from a copy where the value lies in the
+    // space that goes back now.
+    if (item.value.data() == reinterpret_cast<const char*>(placed->bytes().data())) {
+      item.storage.assign(item.value);
+      item.value = item.storage;
+    }
+    placed.reset();
+  }
   bool replying = false;
   ReplyOrFail(out, name, seqid, replying, [&] {
     WriteResult result;
     if constexpr (kBatch) {
       handler_->WriteValues(mode, items, result.success);
+    } else if (placed) {
+      result.success = placed->Finish();
     } else {
       result.success = handler_->WriteValue(mode, item.key, item.value, item.config);
     }

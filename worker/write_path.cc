@@ -393,6 +393,48 @@ Result<void> WritePath::End(uint64_t handle) {
   return FinishPublishLocked(write, version, claimed);
 }
 
+Result<PlacedWrite> WritePath::StartPlaced(const std::string& key, uint64_t size,
+                                           const ObjectOptions& options) {
+  // Only the tier a write starts at is known before its space is found: a
+  // write bound for a tier outside host memory (VRAM first, or an SSD
+  // asked for) is left to Put, not reserved and revoked.
+  size_t first = options.preferred_tier < 0 ? 0 : static_cast<size_t>(options.preferred_tier);
+  if (first >= ctx_.tiers.size() || ctx_.tiers[first]->kind() != TierKind::kDram) {
+    return Err(ErrorCode::kTierNotFound);
+  }
+  auto handle = Start(key, size, options, WriteMode::kCreate, /*adopted_version=*/0,
+                      /*direct=*/false);
+  if (!handle) return Err(handle.error());
+  AllocationPtr space;
+  {
+    std::lock_guard lock(ctx_.mu);
+    if (auto pending = pending_.find(*handle); pending != pending_.end()) {
+      space = pending->second.allocation;
+    }
+  }
+  std::byte* bytes = space ? space->tier->WritableHostAddress(space->location) : nullptr;
+  if (bytes == nullptr) {
+    // Host memory was full and the space is on a slower tier.
+    Revoke(*handle);
+    return Err(ErrorCode::kTierNotFound);
+  }
+  return PlacedWrite{.handle = *handle, .bytes = std::span(bytes, size), .hold = std::move(space)};
+}
+
+Result<void> WritePath::EndPlaced(uint64_t handle) {
+  {
+    std::lock_guard lock(ctx_.mu);
+    auto pending = pending_.find(handle);
+    if (pending == pending_.end() || pending->second.committing) {
+      return Err(ErrorCode::kIllegalClient);
+    }
+    PendingWrite& write = pending->second;
+    write.bytes_written = write.size;
+    ctx_.CountWritten(write.allocation->tier, write.size);
+  }
+  return End(handle);
+}
+
 Result<std::optional<WritePath::CommittedWrite>> WritePath::Commit(uint64_t handle) {
   Result<Committing> committing = Err(ErrorCode::kInternalError);
   {

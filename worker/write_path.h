@@ -69,6 +69,11 @@ class WritePath {
                          WriteMode mode, uint64_t adopted_version, bool direct);
   Result<void> Chunk(uint64_t handle, uint64_t offset, std::string_view data);
   Result<void> End(uint64_t handle);
+  // A Put whose bytes the caller places in host memory itself; see
+  // TieredCacheBackend::StartPlacedPut.
+  Result<PlacedWrite> StartPlaced(const std::string& key, uint64_t size,
+                                  const ObjectOptions& options);
+  Result<void> EndPlaced(uint64_t handle);
   Result<void> Revoke(uint64_t handle);
   Result<DirectWritePlan> OpenForWrite(const std::string& key, uint64_t size,
                                        const ObjectOptions& options, WriteMode mode);

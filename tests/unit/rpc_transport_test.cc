@@ -718,7 +718,28 @@ std::string WorkerCallBytes(const std::function<void(rpc::WorkerServiceClient&)>
   return buffer->getBufferAsString();
 }
 
-TEST(ValueCallsTest, PutAndUpsertFromAViewWriteExactlyTheGeneratedBytes) {
+// Decodes a call `bytes` (WorkerCallBytes) with the generated reader into
+// `args`; returns the call's name. Every byte must belong to the call.
+template <typename Args>
+std::string DecodeWithTheGeneratedReader(const std::string& bytes, Args& args) {
+  auto buffer = std::make_shared<apache::thrift::transport::TMemoryBuffer>(
+      reinterpret_cast<uint8_t*>(const_cast<char*>(bytes.data())),
+      static_cast<uint32_t>(bytes.size()));
+  apache::thrift::protocol::TBinaryProtocol in(buffer);
+  std::string name;
+  apache::thrift::protocol::TMessageType type;
+  int32_t seqid = 0;
+  in.readMessageBegin(name, type, seqid);
+  args.read(&in);
+  in.readMessageEnd();
+  EXPECT_EQ(buffer->available_read(), 0u) << "bytes past the call";
+  return name;
+}
+
+// The value goes last (fields 1 key, 3 config, 2 value), so that a worker
+// knows where to store it before its bytes arrive; any Thrift reader takes
+// fields in any order, so the generated one decodes the same call.
+TEST(ValueCallsTest, PutAndUpsertFromAViewSendTheGeneratedCallWithTheValueLast) {
   rpc::ReplicateConfig config;
   config.with_soft_pin = true;
   config.preferred_node = "w2";
@@ -726,16 +747,25 @@ TEST(ValueCallsTest, PutAndUpsertFromAViewWriteExactlyTheGeneratedBytes) {
   for (size_t size : {size_t{1}, size_t{4} << 10, size_t{100} << 10}) {
     const std::string key = "key-" + std::to_string(size);
     const std::string value = PatternOf(size, static_cast<int>(size % 97));
-    EXPECT_EQ(WorkerCallBytes([&](auto& c) { SendValueCall(c, false, key, value, config); }),
-              WorkerCallBytes([&](auto& c) { c.send_Put(key, value, config); }))
-        << "Put of " << size << " bytes";
-    EXPECT_EQ(WorkerCallBytes([&](auto& c) { SendValueCall(c, true, key, value, config); }),
-              WorkerCallBytes([&](auto& c) { c.send_Upsert(key, value, config); }))
-        << "Upsert of " << size << " bytes";
+    for (bool upsert : {false, true}) {
+      std::string ours =
+          WorkerCallBytes([&](auto& c) { SendValueCall(c, upsert, key, value, config); });
+      std::string generated = WorkerCallBytes([&](auto& c) {
+        upsert ? c.send_Upsert(key, value, config) : c.send_Put(key, value, config);
+      });
+      EXPECT_EQ(ours.size(), generated.size()) << "the same fields, " << size << " bytes";
+      EXPECT_TRUE(ours.ends_with(value + std::string(1, '\0')))
+          << "the value, then the arguments' stop, end the call";
+      rpc::WorkerService_Put_args args;
+      EXPECT_EQ(DecodeWithTheGeneratedReader(ours, args), upsert ? "Upsert" : "Put");
+      EXPECT_EQ(args.key, key);
+      EXPECT_TRUE(args.value == value) << size;
+      EXPECT_EQ(args.config, config);
+    }
   }
 }
 
-TEST(ValueCallsTest, BatchPutAndBatchUpsertFromViewsWriteExactlyTheGeneratedBytes) {
+TEST(ValueCallsTest, BatchPutAndBatchUpsertFromViewsSendTheGeneratedCallWithEachValueLast) {
   rpc::ReplicateConfig config;
   config.with_hard_pin = true;
   config.preferred_tier = "ssd";
@@ -755,10 +785,19 @@ TEST(ValueCallsTest, BatchPutAndBatchUpsertFromViewsWriteExactlyTheGeneratedByte
     item.config = config;
     items.push_back(item);
   }
-  EXPECT_EQ(WorkerCallBytes([&](auto& c) { SendBatchValueCall(c, false, views, config); }),
-            WorkerCallBytes([&](auto& c) { c.send_BatchPut(items); }));
-  EXPECT_EQ(WorkerCallBytes([&](auto& c) { SendBatchValueCall(c, true, views, config); }),
-            WorkerCallBytes([&](auto& c) { c.send_BatchUpsert(items); }));
+  for (bool upsert : {false, true}) {
+    std::string ours =
+        WorkerCallBytes([&](auto& c) { SendBatchValueCall(c, upsert, views, config); });
+    std::string generated = WorkerCallBytes(
+        [&](auto& c) { upsert ? c.send_BatchUpsert(items) : c.send_BatchPut(items); });
+    EXPECT_EQ(ours.size(), generated.size());
+    // The last item's value, its stop, the list's end (no bytes) and the
+    // arguments' stop.
+    EXPECT_TRUE(ours.ends_with(owned.back().second + std::string(2, '\0')));
+    rpc::WorkerService_BatchPut_args args;
+    EXPECT_EQ(DecodeWithTheGeneratedReader(ours, args), upsert ? "BatchUpsert" : "BatchPut");
+    EXPECT_EQ(args.items, items);
+  }
   EXPECT_EQ(WorkerCallBytes([&](auto& c) { SendBatchValueCall(c, false, {}, config); }),
             WorkerCallBytes([&](auto& c) { c.send_BatchPut({}); }));
 }

@@ -453,6 +453,29 @@ TEST_F(BackendTest, LeasedObjectsResistRemoveUnlessForced) {
   EXPECT_EQ(backend_->Remove("leased", true).error(), ErrorCode::kObjectNotFound);
 }
 
+TEST_F(BackendTest, APlacedPutGoesToDramAndLeavesAnSsdBoundPutToPut) {
+  Open(1 * kMiB, 8 * kMiB);
+  const std::string value(200 << 10, 'p');
+  auto placed = backend_->StartPlacedPut("in-dram", value.size(), {});
+  ASSERT_TRUE(placed);
+  std::memcpy(placed->bytes.data(), value.data(), value.size());
+  ASSERT_TRUE(backend_->EndPlacedPut(placed->handle));
+  auto read = backend_->Get("in-dram", 0, 0);
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->data, value);
+  EXPECT_EQ(backend_->Locate("in-dram")->where.tier_name, "dram");
+
+  // Bound for the SSD: refused before anything is reserved, so the same
+  // key can be put the ordinary way at once.
+  ObjectOptions on_ssd;
+  on_ssd.preferred_tier = backend_->TierIndex("ssd");
+  EXPECT_EQ(backend_->StartPlacedPut("on-ssd", value.size(), on_ssd).error(),
+            ErrorCode::kTierNotFound);
+  EXPECT_FALSE(directory_.Owns("on-ssd"));
+  ASSERT_TRUE(backend_->Put("on-ssd", value, on_ssd));
+  EXPECT_EQ(backend_->Locate("on-ssd")->where.tier_name, "ssd");
+}
+
 TEST_F(BackendTest, RemoveManyAnswersEachKeyAsRemoveAndTellsTheDirectoryOnce) {
   BackendOptions options = DefaultOptions();
   options.kv_lease_ttl = Millis(60000);

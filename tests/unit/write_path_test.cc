@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 
+#include "tests/test_bytes.h"
 #include "tests/unit/backend_parts.h"
 
 namespace mooncake {
@@ -17,6 +19,7 @@ constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * kKiB;
 
 using testing::BackendParts;
+using testing::Pattern;
 
 BackendOptions DiscardAtOnce() {
   BackendOptions options;
@@ -65,6 +68,70 @@ TEST(WritePathTest, RevokeErasesTheRecordAndFreesTheSpace) {
   EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
   EXPECT_EQ(parts.ctx.tiers[0]->used(), 0u);
   EXPECT_EQ(parts.writer.Revoke(*handle).error(), ErrorCode::kIllegalClient);
+}
+
+// A placed put: the caller (the worker's RPC) receives the value from its
+// socket straight into the space StartPlaced gives.
+void Place(const PlacedWrite& placed, const std::string& value) {
+  ASSERT_EQ(placed.bytes.size(), value.size());
+  std::memcpy(placed.bytes.data(), value.data(), value.size());
+}
+
+TEST(WritePathTest, APlacedPutPublishesTheBytesItsCallerPutInItsSpace) {
+  BackendParts parts({1 * kMiB});
+  const std::string value = Pattern(100 * kKiB, 1);
+  auto placed = parts.writer.StartPlaced("k", value.size(), {});
+  ASSERT_TRUE(placed);
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kWriting);
+  EXPECT_EQ(parts.writer.StartPlaced("k", 5, {}).error(), ErrorCode::kObjectAlreadyExists);
+  EXPECT_FALSE(parts.directory.Owns("k")) << "claimed only once the bytes are in";
+  Place(*placed, value);
+  ASSERT_TRUE(parts.writer.EndPlaced(placed->handle));
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kComplete);
+  EXPECT_TRUE(parts.directory.Owns("k"));
+  EXPECT_EQ(parts.Read("k"), value);
+  EXPECT_EQ(parts.ctx.counters.puts.load(), 1u);
+  EXPECT_EQ(parts.ctx.CountersOf(parts.ctx.tiers[0].get()).written_bytes.load(), value.size());
+  EXPECT_EQ(parts.writer.EndPlaced(placed->handle).error(), ErrorCode::kIllegalClient);
+  EXPECT_EQ(parts.writer.StartPlaced("k", 5, {}).error(), ErrorCode::kObjectAlreadyExists);
+}
+
+TEST(WritePathTest, ARevokedPlacedPutFreesTheKeyAndItsSpaceOnceTheReceiverLetsGo) {
+  BackendParts parts({1 * kMiB});
+  auto placed = parts.writer.StartPlaced("k", 100 * kKiB, {});
+  ASSERT_TRUE(placed);
+  ASSERT_TRUE(parts.writer.Revoke(placed->handle));  // the value did not all come
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
+  EXPECT_FALSE(parts.directory.Owns("k"));
+  // The receiver may still be writing into the space: it stays allocated
+  // until the receiver lets go of it.
+  EXPECT_GT(parts.ctx.tiers[0]->used(), 0u);
+  placed->hold.reset();
+  EXPECT_EQ(parts.ctx.tiers[0]->used(), 0u);
+  ASSERT_TRUE(parts.writer.WriteWhole("k", "later", {}, WriteMode::kCreate));
+  EXPECT_EQ(parts.Read("k"), "later");
+}
+
+TEST(WritePathTest, AnUpsertPreemptsAPlacedPutWhoseBytesAreStillComing) {
+  BackendParts parts({1 * kMiB});
+  const std::string value = Pattern(64 * kKiB, 2);
+  auto placed = parts.writer.StartPlaced("k", value.size(), {});
+  ASSERT_TRUE(placed);
+  ASSERT_TRUE(parts.writer.WriteWhole("k", "upsrt", {}, WriteMode::kUpsert));
+  Place(*placed, value);  // still its own space: nobody else's bytes change
+  EXPECT_EQ(parts.writer.EndPlaced(placed->handle).error(), ErrorCode::kIllegalClient);
+  EXPECT_EQ(parts.Read("k"), "upsrt");
+}
+
+TEST(WritePathTest, APlacedPutIsOnlyForSpaceInHostMemory) {
+  BackendParts parts({1 * kMiB});
+  ObjectOptions beyond;
+  beyond.preferred_tier = 3;  // no such tier: nothing is reserved
+  EXPECT_EQ(parts.writer.StartPlaced("k", 5, beyond).error(), ErrorCode::kTierNotFound);
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
+  EXPECT_EQ(parts.writer.StartPlaced("", 5, {}).error(), ErrorCode::kInvalidKey);
+  EXPECT_EQ(parts.writer.StartPlaced("k", 0, {}).error(), ErrorCode::kInvalidParams);
+  EXPECT_EQ(parts.writer.StartPlaced("k", 2 * kMiB, {}).error(), ErrorCode::kNoAvailableHandle);
 }
 
 TEST(WritePathTest, AnUpsertOfTheSameSizeRewritesInPlaceWithAHigherVersion) {

@@ -1,0 +1,201 @@
+// A server's large frame read in two steps (BoundedFramedTransport, kWhole):
+// what came with the header, then either a value straight from the socket
+// into memory the decoder gives (BoundedBinaryProtocol::readBinaryPlaced,
+// the worker's Put) or the rest of the frame into its buffer. A
+// BoundedFramedTransport reads one end of a Unix stream socket pair; a
+// thread writes the frames into the other end.
+//
+// Every wait is bounded (the transport's frame timeout).
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <thrift/transport/TSocket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/test_bytes.h"
+#include "thrift/rpc_transport.h"
+
+namespace mooncake {
+namespace {
+
+using namespace std::chrono_literals;
+using apache::thrift::transport::TSocket;
+using testing::Pattern;
+
+// The binary protocol's i32 and binary, and a frame around a payload.
+std::string I32(int32_t value) {
+  uint32_t wire = htonl(static_cast<uint32_t>(value));
+  return std::string(reinterpret_cast<const char*>(&wire), sizeof(wire));
+}
+std::string Binary(const std::string& bytes) {
+  return I32(static_cast<int32_t>(bytes.size())) + bytes;
+}
+std::string Framed(const std::string& payload) {
+  return I32(static_cast<int32_t>(payload.size())) + payload;
+}
+
+class PlacedValueTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int ends[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, ends), 0);
+    reader_fd_ = ends[0];
+    writer_ = ends[1];
+    transport_ = std::make_shared<BoundedFramedTransport>(
+        std::make_shared<TSocket>(reader_fd_), RpcReadTimeouts{.idle = 10s, .frame = 10s});
+    in_ = std::make_unique<BoundedBinaryProtocol>(transport_);
+  }
+
+  void TearDown() override {
+    if (sending_.joinable()) sending_.join();
+    if (writer_ >= 0) close(writer_);
+  }
+
+  // Writes `bytes` from another thread (a frame may exceed the socket's
+  // buffer), then closes the writing end when `then_close`.
+  void Send(std::string bytes, bool then_close = false) {
+    sending_ = std::thread([this, bytes = std::move(bytes), then_close] {
+      size_t sent = 0;
+      while (sent < bytes.size()) {
+        ssize_t n = send(writer_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+        if (n <= 0) break;
+        sent += static_cast<size_t>(n);
+      }
+      if (then_close) shutdown(writer_, SHUT_WR);
+    });
+  }
+
+  std::string ReadKey() {
+    std::string key;
+    in_->readString(key);
+    return key;
+  }
+
+  int reader_fd_ = -1;
+  int writer_ = -1;
+  std::thread sending_;
+  std::shared_ptr<BoundedFramedTransport> transport_;
+  std::unique_ptr<BoundedBinaryProtocol> in_;
+};
+
+TEST_F(PlacedValueTest, AValueBeyondTheFirstPieceGoesFromTheSocketIntoThePlacedMemoryExact) {
+  const std::string value = Pattern(300 << 10, 1);
+  Send(Framed(Binary("key") + Binary(value) + I32(7)) + Framed(Binary("next")));
+  EXPECT_EQ(ReadKey(), "key");
+  std::vector<std::byte> memory;
+  uint32_t asked = 0;
+  std::string_view view;
+  std::string storage;
+  in_->readBinaryPlaced(view, storage, [&](uint32_t size) {
+    asked = size;
+    memory.resize(size);
+    return std::span<std::byte>(memory);
+  });
+  EXPECT_EQ(asked, value.size());
+  EXPECT_EQ(view.data(), reinterpret_cast<const char*>(memory.data())) << "shows the placed bytes";
+  EXPECT_TRUE(view == value);
+  EXPECT_TRUE(storage.empty());
+  int32_t after = 0;
+  in_->readI32(after);
+  EXPECT_EQ(after, 7) << "the frame goes on after the value";
+  transport_->readEnd();
+  EXPECT_EQ(ReadKey(), "next") << "the next frame starts where it should";
+}
+
+TEST_F(PlacedValueTest, AValueThatCameWithTheHeaderIsNeverPlaced) {
+  const std::string value = Pattern(2 << 10, 2);
+  Send(Framed(Binary("key") + Binary(value)));
+  EXPECT_EQ(ReadKey(), "key");
+  std::string_view view;
+  std::string storage;
+  bool asked = false;
+  in_->readBinaryPlaced(view, storage, [&](uint32_t) {
+    asked = true;
+    return std::span<std::byte>();
+  });
+  EXPECT_FALSE(asked) << "buffered already: a view costs nothing";
+  EXPECT_TRUE(view == value);
+  EXPECT_TRUE(storage.empty());
+}
+
+TEST_F(PlacedValueTest, ADeclinedPlacementViewsTheValueInTheWholeFrame) {
+  const std::string value = Pattern(300 << 10, 3);
+  Send(Framed(Binary("key") + Binary(value) + I32(9)));
+  EXPECT_EQ(ReadKey(), "key");
+  std::string_view view;
+  std::string storage;
+  in_->readBinaryPlaced(view, storage, [](uint32_t) { return std::span<std::byte>(); });
+  EXPECT_TRUE(view == value);
+  EXPECT_TRUE(storage.empty()) << "a view of the frame's buffer, not a copy";
+  int32_t after = 0;
+  in_->readI32(after);
+  EXPECT_EQ(after, 9);
+}
+
+TEST_F(PlacedValueTest, ViewsTakenBeforeTheRestOfTheFrameCameStayValid) {
+  // A batch's first values are views of the first piece; the read that
+  // needs the rest of the frame grows the buffer.
+  std::vector<std::string> values;
+  std::string payload;
+  for (int i = 0; i < 8; ++i) {
+    values.push_back(Pattern(1 << 10, 10 + i));
+    payload += Binary(values.back());
+  }
+  const std::string large = Pattern(1 << 20, 20);
+  payload += Binary(large);
+  Send(Framed(payload));
+  std::vector<std::string_view> views(values.size());
+  std::string storage;
+  for (auto& view : views) in_->readBinaryView(view, storage);
+  std::string_view last;
+  in_->readBinaryView(last, storage);
+  EXPECT_TRUE(last == large);
+  for (size_t i = 0; i < values.size(); ++i) EXPECT_TRUE(views[i] == values[i]) << i;
+}
+
+TEST_F(PlacedValueTest, AValueCutShortByACloseIsATruncatedFrame) {
+  const std::string value = Pattern(300 << 10, 4);
+  const std::string whole = Framed(Binary("key") + Binary(value));
+  Send(whole.substr(0, whole.size() / 2), /*then_close=*/true);
+  EXPECT_EQ(ReadKey(), "key");
+  std::vector<std::byte> memory;
+  std::string_view view;
+  std::string storage;
+  try {
+    in_->readBinaryPlaced(view, storage, [&](uint32_t size) {
+      memory.resize(size);
+      return std::span<std::byte>(memory);
+    });
+    FAIL() << "half a value was taken for a whole one";
+  } catch (const RpcFaultError& e) {
+    EXPECT_EQ(e.fault(), RpcFault::kTruncatedFrame);
+  }
+  EXPECT_EQ(memory.size(), value.size()) << "placed before the bytes ran out";
+}
+
+TEST_F(PlacedValueTest, AValueDeclaredPastItsFrameIsRefusedBeforeAnythingIsPlaced) {
+  std::string payload = Binary("key") + I32(1 << 20) + std::string(100 << 10, 'x');
+  Send(Framed(payload));
+  EXPECT_EQ(ReadKey(), "key");
+  bool asked = false;
+  std::string_view view;
+  std::string storage;
+  EXPECT_THROW(in_->readBinaryPlaced(view, storage,
+                                     [&](uint32_t) {
+                                       asked = true;
+                                       return std::span<std::byte>();
+                                     }),
+               apache::thrift::protocol::TProtocolException);
+  EXPECT_FALSE(asked);
+}
+
+}  // namespace
+}  // namespace mooncake
