@@ -59,5 +59,65 @@ TEST(MalformedInputTest, GarbageFramesNeitherCrashNorChangeAnything) {
   ASSERT_TRUE(IsOk(client->Put("after", "still works")));
 }
 
+// A Put's value larger than what comes with its frame's header goes from
+// the socket straight into the worker's DRAM tier. One cut short inside the
+// value leaves no object, takes no space and keeps the key free; the same
+// call sent whole, in either field order, is stored as sent.
+TEST(MalformedInputTest, APutCutShortInsideItsValueLeavesNeitherObjectNorSpace) {
+  TestCluster cluster;
+  ASSERT_TRUE(cluster.StartMaster());
+  ASSERT_TRUE(cluster.StartWorker("w1", {.dram = 16 << 20, .ssd = 0}));
+  auto client = cluster.NewClient();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(IsOk(client->Put("before", "intact", {.preferred_node = "w1"})));
+  auto before = client->Stats("w1");
+  ASSERT_TRUE(IsOk(before));
+  const int port = cluster.worker_port("w1");
+
+  const std::string value = PatternBytes(1, 1 << 20);
+  // Key, config, value: the order our clients send, which lets the worker
+  // place the value as it arrives.
+  const std::string call = Wire()
+                               .Call("Put")
+                               .Field(kString, 1)
+                               .Str("cut")
+                               .Field(kStruct, 3)
+                               .Stop()
+                               .Field(kString, 2)
+                               .Str(value)
+                               .Stop()
+                               .Framed();
+  ASSERT_TRUE(SendRaw(port, call.substr(0, call.size() / 2)));
+
+  EXPECT_TRUE(cluster.IsRunning("w1"));
+  EXPECT_EQ(client->Get("cut").error(), ErrorCode::kObjectNotFound);
+  auto after = client->Stats("w1");
+  ASSERT_TRUE(IsOk(after));
+  EXPECT_EQ(after->tiers.at(0).usage.objects, before->tiers.at(0).usage.objects);
+  EXPECT_EQ(after->tiers.at(0).usage.used, before->tiers.at(0).usage.used) << "space given back";
+  ASSERT_TRUE(IsOk(client->Put("cut", value)));
+  auto stored = client->Get("cut");
+  ASSERT_TRUE(IsOk(stored));
+  EXPECT_TRUE(stored->data == value);
+
+  // The generated client's order (value before config) cannot be placed;
+  // it is read whole and stored the ordinary way.
+  RawConnection generated(port);
+  ASSERT_TRUE(generated.Send(Wire()
+                                 .Call("Put")
+                                 .Field(kString, 1)
+                                 .Str("generated")
+                                 .Field(kString, 2)
+                                 .Str(value)
+                                 .Field(kStruct, 3)
+                                 .Stop()
+                                 .Stop()
+                                 .Framed()));
+  ASSERT_TRUE(generated.ReadFrame()) << "no reply to a whole Put";
+  auto read = client->Get("generated");
+  ASSERT_TRUE(IsOk(read));
+  EXPECT_TRUE(read->data == value);
+}
+
 }  // namespace
 }  // namespace mooncake::testing
