@@ -242,13 +242,10 @@ bool BoundedFramedTransport::readFrame() {
 uint32_t BoundedFramedTransport::readSlow(uint8_t* buf, uint32_t len) {
   if (frame_unread_ == 0) return TFramedTransport::readSlow(buf, len);  // the next frame
   if (large_frames_ == LargeFrames::kWhole) {
+    // The rest of the frame, then the fast path (or, past the frame, the
+    // next frame, as TFramedTransport reads one).
     BufferRestOfFrame();
-    uint32_t from_frame = std::min(len, buffered_bytes());
-    std::memcpy(buf, rBase_, from_frame);
-    rBase_ += from_frame;
-    if (from_frame == len) return len;
-    // The message reads past its frame (TFramedTransport's answer).
-    return from_frame + TFramedTransport::readSlow(buf + from_frame, len - from_frame);
+    return TBufferBase::read(buf, len);
   }
   // What is buffered first (readSlow runs when it is not enough) ...
   uint32_t buffered = static_cast<uint32_t>(rBound_ - rBase_);
@@ -278,9 +275,7 @@ const uint8_t* BoundedFramedTransport::borrowSlow(uint8_t* buf, uint32_t* len) {
     return TFramedTransport::borrowSlow(buf, len);
   }
   BufferRestOfFrame();
-  if (*len > buffered_bytes()) return nullptr;  // past the frame: the protocol's to refuse
-  *len = buffered_bytes();
-  return rBase_;
+  return TBufferBase::borrow(buf, len);  // null past the frame: the protocol's to refuse
 }
 
 void BoundedFramedTransport::ReceiveValueInto(std::span<std::byte> out) {

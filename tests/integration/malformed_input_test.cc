@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "client/client.h"
@@ -25,14 +26,23 @@ bool SendRaw(int port, const std::string& bytes) {
   return true;
 }
 
-TEST(MalformedInputTest, GarbageFramesNeitherCrashNorChangeAnything) {
-  TestCluster cluster;
-  ASSERT_TRUE(cluster.StartMaster());
-  ASSERT_TRUE(cluster.StartWorker("w1", {.dram = 16 << 20, .ssd = 0}));
-  auto client = cluster.NewClient();
-  ASSERT_TRUE(client);
-  ASSERT_TRUE(IsOk(client->Put("before", "intact", {.preferred_node = "w1"})));
+// A master and one worker (16 MiB DRAM, no SSD), a client, and one object
+// ("before" = "intact") that no attack may change.
+class MalformedInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(cluster.StartMaster());
+    ASSERT_TRUE(cluster.StartWorker("w1", {.dram = 16 << 20, .ssd = 0}));
+    client = cluster.NewClient();
+    ASSERT_TRUE(client);
+    ASSERT_TRUE(IsOk(client->Put("before", "intact", {.preferred_node = "w1"})));
+  }
 
+  TestCluster cluster;
+  std::unique_ptr<Client> client;
+};
+
+TEST_F(MalformedInputTest, GarbageFramesNeitherCrashNorChangeAnything) {
   const std::string attacks[] = {
       "GET / HTTP/1.1\r\nHost: x\r\n\r\n",  // wrong protocol
       Frame("", 0),                         // empty frame
@@ -63,13 +73,7 @@ TEST(MalformedInputTest, GarbageFramesNeitherCrashNorChangeAnything) {
 // the socket straight into the worker's DRAM tier. One cut short inside the
 // value leaves no object, takes no space and keeps the key free; the same
 // call sent whole, in either field order, is stored as sent.
-TEST(MalformedInputTest, APutCutShortInsideItsValueLeavesNeitherObjectNorSpace) {
-  TestCluster cluster;
-  ASSERT_TRUE(cluster.StartMaster());
-  ASSERT_TRUE(cluster.StartWorker("w1", {.dram = 16 << 20, .ssd = 0}));
-  auto client = cluster.NewClient();
-  ASSERT_TRUE(client);
-  ASSERT_TRUE(IsOk(client->Put("before", "intact", {.preferred_node = "w1"})));
+TEST_F(MalformedInputTest, APutCutShortInsideItsValueLeavesNeitherObjectNorSpace) {
   auto before = client->Stats("w1");
   ASSERT_TRUE(IsOk(before));
   const int port = cluster.worker_port("w1");
