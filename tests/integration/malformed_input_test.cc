@@ -91,7 +91,17 @@ TEST_F(MalformedInputTest, APutCutShortInsideItsValueLeavesNeitherObjectNorSpace
                                .Str(value)
                                .Stop()
                                .Framed();
-  ASSERT_TRUE(SendRaw(port, call.substr(0, call.size() / 2)));
+  {
+    // The worker closes the connection only after the put is undone (the
+    // revoke runs as the cut frame's error unwinds): wait for the close, as
+    // a busy machine may take a while to run the worker's thread.
+    RawConnection cut(port);
+    ASSERT_TRUE(cut.connected());
+    cut.Send(call.substr(0, call.size() / 2));
+    cut.ShutdownWrite();
+    ASSERT_TRUE(cut.ReadUntilClosed(std::chrono::seconds(20)))
+        << "the worker kept a connection whose frame was cut short";
+  }
 
   EXPECT_TRUE(cluster.IsRunning("w1"));
   EXPECT_EQ(client->Get("cut").error(), ErrorCode::kObjectNotFound);
