@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/flag_parsing.h"
+#include "common/heap_tuning.h"
 #include "common/log.h"
 #include "common/signals.h"
 #include "http/ready_file.h"
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
   auto config = ParseMasterConfig(argc, argv, &message);
   if (auto exit_code = ExitCodeAfterParse(config, message)) return *exit_code;
   SetLogLevel(config->log_level);
+  // Before any thread starts (common/heap_tuning.h).
+  MC_LOG_INFO("heap freed_memory=\"{}\"", ToString(KeepFreedHeapForReuse()));
 
   // Set by the election thread; the SIGTERM it raises ends the wait below.
   static std::atomic<bool> lost_leadership{false};

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "common/flag_parsing.h"
+#include "common/heap_tuning.h"
 #include "common/log.h"
 #include "common/signals.h"
 #include "worker/worker_config.h"
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
   auto config = ParseWorkerConfig(argc, argv, &message);
   if (auto exit_code = ExitCodeAfterParse(config, message)) return *exit_code;
   SetLogLevel(config->log_level);
+  // Before any thread starts (common/heap_tuning.h).
+  MC_LOG_INFO("heap freed_memory=\"{}\"", ToString(KeepFreedHeapForReuse()));
 
   std::string ssd_error;
   auto server = WorkerServer::Start(*config, &ssd_error);
