@@ -476,6 +476,30 @@ TEST_F(BackendTest, APlacedPutGoesToDramAndLeavesAnSsdBoundPutToPut) {
   EXPECT_EQ(backend_->Locate("on-ssd")->where.tier_name, "ssd");
 }
 
+// DRAM full of hard-pinned objects: the space a put finds is on the SSD,
+// which a socket cannot write into. The placed put gives the key and the
+// SSD space back at once, and the ordinary Put stores the value there.
+TEST_F(BackendTest, APlacedPutWhoseSpaceLandsOnTheSsdIsRevokedAndPutStoresIt) {
+  BackendOptions options = DefaultOptions();
+  options.hard_pin_write_through = false;  // the pins take DRAM only
+  Open(2 * kMiB, 8 * kMiB, options);
+  ASSERT_TRUE(backend_->Put("pin0", Pattern("pin", kMiB, 0), {.hard_pin = true}));
+  ASSERT_TRUE(backend_->Put("pin1", Pattern("pin", kMiB, 1), {.hard_pin = true}));
+  ASSERT_EQ(TierOf("pin1"), "dram");
+  const uint64_t ssd_used = Tier(1).used;
+
+  EXPECT_EQ(backend_->StartPlacedPut("spill", kMiB, {}).error(), ErrorCode::kTierNotFound);
+  EXPECT_EQ(Tier(1).used, ssd_used) << "the SSD space it found was given back";
+  EXPECT_FALSE(directory_.Owns("spill"));
+  EXPECT_EQ(backend_->Get("spill", 0, 0).error(), ErrorCode::kObjectNotFound);
+
+  const std::string value = Pattern("spill", kMiB);
+  ASSERT_TRUE(backend_->Put("spill", value, {}));
+  EXPECT_EQ(TierOf("spill"), "ssd");
+  EXPECT_EQ(backend_->Get("spill", 0, 0)->data, value);
+  EXPECT_EQ(backend_->Get("pin0", 0, 0)->data, Pattern("pin", kMiB, 0));
+}
+
 TEST_F(BackendTest, RemoveManyAnswersEachKeyAsRemoveAndTellsTheDirectoryOnce) {
   BackendOptions options = DefaultOptions();
   options.kv_lease_ttl = Millis(60000);
