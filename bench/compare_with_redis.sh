@@ -28,6 +28,14 @@
 #                                 call) for these sizes, each of them also in
 #                                 SIZES ("" = none)
 #   DURATION_S=5                  mooncake get phase length
+#   REPEAT=1                      runs of each row's pair (mooncake, then
+#                                 Redis right after it). With more, a row
+#                                 shows the median of each figure, its ratio
+#                                 is the median of the pairs' own ratios, and
+#                                 a last column gives their lowest-highest:
+#                                 a pair shares a sitting, which on a small VM
+#                                 moves both systems by 10-25% (3 is enough
+#                                 to tell a row's side from the noise)
 #   MASTER_KEYS=100000            keys of the master-only workload (0 = skip it)
 #   SCALE_KEYS=1000000            keys of the many-keys get row, next to 20,000
 #                                 (0 = skip it; QUICK=1 skips it by default)
@@ -79,6 +87,11 @@ BATCH_SIZES="${BATCH_SIZES-4KiB}"
 LOOP_SIZES="${LOOP_SIZES-4KiB}"
 ASYNC_SIZES="${ASYNC_SIZES-4KiB}"
 RUN_LIMIT_S=300  # the most one benchmark run may take
+REPEAT="${REPEAT:-1}"
+if ! [[ "$REPEAT" =~ ^[1-9][0-9]?$ ]]; then
+  echo "REPEAT must be a whole number from 1 to 99, not '$REPEAT'" >&2
+  exit 2
+fi
 # shellcheck source=bench/bench_cluster.sh
 source "$ROOT/bench/bench_cluster.sh" compare
 
@@ -135,40 +148,66 @@ echo "$SYSTEM (worker ${PREFAULT_ARGS[*]:-without --dram-prefault}, --rpc-engine
   "vs redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), loopback;" \
   "batch rows: mooncake --batch N (BatchPut/BatchGet) vs redis-benchmark -P N (pipelined" \
   "SET/GET); ops/s = keys/s; mooncake latency per call, redis per request"
-printf '%-6s %4s %-8s %-4s %12s %9s %9s %12s %9s %9s %7s\n' size conc mode op \
-  mc_ops/s mc_p50us mc_p99us redis_ops/s r_p50us r_p99us ratio
+if [ "$REPEAT" -gt 1 ]; then
+  echo "each row: median of $REPEAT pairs of runs (mooncake, then redis); ratio = median of" \
+    "the pairs' ratios, lo-hi = their lowest and highest"
+  printf '%-6s %4s %-8s %-4s %12s %9s %9s %12s %9s %9s %7s %11s\n' size conc mode op \
+    mc_ops/s mc_p50us mc_p99us redis_ops/s r_p50us r_p99us ratio lo-hi
+else
+  printf '%-6s %4s %-8s %-4s %12s %9s %9s %12s %9s %9s %7s\n' size conc mode op \
+    mc_ops/s mc_p50us mc_p99us redis_ops/s r_p50us r_p99us ratio
+fi
 
-# The put and get rows of one table line pair: mooncake's phases from a
-# mooncake-bench --json report, Redis's from a redis-benchmark --csv file.
-# print_rows MOONCAKE_JSON REDIS_CSV SIZE CONCURRENCY MODE
+# The put and get rows of one table line pair: mooncake's phases from
+# mooncake-bench --json reports, Redis's from redis-benchmark --csv files,
+# one pair of files per repeat (REPEAT).
+# print_rows SIZE CONCURRENCY MODE MOONCAKE_JSON REDIS_CSV [MOONCAKE_JSON REDIS_CSV ...]
 print_rows() {
   python3 - "$@" <<'PY'
-import csv, json, sys
-mc_path, redis_path, size, conc, mode = sys.argv[1:]
-mc, redis = {}, {}
-try:
-    for p in json.load(open(mc_path))["phases"]:
-        name = {"load/put": "put", "mixed/get": "get"}.get(f'{p["phase"]}/{p["op"]}')
-        if name:
-            mc[name] = (p["ops_per_s"], p["p50_us"], p["p99_us"])
-except (OSError, ValueError, KeyError):
-    pass
-try:
-    rows = list(csv.reader(open(redis_path)))
-    col = {name: i for i, name in enumerate(rows[0])}
-    for row in rows[1:]:
-        name = {"SET": "put", "GET": "get"}.get(row[0].upper())
-        if name:
-            redis[name] = (float(row[col["rps"]]), float(row[col["p50_latency_ms"]]) * 1000,
-                           float(row[col["p99_latency_ms"]]) * 1000)
-except (OSError, IndexError, KeyError, ValueError):
-    pass
+import csv, json, statistics, sys
+size, conc, mode = sys.argv[1:4]
+files = sys.argv[4:]
+def mooncake(path):
+    out = {}
+    try:
+        for p in json.load(open(path))["phases"]:
+            name = {"load/put": "put", "mixed/get": "get"}.get(f'{p["phase"]}/{p["op"]}')
+            if name:
+                out[name] = (p["ops_per_s"], p["p50_us"], p["p99_us"])
+    except (OSError, ValueError, KeyError):
+        pass
+    return out
+def redis(path):
+    out = {}
+    try:
+        rows = list(csv.reader(open(path)))
+        col = {name: i for i, name in enumerate(rows[0])}
+        for row in rows[1:]:
+            name = {"SET": "put", "GET": "get"}.get(row[0].upper())
+            if name:
+                out[name] = (float(row[col["rps"]]), float(row[col["p50_latency_ms"]]) * 1000,
+                             float(row[col["p99_latency_ms"]]) * 1000)
+    except (OSError, IndexError, KeyError, ValueError):
+        pass
+    return out
+pairs = [(mooncake(files[i]), redis(files[i + 1])) for i in range(0, len(files), 2)]
+def median_row(rows):
+    # Each figure's own median over the runs that have one.
+    rows = [r for r in rows if r]
+    return tuple(statistics.median(r[k] for r in rows) for k in range(3)) if rows else None
 def cells(v):
     return f"{v[0]:12.0f} {v[1]:9.0f} {v[2]:9.0f}" if v else f'{"-":>12} {"-":>9} {"-":>9}'
 for op in ("put", "get"):
-    m, r = mc.get(op), redis.get(op)
-    ratio = f"{m[0] / r[0]:7.2f}" if m and r and r[0] > 0 else f'{"-":>7}'
-    print(f"{size:<6} {conc:>4} {mode:<8} {op:<4} {cells(m)} {cells(r)} {ratio}")
+    m = median_row([mc.get(op) for mc, _ in pairs])
+    r = median_row([rd.get(op) for _, rd in pairs])
+    ratios = [mc[op][0] / rd[op][0] for mc, rd in pairs
+              if mc.get(op) and rd.get(op) and rd[op][0] > 0]
+    ratio = f"{statistics.median(ratios):7.2f}" if ratios else f'{"-":>7}'
+    line = f"{size:<6} {conc:>4} {mode:<8} {op:<4} {cells(m)} {cells(r)} {ratio}"
+    if len(pairs) > 1:
+        spread = f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
+        line += f" {spread:>11}"
+    print(line)
 PY
 }
 
@@ -176,7 +215,7 @@ PY
 # compare SIZE BYTES CONCURRENCY BATCH(1 = single calls)
 compare() {
   local size="$1" bytes="$2" conc="$3" batch="$4"
-  local keys requests tag="$1-$3-$4"
+  local keys requests tag files=() r
   if [ "$bytes" -ge 4194304 ]; then keys=400; requests=1000
   elif [ "$bytes" -ge 1048576 ]; then keys=1600; requests=4000
   elif [ "$bytes" -ge 65536 ]; then keys=4000; requests=50000
@@ -186,24 +225,28 @@ compare() {
   if [ "$batch" -gt 1 ]; then keys=$(( keys * 5 )); requests=$(( requests * 5 )); fi
   keys=$(( keys / SCALE > 20 ? keys / SCALE : 20 ))
   requests=$(( requests / SCALE > 100 ? requests / SCALE : 100 ))
-  # mooncake: load phase = puts; mixed phase with --get-ratio 1 = gets.
-  if ! timeout "$RUN_LIMIT_S" "$BENCH" "${BENCH_POLL_ARGS[@]}" --master "127.0.0.1:$MASTER_PORT" --node bench-1 \
-      --value-size "$size" --keys "$keys" --concurrency "$conc" --batch "$batch" --get-ratio 1 \
-      --duration-s "$DURATION_S" --cleanup --json \
-      --location-cache-bytes "${LOCATION_CACHE:-256MiB}" "${TLS_ARGS[@]}" \
-      >"$WORK/mooncake-$tag.json" 2>"$WORK/mooncake-$tag.err"; then
-    echo "mooncake-bench failed for $tag: $(tail -n 3 "$WORK/mooncake-$tag.err")" >&2
-  fi
   local pipeline=()
   [ "$batch" -gt 1 ] && pipeline=(-P "$batch")
-  if ! timeout "$RUN_LIMIT_S" redis-benchmark -p "$REDIS_PORT" -c "$conc" -n "$requests" \
-      -d "$bytes" -r "$keys" -t set,get "${pipeline[@]}" --csv >"$WORK/redis-$tag.csv" \
-      2>"$WORK/redis-$tag.err"; then
-    echo "redis-benchmark failed for $tag" >&2
-  fi
+  for r in $(seq 1 "$REPEAT"); do
+    tag="$1-$3-$4-r$r"
+    # mooncake: load phase = puts; mixed phase with --get-ratio 1 = gets.
+    if ! timeout "$RUN_LIMIT_S" "$BENCH" "${BENCH_POLL_ARGS[@]}" --master "127.0.0.1:$MASTER_PORT" --node bench-1 \
+        --value-size "$size" --keys "$keys" --concurrency "$conc" --batch "$batch" --get-ratio 1 \
+        --duration-s "$DURATION_S" --cleanup --json \
+        --location-cache-bytes "${LOCATION_CACHE:-256MiB}" "${TLS_ARGS[@]}" \
+        >"$WORK/mooncake-$tag.json" 2>"$WORK/mooncake-$tag.err"; then
+      echo "mooncake-bench failed for $tag: $(tail -n 3 "$WORK/mooncake-$tag.err")" >&2
+    fi
+    if ! timeout "$RUN_LIMIT_S" redis-benchmark -p "$REDIS_PORT" -c "$conc" -n "$requests" \
+        -d "$bytes" -r "$keys" -t set,get "${pipeline[@]}" --csv >"$WORK/redis-$tag.csv" \
+        2>"$WORK/redis-$tag.err"; then
+      echo "redis-benchmark failed for $tag" >&2
+    fi
+    files+=("$WORK/mooncake-$tag.json" "$WORK/redis-$tag.csv")
+  done
   local mode=single
   [ "$batch" -gt 1 ] && mode="batch$batch"
-  print_rows "$WORK/mooncake-$tag.json" "$WORK/redis-$tag.csv" "$size" "$conc" "$mode"
+  print_rows "$size" "$conc" "$mode" "${files[@]}"
 }
 
 for size in $SIZES; do
@@ -217,19 +260,24 @@ for size in $SIZES; do
 done
 
 # extra_rows MODE SIZES RUN: for each size in SIZES and each concurrency,
-# `RUN SIZE CONCURRENCY KEYS` writes a mooncake-bench JSON report, whose rows
-# are printed against the single rows' Redis runs above.
+# `RUN SIZE CONCURRENCY KEYS` writes a mooncake-bench JSON report (REPEAT
+# times), whose rows are printed against the single rows' Redis runs above
+# (repeat r against that row's repeat r).
 extra_rows() {
-  local mode="$1" sizes="$2" run="$3" size bytes conc keys tag
+  local mode="$1" sizes="$2" run="$3" size bytes conc keys tag files r
   for size in $sizes; do
     bytes="$(size_bytes "$size")"
     for conc in $CONCURRENCY; do
       keys=20000; [ "$bytes" -ge 65536 ] && keys=4000
       keys=$(( keys / SCALE > 20 ? keys / SCALE : 20 ))
-      tag="$mode-$size-$conc"
-      "$run" "$size" "$conc" "$keys" >"$WORK/$tag.json" 2>"$WORK/$tag.err" ||
-        echo "mooncake-bench ($mode) failed for $tag: $(tail -n 3 "$WORK/$tag.err")" >&2
-      print_rows "$WORK/$tag.json" "$WORK/redis-$size-$conc-1.csv" "$size" "$conc" "$mode"
+      files=()
+      for r in $(seq 1 "$REPEAT"); do
+        tag="$mode-$size-$conc-r$r"
+        "$run" "$size" "$conc" "$keys" >"$WORK/$tag.json" 2>"$WORK/$tag.err" ||
+          echo "mooncake-bench ($mode) failed for $tag: $(tail -n 3 "$WORK/$tag.err")" >&2
+        files+=("$WORK/$tag.json" "$WORK/redis-$size-$conc-1-r$r.csv")
+      done
+      print_rows "$size" "$conc" "$mode" "${files[@]}"
     done
   done
 }
@@ -271,22 +319,27 @@ fi
 # the master cost once the key set is large (goal: >= 0.8).
 if [ "$SCALE_KEYS" -gt 0 ]; then
   echo
-  echo "many keys (64 B values, concurrency 16, gets for ${DURATION_S}s after loading the keys):"
+  echo "many keys (64 B values, concurrency 16, gets for ${DURATION_S}s after loading the keys$( [ "$REPEAT" -gt 1 ] && echo "; medians of $REPEAT runs each")):"
   printf '%-9s %12s %9s %9s %12s\n' keys load_put/s get_ops/s p50us p99us
   scale_run() {
-    local keys="$1"
+    local keys="$1" tag="$2"
     timeout "$RUN_LIMIT_S" "$BENCH" "${BENCH_POLL_ARGS[@]}" --master "127.0.0.1:$MASTER_PORT" --node bench-1 \
       --value-size 64 --keys "$keys" --concurrency 16 --batch 1 --get-ratio 1 \
       --duration-s "$DURATION_S" --cleanup --json \
       --location-cache-bytes "${LOCATION_CACHE:-256MiB}" "${TLS_ARGS[@]}" \
-      >"$WORK/scale-$keys.json" 2>"$WORK/scale-$keys.err" ||
-      echo "mooncake-bench failed for $keys keys: $(tail -n 3 "$WORK/scale-$keys.err")" >&2
+      >"$WORK/scale-$tag.json" 2>"$WORK/scale-$tag.err" ||
+      echo "mooncake-bench failed for $keys keys: $(tail -n 3 "$WORK/scale-$tag.err")" >&2
   }
-  scale_run 20000
-  scale_run "$SCALE_KEYS"
-  python3 - "$WORK/scale-20000.json" "$WORK/scale-$SCALE_KEYS.json" 20000 "$SCALE_KEYS" <<'PY'
-import json, sys
-small_path, large_path, small, large = sys.argv[1:]
+  scale_files=()
+  for r in $(seq 1 "$REPEAT"); do
+    scale_run 20000 "20000-r$r"
+    scale_run "$SCALE_KEYS" "$SCALE_KEYS-r$r"
+    scale_files+=("$WORK/scale-20000-r$r.json" "$WORK/scale-$SCALE_KEYS-r$r.json")
+  done
+  python3 - 20000 "$SCALE_KEYS" "${scale_files[@]}" <<'PY'
+import json, statistics, sys
+small, large = sys.argv[1:3]
+files = sys.argv[3:]
 def phases(path):
     out = {}
     try:
@@ -295,16 +348,30 @@ def phases(path):
     except (OSError, ValueError, KeyError):
         pass
     return out
-rows = []
-for keys, path in ((small, small_path), (large, large_path)):
-    ph = phases(path)
-    put, get = ph.get("load/put"), ph.get("mixed/get")
-    rows.append(get["ops_per_s"] if get else None)
-    cell = lambda p, k: f'{p[k]:.0f}' if p else "-"
-    print(f'{keys:<9} {cell(put, "ops_per_s"):>12} {cell(get, "ops_per_s"):>9} '
-          f'{cell(get, "p50_us"):>9} {cell(get, "p99_us"):>12}')
-if all(rows):
-    print(f"get throughput at {large} keys / at {small} keys: {rows[1] / rows[0]:.2f}")
+def figure(path, phase, key):
+    p = phases(path).get(phase)
+    return p[key] if p else None
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+# Runs alternate small, large: the pairs' ratios share a sitting each.
+for i, keys in ((0, small), (1, large)):
+    paths = files[i::2]
+    cell = lambda phase, k: median(figure(p, phase, k) for p in paths)
+    text = lambda v: f"{v:.0f}" if v is not None else "-"
+    print(f'{keys:<9} {text(cell("load/put", "ops_per_s")):>12} '
+          f'{text(cell("mixed/get", "ops_per_s")):>9} {text(cell("mixed/get", "p50_us")):>9} '
+          f'{text(cell("mixed/get", "p99_us")):>12}')
+ratios = []
+for small_path, large_path in zip(files[0::2], files[1::2]):
+    a, b = figure(small_path, "mixed/get", "ops_per_s"), figure(large_path, "mixed/get", "ops_per_s")
+    if a and b:
+        ratios.append(b / a)
+if ratios:
+    line = f"get throughput at {large} keys / at {small} keys: {statistics.median(ratios):.2f}"
+    if len(files) > 2:
+        line += f" (median of {len(ratios)} pairs, {min(ratios):.2f}-{max(ratios):.2f})"
+    print(line)
 PY
 fi
 
