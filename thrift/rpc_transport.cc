@@ -601,7 +601,10 @@ uint32_t BoundedBinaryProtocol::readBinaryPlaced(std::string_view& view, std::st
 uint32_t BoundedBinaryProtocol::ViewBytes(int32_t size, std::string_view& view,
                                           std::string& storage) {
   uint32_t available = static_cast<uint32_t>(size);
-  const uint8_t* here = size > 0 ? trans_->borrow(nullptr, &available) : nullptr;
+  // A view must last until the next frame: not so for a piece of a reply
+  // decoded as it arrives, which the next piece overwrites.
+  const bool may_view = framed_ == nullptr || framed_->BufferedBytesLastTheFrame();
+  const uint8_t* here = size > 0 && may_view ? trans_->borrow(nullptr, &available) : nullptr;
   if (here != nullptr) {
     view = std::string_view(reinterpret_cast<const char*>(here), static_cast<size_t>(size));
     trans_->consume(static_cast<uint32_t>(size));

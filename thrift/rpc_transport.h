@@ -140,6 +140,12 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   }
   // Bytes of the current frame in the buffer, not yet decoded.
   uint32_t buffered_bytes() const { return static_cast<uint32_t>(rBound_ - rBase_); }
+  // Whether the bytes buffered now stay where they are until the next
+  // frame: always with kWhole; with kAsDecoded once the frame's last piece
+  // is buffered, as each piece is buffered over the one before.
+  bool BufferedBytesLastTheFrame() const {
+    return large_frames_ == LargeFrames::kWhole || frame_unread_ == 0;
+  }
   // Decodes the next `out.size()` bytes of the frame into `out`: those
   // buffered, then the rest straight from the socket, within the frame's
   // deadline. SIZE_LIMIT past the end of the frame.
@@ -246,8 +252,8 @@ class BoundedBinaryProtocol
   uint32_t readString(std::string& str);
   uint32_t readBinary(std::string& str);
   // A binary field as a view of the frame when the frame holds it whole (a
-  // server's frames), else read into `storage`. Valid until the transport
-  // reads its next frame.
+  // server's frames, a reply buffered whole), else read into `storage`.
+  // Valid until the transport reads its next frame.
   uint32_t readBinaryView(std::string_view& view, std::string& storage);
   // Memory for a binary field of `size` bytes, or an empty span to decline.
   using PlaceFn = std::function<std::span<std::byte>(uint32_t size)>;

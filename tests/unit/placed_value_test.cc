@@ -3,7 +3,8 @@
 // into memory the decoder gives (BoundedBinaryProtocol::readBinaryPlaced,
 // the worker's Put) or the rest of the frame into its buffer. A
 // BoundedFramedTransport reads one end of a Unix stream socket pair; a
-// thread writes the frames into the other end.
+// thread writes the frames into the other end. Last, views of a client's
+// reply decoded piece by piece (kAsDecoded).
 //
 // Every wait is bounded (the transport's frame timeout).
 
@@ -50,8 +51,14 @@ class PlacedValueTest : public ::testing::Test {
     reader_fd_ = ends[0];
     writer_ = ends[1];
     transport_ = std::make_shared<BoundedFramedTransport>(
-        std::make_shared<TSocket>(reader_fd_), RpcReadTimeouts{.idle = 10s, .frame = 10s});
+        std::make_shared<TSocket>(reader_fd_), RpcReadTimeouts{.idle = 10s, .frame = 10s},
+        LargeFrames());
     in_ = std::make_unique<BoundedBinaryProtocol>(transport_);
+  }
+
+  // How the transport reads frames over 64 KiB: a server's way by default.
+  virtual BoundedFramedTransport::LargeFrames LargeFrames() const {
+    return BoundedFramedTransport::LargeFrames::kWhole;
   }
 
   void TearDown() override {
@@ -195,6 +202,46 @@ TEST_F(PlacedValueTest, AValueDeclaredPastItsFrameIsRefusedBeforeAnythingIsPlace
                                      }),
                apache::thrift::protocol::TProtocolException);
   EXPECT_FALSE(asked);
+}
+
+// A client's reply over 64 KiB is decoded piece by piece (kAsDecoded), and
+// each piece is buffered over the one before: a view of an earlier piece
+// would change under its reader. Such fields are copied; a reply that is
+// buffered whole is still viewed.
+class AsDecodedViewTest : public PlacedValueTest {
+ protected:
+  BoundedFramedTransport::LargeFrames LargeFrames() const override {
+    return BoundedFramedTransport::LargeFrames::kAsDecoded;
+  }
+};
+
+TEST_F(AsDecodedViewTest, AFieldOfAnEarlierPieceKeepsItsBytesWhenLaterPiecesArrive) {
+  // Seven 10 KiB fields after the first: each is read through the buffer
+  // (less than 16 KiB past it), so later pieces refill it from its start.
+  const std::string first = Pattern(100, 4);
+  std::string payload = Binary(first);
+  for (int i = 0; i < 7; ++i) payload += Binary(Pattern(10 << 10, 10 + i));
+  ASSERT_GT(payload.size(), 64u << 10) << "the frame must be read in pieces";
+  Send(Framed(payload));
+  std::string_view view;
+  std::string storage;
+  in_->readBinaryView(view, storage);
+  for (int i = 0; i < 7; ++i) {
+    std::string field;
+    in_->readBinary(field);
+    ASSERT_EQ(field, Pattern(10 << 10, 10 + i)) << "field " << i;
+  }
+  EXPECT_TRUE(view == first) << "the first field's bytes changed under its view";
+}
+
+TEST_F(AsDecodedViewTest, AReplyBufferedWholeIsViewedNotCopied) {
+  const std::string value = Pattern(8 << 10, 5);
+  Send(Framed(Binary(value) + I32(3)));
+  std::string_view view;
+  std::string storage;
+  in_->readBinaryView(view, storage);
+  EXPECT_TRUE(view == value);
+  EXPECT_TRUE(storage.empty()) << "a view of the buffered frame, not a copy";
 }
 
 }  // namespace
