@@ -52,6 +52,9 @@ struct ClientConfig {
   std::string master_shards;
   // Node id of the worker on this client's own machine; Put prefers it when
   // no preferred_node is given. Empty: let the master pick by free space.
+  // While that worker cannot take puts (not registered, full, unreachable),
+  // puts go where the master picks and the local node is tried again a
+  // second later (one warning line per such second).
   std::string local_node;
   // Without a local node or a preferred one, a put goes where the master's
   // PickNode says (the node with the most free space, as of the workers'

@@ -474,7 +474,7 @@ std::vector<Result<void>> Client::BatchPutViews(std::span<const ValueView> items
       if (results[i] || !IsRefusedPlacement(results[i].error())) continue;
       if (!forgotten) {
         // Before the retries: they must not be sent where the pick said.
-        impl_->router.ForgetPick(target->node_id);
+        impl_->router.ForgetPick(target->node_id, results[i].error());
         forgotten = true;
       }
       if (results[i].error() == ErrorCode::kNoAvailableHandle) {

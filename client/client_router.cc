@@ -296,15 +296,37 @@ Result<Owner> ClientRouter::PickTarget(uint64_t size, const PutOptions& options,
   explicit_choice = !options.preferred_node.empty();
   if (explicit_choice) return Node(options.preferred_node);
   if (!config_.local_node.empty()) {
-    auto local = Node(config_.local_node);
-    if (local) return local;
-    // The co-located worker may be down or not registered yet; the cluster
-    // can still take the object elsewhere.
-    MC_LOG_WARN("local node unavailable node={} error={}; asking the master", config_.local_node,
-                ToString(local.error()));
+    if (auto local = LocalNode()) return std::move(*local);
   }
   if (auto reused = ReusePick(size)) return std::move(*reused);
   return PickByMaster(size, {});
+}
+
+std::optional<Owner> ClientRouter::LocalNode() {
+  {
+    std::lock_guard lock(pick_mu_);
+    if (std::chrono::steady_clock::now() < local_aside_until_) return std::nullopt;
+  }
+  auto local = Node(config_.local_node);
+  if (local) return std::move(*local);
+  // The co-located worker may be down or not registered yet; the cluster
+  // can still take the object elsewhere.
+  SetLocalNodeAside(local.error());
+  return std::nullopt;
+}
+
+void ClientRouter::SetLocalNodeAside(ErrorCode why) {
+  auto now = std::chrono::steady_clock::now();
+  bool was_aside = false;
+  {
+    std::lock_guard lock(pick_mu_);
+    was_aside = now < local_aside_until_;
+    local_aside_until_ = now + kLocalNodeRetry;
+  }
+  if (!was_aside) {
+    MC_LOG_WARN("local node unavailable node={} error={}; puts go where the master picks for {} ms",
+                config_.local_node, ToString(why), kLocalNodeRetry.count());
+  }
 }
 
 Result<Owner> ClientRouter::PickByMaster(uint64_t size, const std::vector<std::string>& exclude) {
@@ -345,9 +367,14 @@ std::optional<Owner> ClientRouter::ReusePick(uint64_t size) {
   return Owner{std::move(node_id), std::move(channel)};
 }
 
-void ClientRouter::ForgetPick(const std::string& node_id) {
-  std::lock_guard lock(pick_mu_);
-  if (recent_pick_ && recent_pick_->node_id == node_id) recent_pick_.reset();
+void ClientRouter::ForgetPick(const std::string& node_id, ErrorCode why) {
+  {
+    std::lock_guard lock(pick_mu_);
+    if (recent_pick_ && recent_pick_->node_id == node_id) recent_pick_.reset();
+  }
+  if (!config_.local_node.empty() && node_id == config_.local_node) {
+    SetLocalNodeAside(why);
+  }
 }
 
 }  // namespace mooncake

@@ -117,9 +117,16 @@ class ClientRouter {
   // The master's pick for `size` bytes, skipping `exclude`. Remembered for
   // PickTarget's next puts (ClientConfig::pick_reuse_ms).
   Result<Owner> PickByMaster(uint64_t size, const std::vector<std::string>& exclude);
-  // A put to `node_id` failed for want of room or of a connection: the
-  // master is asked again before the next put.
-  void ForgetPick(const std::string& node_id);
+  // A put to `node_id` failed for want of room or of a connection (`why`):
+  // the master is asked again before the next put, and if it was the local
+  // node, puts leave it aside for kLocalNodeRetry.
+  void ForgetPick(const std::string& node_id, ErrorCode why);
+
+  // How long puts go to the master's pick after the local node could not
+  // be used (not in the registry, full, unreachable) before it is tried
+  // again: a co-located worker that is down must not cost every put a
+  // registry listing or a refused call, and a warning line each.
+  static constexpr std::chrono::milliseconds kLocalNodeRetry{1000};
 
  private:
   struct NodeEntry {
@@ -139,6 +146,11 @@ class ClientRouter {
   // The recent pick's owner, if it is young enough and has room for `size`
   // (which it then counts as used).
   std::optional<Owner> ReusePick(uint64_t size);
+  // config_.local_node's channel, unless it is left aside (kLocalNodeRetry)
+  // or the registry does not have it (which then leaves it aside).
+  std::optional<Owner> LocalNode();
+  // Leaves the local node aside for kLocalNodeRetry; warns once per period.
+  void SetLocalNodeAside(ErrorCode why);
 
   // Returns the cached channel for the node, replacing it when the address
   // changed (a worker restarted elsewhere).
@@ -163,6 +175,8 @@ class ClientRouter {
   const std::chrono::milliseconds pick_reuse_;
   std::mutex pick_mu_;
   std::optional<RecentPick> recent_pick_;  // guarded by pick_mu_
+  // Until when puts skip the local node; the epoch: they do not.
+  std::chrono::steady_clock::time_point local_aside_until_;  // guarded by pick_mu_
 };
 
 // The registry's view of a node and its tiers, as the master reported it

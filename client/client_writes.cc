@@ -35,7 +35,8 @@ Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t si
   if (!target) return Err(target.error());
   Result<void> result = attempt(*target);
   if (result) router.RememberOwner(key, target->node_id);
-  if (!result && IsRefusedPlacement(result.error())) router.ForgetPick(target->node_id);
+  if (!result && IsRefusedPlacement(result.error()))
+    router.ForgetPick(target->node_id, result.error());
   if (!result && result.error() == ErrorCode::kRpcFail && can_retry()) {
     // The cached address may be stale (the worker restarted on another
     // port): refresh the registry and try the node's current address once.
