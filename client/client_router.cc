@@ -23,6 +23,12 @@ RpcOptions ToRpcOptions(const ClientConfig& config, std::shared_ptr<const RpcTls
   return options;
 }
 
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 MasterTarget ToMasterTarget(const ClientConfig& config) {
@@ -303,12 +309,13 @@ Result<Owner> ClientRouter::PickTarget(uint64_t size, const PutOptions& options,
 }
 
 std::optional<Owner> ClientRouter::LocalNode() {
-  {
-    std::lock_guard lock(pick_mu_);
-    if (std::chrono::steady_clock::now() < local_aside_until_) return std::nullopt;
-  }
+  int64_t aside_until = local_aside_until_ns_.load(std::memory_order_relaxed);
+  if (aside_until != 0 && SteadyNowNs() < aside_until) return std::nullopt;
   auto local = Node(config_.local_node);
-  if (local) return std::move(*local);
+  if (local) {
+    if (aside_until != 0) local_aside_until_ns_.store(0, std::memory_order_relaxed);
+    return std::move(*local);
+  }
   // The co-located worker may be down or not registered yet; the cluster
   // can still take the object elsewhere.
   SetLocalNodeAside(local.error());
@@ -316,14 +323,12 @@ std::optional<Owner> ClientRouter::LocalNode() {
 }
 
 void ClientRouter::SetLocalNodeAside(ErrorCode why) {
-  auto now = std::chrono::steady_clock::now();
-  bool was_aside = false;
-  {
-    std::lock_guard lock(pick_mu_);
-    was_aside = now < local_aside_until_;
-    local_aside_until_ = now + kLocalNodeRetry;
-  }
-  if (!was_aside) {
+  const int64_t now = SteadyNowNs();
+  const int64_t until =
+      now + std::chrono::duration_cast<std::chrono::nanoseconds>(kLocalNodeRetry).count();
+  int64_t previous = local_aside_until_ns_.exchange(until, std::memory_order_relaxed);
+  // One line per period, whichever thread found the node missing first.
+  if (previous == 0 || previous <= now) {
     MC_LOG_WARN("local node unavailable node={} error={}; puts go where the master picks for {} ms",
                 config_.local_node, ToString(why), kLocalNodeRetry.count());
   }

@@ -5,6 +5,7 @@
 // serves this key" and "which node should take this new object". Thrift types
 // appear only in client/'s private headers and .cc files, never in client.h.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -175,8 +176,9 @@ class ClientRouter {
   const std::chrono::milliseconds pick_reuse_;
   std::mutex pick_mu_;
   std::optional<RecentPick> recent_pick_;  // guarded by pick_mu_
-  // Until when puts skip the local node; the epoch: they do not.
-  std::chrono::steady_clock::time_point local_aside_until_;  // guarded by pick_mu_
+  // Until when (steady clock, ns) puts skip the local node; 0: they do not.
+  // An atomic, not pick_mu_: every put with a local node reads it.
+  std::atomic<int64_t> local_aside_until_ns_{0};
 };
 
 // The registry's view of a node and its tiers, as the master reported it
