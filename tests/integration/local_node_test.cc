@@ -49,12 +49,19 @@ class LocalNodeTest : public ::testing::Test {
     }
   }
 
-  // The registry listings a run of puts may cost: one when the
-  // local node is first found missing, one more per retry period that
-  // passed while they ran (a slow, loaded machine), and one spare.
-  static double Allowed(Clock::time_point start) {
-    auto seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    return 2 + std::ceil(seconds);
+  // Puts `count` keys to `node`, as PutAll, and checks the registry
+  // listings they cost at the master: one when the local node is first
+  // found unusable, one more per retry period that passed while they ran
+  // (a slow, loaded machine), and one spare. Returns the listings.
+  double PutAllCountingListings(Client& client, const std::string& prefix, int count,
+                                const std::string& node) {
+    const double before = Master(kListNodes);
+    const auto start = Clock::now();
+    PutAll(client, prefix, count, node);
+    const double listings = Master(kListNodes) - before;
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    EXPECT_LE(listings, 2 + std::ceil(seconds)) << "listings for " << count << " puts";
+    return listings;
   }
 
   TestCluster cluster_;
@@ -63,13 +70,8 @@ class LocalNodeTest : public ::testing::Test {
 TEST_F(LocalNodeTest, AnUnregisteredLocalNodeCostsNoRegistryListingPerPut) {
   auto client = cluster_.NewClient("w2");  // no such worker yet
   ASSERT_TRUE(client);
-  const double listed_before = Master(kListNodes);
-  auto start = Clock::now();
-  constexpr int kPuts = 40;
-  PutAll(*client, "unregistered-", kPuts, "w1");
-  const double listings = Master(kListNodes) - listed_before;
-  // Each put listed the registry once before the local node was set aside.
-  EXPECT_LE(listings, Allowed(start)) << "listings for " << kPuts << " puts";
+  // Without the set-aside, each of the puts listed the registry once.
+  const double listings = PutAllCountingListings(*client, "unregistered-", 40, "w1");
   EXPECT_GE(listings, 1) << "the missing local node was never looked up";
 }
 
@@ -101,14 +103,9 @@ TEST_F(LocalNodeTest, ALocalNodeThatDiedIsSetAsideInsteadOfTriedByEveryPut) {
   // Killed, it stays in the registry (alive) until its heartbeats are
   // missed: the client still has its address and finds the port closed.
   cluster_.KillWorker("w2", SIGKILL);
-  const double listed_before = Master(kListNodes);
-  auto start = Clock::now();
-  constexpr int kPuts = 30;
-  PutAll(*client, "dead-", kPuts, "w1");
-  // Before the local node was set aside, every put was refused there, then
-  // listed the registry (for a new address) and asked for another node.
-  const double listings = Master(kListNodes) - listed_before;
-  EXPECT_LE(listings, Allowed(start)) << "listings for " << kPuts << " puts";
+  // Without the set-aside, every put was refused there, then listed the
+  // registry (for a new address) and asked the master for another node.
+  PutAllCountingListings(*client, "dead-", 30, "w1");
 }
 
 }  // namespace
