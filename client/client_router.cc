@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/etcd_client.h"
 #include "common/log.h"
 
@@ -21,12 +22,6 @@ RpcOptions ToRpcOptions(const ClientConfig& config, std::shared_ptr<const RpcTls
   options.poll_us = std::clamp(config.rpc_poll_us, 0, kMaxRpcPollUs);
   options.tls = std::move(tls);
   return options;
-}
-
-int64_t SteadyNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace
@@ -310,7 +305,7 @@ Result<Owner> ClientRouter::PickTarget(uint64_t size, const PutOptions& options,
 
 std::optional<Owner> ClientRouter::LocalNode() {
   int64_t aside_until = local_aside_until_ns_.load(std::memory_order_relaxed);
-  if (aside_until != 0 && SteadyNowNs() < aside_until) return std::nullopt;
+  if (aside_until != 0 && SteadyNanos() < aside_until) return std::nullopt;
   auto local = Node(config_.local_node);
   if (local) {
     if (aside_until != 0) local_aside_until_ns_.store(0, std::memory_order_relaxed);
@@ -323,7 +318,7 @@ std::optional<Owner> ClientRouter::LocalNode() {
 }
 
 void ClientRouter::SetLocalNodeAside(ErrorCode why) {
-  const int64_t now = SteadyNowNs();
+  const int64_t now = SteadyNanos();
   const int64_t until =
       now + std::chrono::duration_cast<std::chrono::nanoseconds>(kLocalNodeRetry).count();
   int64_t previous = local_aside_until_ns_.exchange(until, std::memory_order_relaxed);

@@ -14,4 +14,10 @@ inline int64_t WallMillis() {
       .count();
 }
 
+// Nanoseconds of the steady clock, for deadlines kept in an atomic.
+inline int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace mooncake

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
+
 namespace mooncake {
 namespace {
 
@@ -64,12 +66,6 @@ int AllowedCpus() {
   return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // The process-wide measurement behind SpareCpuNow().
 class LoadProbe {
  public:
@@ -89,7 +85,7 @@ class LoadProbe {
 
   bool Spare() {
     if (!unavailable_.empty()) return false;
-    int64_t now = NowNs();
+    int64_t now = SteadyNanos();
     int64_t last = read_at_.load(std::memory_order_relaxed);
     // One caller a millisecond re-reads; the others use what it found.
     if (now - last >= kRefreshNs &&
