@@ -50,12 +50,23 @@ constexpr int kMinLoopThreads = 2;
 constexpr int kMaxLoopThreads = 8;
 constexpr uint32_t kFrameHeaderBytes = sizeof(uint32_t);
 
-// What RpcCallMayBlock and RpcHandCallToPool act on.
-struct CallSite {
+// A reply buffer's first size (a deferred reply is small: a put's code).
+constexpr uint32_t kFirstDeferredReply = 256;
+
+}  // namespace
+
+// What RpcCallMayBlock, RpcHandCallToPool and RpcDeferReply act on.
+struct EventCallSite {
   bool on_loop = false;
   bool handed_to_pool = false;
+  // The server and connection of the call being answered on this thread.
+  RpcEventServer* server = nullptr;
+  RpcEventServer::Connection* serving = nullptr;
+  std::shared_ptr<DeferredEventReply> deferred;  // taken in this call
 };
-thread_local CallSite call_site;
+thread_local EventCallSite call_site;
+
+namespace {
 
 uint32_t ReadBigEndian32(const uint8_t* at) {
   uint32_t bits = 0;
@@ -154,7 +165,7 @@ void RpcHandCallToPool() {
 // One accepted connection. Its buffer, times and unsent reply belong to the
 // thread that holds `mu`: the loop or pool thread serving it, or briefly the
 // housekeeper.
-struct RpcEventServer::Connection {
+struct RpcEventServer::Connection : std::enable_shared_from_this<Connection> {
   explicit Connection(int socket_fd) : fd(socket_fd) {}
   ~Connection() { close(fd); }
   Connection(const Connection&) = delete;
@@ -177,6 +188,8 @@ struct RpcEventServer::Connection {
   std::optional<RpcFault> expired;
   // Waiting for a pool thread: its pending frame is whole, not slow.
   bool handed_off = false;
+  // Waiting for a deferred reply: busy, not idle, and armed by nobody.
+  bool deferred = false;
   // A reply a loop thread began to send; the pool sends the rest, from
   // unsent_from on.
   std::shared_ptr<TMemoryBuffer> unsent;
@@ -205,11 +218,81 @@ struct RpcEventServer::Worker {
   }
 
   const bool on_loop;
+  // Replies this thread deferred in its current turn, let go after it (see
+  // SettleDeferred).
+  std::vector<std::shared_ptr<DeferredEventReply>> parked;
   std::shared_ptr<RpcFrameInput> input;
   std::shared_ptr<TMemoryBuffer> output;
   std::shared_ptr<TProtocol> in_protocol;
   std::shared_ptr<TProtocol> out_protocol;
 };
+
+// A call's reply sent after its handler returned (RpcDeferReply). Its state
+// changes under its connection's mu: the serving thread holds that mu for
+// the whole call, so a Send from another thread waits until the call has
+// ended and the reply is parked.
+class DeferredEventReply final : public RpcDeferredReply {
+ public:
+  enum class State {
+    kInCall,      // taken, the handler still running
+    kSentInCall,  // Send() within the call: the call's reply, sent as usual
+    kCancelled,   // Cancel(), or the call failed: answered some other way
+    kParked,      // the call ended; the connection waits for Send()
+    kDone,        // sent, or its connection closed
+  };
+
+  DeferredEventReply(RpcEventServer& server, std::shared_ptr<RpcEventServer::Connection> conn)
+      : server_(server),
+        conn_(std::move(conn)),
+        buffer_(std::make_shared<TMemoryBuffer>(kFirstDeferredReply)),
+        protocol_(std::make_shared<TBinaryProtocolT<TMemoryBuffer>>(buffer_)) {
+    const uint8_t header_space[kFrameHeaderBytes] = {};
+    buffer_->write(header_space, kFrameHeaderBytes);
+  }
+  ~DeferredEventReply() override {
+    // The last holder let it go unsent: the caller would wait for good.
+    if (state_.load() == State::kParked) server_.FinishDeferred(*this, /*send=*/false);
+    server_.DeferredGone();
+  }
+
+  TProtocol& protocol() override { return *protocol_; }
+
+  void Send() override {
+    if (call_site.serving == conn_.get() && state_.load() == State::kInCall) {
+      // On the serving thread, within the call: the server sends it when
+      // the handler returns (and holds the connection's mu meanwhile).
+      state_.store(State::kSentInCall);
+      return;
+    }
+    server_.FinishDeferred(*this, /*send=*/true);
+  }
+
+  void Cancel() override {
+    if (call_site.serving == conn_.get() && state_.load() == State::kInCall) {
+      state_.store(State::kCancelled);
+      if (call_site.deferred.get() == this) call_site.deferred.reset();
+    }
+  }
+
+ private:
+  friend class RpcEventServer;
+
+  RpcEventServer& server_;
+  const std::shared_ptr<RpcEventServer::Connection> conn_;
+  std::shared_ptr<TMemoryBuffer> buffer_;
+  std::shared_ptr<TProtocol> protocol_;
+  std::atomic<State> state_{State::kInCall};
+};
+
+std::shared_ptr<RpcDeferredReply> RpcDeferReply() {
+  if (call_site.server == nullptr || call_site.serving == nullptr) return nullptr;
+  if (!call_site.deferred) {
+    call_site.server->DeferredBorn();
+    call_site.deferred = std::make_shared<DeferredEventReply>(
+        *call_site.server, call_site.serving->shared_from_this());
+  }
+  return call_site.deferred;
+}
 
 Result<std::unique_ptr<RpcEventServer>> RpcEventServer::Start(std::shared_ptr<TProcessor> processor,
                                                               const RpcServerOptions& options,
@@ -291,6 +374,13 @@ void RpcEventServer::Stop() {
     for (auto& [id, thread] : threads) thread.join();
   }
   {
+    // No thread of ours can defer a reply now. Each deferred one is sent
+    // (into a socket shut down: it fails) or dropped by its holder, both of
+    // which reach this server; after this none can.
+    std::unique_lock lock(deferred_mu_);
+    deferred_cv_.wait(lock, [this] { return live_deferred_ == 0; });
+  }
+  {
     // Connections still waiting for the pool close with the rest.
     std::lock_guard pool_lock(pool_mu_);
     handed_.clear();
@@ -337,6 +427,10 @@ void RpcEventServer::ServeOnLoop(Connection& conn, Worker& worker) {
     turn = ServeConnection(conn, worker);
     if (turn == Turn::kHandOff) conn.handed_off = true;
   }
+  worker.parked.clear();
+  // A deferred reply re-arms its connection (or hands it over) when sent;
+  // it may have been, and the connection closed, by now.
+  if (turn == Turn::kDeferred) return;
   if (turn == Turn::kHandOff) {
     HandToPool(&conn);
   } else if (turn == Turn::kClose || !Rearm(conn)) {
@@ -406,6 +500,8 @@ void RpcEventServer::ServeInPool(Connection& conn, Worker& worker) {
     // Then what the loop left whole; the loop reads whatever comes next.
     if (sent) turn = AnswerWholeFrames(conn, worker);
   }
+  worker.parked.clear();
+  if (turn == Turn::kDeferred) return;  // see ServeOnLoop
   // A pool thread never hands over: it may wait.
   if (turn != Turn::kWait || !Rearm(conn)) Close(&conn);
 }
@@ -451,7 +547,7 @@ void RpcEventServer::AcceptAll() {
                  .tv_usec = static_cast<suseconds_t>(send_timeout.count() % 1000 * 1000)};
       setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     }
-    auto conn = std::make_unique<Connection>(fd);
+    auto conn = std::make_shared<Connection>(fd);
     Connection* raw = conn.get();
     {
       std::lock_guard lock(connections_mu_);
@@ -472,7 +568,7 @@ bool RpcEventServer::Rearm(Connection& conn) {
 
 void RpcEventServer::Close(Connection* conn) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, conn->fd, nullptr);
-  std::unique_ptr<Connection> owned;
+  std::shared_ptr<Connection> owned;
   {
     std::lock_guard lock(connections_mu_);
     auto it = connections_.find(conn);
@@ -481,7 +577,8 @@ void RpcEventServer::Close(Connection* conn) {
     connections_.erase(it);
     active_.fetch_sub(1, std::memory_order_relaxed);
   }
-  // The descriptor closes here, after no one can find the connection.
+  // The descriptor closes here, after no one can find the connection (or
+  // once its last deferred reply is gone).
 }
 
 RpcEventServer::Turn RpcEventServer::ServeConnection(Connection& conn, Worker& worker) {
@@ -562,6 +659,7 @@ RpcEventServer::Turn RpcEventServer::AnswerWholeFrames(Connection& conn, Worker&
       }
     }
     if (answer == Answer::kReplyUnsent) return Turn::kHandOff;
+    if (answer == Answer::kDeferred) return Turn::kDeferred;
   }
   return Turn::kWait;
 }
@@ -574,42 +672,134 @@ RpcEventServer::Answer RpcEventServer::AnswerFrame(Connection& conn, Worker& wor
   const uint8_t header_space[kFrameHeaderBytes] = {};
   output.write(header_space, kFrameHeaderBytes);
   call_site.handed_to_pool = false;
+  call_site.server = this;
+  call_site.serving = &conn;
+  bool processed = false;
   try {
-    if (!processor_->process(worker.in_protocol, worker.out_protocol, nullptr)) {
-      worker.ResetInput();
-      return Answer::kFailed;
-    }
+    processed = processor_->process(worker.in_protocol, worker.out_protocol, nullptr);
   } catch (const std::exception& e) {
     // A frame it could not decode, or anything a handler let escape (even
     // bad_alloc): this connection closes, the server goes on.
     if (auto fault = ClassifyRpcException(e)) guard_->Record(*fault, PeerOf(conn.fd), e.what());
-    worker.ResetInput();
-    return Answer::kFailed;
   }
-  if (call_site.handed_to_pool) {
+  call_site.serving = nullptr;
+  std::shared_ptr<DeferredEventReply> deferred = std::move(call_site.deferred);
+  call_site.deferred.reset();
+  if (!processed || call_site.handed_to_pool) {
+    // Whatever the handler wrote is dropped with the next frame, and a
+    // reply it deferred is answered otherwise (kCancelled: its Send does
+    // nothing).
+    if (deferred) deferred->state_.store(DeferredEventReply::State::kCancelled);
+    if (!processed) {
+      worker.ResetInput();
+      return Answer::kFailed;
+    }
     call_site.handed_to_pool = false;
-    return Answer::kHandOff;  // whatever it wrote is dropped with the next frame
+    return Answer::kHandOff;
   }
-  uint8_t* reply = nullptr;
-  uint32_t length = 0;
-  output.getBuffer(&reply, &length);
-  if (length <= kFrameHeaderBytes) return Answer::kDone;  // a oneway call: no reply
-  uint32_t size_bits = htonl(length - kFrameHeaderBytes);
-  std::memcpy(reply, &size_bits, sizeof(size_bits));
-  Answer sent = Answer::kDone;
-  if (worker.on_loop) {
-    sent = SendOrKeep(conn, worker, reply, length);
-  } else if (!SendAll(conn, reply, length)) {
-    sent = Answer::kFailed;
-  }
-  if (sent == Answer::kDone && output.getBufferSize() > kKeptBuffer && length <= kKeptBuffer) {
-    output.resetBuffer(kFirstReadBuffer);
-  }
-  return sent;
+  if (deferred) return SettleDeferred(conn, worker, std::move(deferred));
+  return SendReply(conn, worker, worker.output);
 }
 
-RpcEventServer::Answer RpcEventServer::SendOrKeep(Connection& conn, Worker& worker,
-                                                  const uint8_t* data, uint32_t size) {
+RpcEventServer::Answer RpcEventServer::SendReply(Connection& conn, Worker& worker,
+                                                 std::shared_ptr<TMemoryBuffer>& output) {
+  uint8_t* reply = nullptr;
+  uint32_t length = 0;
+  output->getBuffer(&reply, &length);
+  if (length <= kFrameHeaderBytes) return Answer::kDone;  // a oneway call: no reply
+  if (worker.on_loop) {
+    Answer sent = SendOrKeep(conn, output);
+    if (!worker.output) worker.ResetOutput();  // it went with the connection
+    if (sent != Answer::kDone) return sent;
+  } else {
+    uint32_t size_bits = htonl(length - kFrameHeaderBytes);
+    std::memcpy(reply, &size_bits, sizeof(size_bits));
+    if (!SendAll(conn, reply, length)) return Answer::kFailed;
+  }
+  if (output && output->getBufferSize() > kKeptBuffer && length <= kKeptBuffer) {
+    output->resetBuffer(kFirstReadBuffer);
+  }
+  return Answer::kDone;
+}
+
+RpcEventServer::Answer RpcEventServer::SettleDeferred(
+    Connection& conn, Worker& worker, std::shared_ptr<DeferredEventReply> deferred) {
+  using State = DeferredEventReply::State;
+  State state = deferred->state_.load();
+  if (state == State::kCancelled) return SendReply(conn, worker, worker.output);
+  if (state == State::kSentInCall) {
+    deferred->state_.store(State::kDone);
+    return SendReply(conn, worker, deferred->buffer_);
+  }
+  if (deferred.use_count() == 1) {
+    // Taken and let go within the call: no reply will ever come.
+    deferred->state_.store(State::kDone);
+    return Answer::kFailed;
+  }
+  deferred->state_.store(State::kParked);
+  conn.deferred = true;
+  // Let go once this thread has let go of the connection's mu: if every
+  // other holder dropped it meanwhile, its destructor takes that mu.
+  worker.parked.push_back(std::move(deferred));
+  return Answer::kDeferred;
+}
+
+void RpcEventServer::FinishDeferred(DeferredEventReply& deferred, bool send) {
+  Connection& conn = *deferred.conn_;
+  enum class Next { kRearm, kPool, kClose } next = Next::kRearm;
+  {
+    std::lock_guard lock(conn.mu);
+    if (deferred.state_.load() != DeferredEventReply::State::kParked) return;
+    deferred.state_.store(DeferredEventReply::State::kDone);
+    conn.deferred = false;
+    Answer sent = send ? SendOrKeep(conn, deferred.buffer_) : Answer::kFailed;
+    if (sent == Answer::kFailed) {
+      next = Next::kClose;
+    } else {
+      // The idle and frame timeouts count from the reply, not from the call
+      // that waited for it.
+      auto now = Clock::now();
+      conn.quiet_since = now;
+      if (conn.pending() > 0) conn.frame_since = now;
+      if (sent == Answer::kReplyUnsent || HasWholeFrame(conn)) {
+        // The pool finishes the reply, or answers the frames that came
+        // meanwhile (pipelined calls): a loop would wait for bytes that are
+        // already here.
+        conn.handed_off = true;
+        next = Next::kPool;
+      }
+    }
+  }
+  if (next == Next::kPool) {
+    HandToPool(&conn);
+  } else if (next == Next::kClose || !Rearm(conn)) {
+    Close(&conn);
+  }
+}
+
+bool RpcEventServer::HasWholeFrame(const Connection& conn) {
+  if (conn.pending() < kFrameHeaderBytes) return false;
+  uint32_t declared = ReadBigEndian32(conn.buffer.get() + conn.begin);
+  return conn.pending() - kFrameHeaderBytes >= declared;
+}
+
+void RpcEventServer::DeferredBorn() {
+  std::lock_guard lock(deferred_mu_);
+  ++live_deferred_;
+}
+
+void RpcEventServer::DeferredGone() {
+  std::lock_guard lock(deferred_mu_);
+  if (--live_deferred_ == 0) deferred_cv_.notify_all();
+}
+
+RpcEventServer::Answer RpcEventServer::SendOrKeep(Connection& conn,
+                                                  std::shared_ptr<TMemoryBuffer>& reply) {
+  uint8_t* data = nullptr;
+  uint32_t size = 0;
+  reply->getBuffer(&data, &size);
+  uint32_t size_bits = htonl(size - kFrameHeaderBytes);
+  std::memcpy(data, &size_bits, sizeof(size_bits));
   uint32_t sent = 0;
   while (sent < size) {
     ssize_t n = send(conn.fd, data + sent, size - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -619,10 +809,9 @@ RpcEventServer::Answer RpcEventServer::SendOrKeep(Connection& conn, Worker& work
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      // The reply buffer goes with the connection; this thread takes a new one.
-      conn.unsent = std::move(worker.output);
+      // The reply buffer goes with the connection.
+      conn.unsent = std::move(reply);
       conn.unsent_from = sent;
-      worker.ResetOutput();
       return Answer::kReplyUnsent;
     }
     return Answer::kFailed;  // the peer is gone
@@ -673,7 +862,7 @@ void RpcEventServer::CloseExpired(Clock::time_point now) {
   for (auto& [raw, conn] : connections_) {
     // A connection being served, or waiting for the pool, is busy, not idle.
     std::unique_lock serving(conn->mu, std::try_to_lock);
-    if (!serving.owns_lock() || conn->expired || conn->handed_off) continue;
+    if (!serving.owns_lock() || conn->expired || conn->handed_off || conn->deferred) continue;
     if (conn->pending() == 0 && timeouts.idle.count() > 0 &&
         now - conn->quiet_since >= timeouts.idle) {
       conn->expired = RpcFault::kIdleTimeout;

@@ -21,6 +21,13 @@
 // A connection is served by one thread at a time (EPOLLONESHOT, and not
 // re-armed while the pool has it), so its frames are answered in order.
 //
+// A handler that waits only for an answer from elsewhere defers its reply
+// (RpcDeferReply, thrift/rpc_call_site.h): the thread goes on to other
+// connections, the connection rests (not armed) until the reply is sent
+// from whichever thread has the answer, and then goes on with its next
+// frame (on the pool if one is already here). Stop waits for every
+// deferred reply.
+//
 // Limits (thrift/rpc_limits.h) are those of the threaded engine: frames are
 // checked before their payload is read and buffers grow only with bytes that
 // arrived; a connection idle for idle_timeout_ms, or whose started frame has
@@ -42,14 +49,21 @@
 #include <vector>
 
 #include "common/status.h"
+#include "thrift/rpc_call_site.h"
 #include "thrift/rpc_guard.h"
 #include "thrift/rpc_server.h"
 
 namespace apache::thrift {
 class TProcessor;
+namespace transport {
+class TMemoryBuffer;
 }
+}  // namespace apache::thrift
 
 namespace mooncake {
+
+class DeferredEventReply;
+struct EventCallSite;
 
 class RpcEventServer {
  public:
@@ -65,16 +79,20 @@ class RpcEventServer {
   int port() const { return port_; }
   int64_t active_connections() const { return active_.load(std::memory_order_relaxed); }
   // Stops accepting, wakes and joins every thread, closes every connection.
-  // Handlers in progress finish first. Idempotent.
+  // Handlers in progress finish first, and deferred replies are sent or
+  // dropped. Idempotent.
   void Stop();
 
  private:
+  friend class DeferredEventReply;
+  friend struct EventCallSite;
+  friend std::shared_ptr<RpcDeferredReply> RpcDeferReply();
   struct Connection;
   struct Worker;
   // How a thread's turn on a connection ended.
-  enum class Turn { kWait, kClose, kHandOff };
+  enum class Turn { kWait, kClose, kHandOff, kDeferred };
   // How answering one frame ended.
-  enum class Answer { kDone, kFailed, kHandOff, kReplyUnsent };
+  enum class Answer { kDone, kFailed, kHandOff, kReplyUnsent, kDeferred };
 
   RpcEventServer() = default;
 
@@ -93,9 +111,28 @@ class RpcEventServer {
   // block.
   Turn AnswerWholeFrames(Connection& conn, Worker& worker);
   Answer AnswerFrame(Connection& conn, Worker& worker, uint8_t* frame, uint32_t size);
-  // A loop thread's send: what the socket does not take at once stays with
-  // the connection for the pool to finish.
-  Answer SendOrKeep(Connection& conn, Worker& worker, const uint8_t* data, uint32_t size);
+  // The reply in `reply` (a frame after kFrameHeaderBytes of space, filled
+  // in here), sent without waiting: what the socket does not take at once
+  // stays with the connection (`reply` moves there) for the pool to finish.
+  Answer SendOrKeep(Connection& conn,
+                    std::shared_ptr<apache::thrift::transport::TMemoryBuffer>& reply);
+  // Sends a call's reply in `output` (kFrameHeaderBytes of space, then the
+  // message; none for a oneway call): on a loop thread without waiting
+  // (SendOrKeep), on the pool as a whole.
+  Answer SendReply(Connection& conn, Worker& worker,
+                   std::shared_ptr<apache::thrift::transport::TMemoryBuffer>& output);
+  // Whether a whole frame of `conn`'s waits to be answered.
+  static bool HasWholeFrame(const Connection& conn);
+  // After a call that deferred its reply: parks `deferred` (kDeferred), or
+  // sends its reply where it was sent within the call, or closes the
+  // connection where the handler dropped it unsent.
+  Answer SettleDeferred(Connection& conn, Worker& worker,
+                        std::shared_ptr<DeferredEventReply> deferred);
+  // A parked reply's end: sends it (`send`) or closes its connection, and
+  // lets the connection go on.
+  void FinishDeferred(DeferredEventReply& deferred, bool send);
+  void DeferredBorn();
+  void DeferredGone();
   bool SendAll(Connection& conn, const uint8_t* data, size_t size);
   bool Rearm(Connection& conn);
   void Close(Connection* conn);
@@ -117,7 +154,9 @@ class RpcEventServer {
   std::vector<std::thread> loops_;
 
   std::mutex connections_mu_;
-  std::unordered_map<Connection*, std::unique_ptr<Connection>> connections_;  // guarded
+  // Shared with their deferred replies, which may outlive the connection's
+  // close.
+  std::unordered_map<Connection*, std::shared_ptr<Connection>> connections_;  // guarded
   std::atomic<int64_t> active_{0};
 
   std::mutex pool_mu_;
@@ -128,6 +167,10 @@ class RpcEventServer {
   // Pool threads waiting for a connection, or started and about to.
   int available_threads_ = 0;  // guarded by pool_mu_
   int max_threads_ = 0;
+
+  std::mutex deferred_mu_;
+  std::condition_variable deferred_cv_;
+  int64_t live_deferred_ = 0;  // guarded by deferred_mu_: RpcDeferredReply objects
 
   std::mutex housekeeping_mu_;
   std::condition_variable housekeeping_cv_;

@@ -37,6 +37,12 @@ class OwnerDirectory {
     for (const auto& key : keys) results.push_back(Claim(key));
     return results;
   }
+  // Claim without waiting for the answer: `done` runs once with it, on
+  // whichever thread the directory answers from (this one, for a directory
+  // that cannot claim asynchronously). It should not wait for long.
+  virtual void ClaimAsync(const std::string& key, std::function<void(Result<void>)> done) {
+    done(Claim(key));
+  }
   // Gives up ownership of `key` (only if this node owns it).
   virtual Result<void> Release(const std::string& key) = 0;
   // Release for each key, one result each in order. A directory that can

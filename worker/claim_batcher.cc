@@ -1,7 +1,10 @@
 #include "worker/claim_batcher.h"
 
+#include <exception>
 #include <iterator>
 #include <utility>
+
+#include "common/log.h"
 
 namespace mooncake {
 
@@ -26,6 +29,15 @@ ClaimBatcher::ClaimBatcher(SendFn send, ClaimBatcherOptions options)
                   for (const auto& key : keys) weight.bytes += key.size();
                   return weight;
                 }) {}
+
+ClaimBatcher::~ClaimBatcher() {
+  {
+    std::lock_guard lock(async_mu_);
+    stopping_ = true;
+  }
+  async_cv_.notify_all();
+  for (auto& sender : senders_) sender.join();
+}
 
 Result<void> ClaimBatcher::Claim(const std::string& key) {
   return ClaimWithinLimits(std::span<const std::string>(&key, 1)).front();
@@ -68,6 +80,94 @@ std::vector<std::optional<std::vector<Result<void>>>> ClaimBatcher::SendClaimers
     answer = end;
   }
   return answers;
+}
+
+}  // namespace mooncake
+
+namespace mooncake {
+
+void ClaimBatcher::ClaimAsync(std::string key, ClaimDone done) {
+  std::unique_lock lock(async_mu_);
+  if (stopping_) {
+    lock.unlock();
+    done(Err(ErrorCode::kRpcFail));
+    return;
+  }
+  async_queue_.push_back(AsyncClaim{std::move(key), std::move(done)});
+  if (senders_.empty()) {
+    for (int i = 0; i < kAsyncSenders; ++i) senders_.emplace_back([this] { SendAsyncClaims(); });
+  }
+  // With a call out, its sender hands this claim to the next call when it
+  // returns: nobody to wake now.
+  const bool wake = !async_sending_;
+  lock.unlock();
+  if (wake) async_cv_.notify_one();
+}
+
+uint64_t ClaimBatcher::async_calls() const {
+  std::lock_guard lock(async_mu_);
+  return async_calls_;
+}
+
+size_t ClaimBatcher::async_queued() const {
+  std::lock_guard lock(async_mu_);
+  return async_queue_.size();
+}
+
+std::vector<ClaimBatcher::AsyncClaim> ClaimBatcher::TakeAsyncBatchLocked() {
+  std::vector<AsyncClaim> batch;
+  uint64_t bytes = 0;
+  while (!async_queue_.empty() && batch.size() < options_.max_keys &&
+         (batch.empty() || bytes + async_queue_.front().key.size() <= options_.max_key_bytes)) {
+    bytes += async_queue_.front().key.size();
+    batch.push_back(std::move(async_queue_.front()));
+    async_queue_.pop_front();
+  }
+  ++async_calls_;
+  return batch;
+}
+
+void ClaimBatcher::SendAsyncClaims() {
+  std::unique_lock lock(async_mu_);
+  for (;;) {
+    // Stopping sends what queued first: each claim's writer waits for it.
+    async_cv_.wait(lock, [this] {
+      return (!async_queue_.empty() && !async_sending_) || (stopping_ && async_queue_.empty());
+    });
+    if (async_queue_.empty()) return;
+    std::vector<AsyncClaim> batch = TakeAsyncBatchLocked();
+    async_sending_ = true;
+    lock.unlock();
+    std::vector<std::string> keys;
+    keys.reserve(batch.size());
+    for (const AsyncClaim& claim : batch) keys.push_back(claim.key);
+    std::vector<Result<void>> results;
+    try {
+      results = send_(keys);
+    } catch (const std::exception& e) {
+      MC_LOG_ERROR("claim call failed keys={} error=\"{}\"", keys.size(), e.what());
+    }
+    if (results.size() != keys.size()) {
+      results.assign(keys.size(), Err(ErrorCode::kInternalError));
+    }
+    lock.lock();
+    async_sending_ = false;
+    const bool more = !async_queue_.empty() || stopping_;
+    lock.unlock();
+    // The other sender sends the claims that queued meanwhile while this one
+    // runs the continuations (each sends its put's reply): one call is never
+    // held up by the last one's replies.
+    if (more) async_cv_.notify_all();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      try {
+        batch[i].done(std::move(results[i]));
+      } catch (const std::exception& e) {
+        // A continuation's failure is its own; the other claims go on.
+        MC_LOG_ERROR("claim continuation failed key={} error=\"{}\"", batch[i].key, e.what());
+      }
+    }
+    lock.lock();
+  }
 }
 
 }  // namespace mooncake

@@ -18,14 +18,27 @@
 // claimer, in the same call as other claimers' keys where they fit, so
 // concurrent batches share master calls as single puts do.
 //
-// Thread-safety: Claim() is safe from any number of threads.
+// A put answered without a thread waiting for it (ClaimAsync) queues its
+// claim for the batcher's two sender threads. One call of them is out at a
+// time, carrying every claim that queued while the previous one was; when it
+// returns, the other sender sends the next call while this one runs the
+// continuations (each sends its put's reply), so replies never hold up the
+// next call. Those claims never share a call with the blocking ones: either
+// kind is group-committed with its own.
+//
+// Thread-safety: Claim(), ClaimMany() and ClaimAsync() are safe from any
+// number of threads.
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/call_combiner.h"
@@ -52,7 +65,13 @@ class ClaimBatcher {
   // transport failure is reported as that error for every key.
   using SendFn = std::function<std::vector<Result<void>>(const std::vector<std::string>& keys)>;
 
+  // What runs with an asynchronous claim's answer, on the sender thread.
+  using ClaimDone = std::function<void(Result<void>)>;
+
   explicit ClaimBatcher(SendFn send, ClaimBatcherOptions options = {});
+  // Sends the asynchronous claims still queued, runs their continuations,
+  // then stops the sender thread.
+  ~ClaimBatcher();
   ClaimBatcher(const ClaimBatcher&) = delete;
   ClaimBatcher& operator=(const ClaimBatcher&) = delete;
 
@@ -62,11 +81,19 @@ class ClaimBatcher {
   // allow; one result per key, in order. Keys beyond one call's limits
   // (options) go in calls of their own, one after another.
   std::vector<Result<void>> ClaimMany(std::span<const std::string> keys);
+  // Claims `key` without waiting: `done` runs once with the master's answer
+  // on a sender thread (started on the first call). It should not wait for
+  // long: it holds up one of the two senders.
+  void ClaimAsync(std::string key, ClaimDone done);
 
-  // Calls sent, keys claimed, and keys waiting for the next call.
+  // Calls sent, keys claimed, and keys waiting for the next call (the
+  // blocking claims'; the asynchronous ones are counted below).
   uint64_t calls() const { return combiner_.calls(); }
   uint64_t claims() const { return combiner_.units_sent(); }
   size_t queued() const { return combiner_.waiting_units(); }
+  // The asynchronous claims' calls, and those claims not yet sent.
+  uint64_t async_calls() const;
+  size_t async_queued() const;
 
  private:
   // One claimer's keys, within one call's limits.
@@ -79,9 +106,29 @@ class ClaimBatcher {
   std::vector<std::optional<std::vector<Result<void>>>> SendClaimers(
       std::span<const Claimer* const> claimers);
 
+  struct AsyncClaim {
+    std::string key;
+    ClaimDone done;
+  };
+  static constexpr int kAsyncSenders = 2;
+
+  // A sender thread: sends what queued (one call out at a time), answers
+  // it, until stopped.
+  void SendAsyncClaims();
+  // async_mu_ held: the claims of the next call, within its limits.
+  std::vector<AsyncClaim> TakeAsyncBatchLocked();
+
   const SendFn send_;
   const ClaimBatcherOptions options_;
   CallCombiner<Claimer, std::vector<Result<void>>> combiner_;
+
+  mutable std::mutex async_mu_;
+  std::condition_variable async_cv_;
+  std::deque<AsyncClaim> async_queue_;  // guarded by async_mu_
+  uint64_t async_calls_ = 0;            // guarded by async_mu_
+  bool async_sending_ = false;          // guarded by async_mu_: a call is out
+  bool stopping_ = false;               // guarded by async_mu_
+  std::vector<std::thread> senders_;    // started under async_mu_
 };
 
 }  // namespace mooncake

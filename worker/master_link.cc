@@ -114,6 +114,16 @@ Result<void> MasterLink::Claim(const std::string& key) {
   return claimed;
 }
 
+void MasterLink::ClaimAsync(const std::string& key, std::function<void(Result<void>)> done) {
+  claims_.ClaimAsync(key, [this, key, done = std::move(done)](Result<void> claimed) {
+    if (!claimed && claimed.error() == ErrorCode::kNodeNotFound && on_unknown_node_) {
+      on_unknown_node_();
+      claimed = claims_.Claim(key);
+    }
+    done(std::move(claimed));
+  });
+}
+
 std::vector<Result<void>> MasterLink::ClaimMany(const std::vector<std::string>& keys) {
   // Through the batcher, so that concurrent batches (and single puts) share
   // master calls.

@@ -69,6 +69,12 @@ Result<void> TieredCacheBackend::Put(const std::string& key, std::string_view va
   return writer_->WriteWhole(key, value, options, WriteMode::kCreate);
 }
 
+bool TieredCacheBackend::TryPutAsync(const std::string& key, std::string_view value,
+                                     const ObjectOptions& options,
+                                     std::function<void(Result<void>)> done) {
+  return writer_->TryWriteWholeAsync(key, value, options, std::move(done));
+}
+
 std::vector<Result<void>> TieredCacheBackend::PutMany(const std::vector<WholeWrite>& writes) {
   return writer_->WriteWholeMany(writes);
 }

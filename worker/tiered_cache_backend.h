@@ -79,6 +79,13 @@ class TieredCacheBackend {
 
   // Stores a new object in one call: PutStart + PutChunk + PutEnd.
   Result<void> Put(const std::string& key, std::string_view value, const ObjectOptions& options);
+  // Put without waiting on the calling thread for the master's claim: `done`
+  // gets the result, here or from the claim's thread. False, with nothing
+  // changed and `done` not run, for a put that might wait here (no room in
+  // host memory without eviction, a hard pin, a tier outside host memory):
+  // use Put. See WritePath::TryWriteWholeAsync.
+  bool TryPutAsync(const std::string& key, std::string_view value, const ObjectOptions& options,
+                   std::function<void(Result<void>)> done);
   // Put (or Upsert, by each write's mode) of many objects, one result each
   // in order, with their claims sent to the master in one call.
   std::vector<Result<void>> PutMany(const std::vector<WholeWrite>& writes);

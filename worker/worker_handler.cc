@@ -84,6 +84,22 @@ rpc::ErrorCode::type WorkerHandler::WriteValue(WriteMode mode, const std::string
   return code;
 }
 
+bool WorkerHandler::TryPutAsync(const std::string& key, std::string_view value,
+                                const rpc::ReplicateConfig& config, WriteDone done) {
+  auto options = ToObjectOptions(config);
+  if (!options) return false;  // WriteValue answers it
+  // Not a RequestTimer: a put handed back to WriteValue must not count.
+  auto started = std::chrono::steady_clock::now();
+  return backend_.TryPutAsync(
+      key, value, *options,
+      [this, started, key, size = value.size(), done = std::move(done)](Result<void> written) {
+        auto code = ToRpc(written);
+        requests_.Record("put", CodeOf(code), std::chrono::steady_clock::now() - started);
+        LogWriteFailure("put", key, size, code);
+        done(code);
+      });
+}
+
 std::unique_ptr<WorkerHandler::PlacedPut> WorkerHandler::StartPlacedPut(
     const std::string& key, uint64_t size, const rpc::ReplicateConfig& config) {
   auto options = ToObjectOptions(config);

@@ -63,6 +63,14 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   // WorkerProcessor passes a view of the request's frame, not a copy.
   rpc::ErrorCode::type WriteValue(WriteMode mode, const std::string& key, std::string_view value,
                                   const rpc::ReplicateConfig& config);
+  // A Put answered without waiting on this thread for the master's claim
+  // (TieredCacheBackend::TryPutAsync): `done` gets its code exactly once,
+  // here or from the thread that answers the claim; counted and logged as
+  // WriteValue counts and logs. False, with nothing done, for a put that
+  // might wait here: WriteValue writes it.
+  using WriteDone = std::function<void(rpc::ErrorCode::type)>;
+  bool TryPutAsync(const std::string& key, std::string_view value,
+                   const rpc::ReplicateConfig& config, WriteDone done);
   // A Put whose value WorkerProcessor receives from its socket straight
   // into the object's space (TieredCacheBackend::StartPlacedPut), counted
   // and logged as a put. Revoked when destroyed unfinished: the value did

@@ -24,9 +24,10 @@ WorkerProcessor::WorkerProcessor(std::shared_ptr<WorkerHandler> handler)
 
 bool WorkerProcessor::MayBlock(std::string_view method) {
   // Each takes the backend's lock and nothing else (Exist's prefetch is
-  // queued for the maintenance thread); Get and BatchGet check their tier.
-  static constexpr std::array<std::string_view, 7> kAnsweredInMemory = {
-      "Get", "BatchGet", "Exist", "BatchExist", "Inspect", "Stats", "GetPlacement"};
+  // queued for the maintenance thread); Get and BatchGet check their tier,
+  // and Put defers its reply to its claim's answer, or hands itself over.
+  static constexpr std::array<std::string_view, 8> kAnsweredInMemory = {
+      "Get", "BatchGet", "Exist", "BatchExist", "Inspect", "Stats", "GetPlacement", "Put"};
   return std::find(kAnsweredInMemory.begin(), kAnsweredInMemory.end(), method) ==
          kAnsweredInMemory.end();
 }
@@ -123,6 +124,16 @@ void WorkerProcessor::ProcessWrite(BoundedBinaryProtocol& in, TProtocol* out, co
   }
   in.readMessageEnd();
   in.getTransport()->readEnd();
+  if constexpr (!kBatch) {
+    if (mode == WriteMode::kCreate && !placed) {
+      const bool on_loop = !RpcCallMayBlock();
+      if ((!on_loop || item.value.size() <= kLoopPutBytes) && AnswerPutLater(item, seqid)) return;
+      if (on_loop) {
+        RpcHandCallToPool();
+        return;
+      }
+    }
+  }
   if (placed && !placed->Describes(item)) {
     // Written as read, below, and from a copy where the value lies in the
     // space that goes back now.
@@ -146,6 +157,21 @@ void WorkerProcessor::ProcessWrite(BoundedBinaryProtocol& in, TProtocol* out, co
     replying = true;
     SendMessage(out, name, T_REPLY, seqid, result);
   });
+}
+
+bool WorkerProcessor::AnswerPutLater(const ValueItem& item, int32_t seqid) {
+  std::shared_ptr<RpcDeferredReply> reply = RpcDeferReply();
+  if (!reply) return false;
+  bool started = handler_->TryPutAsync(
+      item.key, item.value, item.config, [reply, seqid](rpc::ErrorCode::type code) {
+        rpc::WorkerService_Put_result result;
+        result.success = code;
+        result.__isset.success = true;
+        SendMessage(&reply->protocol(), "Put", T_REPLY, seqid, result);
+        reply->Send();
+      });
+  if (!started) reply->Cancel();
+  return started;
 }
 
 // Both read their call as the generated process_Get/process_BatchGet do

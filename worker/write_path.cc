@@ -177,6 +177,65 @@ void WritePath::PublishWave(std::vector<std::optional<CommittedWrite>> committed
   });
 }
 
+bool WritePath::TryWriteWholeAsync(const std::string& key, std::string_view value,
+                                   const ObjectOptions& options,
+                                   std::function<void(Result<void>)> done) {
+  if (options.hard_pin) return false;
+  const size_t first = options.preferred_tier >= 0 ? options.preferred_tier : 0;
+  if (first >= ctx_.tiers.size() || ctx_.tiers[first]->kind() != TierKind::kDram) return false;
+  if (auto valid = CheckWrite(key, value.size(), options); !valid) {
+    done(valid);
+    return true;
+  }
+  // Space first, and only what is free: making room would evict, which
+  // waits for slower tiers. Freed again (AllocationPtr) if the key is taken.
+  CacheTier& tier = *ctx_.tiers[first];
+  auto location = tier.Allocate(value.size());
+  if (!location) return false;
+  const SpaceFound found = std::make_pair(first, std::make_shared<Allocation>(&tier, *location));
+  std::optional<Reservation> reserved;
+  {
+    std::vector<AllocationPtr> released;  // a create replaces nothing
+    std::vector<std::string> release_keys;
+    std::lock_guard lock(ctx_.mu);
+    auto reservation = ReserveLocked(key, value.size(), options, WriteMode::kCreate, 0,
+                                     /*direct=*/false, released);
+    if (!reservation) {
+      done(Err(reservation.error()));
+      return true;
+    }
+    reserved = std::move(*reservation);
+    // Cannot fail: the space is found and the write was reserved just now,
+    // in this hold of ctx_.mu.
+    auto placed = PlaceLocked(reserved->handle, key, found, release_keys);
+    MC_DCHECK(placed.has_value() && release_keys.empty());
+    if (!placed) {
+      done(Err(placed.error()));
+      return true;
+    }
+    reserved->allocation = std::move(*placed);
+  }
+  if (auto copied = CopyWhole(*reserved, value); !copied) {
+    done(copied);
+    return true;
+  }
+  auto committed = Commit(reserved->handle, value.size());
+  if (!committed || !*committed) {
+    done(committed ? Result<void>{} : Err(committed.error()));
+    return true;
+  }
+  ctx_.directory->ClaimAsync(
+      key, [this, write = std::move(**committed), done = std::move(done)](Result<void> claimed) {
+        Result<void> published;
+        {
+          std::lock_guard lock(ctx_.mu);
+          published = FinishPublishLocked(write.write, write.version, claimed);
+        }
+        done(std::move(published));
+      });
+  return true;
+}
+
 Result<void> WritePath::CopyWhole(const Reservation& reserved, std::string_view value) {
   const Allocation& space = *reserved.allocation;
   for (uint64_t offset = 0; offset < value.size(); offset += kRpcChunkBytes) {
@@ -435,11 +494,12 @@ Result<void> WritePath::EndPlaced(uint64_t handle) {
   return End(handle);
 }
 
-Result<std::optional<WritePath::CommittedWrite>> WritePath::Commit(uint64_t handle) {
+Result<std::optional<WritePath::CommittedWrite>> WritePath::Commit(uint64_t handle,
+                                                                   uint64_t bytes_copied) {
   Result<Committing> committing = Err(ErrorCode::kInternalError);
   {
     std::lock_guard lock(ctx_.mu);
-    committing = BeginCommitLocked(handle, /*bytes_copied=*/0);
+    committing = BeginCommitLocked(handle, bytes_copied);
   }
   if (!committing) return Err(committing.error());
   MakeDurable(*committing);

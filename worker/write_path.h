@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -64,6 +65,18 @@ class WritePath {
   // WriteWhole for each, in order, with the claims of the whole batch sent
   // to the master together (OwnerDirectory::ClaimMany). One result each.
   std::vector<Result<void>> WriteWholeMany(const std::vector<WholeWrite>& writes);
+  // A Put of a whole value that waits for nothing on the calling thread: it
+  // reserves the key, copies the value into host memory, commits it, and
+  // sends the key's claim to the master with the publication, then
+  // `done`, as its continuation (OwnerDirectory::ClaimAsync). `done` runs
+  // exactly once: here for a failure before the claim, else on the thread
+  // that answers the claim. Returns false, having changed nothing and
+  // without running `done`, for a write that might wait here: one bound
+  // for a tier other than host memory, one with no room there unless others
+  // make room (eviction), a hard-pinned one (its write-through to the
+  // durable tier). The caller then writes it the blocking way.
+  bool TryWriteWholeAsync(const std::string& key, std::string_view value,
+                          const ObjectOptions& options, std::function<void(Result<void>)> done);
   // PutStart (`direct` false) or the start of a plan (`direct` true).
   Result<uint64_t> Start(const std::string& key, uint64_t size, const ObjectOptions& options,
                          WriteMode mode, uint64_t adopted_version, bool direct);
@@ -163,7 +176,7 @@ class WritePath {
   // complete (nullopt for an adopted object, which needs no claim of its
   // own); it is BeginCommitLocked (counting `bytes_copied` more bytes as
   // written), MakeDurable without the lock, and EndCommitLocked.
-  Result<std::optional<CommittedWrite>> Commit(uint64_t handle);
+  Result<std::optional<CommittedWrite>> Commit(uint64_t handle, uint64_t bytes_copied = 0);
   Result<Committing> BeginCommitLocked(uint64_t handle, uint64_t bytes_copied);
   void MakeDurable(Committing& committing);
   Result<std::optional<CommittedWrite>> EndCommitLocked(Committing committing);

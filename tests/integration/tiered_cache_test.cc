@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -210,6 +212,68 @@ TEST_F(TieredCacheTest, OnTheEpollEngineReadsFromDramAndSsdAndWritesAllComplete)
   EXPECT_TRUE(FailsWith(client->Get(keys[0]), ErrorCode::kObjectNotFound));
   EXPECT_TRUE(IsOk(client->Put("e-small", "v")));
   EXPECT_TRUE(ReadsBack(*client, "e-small", "v"));
+}
+
+// On the epoll engine a put's reply waits for its claim without holding a
+// thread (worker/worker_processor.h): concurrent puts of one key still have
+// exactly one winner, every other put is answered once, and each value reads
+// back as put.
+TEST_F(TieredCacheTest, OnTheEpollEngineConcurrentPutsAreEachAnsweredOnceWithOneWinnerPerKey) {
+  const std::vector<std::string> epoll = {"--rpc-engine", "epoll"};
+  ASSERT_TRUE(cluster_.StartMaster(epoll));
+  ASSERT_TRUE(
+      cluster_.StartWorker("w1", {.dram = 64 * kMiB, .ssd = 128 * kMiB, .extra_args = epoll}));
+  constexpr int kThreads = 8;
+  constexpr int kPutsEach = 60;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int t = 0; t < kThreads; ++t) {
+    clients.push_back(cluster_.NewClient("w1"));
+    ASSERT_TRUE(clients.back());
+  }
+  std::atomic<int> shared_wins{0}, shared_refusals{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      Client& client = *clients[t];
+      for (int i = 0; i < kPutsEach; ++i) {
+        // Every few puts, a put of a key all threads race for.
+        if (i % 10 == 0) {
+          auto raced = client.Put(Key("raced-", i), PatternBytes(7000 + t, 4096));
+          if (IsOk(raced)) {
+            ++shared_wins;
+          } else if (FailsWith(raced, ErrorCode::kObjectAlreadyExists)) {
+            ++shared_refusals;
+          } else {
+            ++failures;
+          }
+        }
+        if (!IsOk(client.Put(Key("t" + std::to_string(t) + "-", i),
+                             PatternBytes(t * 1000 + i, 4096 + 97 * i)))) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0) << cluster_.AllLogTails();
+  constexpr int kRaced = kPutsEach / 10;
+  EXPECT_EQ(shared_wins.load(), kRaced);  // one winner per raced key
+  EXPECT_EQ(shared_refusals.load(), kRaced * (kThreads - 1));
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kPutsEach; ++i) {
+      ASSERT_TRUE(ReadsBack(*clients[0], Key("t" + std::to_string(t) + "-", i),
+                            PatternBytes(t * 1000 + i, 4096 + 97 * i)))
+          << t << "/" << i;
+    }
+  }
+  // Each raced key holds the bytes of exactly one of the racers.
+  for (int i = 0; i < kPutsEach; i += 10) {
+    auto got = clients[0]->Get(Key("raced-", i));
+    ASSERT_TRUE(IsOk(got)) << i;
+    int matches = 0;
+    for (int t = 0; t < kThreads; ++t) matches += got->data == PatternBytes(7000 + t, 4096) ? 1 : 0;
+    EXPECT_EQ(matches, 1) << "raced-" << i;
+  }
 }
 
 TEST_F(TieredCacheTest, WorkerKilledWithSigkillRecoversItsSsdObjects) {

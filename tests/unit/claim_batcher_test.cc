@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,9 +124,8 @@ TEST(ClaimBatcherTest, BatchesRespectTheKeyLimit) {
   auto first = StartHeldClaim(master, batcher);
   std::vector<std::future<Result<void>>> more;
   for (int i = 0; i < 7; ++i) {
-    more.push_back(std::async(std::launch::async, [&batcher, i] {
-      return batcher.Claim("k" + std::to_string(i));
-    }));
+    more.push_back(std::async(std::launch::async,
+                              [&batcher, i] { return batcher.Claim("k" + std::to_string(i)); }));
   }
   ASSERT_TRUE(WaitQueued(batcher, 7));
   master.release_.set_value();
@@ -243,6 +244,133 @@ TEST(ClaimBatcherTest, ManyThreadsEachGetTheirOwnAnswer) {
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(batcher.claims(), 1600u);
   EXPECT_EQ(batcher.queued(), 0u);
+}
+
+// ---- Asynchronous claims (ClaimAsync) ----
+
+// Answers of asynchronous claims, by key, gathered from the sender thread.
+class AsyncAnswers {
+ public:
+  ClaimBatcher::ClaimDone For(const std::string& key) {
+    return [this, key](Result<void> result) {
+      std::lock_guard lock(mu_);
+      answers_.emplace_back(key, std::move(result));
+      cv_.notify_all();
+    };
+  }
+  // Waits (bounded) until `n` answers came; returns them in arrival order.
+  std::vector<std::pair<std::string, Result<void>>> WaitFor(size_t n) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, 5s, [&] { return answers_.size() >= n; });
+    return answers_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<std::string, Result<void>>> answers_;
+};
+
+TEST(ClaimBatcherTest, AsyncClaimsQueuedDuringACallShareTheNextOneAndEachGetsItsAnswer) {
+  FakeMaster master;
+  master.hold_first_ = true;
+  ClaimBatcher batcher(SendTo(master));
+  AsyncAnswers answers;
+  batcher.ClaimAsync("first", answers.For("first"));
+  for (int i = 0; i < 500 && master.calls().empty(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(master.calls().size(), 1u);  // on the wire, held
+  // Queued from this thread, which does not wait for any of them.
+  for (int i = 0; i < 6; ++i) {
+    std::string key = "k" + std::to_string(i) + (i % 3 == 1 ? "x" : "");
+    batcher.ClaimAsync(key, answers.For(key));
+  }
+  EXPECT_EQ(batcher.async_queued(), 6u);
+  EXPECT_TRUE(answers.WaitFor(0).empty());
+  master.release_.set_value();
+
+  auto got = answers.WaitFor(7);
+  ASSERT_EQ(got.size(), 7u);
+  EXPECT_EQ(got[0].first, "first");
+  for (const auto& [key, result] : got) {
+    EXPECT_EQ(result.has_value(), !key.ends_with("x")) << key;
+    if (!result) {
+      EXPECT_EQ(result.error(), ErrorCode::kObjectAlreadyExists) << key;
+    }
+  }
+  auto calls = master.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1], (std::vector<std::string>{"k0", "k1x", "k2", "k3", "k4x", "k5"}));
+  EXPECT_EQ(batcher.async_calls(), 2u);
+  EXPECT_EQ(batcher.async_queued(), 0u);
+}
+
+TEST(ClaimBatcherTest, AsyncClaimsRespectTheKeyLimit) {
+  FakeMaster master;
+  master.hold_first_ = true;
+  ClaimBatcher batcher(SendTo(master), {.max_keys = 2, .max_key_bytes = 1 << 20});
+  AsyncAnswers answers;
+  batcher.ClaimAsync("first", answers.For("first"));
+  for (int i = 0; i < 500 && master.calls().empty(); ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 5; ++i) batcher.ClaimAsync("k" + std::to_string(i), answers.For("k"));
+  master.release_.set_value();
+  ASSERT_EQ(answers.WaitFor(6).size(), 6u);
+  auto calls = master.calls();
+  ASSERT_EQ(calls.size(), 4u);  // 1 + ceil(5 / 2)
+  for (const auto& call : calls) EXPECT_LE(call.size(), 2u);
+}
+
+TEST(ClaimBatcherTest, AsyncClaimsGetTheTransportFailureAndAWrongCountIsAnInternalError) {
+  FakeMaster master;
+  master.fail_ = true;
+  ClaimBatcher failing(SendTo(master));
+  AsyncAnswers answers;
+  failing.ClaimAsync("a", answers.For("a"));
+  auto got = answers.WaitFor(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].second.error(), ErrorCode::kRpcFail);
+
+  ClaimBatcher short_answers(
+      [](const std::vector<std::string>&) { return std::vector<Result<void>>{}; });
+  short_answers.ClaimAsync("b", answers.For("b"));
+  got = answers.WaitFor(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].second.error(), ErrorCode::kInternalError);
+}
+
+// Destroying the batcher sends what is queued and answers every claim: each
+// stands for a put whose caller waits for its reply.
+TEST(ClaimBatcherTest, DestroyingTheBatcherAnswersEveryQueuedAsyncClaim) {
+  FakeMaster master;
+  master.hold_first_ = true;
+  AsyncAnswers answers;
+  std::thread releaser;
+  {
+    ClaimBatcher batcher(SendTo(master));
+    batcher.ClaimAsync("first", answers.For("first"));
+    for (int i = 0; i < 500 && master.calls().empty(); ++i) std::this_thread::sleep_for(10ms);
+    for (int i = 0; i < 3; ++i) batcher.ClaimAsync("q" + std::to_string(i), answers.For("q"));
+    releaser = std::thread([&master] {
+      std::this_thread::sleep_for(50ms);
+      master.release_.set_value();
+    });
+  }  // waits for the held call, then sends the three queued claims
+  releaser.join();
+  auto got = answers.WaitFor(4);
+  ASSERT_EQ(got.size(), 4u);
+  for (const auto& [key, result] : got) EXPECT_TRUE(result.has_value()) << key;
+  EXPECT_EQ(master.calls().size(), 2u);
+}
+
+// A continuation that throws costs only its own claim's answer.
+TEST(ClaimBatcherTest, AThrowingAsyncContinuationDoesNotStopTheOthers) {
+  FakeMaster master;
+  ClaimBatcher batcher(SendTo(master));
+  AsyncAnswers answers;
+  batcher.ClaimAsync("a", [](Result<void>) { throw std::runtime_error("continuation failed"); });
+  batcher.ClaimAsync("b", answers.For("b"));
+  auto got = answers.WaitFor(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(got[0].second.has_value());
 }
 
 }  // namespace

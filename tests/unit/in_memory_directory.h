@@ -5,9 +5,11 @@
 //
 // Thread-safety: all methods are safe to call concurrently (one mutex).
 
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "worker/tiered_cache_backend.h"
@@ -27,6 +29,35 @@ class InMemoryDirectory : public OwnerDirectory {
       ++claim_many_calls_;
     }
     return OwnerDirectory::ClaimMany(keys);
+  }
+  // Answered at once (as the base class does) unless HoldAsyncClaims():
+  // then kept until RunHeldClaims, as a master call on the wire would be.
+  void ClaimAsync(const std::string& key, std::function<void(Result<void>)> done) override {
+    {
+      std::lock_guard lock(mu_);
+      if (hold_async_) {
+        held_.emplace_back(key, std::move(done));
+        return;
+      }
+    }
+    done(Claim(key));
+  }
+  void HoldAsyncClaims() {
+    std::lock_guard lock(mu_);
+    hold_async_ = true;
+  }
+  size_t held_claims() {
+    std::lock_guard lock(mu_);
+    return held_.size();
+  }
+  // Claims the held keys and runs their continuations, in order.
+  void RunHeldClaims() {
+    std::vector<std::pair<std::string, std::function<void(Result<void>)>>> held;
+    {
+      std::lock_guard lock(mu_);
+      held.swap(held_);
+    }
+    for (auto& [key, done] : held) done(Claim(key));
   }
   // How many batched claims the backend sent.
   int claim_many_calls() {
@@ -74,11 +105,13 @@ class InMemoryDirectory : public OwnerDirectory {
 
  private:
   std::mutex mu_;
-  std::set<std::string> owned_;                 // guarded by mu_
-  int claim_many_calls_ = 0;                    // guarded by mu_
-  int release_many_calls_ = 0;                  // guarded by mu_
-  size_t released_in_batches_ = 0;              // guarded by mu_
-  ErrorCode release_failure_ = ErrorCode::kOk;  // guarded by mu_
+  std::set<std::string> owned_;                                                  // guarded by mu_
+  int claim_many_calls_ = 0;                                                     // guarded by mu_
+  int release_many_calls_ = 0;                                                   // guarded by mu_
+  size_t released_in_batches_ = 0;                                               // guarded by mu_
+  ErrorCode release_failure_ = ErrorCode::kOk;                                   // guarded by mu_
+  bool hold_async_ = false;                                                      // guarded by mu_
+  std::vector<std::pair<std::string, std::function<void(Result<void>)>>> held_;  // guarded by mu_
 };
 
 }  // namespace mooncake::testing

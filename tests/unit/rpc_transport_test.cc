@@ -12,16 +12,21 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/transport/TBufferTransports.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <latch>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -30,6 +35,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "mooncake_rpc/MasterService.h"
@@ -707,6 +713,465 @@ TEST(RpcEventServerTest, AReplyAPeerDoesNotReadDoesNotStallTheLoop) {
   EXPECT_GT(reply->size(), kReplyBytes);
   EXPECT_EQ(ReplyNameAndSeqId(*reply).first, "ListNodes");
   EXPECT_TRUE(reader.RoundTrip("GetRole"));
+}
+
+// ---- Deferred replies (RpcDeferReply) on the epoll engine ----
+
+// The sequence id of the call this thread is dispatching (SeqIdProcessor):
+// a deferred reply must carry it, and the generated handler does not get it.
+thread_local int32_t dispatching_seqid = -1;
+
+// The MasterService processor, telling handlers their call's sequence id.
+class SeqIdProcessor : public rpc::MasterServiceProcessor {
+ public:
+  using rpc::MasterServiceProcessor::MasterServiceProcessor;
+
+ protected:
+  bool dispatchCall(apache::thrift::protocol::TProtocol* in,
+                    apache::thrift::protocol::TProtocol* out, const std::string& fname,
+                    int32_t seqid, void* context) override {
+    dispatching_seqid = seqid;
+    return rpc::MasterServiceProcessor::dispatchCall(in, out, fname, seqid, context);
+  }
+};
+
+// An epoll-engine server of `handler` through SeqIdProcessor, where no call
+// blocks (the loop answers them all) unless `may_block` says otherwise.
+std::unique_ptr<RpcServer> StartDeferringServer(
+    std::shared_ptr<rpc::MasterServiceIf> handler, int loop_threads = 0,
+    std::function<bool(std::string_view)> may_block = [](std::string_view) { return false; }) {
+  auto processor = std::make_shared<SeqIdProcessor>(std::move(handler));
+  RpcServerOptions options{.host = "127.0.0.1", .port = 0};
+  options.limits.engine = RpcEngine::kEpoll;
+  options.may_block = std::move(may_block);
+  options.loop_threads = loop_threads;
+  auto started = RpcServer::Start(processor, options);
+  EXPECT_TRUE(started) << ToString(started.error());
+  return started ? std::move(*started) : nullptr;
+}
+
+// Writes a whole GetRole reply of `seqid` whose role's cluster name is
+// `cluster_name` into `reply`, as the generated processor writes one.
+void WriteGetRoleReply(RpcDeferredReply& reply, int32_t seqid, const std::string& cluster_name) {
+  apache::thrift::protocol::TProtocol& out = reply.protocol();
+  rpc::MasterService_GetRole_result result;
+  result.success.cluster_name = cluster_name;
+  result.__isset.success = true;
+  out.writeMessageBegin("GetRole", apache::thrift::protocol::T_REPLY, seqid);
+  result.write(&out);
+  out.writeMessageEnd();
+  out.getTransport()->writeEnd();
+  out.getTransport()->flush();
+}
+
+// The cluster name a deferred reply to `seqid` carries.
+std::string DeferredName(int32_t seqid) { return "deferred " + std::to_string(seqid); }
+
+// The sequence id and cluster name of a GetRole reply frame's payload,
+// decoded with the generated reader; nullopt unless the payload is exactly
+// one well-formed GetRole reply.
+std::optional<std::pair<int32_t, std::string>> DecodeGetRoleReply(const std::string& payload) {
+  auto buffer = std::make_shared<apache::thrift::transport::TMemoryBuffer>(
+      reinterpret_cast<uint8_t*>(const_cast<char*>(payload.data())),
+      static_cast<uint32_t>(payload.size()), apache::thrift::transport::TMemoryBuffer::COPY);
+  apache::thrift::protocol::TBinaryProtocol in(buffer);
+  try {
+    std::string name;
+    apache::thrift::protocol::TMessageType type;
+    int32_t seqid = 0;
+    in.readMessageBegin(name, type, seqid);
+    if (name != "GetRole" || type != apache::thrift::protocol::T_REPLY) return std::nullopt;
+    rpc::MasterRole role;
+    rpc::MasterService_GetRole_presult result;
+    result.success = &role;
+    result.read(&in);
+    in.readMessageEnd();
+    if (!result.__isset.success || buffer->available_read() != 0) return std::nullopt;
+    return std::make_pair(seqid, role.cluster_name);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// What the processor would answer for a GetRole whose reply was deferred:
+// it must never reach the caller.
+constexpr std::string_view kProcessorsReply = "the processor's own reply";
+
+// A master whose GetRole takes its call's reply (RpcDeferReply) and does
+// with it what `mode` says; ListNodes answers at once.
+class DeferringMaster : public rpc::MasterServiceNull {
+ public:
+  enum class Mode {
+    kDefer,                // hand the reply to the test (TakeDeferred), unsent
+    kSendInCall,           // write it and Send() it before returning
+    kDropInCall,           // let it go unsent before returning
+    kCancel,               // write into it, Cancel() it, and answer as usual
+    kCancelAndHandToPool,  // on the loop: Cancel(), RpcHandCallToPool(); in the pool: as usual
+  };
+  // A reply the handler deferred, and its call's sequence id.
+  struct Deferred {
+    std::shared_ptr<RpcDeferredReply> reply;
+    int32_t seqid = -1;
+  };
+
+  explicit DeferringMaster(Mode mode = Mode::kDefer) : mode_(mode) {}
+
+  void GetRole(rpc::MasterRole& role) override {
+    const int32_t seqid = dispatching_seqid;
+    calls.fetch_add(1);
+    std::shared_ptr<RpcDeferredReply> reply = RpcDeferReply();
+    if (!reply) {
+      null_replies.fetch_add(1);
+      role.cluster_name = "not deferred";
+      return;
+    }
+    if (RpcDeferReply() != reply) twice_differs.fetch_add(1);
+    switch (mode_.load()) {
+      case Mode::kDefer: {
+        role.cluster_name = kProcessorsReply;
+        std::lock_guard lock(mu_);
+        seqids_.push_back(seqid);
+        max_outstanding_ = std::max(max_outstanding_, ++outstanding_);
+        deferred_.push_back({std::move(reply), seqid});
+        changed_.notify_all();
+        return;
+      }
+      case Mode::kSendInCall:
+        role.cluster_name = kProcessorsReply;
+        WriteGetRoleReply(*reply, seqid, "sent in the call");
+        reply->Send();
+        return;
+      case Mode::kDropInCall:
+        role.cluster_name = kProcessorsReply;
+        return;
+      case Mode::kCancel: {
+        WriteGetRoleReply(*reply, seqid, "cancelled: never sent");
+        reply->Cancel();
+        role.cluster_name = "answered as usual";
+        std::lock_guard lock(mu_);
+        cancelled_.push_back(std::move(reply));  // kept past the call
+        return;
+      }
+      case Mode::kCancelAndHandToPool:
+        if (!RpcCallMayBlock()) {
+          reply->Cancel();
+          role.cluster_name = "answered on the loop";  // must never reach the caller
+          RpcHandCallToPool();
+          return;
+        }
+        reply->Cancel();  // taken again in the pool: answered as usual there
+        role.cluster_name = "answered in the pool";
+        return;
+    }
+  }
+
+  // The next reply the handler deferred, or nullopt if none within `timeout`.
+  std::optional<Deferred> TakeDeferred(std::chrono::milliseconds timeout = 5s) {
+    std::unique_lock lock(mu_);
+    if (!changed_.wait_for(lock, timeout, [&] { return !deferred_.empty(); })) {
+      return std::nullopt;
+    }
+    Deferred next = std::move(deferred_.front());
+    deferred_.pop_front();
+    return next;
+  }
+  // Before a deferred reply is sent: it no longer counts as outstanding.
+  void Settling() {
+    std::lock_guard lock(mu_);
+    --outstanding_;
+  }
+  // Deferred replies outstanding at once, at most.
+  int max_outstanding() {
+    std::lock_guard lock(mu_);
+    return max_outstanding_;
+  }
+  // The sequence ids of the calls that deferred, in the order they ran.
+  std::vector<int32_t> seqids() {
+    std::lock_guard lock(mu_);
+    return seqids_;
+  }
+  std::vector<std::shared_ptr<RpcDeferredReply>> TakeCancelled() {
+    std::lock_guard lock(mu_);
+    return std::exchange(cancelled_, {});
+  }
+  // Lets go of every reply still held: a server stops only once all are
+  // gone.
+  void DropAll() {
+    std::deque<Deferred> deferred;
+    std::vector<std::shared_ptr<RpcDeferredReply>> cancelled;
+    {
+      std::lock_guard lock(mu_);
+      deferred.swap(deferred_);
+      cancelled.swap(cancelled_);
+    }
+  }
+  void set_mode(Mode mode) { mode_.store(mode); }
+
+  std::atomic<int> calls{0};
+  std::atomic<int> null_replies{0};
+  std::atomic<int> twice_differs{0};
+
+ private:
+  std::atomic<Mode> mode_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::deque<Deferred> deferred_;
+  std::vector<std::shared_ptr<RpcDeferredReply>> cancelled_;
+  std::vector<int32_t> seqids_;
+  int outstanding_ = 0;
+  int max_outstanding_ = 0;
+};
+
+// Declared after its server: drops the master's replies before the server
+// stops (which waits for them), however the test ends.
+struct DropDeferredOnExit {
+  DeferringMaster& master;
+  ~DropDeferredOnExit() { master.DropAll(); }
+};
+
+TEST(RpcEventServerTest, AReplyDeferredOnTheLoopAndSentFromAnotherThreadReachesTheCaller) {
+  auto master = std::make_shared<DeferringMaster>();
+  // One loop thread: it must not be held while the reply waits.
+  auto server = StartDeferringServer(master, /*loop_threads=*/1);
+  ASSERT_NE(server, nullptr);
+  DropDeferredOnExit drop_on_exit{*master};
+  RawConnection conn(server->port());
+  ASSERT_TRUE(conn.Send(Wire().Call("GetRole", 7).Stop().Framed()));
+  auto deferred = master->TakeDeferred();
+  ASSERT_TRUE(deferred) << "the handler did not run";
+  EXPECT_EQ(deferred->seqid, 7);
+  EXPECT_EQ(master->twice_differs.load(), 0) << "RpcDeferReply twice gave two objects";
+
+  // Nothing reaches the caller before the reply is sent ...
+  EXPECT_FALSE(conn.Readable(50ms)) << "an answer came before the deferred reply was sent";
+  // ... while the loop goes on serving other connections.
+  RawConnection other(server->port());
+  EXPECT_TRUE(other.RoundTrip("ListNodes")) << "the loop waited for the deferred reply";
+  EXPECT_TRUE(other.RoundTrip("ListNodes"));
+  EXPECT_FALSE(conn.Readable(0ms));
+
+  // The answer comes on another thread, later.
+  std::latch go(1);
+  std::thread sender([&go, deferred = std::move(*deferred)]() mutable {
+    go.wait();
+    WriteGetRoleReply(*deferred.reply, deferred.seqid, DeferredName(deferred.seqid));
+    deferred.reply->Send();
+  });
+  go.count_down();
+  auto reply = conn.ReadFrame(2s);
+  sender.join();
+  ASSERT_TRUE(reply) << "the deferred reply did not arrive";
+  EXPECT_EQ(ReadI32(*reply, 0), kReplyHeader);
+  EXPECT_EQ(DecodeGetRoleReply(*reply), std::make_pair(int32_t{7}, DeferredName(7)));
+  EXPECT_EQ(reply->find(kProcessorsReply), std::string::npos);
+  EXPECT_FALSE(conn.Readable(50ms)) << "more than one reply";
+  // The connection goes on with its next call.
+  EXPECT_TRUE(conn.RoundTrip("ListNodes"));
+}
+
+TEST(RpcEventServerTest, PipelinedCallsThatEachDeferAreAnsweredOnceEachInOrder) {
+  auto master = std::make_shared<DeferringMaster>();
+  auto server = StartDeferringServer(master);
+  ASSERT_NE(server, nullptr);
+  DropDeferredOnExit drop_on_exit{*master};
+  constexpr int kBursts = 3;
+  constexpr int kFramesPerBurst = 10;
+  constexpr int kCalls = kBursts * kFramesPerBurst;
+  // Sends each deferred reply as it comes: the first of a burst's on the
+  // loop, the rest on the pool, which answers the frames already here.
+  // (A jthread: joined however the test ends, before the server stops.)
+  std::jthread sender([&](std::stop_token stop) {
+    for (int i = 0; i < kCalls && !stop.stop_requested(); ++i) {
+      auto deferred = master->TakeDeferred(1s);
+      if (!deferred) return;
+      WriteGetRoleReply(*deferred->reply, deferred->seqid, DeferredName(deferred->seqid));
+      master->Settling();
+      deferred->reply->Send();
+    }
+  });
+  RawConnection conn(server->port());
+  ReplyReader replies(conn);
+  for (int burst = 0; burst < kBursts; ++burst) {
+    std::string frames;
+    for (int i = 0; i < kFramesPerBurst; ++i) {
+      frames += Wire()
+                    .Call("GetRole", static_cast<uint32_t>(burst * kFramesPerBurst + i))
+                    .Stop()
+                    .Framed();
+    }
+    ASSERT_TRUE(conn.Send(frames));
+    for (int i = 0; i < kFramesPerBurst; ++i) {
+      const int32_t expected = burst * kFramesPerBurst + i;
+      auto reply = replies.Next();
+      ASSERT_TRUE(reply) << "no reply to frame " << i << " of burst " << burst;
+      auto decoded = DecodeGetRoleReply(*reply);
+      ASSERT_TRUE(decoded) << "not a well-formed GetRole reply";
+      ASSERT_EQ(decoded->first, expected) << "replies out of order";
+      EXPECT_EQ(decoded->second, DeferredName(expected));
+    }
+  }
+  sender.join();
+  EXPECT_FALSE(conn.Readable(50ms)) << "more replies than calls";
+  EXPECT_EQ(master->calls.load(), kCalls);
+  std::vector<int32_t> in_order(kCalls);
+  std::iota(in_order.begin(), in_order.end(), 0);
+  EXPECT_EQ(master->seqids(), in_order) << "the calls did not run in order";
+  // A connection answers no other call while a reply waits.
+  EXPECT_EQ(master->max_outstanding(), 1);
+  EXPECT_TRUE(conn.RoundTrip("ListNodes"));
+}
+
+TEST(RpcEventServerTest, AReplySentWithinItsHandlerIsTheCallsOnlyReply) {
+  // On the loop, and on the pool.
+  for (bool pool : {false, true}) {
+    SCOPED_TRACE(pool ? "pool" : "loop");
+    auto master = std::make_shared<DeferringMaster>(DeferringMaster::Mode::kSendInCall);
+    auto server = StartDeferringServer(master, 0, [pool](std::string_view) { return pool; });
+    ASSERT_NE(server, nullptr);
+    RawConnection conn(server->port());
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(conn.Send(Wire().Call("GetRole", static_cast<uint32_t>(i)).Stop().Framed()));
+      auto reply = conn.ReadFrame(2s);
+      ASSERT_TRUE(reply) << "no reply to call " << i;
+      EXPECT_EQ(DecodeGetRoleReply(*reply),
+                std::make_pair(int32_t{i}, std::string("sent in the call")));
+      EXPECT_FALSE(conn.Readable(50ms)) << "more than one reply to call " << i;
+    }
+    EXPECT_EQ(master->calls.load(), 3);
+    EXPECT_EQ(master->null_replies.load(), 0);
+    EXPECT_TRUE(conn.RoundTrip("ListNodes"));
+  }
+}
+
+TEST(RpcEventServerTest, ADeferredReplyDroppedUnsentClosesItsConnectionAndNoOther) {
+  auto master = std::make_shared<DeferringMaster>();
+  auto server = StartDeferringServer(master, /*loop_threads=*/1);
+  ASSERT_NE(server, nullptr);
+  DropDeferredOnExit drop_on_exit{*master};
+  RawConnection bystander(server->port());
+  ASSERT_TRUE(bystander.RoundTrip("ListNodes"));
+
+  // Let go of by another thread, after the call.
+  RawConnection conn(server->port());
+  ASSERT_TRUE(conn.Send(Wire().Call("GetRole", 1).Stop().Framed()));
+  auto deferred = master->TakeDeferred();
+  ASSERT_TRUE(deferred);
+  EXPECT_FALSE(conn.Readable(50ms));
+  deferred.reset();
+  std::string got;
+  EXPECT_TRUE(conn.ReadUntilClosed(2s, &got)) << "the connection stayed open";
+  EXPECT_TRUE(got.empty()) << "got " << got.size() << " bytes before the close";
+
+  // Let go of within the call.
+  master->set_mode(DeferringMaster::Mode::kDropInCall);
+  RawConnection dropped_in_call(server->port());
+  ASSERT_TRUE(dropped_in_call.Send(Wire().Call("GetRole", 2).Stop().Framed()));
+  got.clear();
+  EXPECT_TRUE(dropped_in_call.ReadUntilClosed(2s, &got)) << "the connection stayed open";
+  EXPECT_TRUE(got.empty()) << "got " << got.size() << " bytes before the close";
+
+  // The server goes on: the other connection, new ones, and new deferrals.
+  EXPECT_TRUE(bystander.RoundTrip("ListNodes"));
+  master->set_mode(DeferringMaster::Mode::kDefer);
+  RawConnection fresh(server->port());
+  EXPECT_TRUE(fresh.RoundTrip("ListNodes"));
+  ASSERT_TRUE(fresh.Send(Wire().Call("GetRole", 3).Stop().Framed()));
+  auto again = master->TakeDeferred();
+  ASSERT_TRUE(again);
+  WriteGetRoleReply(*again->reply, again->seqid, DeferredName(again->seqid));
+  again->reply->Send();
+  auto reply = fresh.ReadFrame(2s);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(DecodeGetRoleReply(*reply), std::make_pair(int32_t{3}, DeferredName(3)));
+  EXPECT_TRUE(Eventually([&] { return server->stats().active_connections == 2; }, 2s))
+      << server->stats().active_connections << " connections open, not 2";
+}
+
+TEST(RpcEventServerTest, StoppingTheServerWaitsForADeferredReplyHeldElsewhere) {
+  // The holder sends it, or lets it go unsent.
+  for (bool send : {true, false}) {
+    SCOPED_TRACE(send ? "sent" : "dropped");
+    auto master = std::make_shared<DeferringMaster>();
+    auto server = StartDeferringServer(master);
+    ASSERT_NE(server, nullptr);
+    DropDeferredOnExit drop_on_exit{*master};
+    RawConnection conn(server->port());
+    ASSERT_TRUE(conn.Send(Wire().Call("GetRole", 5).Stop().Framed()));
+    auto deferred = master->TakeDeferred();
+    ASSERT_TRUE(deferred);
+    std::atomic<bool> released{false};
+    std::thread holder([&released, send, deferred = std::move(*deferred)]() mutable {
+      std::this_thread::sleep_for(150ms);
+      WriteGetRoleReply(*deferred.reply, deferred.seqid, DeferredName(deferred.seqid));
+      released.store(true);
+      if (send) deferred.reply->Send();
+      deferred.reply.reset();
+    });
+    const auto began = Clock::now();
+    server.reset();  // RpcServer::Stop, then the engine's destruction
+    EXPECT_TRUE(released.load()) << "the server stopped while a deferred reply was held";
+    EXPECT_GE(Clock::now() - began, 100ms);
+    holder.join();
+    // The caller is told (a close; the reply may or may not have made it).
+    std::string got;
+    EXPECT_TRUE(conn.ReadUntilClosed(2s, &got));
+  }
+}
+
+TEST(RpcEventServerTest, ACallWhoseDeferredReplyIsCancelledIsAnsweredAsUsualOnce) {
+  auto master = std::make_shared<DeferringMaster>(DeferringMaster::Mode::kCancel);
+  auto server = StartDeferringServer(master, /*loop_threads=*/1);
+  ASSERT_NE(server, nullptr);
+  DropDeferredOnExit drop_on_exit{*master};
+  RawConnection conn(server->port());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(conn.Send(Wire().Call("GetRole", static_cast<uint32_t>(i)).Stop().Framed()));
+    auto reply = conn.ReadFrame(2s);
+    ASSERT_TRUE(reply) << "no reply to call " << i;
+    EXPECT_EQ(DecodeGetRoleReply(*reply),
+              std::make_pair(int32_t{i}, std::string("answered as usual")));
+    EXPECT_FALSE(conn.Readable(50ms)) << "more than one reply to call " << i;
+  }
+  // The cancelled replies, kept past their calls, neither send nor close
+  // anything later.
+  auto cancelled = master->TakeCancelled();
+  ASSERT_EQ(cancelled.size(), 3u);
+  for (auto& reply : cancelled) reply->Send();
+  EXPECT_FALSE(conn.Readable(50ms)) << "a cancelled reply was sent";
+  cancelled.clear();
+  EXPECT_TRUE(conn.RoundTrip("ListNodes")) << "a cancelled reply closed its connection";
+
+  // Cancelled on the loop and handed to the pool: answered once, from the pool.
+  master->set_mode(DeferringMaster::Mode::kCancelAndHandToPool);
+  for (int i = 10; i < 13; ++i) {
+    ASSERT_TRUE(conn.Send(Wire().Call("GetRole", static_cast<uint32_t>(i)).Stop().Framed()));
+    auto reply = conn.ReadFrame(2s);
+    ASSERT_TRUE(reply) << "no reply to call " << i;
+    EXPECT_EQ(DecodeGetRoleReply(*reply),
+              std::make_pair(int32_t{i}, std::string("answered in the pool")));
+    EXPECT_FALSE(conn.Readable(50ms)) << "more than one reply to call " << i;
+  }
+  EXPECT_EQ(master->calls.load(), 3 + 2 * 3);  // each handed-over call ran twice
+  EXPECT_TRUE(conn.RoundTrip("ListNodes"));
+}
+
+TEST(RpcEventServerTest, RepliesCannotBeDeferredOnTheThreadedEngine) {
+  auto master = std::make_shared<DeferringMaster>();
+  auto processor = std::make_shared<SeqIdProcessor>(master);
+  RpcServerOptions options{.host = "127.0.0.1", .port = 0};
+  options.limits.engine = RpcEngine::kThreads;
+  auto started = RpcServer::Start(processor, options);
+  ASSERT_TRUE(started) << ToString(started.error());
+  auto server = std::move(*started);
+  DropDeferredOnExit drop_on_exit{*master};
+  RawConnection conn(server->port());
+  ASSERT_TRUE(conn.Send(Wire().Call("GetRole", 4).Stop().Framed()));
+  auto reply = conn.ReadFrame(2s);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(DecodeGetRoleReply(*reply), std::make_pair(int32_t{4}, std::string("not deferred")));
+  EXPECT_EQ(master->null_replies.load(), 1);
+  // Outside any server, too.
+  EXPECT_EQ(RpcDeferReply(), nullptr);
 }
 
 // What `send` writes through a WorkerServiceClient over a memory buffer.

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "tests/test_bytes.h"
@@ -205,6 +207,98 @@ TEST(WritePathTest, ALostClaimLeavesNothingBehind) {
             ErrorCode::kObjectAlreadyExists);
   EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
   EXPECT_EQ(parts.ctx.tiers[0]->used(), 0u);
+}
+
+// ---- Puts answered when their claim returns (TryWriteWholeAsync) ----
+
+// The result a put's continuation got, once it ran.
+struct AsyncOutcome {
+  std::optional<Result<void>> result;
+  int runs = 0;
+  std::function<void(Result<void>)> Done() {
+    return [this](Result<void> r) {
+      result = std::move(r);
+      ++runs;
+    };
+  }
+};
+
+TEST(WritePathTest, AnAsyncPutIsCompleteBeforeItsClaimAndPublishedWhenTheClaimReturns) {
+  BackendParts parts({1 * kMiB, 4 * kMiB});
+  parts.directory.HoldAsyncClaims();
+  AsyncOutcome outcome;
+  ASSERT_TRUE(parts.writer.TryWriteWholeAsync("k", "hello", {}, outcome.Done()));
+  // The bytes are in and committed; the claim is on the wire.
+  EXPECT_EQ(outcome.runs, 0);
+  EXPECT_EQ(parts.directory.held_claims(), 1u);
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kComplete);
+  parts.With("k", [](Object& o) { EXPECT_FALSE(o.published()); });
+  EXPECT_EQ(parts.Read("k"), "hello");
+  // A second put of the key meanwhile is refused at once, without a claim.
+  AsyncOutcome second;
+  ASSERT_TRUE(parts.writer.TryWriteWholeAsync("k", "other", {}, second.Done()));
+  ASSERT_EQ(second.runs, 1);
+  EXPECT_EQ(second.result->error(), ErrorCode::kObjectAlreadyExists);
+  EXPECT_EQ(parts.directory.held_claims(), 1u);
+
+  parts.directory.RunHeldClaims();
+  ASSERT_EQ(outcome.runs, 1);
+  EXPECT_TRUE(outcome.result->has_value());
+  parts.With("k", [](Object& o) { EXPECT_TRUE(o.published()); });
+  EXPECT_TRUE(parts.directory.Owns("k"));
+  EXPECT_EQ(parts.ctx.counters.puts.load(), 1u);
+  EXPECT_EQ(parts.Read("k"), "hello");
+}
+
+TEST(WritePathTest, AnAsyncPutWhoseClaimIsLostLeavesNothingBehind) {
+  BackendParts parts({1 * kMiB});
+  parts.directory.HoldAsyncClaims();
+  AsyncOutcome outcome;
+  ASSERT_TRUE(parts.writer.TryWriteWholeAsync("k", "v", {}, outcome.Done()));
+  parts.directory.ClaimElsewhere("k");  // another node won the key meanwhile
+  parts.directory.RunHeldClaims();
+  ASSERT_EQ(outcome.runs, 1);
+  EXPECT_EQ(outcome.result->error(), ErrorCode::kObjectAlreadyExists);
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
+  EXPECT_EQ(parts.ctx.tiers[0]->used(), 0u);
+  EXPECT_EQ(parts.ctx.counters.puts.load(), 0u);
+}
+
+// What might wait on the calling thread is left to the blocking put, with
+// nothing changed and the continuation not run.
+TEST(WritePathTest, AnAsyncPutThatWouldWaitIsRefusedWithNothingChanged) {
+  BackendParts parts({64 * kKiB, 4 * kMiB});
+  parts.AddComplete("old", std::string(60 * kKiB, 'o'), 0);
+  AsyncOutcome outcome;
+  const std::string big(16 * kKiB, 'b');
+  // No room in host memory without evicting "old".
+  EXPECT_FALSE(parts.writer.TryWriteWholeAsync("k", big, {}, outcome.Done()));
+  // A hard pin: its copy to the durable tier would wait.
+  ObjectOptions pinned;
+  pinned.hard_pin = true;
+  EXPECT_FALSE(parts.writer.TryWriteWholeAsync("p", "v", pinned, outcome.Done()));
+  EXPECT_EQ(outcome.runs, 0);
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
+  EXPECT_EQ(parts.StateOf("p"), ObjectState::kRemoved);
+  EXPECT_EQ(parts.TierOf("old"), 0);  // nothing evicted
+  EXPECT_EQ(parts.ctx.tiers[0]->used(), 60 * kKiB);
+  // The blocking put makes room and succeeds.
+  EXPECT_TRUE(parts.writer.WriteWhole("k", big, {}, WriteMode::kCreate));
+  EXPECT_EQ(parts.Read("k"), big);
+}
+
+TEST(WritePathTest, AnAsyncPutOfABadKeyOrSizeFailsAtOnce) {
+  BackendParts parts({1 * kMiB});
+  AsyncOutcome empty_value;
+  ASSERT_TRUE(parts.writer.TryWriteWholeAsync("k", "", {}, empty_value.Done()));
+  ASSERT_EQ(empty_value.runs, 1);
+  EXPECT_EQ(empty_value.result->error(), ErrorCode::kInvalidParams);
+  AsyncOutcome too_large;
+  ASSERT_TRUE(
+      parts.writer.TryWriteWholeAsync("k", std::string(2 * kMiB, 'x'), {}, too_large.Done()));
+  ASSERT_EQ(too_large.runs, 1);
+  EXPECT_EQ(too_large.result->error(), ErrorCode::kNoAvailableHandle);
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
 }
 
 TEST(WritePathTest, APlanGivesAShareableRegionAndCommitDirectPublishesIt) {
