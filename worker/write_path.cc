@@ -219,13 +219,45 @@ bool WritePath::TryWriteWholeAsync(const std::string& key, std::string_view valu
     done(copied);
     return true;
   }
-  auto committed = Commit(reserved->handle, value.size());
-  if (!committed || !*committed) {
-    done(committed ? Result<void>{} : Err(committed.error()));
+  PublishAsync(Commit(reserved->handle, value.size()), std::move(done));
+  return true;
+}
+
+bool WritePath::EndPlacedAsync(uint64_t handle, std::function<void(Result<void>)> done) {
+  {
+    std::lock_guard lock(ctx_.mu);
+    auto pending = pending_.find(handle);
+    if (pending != pending_.end() && pending->second.options.hard_pin) return false;
+  }
+  auto placed = MarkPlacedWritten(handle);
+  if (!placed) {
+    done(placed);
     return true;
   }
+  PublishAsync(Commit(handle), std::move(done));
+  return true;
+}
+
+void WritePath::PublishAsync(Result<std::optional<CommittedWrite>> committed,
+                             std::function<void(Result<void>)> done) {
+  if (!committed || !*committed) {
+    done(committed ? Result<void>{} : Err(committed.error()));
+    return;
+  }
+  CommittedWrite write = std::move(**committed);
+  if (write.write.was_published) {
+    // An upsert of a key this node already owns needs no new claim.
+    Result<void> published;
+    {
+      std::lock_guard lock(ctx_.mu);
+      published = FinishPublishLocked(write.write, write.version, Result<void>{});
+    }
+    done(std::move(published));
+    return;
+  }
+  const std::string key = write.write.key;
   ctx_.directory->ClaimAsync(
-      key, [this, write = std::move(**committed), done = std::move(done)](Result<void> claimed) {
+      key, [this, write = std::move(write), done = std::move(done)](Result<void> claimed) {
         Result<void> published;
         {
           std::lock_guard lock(ctx_.mu);
@@ -233,7 +265,6 @@ bool WritePath::TryWriteWholeAsync(const std::string& key, std::string_view valu
         }
         done(std::move(published));
       });
-  return true;
 }
 
 Result<void> WritePath::CopyWhole(const Reservation& reserved, std::string_view value) {
@@ -481,17 +512,20 @@ Result<PlacedWrite> WritePath::StartPlaced(const std::string& key, uint64_t size
 }
 
 Result<void> WritePath::EndPlaced(uint64_t handle) {
-  {
-    std::lock_guard lock(ctx_.mu);
-    auto pending = pending_.find(handle);
-    if (pending == pending_.end() || pending->second.committing) {
-      return Err(ErrorCode::kIllegalClient);
-    }
-    PendingWrite& write = pending->second;
-    write.bytes_written = write.size;
-    ctx_.CountWritten(write.allocation->tier, write.size);
-  }
+  if (auto placed = MarkPlacedWritten(handle); !placed) return placed;
   return End(handle);
+}
+
+Result<void> WritePath::MarkPlacedWritten(uint64_t handle) {
+  std::lock_guard lock(ctx_.mu);
+  auto pending = pending_.find(handle);
+  if (pending == pending_.end() || pending->second.committing) {
+    return Err(ErrorCode::kIllegalClient);
+  }
+  PendingWrite& write = pending->second;
+  write.bytes_written = write.size;
+  ctx_.CountWritten(write.allocation->tier, write.size);
+  return {};
 }
 
 Result<std::optional<WritePath::CommittedWrite>> WritePath::Commit(uint64_t handle,
