@@ -21,7 +21,6 @@
 
 #include "common/log.h"
 #include "thrift/rpc_call_site.h"
-#include "thrift/rpc_threaded_replies.h"
 #include "thrift/rpc_transport.h"
 
 namespace mooncake {
@@ -89,6 +88,26 @@ std::string_view MethodOf(const uint8_t* frame, uint32_t size) {
 // epoll tags of the two descriptors that are not connections.
 char listen_tag;
 char stop_tag;
+
+std::string PeerOf(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "unknown";
+  char host[INET6_ADDRSTRLEN] = {};
+  int port = 0;
+  if (address.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
+    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
+    port = ntohs(v4->sin_port);
+  } else if (address.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
+    port = ntohs(v6->sin6_port);
+  } else {
+    return "unknown";
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
 
 // A listening, non-blocking socket on host:port (port 0: a free one).
 Result<int> Listen(const std::string& host, int port) {
@@ -266,9 +285,7 @@ class DeferredEventReply final : public RpcDeferredReply {
 };
 
 std::shared_ptr<RpcDeferredReply> RpcDeferReply() {
-  if (call_site.server == nullptr || call_site.serving == nullptr) {
-    return ThreadedReplies::ForThisThread().DeferCurrentCall();
-  }
+  if (call_site.server == nullptr || call_site.serving == nullptr) return nullptr;
   if (!call_site.deferred) {
     call_site.server->DeferredBorn();
     call_site.deferred = std::make_shared<DeferredEventReply>(
@@ -592,12 +609,12 @@ RpcEventServer::Turn RpcEventServer::ServeConnection(Connection& conn, Worker& w
     if (n <= 0) {
       // The peer hung up or reset, or the housekeeper shut the socket down.
       if (conn.expired) {
-        guard_->Record(*conn.expired, PeerOfSocket(conn.fd),
+        guard_->Record(*conn.expired, PeerOf(conn.fd),
                        *conn.expired == RpcFault::kSlowFrame
                            ? "frame did not arrive within the frame timeout"
                            : "no frame within the idle timeout");
       } else if (n == 0 && conn.pending() > 0) {
-        guard_->Record(RpcFault::kTruncatedFrame, PeerOfSocket(conn.fd),
+        guard_->Record(RpcFault::kTruncatedFrame, PeerOf(conn.fd),
                        "connection closed inside a frame");
       }
       return Turn::kClose;
@@ -615,7 +632,7 @@ RpcEventServer::Turn RpcEventServer::AnswerWholeFrames(Connection& conn, Worker&
   while (conn.pending() >= kFrameHeaderBytes) {
     auto declared = static_cast<int32_t>(ReadBigEndian32(conn.buffer.get() + conn.begin));
     if (declared < 0 || static_cast<uint32_t>(declared) > kRpcMaxFrameBytes) {
-      guard_->Record(RpcFault::kFrameTooLarge, PeerOfSocket(conn.fd),
+      guard_->Record(RpcFault::kFrameTooLarge, PeerOf(conn.fd),
                      ("frame of " + std::to_string(declared) + " bytes, limit " +
                       std::to_string(kRpcMaxFrameBytes))
                          .c_str());
@@ -663,8 +680,7 @@ RpcEventServer::Answer RpcEventServer::AnswerFrame(Connection& conn, Worker& wor
   } catch (const std::exception& e) {
     // A frame it could not decode, or anything a handler let escape (even
     // bad_alloc): this connection closes, the server goes on.
-    if (auto fault = ClassifyRpcException(e))
-      guard_->Record(*fault, PeerOfSocket(conn.fd), e.what());
+    if (auto fault = ClassifyRpcException(e)) guard_->Record(*fault, PeerOf(conn.fd), e.what());
   }
   call_site.serving = nullptr;
   std::shared_ptr<DeferredEventReply> deferred = std::move(call_site.deferred);
@@ -813,7 +829,7 @@ bool RpcEventServer::SendAll(Connection& conn, const uint8_t* data, size_t size)
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      guard_->Record(RpcFault::kSlowReader, PeerOfSocket(conn.fd),
+      guard_->Record(RpcFault::kSlowReader, PeerOf(conn.fd),
                      "the peer did not take its reply within the read timeout");
     }
     return false;  // otherwise the peer is gone

@@ -21,7 +21,6 @@
 #include "common/spare_cpu.h"
 #include "thrift/rpc_event_server.h"
 #include "thrift/rpc_guard.h"
-#include "thrift/rpc_threaded_replies.h"
 #include "thrift/rpc_transport.h"
 
 namespace mooncake {
@@ -170,8 +169,7 @@ class BoundedProtocolFactory : public TProtocolFactory {
 // Runs the service's processor; any exception that escapes it (a frame it
 // could not decode, a transport fault, even bad_alloc) closes only this
 // connection and is counted, instead of reaching Thrift's thread and, for a
-// non-Thrift exception, std::terminate. It also keeps the order of replies a
-// handler deferred (thrift/rpc_threaded_replies.h).
+// non-Thrift exception, std::terminate.
 class GuardedProcessor : public TProcessor {
  public:
   GuardedProcessor(std::shared_ptr<TProcessor> inner, std::shared_ptr<RpcGuard> guard)
@@ -179,47 +177,18 @@ class GuardedProcessor : public TProcessor {
 
   bool process(std::shared_ptr<TProtocol> in, std::shared_ptr<TProtocol> out,
                void* context) override {
-    auto* transport = dynamic_cast<BoundedFramedTransport*>(in->getTransport().get());
-    ThreadedReplies& replies = ThreadedReplies::ForThisThread();
-    bool keep = false;
     try {
-      keep = Answer(transport, replies, in, out, context);
+      return inner_->process(in, out, context);
     } catch (const std::exception& e) {
       if (auto fault = ClassifyRpcException(e)) {
+        auto* transport = dynamic_cast<const BoundedFramedTransport*>(in->getTransport().get());
         guard_->Record(*fault, transport ? transport->peer() : "unknown", e.what());
       }
-      keep = false;
+      return false;
     }
-    // The socket closes once this returns false: a deferred reply goes
-    // first (or fails on the socket shut down).
-    if (!keep) replies.AwaitOutstanding();
-    return keep;
   }
 
  private:
-  // One call: its frame, the earlier call's deferred reply, then the call.
-  bool Answer(BoundedFramedTransport* transport, ThreadedReplies& replies,
-              const std::shared_ptr<TProtocol>& in, const std::shared_ptr<TProtocol>& out,
-              void* context) {
-    if (transport == nullptr) return inner_->process(in, out, context);
-    if (replies.has_outstanding()) {
-      // The peer may be waiting for that reply before it sends again, so
-      // wait for the next frame first: this thread sleeps once per call.
-      bool more = transport->AwaitFrame();
-      if (!replies.AwaitOutstanding() || !more) return false;
-    }
-    replies.BeginCall(*transport, dynamic_cast<BoundedFramedTransport*>(out->getTransport().get()),
-                      guard_);
-    bool keep = false;
-    try {
-      keep = inner_->process(in, out, context);
-    } catch (...) {
-      replies.EndCall(*out, false);
-      throw;
-    }
-    return replies.EndCall(*out, keep);
-  }
-
   std::shared_ptr<TProcessor> inner_;
   std::shared_ptr<RpcGuard> guard_;
 };

@@ -1,7 +1,6 @@
 #include "thrift/rpc_transport.h"
 
 #include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -202,26 +201,6 @@ std::shared_ptr<BoundedFramedTransport> BoundedFramedTransport::WriteSide() cons
   return std::make_shared<BoundedFramedTransport>(socket_, timeouts_, large_frames_);
 }
 
-std::string PeerOfSocket(int fd) {
-  sockaddr_storage address{};
-  socklen_t length = sizeof(address);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "unknown";
-  char host[INET6_ADDRSTRLEN] = {};
-  int port = 0;
-  if (address.ss_family == AF_INET) {
-    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
-    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
-    port = ntohs(v4->sin_port);
-  } else if (address.ss_family == AF_INET6) {
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
-    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
-    port = ntohs(v6->sin6_port);
-  } else {
-    return "unknown";
-  }
-  return std::string(host) + ":" + std::to_string(port);
-}
-
 std::string BoundedFramedTransport::peer() const {
   try {
     return socket_->getPeerAddress() + ":" + std::to_string(socket_->getPeerPort());
@@ -234,11 +213,6 @@ void BoundedFramedTransport::SetSocketTimeout(milliseconds timeout) {
   if (timeout == socket_timeout_) return;
   socket_->setRecvTimeout(static_cast<int>(timeout.count()));
   socket_timeout_ = timeout;
-}
-
-bool BoundedFramedTransport::AwaitFrame() {
-  if (rBase_ < rBound_ || frame_unread_ > 0) return true;
-  return readFrame();
 }
 
 bool BoundedFramedTransport::readFrame() {
@@ -490,7 +464,6 @@ void BoundedFramedTransport::ReceiveFrameBytes(uint8_t* out, uint32_t size) {
 }
 
 void BoundedFramedTransport::write_virt(const uint8_t* buf, uint32_t len) {
-  if (discard_writes_) return;
   if (len < kBorrowedWriteBytes || !plain_socket_) {
     TFramedTransport::write(buf, len);
     return;
@@ -499,11 +472,6 @@ void BoundedFramedTransport::write_virt(const uint8_t* buf, uint32_t len) {
 }
 
 void BoundedFramedTransport::flush() {
-  if (discard_writes_) {
-    borrowed_.clear();
-    wBase_ = wBuf_.get() + sizeof(uint32_t);
-    return;
-  }
   if (borrowed_.empty()) {
     TFramedTransport::flush();
     return;

@@ -126,10 +126,6 @@ class RpcFrameSource {
 //   std::string, with no copy through the frame buffer. The string is
 //   sized by its declared length, bounded by the frame limit: acceptable
 //   for the answer to one's own request.
-// "ip:port" of the other end of connected socket `fd`, without a name
-// lookup; "unknown" when it has none (never throws).
-std::string PeerOfSocket(int fd);
-
 class BoundedFramedTransport : public apache::thrift::transport::TFramedTransport,
                                public RpcFrameSource {
  public:
@@ -156,17 +152,6 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   void ReceiveValueInto(std::span<std::byte> out);
   // "ip:port" of the other end, without a name lookup.
   std::string peer() const;
-  // Unless part of a frame is buffered, reads the next frame's header (and
-  // what came with it), waiting as a call's read would; false when the peer
-  // closed between frames. For a server that must know the next call has
-  // come before it answers anything (thrift/rpc_threaded_replies.h).
-  bool AwaitFrame();
-  // Whether the socket is plain TCP (not TLS).
-  bool plain_socket() const { return plain_socket_; }
-  // While set, what is written is dropped and a flush sends nothing: the
-  // reply the processor writes for a call whose reply was deferred
-  // (thrift/rpc_threaded_replies.h).
-  void set_discard_writes(bool discard) { discard_writes_ = discard; }
   // The socket's descriptor, to wait for a reply with poll/epoll. A reply
   // is read through this transport, never from the descriptor.
   int socket_fd() const;
@@ -222,7 +207,6 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   const LargeFrames large_frames_;
   // Not TLS: the payload's first read may bypass the socket (see ReadPayload).
   const bool plain_socket_;
-  bool discard_writes_ = false;
   std::chrono::milliseconds socket_timeout_{0};
   std::unique_ptr<uint8_t[]> frame_;
   uint32_t frame_capacity_ = 0;

@@ -86,11 +86,20 @@ std::vector<std::optional<std::vector<Result<void>>>> ClaimBatcher::SendClaimers
 
 namespace mooncake {
 
-void ClaimBatcher::ClaimAsync(std::string key, ClaimDone done) {
+void ClaimBatcher::ClaimAsync(std::string key, ClaimDone done, bool may_lead) {
   std::unique_lock lock(async_mu_);
   if (stopping_) {
     lock.unlock();
     done(Err(ErrorCode::kRpcFail));
+    return;
+  }
+  if (may_lead && !async_sending_ && async_queue_.empty()) {
+    async_sending_ = true;
+    ++async_calls_;
+    lock.unlock();
+    std::vector<AsyncClaim> alone;
+    alone.push_back(AsyncClaim{std::move(key), std::move(done)});
+    SendAsyncBatch(std::move(alone));
     return;
   }
   async_queue_.push_back(AsyncClaim{std::move(key), std::move(done)});
@@ -138,35 +147,39 @@ void ClaimBatcher::SendAsyncClaims() {
     std::vector<AsyncClaim> batch = TakeAsyncBatchLocked();
     async_sending_ = true;
     lock.unlock();
-    std::vector<std::string> keys;
-    keys.reserve(batch.size());
-    for (const AsyncClaim& claim : batch) keys.push_back(claim.key);
-    std::vector<Result<void>> results;
-    try {
-      results = send_(keys);
-    } catch (const std::exception& e) {
-      MC_LOG_ERROR("claim call failed keys={} error=\"{}\"", keys.size(), e.what());
-    }
-    if (results.size() != keys.size()) {
-      results.assign(keys.size(), Err(ErrorCode::kInternalError));
-    }
+    SendAsyncBatch(std::move(batch));
     lock.lock();
+  }
+}
+
+void ClaimBatcher::SendAsyncBatch(std::vector<AsyncClaim> batch) {
+  std::vector<std::string> keys;
+  keys.reserve(batch.size());
+  for (const AsyncClaim& claim : batch) keys.push_back(claim.key);
+  std::vector<Result<void>> results;
+  try {
+    results = send_(keys);
+  } catch (const std::exception& e) {
+    MC_LOG_ERROR("claim call failed keys={} error=\"{}\"", keys.size(), e.what());
+  }
+  if (results.size() != keys.size()) results.assign(keys.size(), Err(ErrorCode::kInternalError));
+  bool more = false;
+  {
+    std::lock_guard lock(async_mu_);
     async_sending_ = false;
-    const bool more = !async_queue_.empty() || stopping_;
-    lock.unlock();
-    // The other sender sends the claims that queued meanwhile while this one
-    // runs the continuations (each sends its put's reply): one call is never
-    // held up by the last one's replies.
-    if (more) async_cv_.notify_all();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      try {
-        batch[i].done(std::move(results[i]));
-      } catch (const std::exception& e) {
-        // A continuation's failure is its own; the other claims go on.
-        MC_LOG_ERROR("claim continuation failed key={} error=\"{}\"", batch[i].key, e.what());
-      }
+    more = !async_queue_.empty() || stopping_;
+  }
+  // A sender sends the claims that queued meanwhile while this thread runs
+  // the continuations (each sends its put's reply): one call is never held
+  // up by the last one's replies.
+  if (more) async_cv_.notify_all();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    try {
+      batch[i].done(std::move(results[i]));
+    } catch (const std::exception& e) {
+      // A continuation's failure is its own; the other claims go on.
+      MC_LOG_ERROR("claim continuation failed key={} error=\"{}\"", batch[i].key, e.what());
     }
-    lock.lock();
   }
 }
 

@@ -23,8 +23,10 @@
 // time, carrying every claim that queued while the previous one was; when it
 // returns, the other sender sends the next call while this one runs the
 // continuations (each sends its put's reply), so replies never hold up the
-// next call. Those claims never share a call with the blocking ones: either
-// kind is group-committed with its own.
+// next call. A lone claim from a thread that may wait, with no call out, is
+// sent by that thread at once, as a lone blocking claim is. These claims
+// never share a call with the blocking ones: either kind is group-committed
+// with its own.
 //
 // Thread-safety: Claim(), ClaimMany() and ClaimAsync() are safe from any
 // number of threads.
@@ -83,8 +85,12 @@ class ClaimBatcher {
   std::vector<Result<void>> ClaimMany(std::span<const std::string> keys);
   // Claims `key` without waiting: `done` runs once with the master's answer
   // on a sender thread (started on the first call). It should not wait for
-  // long: it holds up one of the two senders.
-  void ClaimAsync(std::string key, ClaimDone done);
+  // long: it holds up one of the two senders. A caller that `may_lead` (its
+  // thread may wait) and finds no asynchronous call out sends this claim
+  // itself and runs `done` before returning, as a lone Claim is sent at
+  // once: handing a lone claim to a sender would add a thread's wake-up to
+  // the put's time.
+  void ClaimAsync(std::string key, ClaimDone done, bool may_lead = false);
 
   // Calls sent, keys claimed, and keys waiting for the next call (the
   // blocking claims'; the asynchronous ones are counted below).
@@ -115,6 +121,10 @@ class ClaimBatcher {
   // A sender thread: sends what queued (one call out at a time), answers
   // it, until stopped.
   void SendAsyncClaims();
+  // Sends `batch` as one call (async_sending_ set by the caller), clears
+  // async_sending_ and wakes a sender if claims queued meanwhile, then runs
+  // the continuations.
+  void SendAsyncBatch(std::vector<AsyncClaim> batch);
   // async_mu_ held: the claims of the next call, within its limits.
   std::vector<AsyncClaim> TakeAsyncBatchLocked();
 

@@ -5,6 +5,7 @@
 #include "mooncake_rpc/MasterService.h"
 #include "thrift/master_endpoint.h"
 #include "thrift/master_shards.h"
+#include "thrift/rpc_call_site.h"
 #include "thrift/rpc_channel.h"
 #include "thrift/rpc_codes.h"
 
@@ -115,13 +116,18 @@ Result<void> MasterLink::Claim(const std::string& key) {
 }
 
 void MasterLink::ClaimAsync(const std::string& key, std::function<void(Result<void>)> done) {
-  claims_.ClaimAsync(key, [this, key, done = std::move(done)](Result<void> claimed) {
-    if (!claimed && claimed.error() == ErrorCode::kNodeNotFound && on_unknown_node_) {
-      on_unknown_node_();
-      claimed = claims_.Claim(key);
-    }
-    done(std::move(claimed));
-  });
+  // A thread that may wait (the epoll engine's pool) sends a lone claim
+  // itself; a loop thread never waits.
+  claims_.ClaimAsync(
+      key,
+      [this, key, done = std::move(done)](Result<void> claimed) {
+        if (!claimed && claimed.error() == ErrorCode::kNodeNotFound && on_unknown_node_) {
+          on_unknown_node_();
+          claimed = claims_.Claim(key);
+        }
+        done(std::move(claimed));
+      },
+      /*may_lead=*/RpcCallMayBlock());
 }
 
 std::vector<Result<void>> MasterLink::ClaimMany(const std::vector<std::string>& keys) {

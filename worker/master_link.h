@@ -58,9 +58,10 @@ class MasterLink : public OwnerDirectory {
   // The keys of one batched write: through the same batcher, so concurrent
   // batches share calls too (within ClaimBatcherOptions' limits).
   std::vector<Result<void>> ClaimMany(const std::vector<std::string>& keys) override;
-  // Through the batcher's sender thread, which answers `done`; a claim the
-  // master refuses because it forgot this node registers again and is sent
-  // once more, as Claim does (on that thread: it is rare).
+  // Through the batcher's sender threads, which answer `done` (or, alone
+  // and on a thread that may wait, at once on this one); a claim the master
+  // refuses because it forgot this node registers again and is sent once
+  // more, as Claim does (on that thread: it is rare).
   void ClaimAsync(const std::string& key, std::function<void(Result<void>)> done) override;
   Result<void> Release(const std::string& key) override;
   // One BatchRemoveOwner to each shard the keys belong to.

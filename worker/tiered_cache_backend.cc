@@ -107,11 +107,6 @@ Result<void> TieredCacheBackend::EndPlacedPut(uint64_t handle) {
   return writer_->EndPlaced(handle);
 }
 
-bool TieredCacheBackend::EndPlacedPutAsync(uint64_t handle,
-                                           std::function<void(Result<void>)> done) {
-  return writer_->EndPlacedAsync(handle, std::move(done));
-}
-
 Result<DirectWritePlan> TieredCacheBackend::OpenForWrite(const std::string& key, uint64_t size,
                                                          const ObjectOptions& options,
                                                          WriteMode mode) {

@@ -109,10 +109,6 @@ class TieredCacheBackend {
   Result<PlacedWrite> StartPlacedPut(const std::string& key, uint64_t size,
                                      const ObjectOptions& options);
   Result<void> EndPlacedPut(uint64_t handle);
-  // EndPlacedPut without waiting here for the master's claim: `done` gets
-  // the result, here or from the claim's thread. False, with nothing done,
-  // for a hard-pinned put: use EndPlacedPut.
-  bool EndPlacedPutAsync(uint64_t handle, std::function<void(Result<void>)> done);
 
   // Plan-based write: PutStart restricted to tiers that can share their
   // memory with other local processes (VRAM, DRAM), returning where to

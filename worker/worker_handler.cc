@@ -90,8 +90,14 @@ bool WorkerHandler::TryPutAsync(const std::string& key, std::string_view value,
   if (!options) return false;  // WriteValue answers it
   // Not a RequestTimer: a put handed back to WriteValue must not count.
   auto started = std::chrono::steady_clock::now();
-  return backend_.TryPutAsync(key, value, *options,
-                              AccountedPut(key, value.size(), started, std::move(done)));
+  return backend_.TryPutAsync(
+      key, value, *options,
+      [this, started, key, size = value.size(), done = std::move(done)](Result<void> written) {
+        auto code = ToRpc(written);
+        requests_.Record("put", CodeOf(code), std::chrono::steady_clock::now() - started);
+        LogWriteFailure("put", key, size, code);
+        done(code);
+      });
 }
 
 std::unique_ptr<WorkerHandler::PlacedPut> WorkerHandler::StartPlacedPut(
@@ -109,14 +115,12 @@ WorkerHandler::PlacedPut::PlacedPut(WorkerHandler& handler, PlacedWrite write, s
       write_(std::move(write)),
       key_(std::move(key)),
       config_(std::move(config)),
-      started_(std::chrono::steady_clock::now()) {}
+      timer_(handler.requests_, "put") {}
 
 WorkerHandler::PlacedPut::~PlacedPut() {
   if (finished_) return;
   // Nothing was published; the key and the space are given back.
   (void)handler_.backend_.PutRevoke(write_.handle);
-  handler_.requests_.Record("put", ErrorCode::kInternalError,
-                            std::chrono::steady_clock::now() - started_);
 }
 
 bool WorkerHandler::PlacedPut::Describes(const ValueItem& item) const {
@@ -128,30 +132,9 @@ bool WorkerHandler::PlacedPut::Describes(const ValueItem& item) const {
 rpc::ErrorCode::type WorkerHandler::PlacedPut::Finish() {
   finished_ = true;
   auto code = ToRpc(handler_.backend_.EndPlacedPut(write_.handle));
-  Account(code);
-  return code;
-}
-
-bool WorkerHandler::PlacedPut::FinishAsync(WriteDone done) {
-  // The continuation outlives this object: it takes copies of what it logs.
-  finished_ = handler_.backend_.EndPlacedPutAsync(
-      write_.handle, handler_.AccountedPut(key_, write_.bytes.size(), started_, std::move(done)));
-  return finished_;
-}
-
-std::function<void(Result<void>)> WorkerHandler::AccountedPut(
-    std::string key, uint64_t size, std::chrono::steady_clock::time_point started, WriteDone done) {
-  return [this, key = std::move(key), size, started, done = std::move(done)](Result<void> written) {
-    auto code = ToRpc(written);
-    requests_.Record("put", CodeOf(code), std::chrono::steady_clock::now() - started);
-    LogWriteFailure("put", key, size, code);
-    done(code);
-  };
-}
-
-void WorkerHandler::PlacedPut::Account(rpc::ErrorCode::type code) const {
-  handler_.requests_.Record("put", CodeOf(code), std::chrono::steady_clock::now() - started_);
+  timer_.Finish(CodeOf(code));
   handler_.LogWriteFailure("put", key_, write_.bytes.size(), code);
+  return code;
 }
 
 void WorkerHandler::LogWriteFailure(std::string_view op, const std::string& key, uint64_t size,

@@ -7,7 +7,6 @@
 // Thread-safety: stateless apart from references to thread-safe objects.
 
 #include <atomic>
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <span>
@@ -92,20 +91,13 @@ class WorkerHandler : public rpc::WorkerServiceIf {
     bool Describes(const ValueItem& item) const;
     // Publishes the object once bytes() holds the whole value.
     rpc::ErrorCode::type Finish();
-    // Finish without waiting here for the master's claim: `done` gets the
-    // code exactly once, here or from the claim's thread. False, with
-    // nothing done, where Finish must be used (a hard pin).
-    bool FinishAsync(WriteDone done);
 
    private:
-    // Counts and logs the put's outcome.
-    void Account(rpc::ErrorCode::type code) const;
-
     WorkerHandler& handler_;
     const PlacedWrite write_;
     const std::string key_;
     const rpc::ReplicateConfig config_;
-    const std::chrono::steady_clock::time_point started_;
+    RequestTimer timer_;
     bool finished_ = false;
   };
   // Null when the value should go through WriteValue instead: the object
@@ -164,11 +156,6 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   void GetPlacementUntimed(rpc::Placement& result, const std::string& key);
   // Logs a failed put, upsert, put_start or open_for_write at WARN, at most
   // once per second per error code, with the count of lines held back.
-  // `done` behind the counting and logging of an asynchronous put's outcome
-  // (the continuation owns copies of what it logs).
-  std::function<void(Result<void>)> AccountedPut(std::string key, uint64_t size,
-                                                 std::chrono::steady_clock::time_point started,
-                                                 WriteDone done);
   void LogWriteFailure(std::string_view op, const std::string& key, uint64_t size,
                        rpc::ErrorCode::type code);
   // Fills a NOT_OWNER answer with the new owner when this node handed it off.

@@ -134,7 +134,6 @@ void WorkerProcessor::ProcessWrite(BoundedBinaryProtocol& in, TProtocol* out, co
       }
     }
   }
-  if (placed && placed->Describes(item) && AnswerPutLater(*placed, seqid)) return;
   if (placed && !placed->Describes(item)) {
     // Written as read, below, and from a copy where the value lies in the
     // space that goes back now.
@@ -160,34 +159,17 @@ void WorkerProcessor::ProcessWrite(BoundedBinaryProtocol& in, TProtocol* out, co
   });
 }
 
-namespace {
-
-// The continuation of a put answered later: sends its reply.
-WorkerHandler::WriteDone SendPutReply(std::shared_ptr<RpcDeferredReply> reply, int32_t seqid) {
-  return [reply = std::move(reply), seqid](rpc::ErrorCode::type code) {
-    rpc::WorkerService_Put_result result;
-    result.success = code;
-    result.__isset.success = true;
-    SendMessage(&reply->protocol(), "Put", T_REPLY, seqid, result);
-    reply->Send();
-  };
-}
-
-}  // namespace
-
 bool WorkerProcessor::AnswerPutLater(const ValueItem& item, int32_t seqid) {
   std::shared_ptr<RpcDeferredReply> reply = RpcDeferReply();
   if (!reply) return false;
-  bool started =
-      handler_->TryPutAsync(item.key, item.value, item.config, SendPutReply(reply, seqid));
-  if (!started) reply->Cancel();
-  return started;
-}
-
-bool WorkerProcessor::AnswerPutLater(WorkerHandler::PlacedPut& placed, int32_t seqid) {
-  std::shared_ptr<RpcDeferredReply> reply = RpcDeferReply();
-  if (!reply) return false;
-  bool started = placed.FinishAsync(SendPutReply(reply, seqid));
+  bool started = handler_->TryPutAsync(
+      item.key, item.value, item.config, [reply, seqid](rpc::ErrorCode::type code) {
+        rpc::WorkerService_Put_result result;
+        result.success = code;
+        result.__isset.success = true;
+        SendMessage(&reply->protocol(), "Put", T_REPLY, seqid, result);
+        reply->Send();
+      });
   if (!started) reply->Cancel();
   return started;
 }

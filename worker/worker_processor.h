@@ -33,11 +33,11 @@
 
 #include "mooncake_rpc/WorkerService.h"
 #include "worker/backend_types.h"
-#include "worker/worker_handler.h"
 
 namespace mooncake {
 
 class BoundedBinaryProtocol;
+class WorkerHandler;
 struct ValueItem;
 
 class WorkerProcessor : public rpc::WorkerServiceProcessor {
@@ -70,9 +70,6 @@ class WorkerProcessor : public rpc::WorkerServiceProcessor {
   // (RpcDeferReply, WorkerHandler::TryPutAsync). False, with nothing done,
   // where the reply cannot be deferred or the put might wait here.
   bool AnswerPutLater(const ValueItem& item, int32_t seqid);
-  // The same for a put whose value came from the socket straight into its
-  // space (on the threaded engine).
-  bool AnswerPutLater(WorkerHandler::PlacedPut& placed, int32_t seqid);
   void ProcessBatchGet(apache::thrift::protocol::TProtocol* in,
                        apache::thrift::protocol::TProtocol* out, int32_t seqid);
 

@@ -193,71 +193,41 @@ bool WritePath::TryWriteWholeAsync(const std::string& key, std::string_view valu
   auto location = tier.Allocate(value.size());
   if (!location) return false;
   const SpaceFound found = std::make_pair(first, std::make_shared<Allocation>(&tier, *location));
-  std::optional<Reservation> reserved;
+  Result<Reservation> reserved = Err(ErrorCode::kInternalError);
   {
     std::vector<AllocationPtr> released;  // a create replaces nothing
     std::vector<std::string> release_keys;
     std::lock_guard lock(ctx_.mu);
-    auto reservation = ReserveLocked(key, value.size(), options, WriteMode::kCreate, 0,
-                                     /*direct=*/false, released);
-    if (!reservation) {
-      done(Err(reservation.error()));
-      return true;
+    reserved = ReserveLocked(key, value.size(), options, WriteMode::kCreate, 0,
+                             /*direct=*/false, released);
+    if (reserved) {
+      // Cannot fail: the space is found and the write was reserved just
+      // now, in this hold of ctx_.mu.
+      auto placed = PlaceLocked(reserved->handle, key, found, release_keys);
+      MC_DCHECK(placed.has_value() && release_keys.empty());
+      if (placed) {
+        reserved->allocation = std::move(*placed);
+      } else {
+        reserved = Err(placed.error());
+      }
     }
-    reserved = std::move(*reservation);
-    // Cannot fail: the space is found and the write was reserved just now,
-    // in this hold of ctx_.mu.
-    auto placed = PlaceLocked(reserved->handle, key, found, release_keys);
-    MC_DCHECK(placed.has_value() && release_keys.empty());
-    if (!placed) {
-      done(Err(placed.error()));
-      return true;
-    }
-    reserved->allocation = std::move(*placed);
+  }
+  // Continuations run without ctx_.mu.
+  if (!reserved) {
+    done(Err(reserved.error()));
+    return true;
   }
   if (auto copied = CopyWhole(*reserved, value); !copied) {
     done(copied);
     return true;
   }
-  PublishAsync(Commit(reserved->handle, value.size()), std::move(done));
-  return true;
-}
-
-bool WritePath::EndPlacedAsync(uint64_t handle, std::function<void(Result<void>)> done) {
-  {
-    std::lock_guard lock(ctx_.mu);
-    auto pending = pending_.find(handle);
-    if (pending != pending_.end() && pending->second.options.hard_pin) return false;
-  }
-  auto placed = MarkPlacedWritten(handle);
-  if (!placed) {
-    done(placed);
-    return true;
-  }
-  PublishAsync(Commit(handle), std::move(done));
-  return true;
-}
-
-void WritePath::PublishAsync(Result<std::optional<CommittedWrite>> committed,
-                             std::function<void(Result<void>)> done) {
+  auto committed = Commit(reserved->handle, value.size());
   if (!committed || !*committed) {
     done(committed ? Result<void>{} : Err(committed.error()));
-    return;
+    return true;
   }
-  CommittedWrite write = std::move(**committed);
-  if (write.write.was_published) {
-    // An upsert of a key this node already owns needs no new claim.
-    Result<void> published;
-    {
-      std::lock_guard lock(ctx_.mu);
-      published = FinishPublishLocked(write.write, write.version, Result<void>{});
-    }
-    done(std::move(published));
-    return;
-  }
-  const std::string key = write.write.key;
   ctx_.directory->ClaimAsync(
-      key, [this, write = std::move(write), done = std::move(done)](Result<void> claimed) {
+      key, [this, write = std::move(**committed), done = std::move(done)](Result<void> claimed) {
         Result<void> published;
         {
           std::lock_guard lock(ctx_.mu);
@@ -265,6 +235,7 @@ void WritePath::PublishAsync(Result<std::optional<CommittedWrite>> committed,
         }
         done(std::move(published));
       });
+  return true;
 }
 
 Result<void> WritePath::CopyWhole(const Reservation& reserved, std::string_view value) {
@@ -512,20 +483,17 @@ Result<PlacedWrite> WritePath::StartPlaced(const std::string& key, uint64_t size
 }
 
 Result<void> WritePath::EndPlaced(uint64_t handle) {
-  if (auto placed = MarkPlacedWritten(handle); !placed) return placed;
-  return End(handle);
-}
-
-Result<void> WritePath::MarkPlacedWritten(uint64_t handle) {
-  std::lock_guard lock(ctx_.mu);
-  auto pending = pending_.find(handle);
-  if (pending == pending_.end() || pending->second.committing) {
-    return Err(ErrorCode::kIllegalClient);
+  {
+    std::lock_guard lock(ctx_.mu);
+    auto pending = pending_.find(handle);
+    if (pending == pending_.end() || pending->second.committing) {
+      return Err(ErrorCode::kIllegalClient);
+    }
+    PendingWrite& write = pending->second;
+    write.bytes_written = write.size;
+    ctx_.CountWritten(write.allocation->tier, write.size);
   }
-  PendingWrite& write = pending->second;
-  write.bytes_written = write.size;
-  ctx_.CountWritten(write.allocation->tier, write.size);
-  return {};
+  return End(handle);
 }
 
 Result<std::optional<WritePath::CommittedWrite>> WritePath::Commit(uint64_t handle,

@@ -87,11 +87,6 @@ class WritePath {
   Result<PlacedWrite> StartPlaced(const std::string& key, uint64_t size,
                                   const ObjectOptions& options);
   Result<void> EndPlaced(uint64_t handle);
-  // EndPlaced with the claim's wait on another thread, as
-  // TryWriteWholeAsync: `done` runs exactly once, here or on the thread
-  // that answers the claim. False, with nothing done, for a hard-pinned
-  // write (its write-through may wait): use EndPlaced.
-  bool EndPlacedAsync(uint64_t handle, std::function<void(Result<void>)> done);
   Result<void> Revoke(uint64_t handle);
   Result<DirectWritePlan> OpenForWrite(const std::string& key, uint64_t size,
                                        const ObjectOptions& options, WriteMode mode);
@@ -185,14 +180,6 @@ class WritePath {
   Result<Committing> BeginCommitLocked(uint64_t handle, uint64_t bytes_copied);
   void MakeDurable(Committing& committing);
   Result<std::optional<CommittedWrite>> EndCommitLocked(Committing committing);
-  // A placed write's bytes are all in: counts them as written.
-  Result<void> MarkPlacedWritten(uint64_t handle);
-  // Sends the claim of a write committed here (unless the key was published
-  // here already) and publishes the write when it returns, then runs
-  // `done` with the outcome; a failure before the claim goes to `done` at
-  // once.
-  void PublishAsync(Result<std::optional<CommittedWrite>> committed,
-                    std::function<void(Result<void>)> done);
   // End's second half, given the outcome of the key's claim.
   Result<void> FinishPublishLocked(const PendingWrite& write, uint64_t version,
                                    const Result<void>& claimed);

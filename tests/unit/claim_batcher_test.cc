@@ -377,5 +377,45 @@ TEST(ClaimBatcherTest, AThrowingAsyncContinuationDoesNotStopTheOthers) {
   EXPECT_TRUE(got[0].second.has_value());
 }
 
+// A lone claim from a thread that may wait is sent by it, with no hand-off to
+// a sender (a thread's wake-up on the put's path); with a call out it queues.
+TEST(ClaimBatcherTest, ALoneAsyncClaimFromAThreadThatMayWaitIsSentByItAtOnce) {
+  FakeMaster master;
+  master.hold_first_ = true;
+  ClaimBatcher batcher(SendTo(master));
+  std::atomic<bool> first_ran{false};
+  std::thread::id first_ran_on;
+  std::thread leader([&] {
+    batcher.ClaimAsync(
+        "first",
+        [&](Result<void> r) {
+          first_ran_on = std::this_thread::get_id();
+          first_ran = r.has_value();
+        },
+        /*may_lead=*/true);
+    // Answered before ClaimAsync returned, on this thread.
+    EXPECT_TRUE(first_ran.load());
+    EXPECT_EQ(first_ran_on, std::this_thread::get_id());
+  });
+  for (int i = 0; i < 500 && master.calls().empty(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(master.calls().size(), 1u);  // the leader's call, held on the wire
+  EXPECT_EQ(batcher.async_queued(), 0u);
+
+  // A call is out: this one queues even though its thread may wait.
+  AsyncAnswers answers;
+  batcher.ClaimAsync("second", answers.For("second"), /*may_lead=*/true);
+  EXPECT_EQ(batcher.async_queued(), 1u);
+  master.release_.set_value();
+  leader.join();
+  auto got = answers.WaitFor(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(got[0].second.has_value());
+  auto calls = master.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0], std::vector<std::string>{"first"});
+  EXPECT_EQ(calls[1], std::vector<std::string>{"second"});
+  EXPECT_EQ(batcher.async_calls(), 2u);
+}
+
 }  // namespace
 }  // namespace mooncake

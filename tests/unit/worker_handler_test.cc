@@ -40,13 +40,13 @@ class WorkerHandlerTest : public ::testing::Test {
     return tiers;
   }
 
-  // The worker's processor over handler_ on `engine`, as WorkerServer
-  // serves it.
-  std::unique_ptr<RpcServer> Serve(RpcEngine engine = RpcEngine::kEpoll) {
+  // The worker's processor over handler_ on the epoll engine, as
+  // WorkerServer serves it.
+  std::unique_ptr<RpcServer> ServeOnEpoll() {
     auto processor = std::make_shared<WorkerProcessor>(
         std::shared_ptr<WorkerHandler>(std::shared_ptr<WorkerHandler>{}, &handler_));
     RpcServerOptions options{.host = "127.0.0.1", .port = 0};
-    options.limits.engine = engine;
+    options.limits.engine = RpcEngine::kEpoll;
     options.may_block = &WorkerProcessor::MayBlock;
     auto started = RpcServer::Start(processor, options);
     EXPECT_TRUE(started);
@@ -136,7 +136,7 @@ std::optional<std::pair<rpc::ErrorCode::type, int32_t>> DecodePutReply(const std
 // eviction) is answered the blocking way, claim and all, before its reply.
 TEST_F(WorkerHandlerTest, OnTheEpollEngineAPutIsAnsweredWhenItsClaimReturns) {
   directory_.HoldAsyncClaims();
-  auto server = Serve(RpcEngine::kEpoll);
+  auto server = ServeOnEpoll();
   ASSERT_NE(server, nullptr);
   RawConnection conn(server->port());
   ASSERT_TRUE(conn.Send(PutCall("k", "value", 41)));
@@ -186,40 +186,8 @@ TEST_F(WorkerHandlerTest, OnTheEpollEngineAPutIsAnsweredWhenItsClaimReturns) {
 
 // A put whose reply waits for its claim still counts as a put, once, with
 // its outcome.
-// On the threaded engine too: the connection's thread reads on while the
-// claim is out, for a value in the frame and for one received straight
-// into its space alike.
-TEST_F(WorkerHandlerTest, OnTheThreadedEngineAPutIsAnsweredWhenItsClaimReturns) {
-  directory_.HoldAsyncClaims();
-  auto server = Serve(RpcEngine::kThreads);
-  ASSERT_NE(server, nullptr);
-  RawConnection conn(server->port());
-  for (const auto& [key, value] : {std::pair<std::string, std::string>{"small", "value"},
-                                   {"placed", std::string(1 << 20, 'p')}}) {
-    ASSERT_TRUE(conn.Send(PutCall(key, value, 7)));
-    for (int i = 0; i < 200 && directory_.held_claims() == 0; ++i) {
-      std::this_thread::sleep_for(5ms);
-    }
-    ASSERT_EQ(directory_.held_claims(), 1u) << key;
-    EXPECT_FALSE(conn.Readable(100ms)) << key << ": answered before its claim returned";
-    directory_.RunHeldClaims();
-    auto reply = conn.ReadFrame();
-    ASSERT_TRUE(reply) << key << ": no reply once the claim returned";
-    auto decoded = DecodePutReply(*reply);
-    ASSERT_TRUE(decoded) << key;
-    EXPECT_EQ(decoded->first, rpc::ErrorCode::OK) << key;
-    EXPECT_EQ(decoded->second, 7) << key;
-    EXPECT_TRUE(directory_.Owns(key));
-    EXPECT_FALSE(conn.Readable(50ms)) << key << ": more than one reply";
-  }
-  handler_.set_serving_reads(true);
-  rpc::GetResult got;
-  handler_.Get(got, "placed", 0, 0);
-  EXPECT_EQ(got.data, std::string(1 << 20, 'p'));
-}
-
 TEST_F(WorkerHandlerTest, AsyncPutsAreCountedOnceWithTheirCode) {
-  auto server = Serve(RpcEngine::kEpoll);
+  auto server = ServeOnEpoll();
   ASSERT_NE(server, nullptr);
   directory_.ClaimElsewhere("taken");
   RawConnection conn(server->port());
