@@ -1087,6 +1087,33 @@ TEST(RpcEventServerTest, ADeferredReplyDroppedUnsentClosesItsConnectionAndNoOthe
       << server->stats().active_connections << " connections open, not 2";
 }
 
+// The idle timeout counts from the reply, not from the call that waited
+// for it: a reply deferred past the timeout leaves its connection open.
+TEST(RpcEventServerTest, AReplyDeferredPastTheIdleTimeoutLeavesItsConnectionOpen) {
+  auto master = std::make_shared<DeferringMaster>();
+  auto processor = std::make_shared<SeqIdProcessor>(master);
+  RpcServerOptions options{.host = "127.0.0.1", .port = 0};
+  options.limits.engine = RpcEngine::kEpoll;
+  options.limits.idle_timeout_ms = 300;
+  options.may_block = [](std::string_view) { return false; };
+  auto started = RpcServer::Start(processor, options);
+  ASSERT_TRUE(started) << ToString(started.error());
+  auto server = std::move(*started);
+  DropDeferredOnExit drop_on_exit{*master};
+  RawConnection conn(server->port());
+  ASSERT_TRUE(conn.Send(Wire().Call("GetRole", 9).Stop().Framed()));
+  auto deferred = master->TakeDeferred();
+  ASSERT_TRUE(deferred);
+  std::this_thread::sleep_for(600ms);  // twice the idle timeout
+  WriteGetRoleReply(*deferred->reply, deferred->seqid, DeferredName(deferred->seqid));
+  deferred->reply->Send();
+  auto reply = conn.ReadFrame(2s);
+  ASSERT_TRUE(reply) << "the deferred reply did not arrive";
+  EXPECT_EQ(DecodeGetRoleReply(*reply), std::make_pair(int32_t{9}, DeferredName(9)));
+  std::this_thread::sleep_for(100ms);  // well inside the timeout, counted from the reply
+  EXPECT_TRUE(conn.RoundTrip("ListNodes")) << "closed as idle right after its reply";
+}
+
 TEST(RpcEventServerTest, StoppingTheServerWaitsForADeferredReplyHeldElsewhere) {
   // The holder sends it, or lets it go unsent.
   for (bool send : {true, false}) {
