@@ -557,19 +557,29 @@ INSTANTIATE_TEST_SUITE_P(Engines, RpcServerTest,
 
 // ---- The epoll engine's loop threads and pool ----
 
+// An epoll-engine server of `processor` with `limits` where the calls
+// `may_block` names go to the pool.
+std::unique_ptr<RpcServer> StartEpollProcessor(
+    std::shared_ptr<apache::thrift::TProcessor> processor,
+    std::function<bool(std::string_view)> may_block, int loop_threads = 0,
+    RpcServerLimits limits = {}) {
+  RpcServerOptions options{.host = "127.0.0.1", .port = 0};
+  options.limits = limits;
+  options.limits.engine = RpcEngine::kEpoll;
+  options.may_block = std::move(may_block);
+  options.loop_threads = loop_threads;
+  auto started = RpcServer::Start(std::move(processor), options);
+  EXPECT_TRUE(started) << ToString(started.error());
+  return started ? std::move(*started) : nullptr;
+}
+
 // An epoll-engine server of `handler` where the calls `may_block` names go
 // to the pool.
 std::unique_ptr<RpcServer> StartEpollServer(std::shared_ptr<rpc::MasterServiceIf> handler,
                                             std::function<bool(std::string_view)> may_block,
                                             int loop_threads = 0) {
-  auto processor = std::make_shared<rpc::MasterServiceProcessor>(std::move(handler));
-  RpcServerOptions options{.host = "127.0.0.1", .port = 0};
-  options.limits.engine = RpcEngine::kEpoll;
-  options.may_block = std::move(may_block);
-  options.loop_threads = loop_threads;
-  auto started = RpcServer::Start(processor, options);
-  EXPECT_TRUE(started) << ToString(started.error());
-  return started ? std::move(*started) : nullptr;
+  return StartEpollProcessor(std::make_shared<rpc::MasterServiceProcessor>(std::move(handler)),
+                             std::move(may_block), loop_threads);
 }
 
 // A master that counts, per call, whether it ran where it may block.
@@ -740,14 +750,8 @@ class SeqIdProcessor : public rpc::MasterServiceProcessor {
 std::unique_ptr<RpcServer> StartDeferringServer(
     std::shared_ptr<rpc::MasterServiceIf> handler, int loop_threads = 0,
     std::function<bool(std::string_view)> may_block = [](std::string_view) { return false; }) {
-  auto processor = std::make_shared<SeqIdProcessor>(std::move(handler));
-  RpcServerOptions options{.host = "127.0.0.1", .port = 0};
-  options.limits.engine = RpcEngine::kEpoll;
-  options.may_block = std::move(may_block);
-  options.loop_threads = loop_threads;
-  auto started = RpcServer::Start(processor, options);
-  EXPECT_TRUE(started) << ToString(started.error());
-  return started ? std::move(*started) : nullptr;
+  return StartEpollProcessor(std::make_shared<SeqIdProcessor>(std::move(handler)),
+                             std::move(may_block), loop_threads);
 }
 
 // Writes a whole GetRole reply of `seqid` whose role's cluster name is
@@ -796,6 +800,18 @@ std::optional<std::pair<int32_t, std::string>> DecodeGetRoleReply(const std::str
 // What the processor would answer for a GetRole whose reply was deferred:
 // it must never reach the caller.
 constexpr std::string_view kProcessorsReply = "the processor's own reply";
+
+// Sends GetRole calls `first` to `last - 1`, one at a time, and expects
+// exactly one reply to each, well formed and carrying `name`.
+void ExpectEachAnsweredOnceWith(RawConnection& conn, int first, int last, const std::string& name) {
+  for (int i = first; i < last; ++i) {
+    ASSERT_TRUE(conn.Send(Wire().Call("GetRole", static_cast<uint32_t>(i)).Stop().Framed()));
+    auto reply = conn.ReadFrame(2s);
+    ASSERT_TRUE(reply) << "no reply to call " << i;
+    EXPECT_EQ(DecodeGetRoleReply(*reply), std::make_pair(int32_t{i}, name));
+    EXPECT_FALSE(conn.Readable(50ms)) << "more than one reply to call " << i;
+  }
+}
 
 // A master whose GetRole takes its call's reply (RpcDeferReply) and does
 // with it what `mode` says; ListNodes answers at once.
@@ -1029,14 +1045,7 @@ TEST(RpcEventServerTest, AReplySentWithinItsHandlerIsTheCallsOnlyReply) {
     auto server = StartDeferringServer(master, 0, [pool](std::string_view) { return pool; });
     ASSERT_NE(server, nullptr);
     RawConnection conn(server->port());
-    for (int i = 0; i < 3; ++i) {
-      ASSERT_TRUE(conn.Send(Wire().Call("GetRole", static_cast<uint32_t>(i)).Stop().Framed()));
-      auto reply = conn.ReadFrame(2s);
-      ASSERT_TRUE(reply) << "no reply to call " << i;
-      EXPECT_EQ(DecodeGetRoleReply(*reply),
-                std::make_pair(int32_t{i}, std::string("sent in the call")));
-      EXPECT_FALSE(conn.Readable(50ms)) << "more than one reply to call " << i;
-    }
+    ASSERT_NO_FATAL_FAILURE(ExpectEachAnsweredOnceWith(conn, 0, 3, "sent in the call"));
     EXPECT_EQ(master->calls.load(), 3);
     EXPECT_EQ(master->null_replies.load(), 0);
     EXPECT_TRUE(conn.RoundTrip("ListNodes"));
@@ -1091,14 +1100,12 @@ TEST(RpcEventServerTest, ADeferredReplyDroppedUnsentClosesItsConnectionAndNoOthe
 // for it: a reply deferred past the timeout leaves its connection open.
 TEST(RpcEventServerTest, AReplyDeferredPastTheIdleTimeoutLeavesItsConnectionOpen) {
   auto master = std::make_shared<DeferringMaster>();
-  auto processor = std::make_shared<SeqIdProcessor>(master);
-  RpcServerOptions options{.host = "127.0.0.1", .port = 0};
-  options.limits.engine = RpcEngine::kEpoll;
-  options.limits.idle_timeout_ms = 300;
-  options.may_block = [](std::string_view) { return false; };
-  auto started = RpcServer::Start(processor, options);
-  ASSERT_TRUE(started) << ToString(started.error());
-  auto server = std::move(*started);
+  RpcServerLimits limits;
+  limits.idle_timeout_ms = 300;
+  auto server = StartEpollProcessor(
+      std::make_shared<SeqIdProcessor>(master), [](std::string_view) { return false; },
+      /*loop_threads=*/0, limits);
+  ASSERT_NE(server, nullptr);
   DropDeferredOnExit drop_on_exit{*master};
   RawConnection conn(server->port());
   ASSERT_TRUE(conn.Send(Wire().Call("GetRole", 9).Stop().Framed()));
@@ -1151,14 +1158,7 @@ TEST(RpcEventServerTest, ACallWhoseDeferredReplyIsCancelledIsAnsweredAsUsualOnce
   ASSERT_NE(server, nullptr);
   DropDeferredOnExit drop_on_exit{*master};
   RawConnection conn(server->port());
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(conn.Send(Wire().Call("GetRole", static_cast<uint32_t>(i)).Stop().Framed()));
-    auto reply = conn.ReadFrame(2s);
-    ASSERT_TRUE(reply) << "no reply to call " << i;
-    EXPECT_EQ(DecodeGetRoleReply(*reply),
-              std::make_pair(int32_t{i}, std::string("answered as usual")));
-    EXPECT_FALSE(conn.Readable(50ms)) << "more than one reply to call " << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectEachAnsweredOnceWith(conn, 0, 3, "answered as usual"));
   // The cancelled replies, kept past their calls, neither send nor close
   // anything later.
   auto cancelled = master->TakeCancelled();
@@ -1170,14 +1170,7 @@ TEST(RpcEventServerTest, ACallWhoseDeferredReplyIsCancelledIsAnsweredAsUsualOnce
 
   // Cancelled on the loop and handed to the pool: answered once, from the pool.
   master->set_mode(DeferringMaster::Mode::kCancelAndHandToPool);
-  for (int i = 10; i < 13; ++i) {
-    ASSERT_TRUE(conn.Send(Wire().Call("GetRole", static_cast<uint32_t>(i)).Stop().Framed()));
-    auto reply = conn.ReadFrame(2s);
-    ASSERT_TRUE(reply) << "no reply to call " << i;
-    EXPECT_EQ(DecodeGetRoleReply(*reply),
-              std::make_pair(int32_t{i}, std::string("answered in the pool")));
-    EXPECT_FALSE(conn.Readable(50ms)) << "more than one reply to call " << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectEachAnsweredOnceWith(conn, 10, 13, "answered in the pool"));
   EXPECT_EQ(master->calls.load(), 3 + 2 * 3);  // each handed-over call ran twice
   EXPECT_TRUE(conn.RoundTrip("ListNodes"));
 }
