@@ -67,12 +67,12 @@ class ClaimBatcher {
   // transport failure is reported as that error for every key.
   using SendFn = std::function<std::vector<Result<void>>(const std::vector<std::string>& keys)>;
 
-  // What runs with an asynchronous claim's answer, on the sender thread.
+  // What runs with an asynchronous claim's answer, on a sender thread.
   using ClaimDone = std::function<void(Result<void>)>;
 
   explicit ClaimBatcher(SendFn send, ClaimBatcherOptions options = {});
   // Sends the asynchronous claims still queued, runs their continuations,
-  // then stops the sender thread.
+  // then stops the sender threads.
   ~ClaimBatcher();
   ClaimBatcher(const ClaimBatcher&) = delete;
   ClaimBatcher& operator=(const ClaimBatcher&) = delete;
