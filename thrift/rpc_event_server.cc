@@ -18,6 +18,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "common/log.h"
 #include "thrift/rpc_call_site.h"
@@ -683,8 +684,7 @@ RpcEventServer::Answer RpcEventServer::AnswerFrame(Connection& conn, Worker& wor
     if (auto fault = ClassifyRpcException(e)) guard_->Record(*fault, PeerOf(conn.fd), e.what());
   }
   call_site.serving = nullptr;
-  std::shared_ptr<DeferredEventReply> deferred = std::move(call_site.deferred);
-  call_site.deferred.reset();
+  std::shared_ptr<DeferredEventReply> deferred = std::exchange(call_site.deferred, nullptr);
   if (!processed || call_site.handed_to_pool) {
     // Whatever the handler wrote is dropped with the next frame, and a
     // reply it deferred is answered otherwise (kCancelled: its Send does

@@ -82,10 +82,6 @@ std::vector<std::optional<std::vector<Result<void>>>> ClaimBatcher::SendClaimers
   return answers;
 }
 
-}  // namespace mooncake
-
-namespace mooncake {
-
 void ClaimBatcher::ClaimAsync(std::string key, ClaimDone done, bool may_lead) {
   std::unique_lock lock(async_mu_);
   if (stopping_) {
@@ -153,9 +149,11 @@ void ClaimBatcher::SendAsyncClaims() {
 }
 
 void ClaimBatcher::SendAsyncBatch(std::vector<AsyncClaim> batch) {
+  // The keys move to the call: each claim's continuation needs only its
+  // answer.
   std::vector<std::string> keys;
   keys.reserve(batch.size());
-  for (const AsyncClaim& claim : batch) keys.push_back(claim.key);
+  for (AsyncClaim& claim : batch) keys.push_back(std::move(claim.key));
   std::vector<Result<void>> results;
   try {
     results = send_(keys);
@@ -178,7 +176,7 @@ void ClaimBatcher::SendAsyncBatch(std::vector<AsyncClaim> batch) {
       batch[i].done(std::move(results[i]));
     } catch (const std::exception& e) {
       // A continuation's failure is its own; the other claims go on.
-      MC_LOG_ERROR("claim continuation failed key={} error=\"{}\"", batch[i].key, e.what());
+      MC_LOG_ERROR("claim continuation failed key={} error=\"{}\"", keys[i], e.what());
     }
   }
 }
