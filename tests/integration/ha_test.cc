@@ -148,15 +148,20 @@ class HaCluster {
     char tmpl[] = "/tmp/mooncake-ha-test.XXXXXX";
     dir_ = mkdtemp(tmpl);
     cluster_ = "ha" + std::to_string(getpid());
+    // etcd fsyncs every write; on a CI disk shared with parallel tests one
+    // fsync can stall past the masters' 1 s etcd timeout, and then no
+    // standby can campaign. etcd 3.4 has no --unsafe-no-fsync, so its data
+    // lives on tmpfs when there is one: these tests are about the masters.
+    char shm_tmpl[] = "/dev/shm/mooncake-ha-etcd.XXXXXX";
+    if (const char* shm = mkdtemp(shm_tmpl)) etcd_data_ = shm;
   }
   ~HaCluster() {
     for (auto& w : workers_) Stop(w.pid, SIGTERM);
     for (auto& m : masters_) Stop(m.pid, SIGTERM);
     Stop(etcd_.pid, SIGTERM);
-    if (!std::getenv("MOONCAKE_IT_KEEP")) {
-      std::error_code ec;
-      fs::remove_all(dir_, ec);
-    }
+    std::error_code ec;
+    if (!etcd_data_.empty()) fs::remove_all(etcd_data_, ec);
+    if (!std::getenv("MOONCAKE_IT_KEEP")) fs::remove_all(dir_, ec);
   }
 
   const std::string& cluster() const { return cluster_; }
@@ -170,7 +175,8 @@ class HaCluster {
     etcd_.port = client;
     etcd_.log = dir_ / "etcd.log";
     etcd_.pid = Spawn(
-        {bin, "--name", "t", "--data-dir", (dir_ / "etcd-data").string(), "--listen-client-urls",
+        {bin, "--name", "t", "--data-dir",
+         (etcd_data_.empty() ? dir_ / "etcd-data" : etcd_data_).string(), "--listen-client-urls",
          client_url, "--advertise-client-urls", client_url, "--listen-peer-urls", peer_url,
          "--initial-advertise-peer-urls", peer_url, "--initial-cluster", "t=" + peer_url},
         etcd_.log);
@@ -287,6 +293,11 @@ class HaCluster {
     std::ostringstream all;
     for (const auto& m : masters_) all << "--- " << m.log << "\n" << ReadFile(m.log);
     for (const auto& w : workers_) all << "--- " << w.log << "\n" << ReadFile(w.log);
+    // etcd's own account of a stall ("slow fdatasync", "took too long").
+    std::string etcd_log = ReadFile(etcd_.log);
+    constexpr size_t kEtcdTail = 8192;
+    if (etcd_log.size() > kEtcdTail) etcd_log.erase(0, etcd_log.size() - kEtcdTail);
+    all << "--- " << etcd_.log << " (last " << kEtcdTail << " bytes)\n" << etcd_log;
     return all.str();
   }
 
@@ -302,6 +313,7 @@ class HaCluster {
   }
 
   fs::path dir_;
+  fs::path etcd_data_;  // on tmpfs; empty: under dir_
   std::string cluster_;
   Process etcd_;
   std::vector<Process> masters_;
