@@ -90,13 +90,13 @@ ObjectTable::ObjectTable(size_t tiers) : lru_(tiers), pinned_bytes_(tiers, 0) {
 }
 
 Object* ObjectTable::Find(const std::string& key) {
-  auto it = objects_.find(key);
-  return it == objects_.end() ? nullptr : &it->second;
+  Record* record = objects_.Find(key);
+  return record == nullptr ? nullptr : &record->object;
 }
 
 const Object* ObjectTable::Find(const std::string& key) const {
-  auto it = objects_.find(key);
-  return it == objects_.end() ? nullptr : &it->second;
+  const Record* record = objects_.Find(key);
+  return record == nullptr ? nullptr : &record->object;
 }
 
 Object* ObjectTable::FindSame(const std::string& key, uint64_t object_id) {
@@ -112,7 +112,7 @@ Object* ObjectTable::Resolve(const ObjectRef& ref, const std::string& key) {
 
 Object& ObjectTable::Emplace(const std::string& key, Object object, ObjectState state, size_t tier,
                              bool published, SteadyClock::time_point last_access) {
-  MC_DCHECK(!objects_.contains(key));
+  MC_DCHECK(!Contains(key));
   Object* added = EmplaceIfAbsent(key, std::move(object), state, tier, published, last_access);
   MC_DCHECK(added != nullptr);
   return *added;
@@ -123,16 +123,18 @@ Object* ObjectTable::EmplaceIfAbsent(const std::string& key, Object object, Obje
                                      SteadyClock::time_point last_access) {
   MC_DCHECK(state == ObjectState::kWriting || state == ObjectState::kComplete);
   MC_DCHECK(tier < lru_.size());
-  // try_emplace leaves `object` alone when the key is taken.
-  auto [it, inserted] = objects_.try_emplace(key, std::move(object));
+  // `object` is left alone when the key is taken.
+  auto [record, inserted] = objects_.FindOrInsert(key, [&] {
+    return std::make_unique<Record>(Record{.key = key, .object = std::move(object)});
+  });
   if (!inserted) return nullptr;
-  Object& added = it->second;
+  Object& added = record->object;
   added.state_ = state;
   added.move_ = MoveState::kIdle;
   added.published_ = published;
   added.tier_ = static_cast<uint8_t>(tier);
   added.last_access_ = last_access;
-  added.key_ = &it->first;
+  added.key_ = &record->key;
   Index(added);
   return &added;
 }
@@ -140,7 +142,7 @@ Object* ObjectTable::EmplaceIfAbsent(const std::string& key, Object object, Obje
 void ObjectTable::Erase(Object& object) {
   MC_DCHECK(IsLegalTransition(object.state_, ObjectState::kRemoved));
   Unindex(object);
-  objects_.erase(objects_.find(*object.key_));
+  objects_.Erase(*object.key_);
   ++erasures_;
 }
 
@@ -264,18 +266,19 @@ std::vector<std::string> ObjectTable::PickVictims(size_t tier, uint64_t bytes,
 std::vector<std::string> ObjectTable::Keys() const {
   std::vector<std::string> keys;
   keys.reserve(objects_.size());
-  for (const auto& [key, object] : objects_) {
-    if (object.complete() && object.published_) keys.push_back(key);
-  }
+  objects_.ForEach([&](const Record& record) {
+    if (record.object.complete() && record.object.published_) keys.push_back(record.key);
+  });
   return keys;
 }
 
 void ObjectTable::KeepCommittedOnRelease() {
-  for (auto& [key, object] : objects_) {
-    if (!object.complete()) continue;
+  objects_.ForEach([](Record& record) {
+    Object& object = record.object;
+    if (!object.complete()) return;
     if (object.allocation) object.allocation->free_on_release = false;
     if (object.durable_copy) object.durable_copy->free_on_release = false;
-  }
+  });
 }
 
 void ObjectTable::ObserveVersion(uint64_t version) {

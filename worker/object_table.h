@@ -67,13 +67,13 @@
 #include <string>
 #include <string_view>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
 #include "tiers/cache_tier.h"
 #include "worker/backend_types.h"
 #include "worker/debug_check.h"
+#include "worker/object_index.h"
 
 namespace mooncake {
 
@@ -195,15 +195,13 @@ struct ObjectRef {
 
 class ObjectTable {
  public:
-  using Map = std::unordered_map<std::string, Object>;
-
   explicit ObjectTable(size_t tiers);
 
   Object* Find(const std::string& key);
   const Object* Find(const std::string& key) const;
   // The record of `key` if it is still the one with `object_id`.
   Object* FindSame(const std::string& key, uint64_t object_id);
-  bool Contains(const std::string& key) const { return objects_.contains(key); }
+  bool Contains(const std::string& key) const { return objects_.Find(key) != nullptr; }
   size_t size() const { return objects_.size(); }
 
   // Adds a new record in `state` (kWriting or kComplete), placed in `tier`.
@@ -281,7 +279,13 @@ class ObjectTable {
       Object, boost::intrusive::member_hook<Object, LruHook, &Object::lru_hook_>,
       boost::intrusive::compare<ByRecency>, boost::intrusive::constant_time_size<false>>;
 
-  Map objects_;
+  // An object and the key it is filed under, allocated once and never
+  // moved while it lives (Object::key_ points into it).
+  struct Record {
+    std::string key;
+    Object object;
+  };
+  ObjectIndex<Record> objects_;
   // Recency order of each tier's objects: least recently filed first.
   // Eviction walks it from the front, so choosing victims costs what it
   // picks, not the size of the node (a node holds millions of KV blocks).

@@ -1,0 +1,115 @@
+// ObjectIndex (worker/object_index.h), the worker's key -> record table: it
+// agrees with std::unordered_map over random inserts and erases (the
+// backward-shift deletion keeps every key reachable), records never move
+// while the table grows and shrinks, and tables past 2 MiB (kernel memory
+// with huge-page advice) behave as small ones.
+
+#include "worker/object_index.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace mooncake {
+namespace {
+
+struct Record {
+  std::string key;
+  int value = 0;
+};
+
+std::pair<Record*, bool> Insert(ObjectIndex<Record>& index, const std::string& key, int value) {
+  return index.FindOrInsert(key, [&] { return std::make_unique<Record>(Record{key, value}); });
+}
+
+TEST(ObjectIndexTest, FindsWhatWasInsertedAndNothingElse) {
+  ObjectIndex<Record> index;
+  EXPECT_EQ(index.Find("absent"), nullptr);
+  EXPECT_FALSE(index.Erase("absent"));
+  auto [added, inserted] = Insert(index, "k", 1);
+  ASSERT_TRUE(inserted);
+  EXPECT_EQ(added->key, "k");
+  EXPECT_EQ(index.Find("k"), added);
+  EXPECT_EQ(index.Find("k2"), nullptr);
+  EXPECT_EQ(index.Find(std::string("k\0", 2)), nullptr);  // bytes, not C strings
+  EXPECT_EQ(index.size(), 1u);
+}
+
+TEST(ObjectIndexTest, InsertOfAPresentKeyKeepsTheRecordAndMakesNothing) {
+  ObjectIndex<Record> index;
+  Record* first = Insert(index, "k", 1).first;
+  bool made = false;
+  auto [found, inserted] = index.FindOrInsert("k", [&] {
+    made = true;
+    return std::make_unique<Record>(Record{"k", 2});
+  });
+  EXPECT_FALSE(inserted);
+  EXPECT_FALSE(made);
+  EXPECT_EQ(found, first);
+  EXPECT_EQ(found->value, 1);
+  EXPECT_EQ(index.size(), 1u);
+}
+
+// Random inserts and erases over a small key space, so that probe runs form,
+// wrap around the table's end and are cut by erasures, checked against
+// std::unordered_map after every step.
+TEST(ObjectIndexTest, AgreesWithAMapOverRandomInsertsAndErases) {
+  ObjectIndex<Record> index;
+  std::unordered_map<std::string, Record*> model;
+  std::mt19937 rng(12345);
+  for (int step = 0; step < 60000; ++step) {
+    // Phases that fill and drain the table, so it grows and shrinks.
+    const bool filling = (step / 10000) % 2 == 0;
+    std::string key = "key-" + std::to_string(rng() % 3000);
+    if (rng() % 100 < (filling ? 70u : 30u)) {
+      auto [record, inserted] = Insert(index, key, step);
+      auto [it, model_inserted] = model.try_emplace(key, record);
+      ASSERT_EQ(inserted, model_inserted) << key;
+      ASSERT_EQ(record, it->second) << "a record moved: " << key;
+    } else {
+      ASSERT_EQ(index.Erase(key), model.erase(key) == 1) << key;
+    }
+    ASSERT_EQ(index.size(), model.size());
+    if (step % 997 == 0) {
+      for (const auto& [k, record] : model) ASSERT_EQ(index.Find(k), record) << k;
+      size_t visited = 0;
+      index.ForEach([&](Record& record) {
+        ++visited;
+        EXPECT_EQ(model.at(record.key), &record);
+      });
+      ASSERT_EQ(visited, model.size());
+    }
+  }
+}
+
+// Past 2 MiB of slots (131,072 of 16 bytes) the table is kernel memory;
+// growing into it, shrinking out of it and freeing it keep every record.
+TEST(ObjectIndexTest, LargeTablesGrowAndShrinkKeepingEveryRecord) {
+  ObjectIndex<Record> index;
+  constexpr int kKeys = 200000;
+  std::vector<Record*> records;
+  records.reserve(kKeys);
+  for (int i = 0; i < kKeys; ++i) {
+    records.push_back(Insert(index, "big-" + std::to_string(i), i).first);
+  }
+  EXPECT_GE(index.table_bytes(), size_t{2} << 20);
+  for (int i = 0; i < kKeys; ++i) {
+    ASSERT_EQ(index.Find("big-" + std::to_string(i)), records[i]) << i;
+  }
+  for (int i = 0; i < kKeys - 100; ++i) ASSERT_TRUE(index.Erase("big-" + std::to_string(i)));
+  EXPECT_LT(index.table_bytes(), size_t{2} << 20) << "the table did not shrink";
+  for (int i = kKeys - 100; i < kKeys; ++i) {
+    Record* record = index.Find("big-" + std::to_string(i));
+    ASSERT_EQ(record, records[i]) << i;
+    EXPECT_EQ(record->value, i);
+  }
+  EXPECT_EQ(index.Find("big-0"), nullptr);
+  EXPECT_EQ(index.size(), 100u);
+}
+
+}  // namespace
+}  // namespace mooncake

@@ -1,0 +1,165 @@
+#pragma once
+
+// ObjectIndex: the worker's key -> record index (ObjectTable's map), built
+// so that finding a key costs one cache miss for the slot and one for the
+// key's bytes. The std::unordered_map<std::string, Object> it replaces cost
+// more on every lookup: its bucket array, the node before the key's (the
+// bucket points there), the key's node (whose cached hash sits 208 bytes in,
+// a line of its own), a 64-bit division per step down the chain, then the
+// key's bytes. In a profile of 64-byte gets over a million keys that lookup
+// was a quarter of the worker's CPU, all of it under the backend's lock.
+//
+// Records are allocated one by one and never move: a pointer to one stays
+// valid until its key is erased (ObjectRef and Object::key_ rely on it). The
+// index is an open-addressing table of 16-byte slots (the key's 64-bit hash
+// and its record), a power of two in size, probed linearly, at most three
+// quarters full, with backward-shift deletion (no tombstones). It doubles
+// when full and halves below an eighth; either rehashes from the stored
+// hashes without reading a key or moving a record. A table of 2 MiB or more
+// asks the kernel for transparent huge pages, so that a probe into a table
+// of millions of keys is not also a TLB miss.
+//
+// Record is any type with a `std::string key` member.
+//
+// Thread-safety: none (ObjectTable's caller holds the backend's lock).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <new>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace mooncake {
+
+// The 64-bit hash ObjectIndex files a key under.
+inline uint64_t ObjectKeyHash(std::string_view key) { return std::hash<std::string_view>{}(key); }
+
+// Zeroed memory for `count` slots of `slot_bytes`, from the kernel (with
+// MADV_HUGEPAGE) when it is 2 MiB or more; FreeSlotMemory gives it back.
+// Null if there is no memory.
+void* AllocateSlotMemory(size_t count, size_t slot_bytes);
+void FreeSlotMemory(void* memory, size_t count, size_t slot_bytes);
+
+template <typename Record>
+class ObjectIndex {
+ public:
+  ObjectIndex() = default;
+  ObjectIndex(const ObjectIndex&) = delete;
+  ObjectIndex& operator=(const ObjectIndex&) = delete;
+  ~ObjectIndex() {
+    for (size_t i = 0; i < capacity_; ++i) delete slots_[i].record;
+    FreeSlotMemory(slots_, capacity_, sizeof(Slot));
+  }
+
+  size_t size() const { return size_; }
+
+  Record* Find(std::string_view key) const {
+    if (size_ == 0) return nullptr;
+    const uint64_t hash = ObjectKeyHash(key);
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      const Slot& slot = slots_[i];
+      if (slot.record == nullptr) return nullptr;
+      if (slot.hash == hash && slot.record->key == key) return slot.record;
+    }
+  }
+
+  // The record of `key`, or a new one from make() (a std::unique_ptr<Record>
+  // whose key is `key`) if there is none; `inserted` says which. make() is
+  // not called when the key is present.
+  template <typename Make>
+  std::pair<Record*, bool> FindOrInsert(std::string_view key, Make&& make) {
+    Reserve(size_ + 1);
+    const uint64_t hash = ObjectKeyHash(key);
+    size_t i = hash & mask_;
+    for (;; i = (i + 1) & mask_) {
+      const Slot& slot = slots_[i];
+      if (slot.record == nullptr) break;
+      if (slot.hash == hash && slot.record->key == key) return {slot.record, false};
+    }
+    std::unique_ptr<Record> made = make();
+    slots_[i] = Slot{hash, made.get()};
+    ++size_;
+    return {made.release(), true};
+  }
+
+  // Erases and deletes the record of `key`; false if there is none.
+  bool Erase(std::string_view key) {
+    if (size_ == 0) return false;
+    const uint64_t hash = ObjectKeyHash(key);
+    size_t hole = hash & mask_;
+    for (;; hole = (hole + 1) & mask_) {
+      const Slot& slot = slots_[hole];
+      if (slot.record == nullptr) return false;
+      if (slot.hash == hash && slot.record->key == key) break;
+    }
+    delete slots_[hole].record;
+    // Backward shift: pull later entries of the run into the hole while
+    // their home is not between the hole and them (cyclically), so that
+    // every key stays reachable from its home with no tombstone left.
+    for (size_t next = (hole + 1) & mask_; slots_[next].record != nullptr;
+         next = (next + 1) & mask_) {
+      const size_t home = slots_[next].hash & mask_;
+      if (((next - home) & mask_) >= ((next - hole) & mask_)) {
+        slots_[hole] = slots_[next];
+        hole = next;
+      }
+    }
+    slots_[hole] = Slot{};
+    --size_;
+    if (capacity_ > kMinCapacity && size_ < capacity_ / 8) Rehash(capacity_ / 2);
+    return true;
+  }
+
+  // Calls fn(record) for every record, in no particular order; fn must not
+  // insert or erase.
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    for (size_t i = 0; i < capacity_; ++i) {
+      if (slots_[i].record != nullptr) fn(*slots_[i].record);
+    }
+  }
+
+  // Bytes of the slot table (the records are counted by their owner).
+  size_t table_bytes() const { return capacity_ * sizeof(Slot); }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    Record* record = nullptr;  // null: free
+  };
+  static constexpr size_t kMinCapacity = 64;
+
+  // Grows the table (doubling) until `count` keys fit in three quarters.
+  void Reserve(size_t count) {
+    if (count <= capacity_ / 4 * 3) return;
+    size_t capacity = capacity_ == 0 ? kMinCapacity : capacity_ * 2;
+    while (count > capacity / 4 * 3) capacity *= 2;
+    Rehash(capacity);
+  }
+
+  void Rehash(size_t capacity) {
+    auto* slots = static_cast<Slot*>(AllocateSlotMemory(capacity, sizeof(Slot)));
+    if (slots == nullptr) throw std::bad_alloc();
+    const size_t mask = capacity - 1;
+    for (size_t i = 0; i < capacity_; ++i) {
+      if (slots_[i].record == nullptr) continue;
+      size_t j = slots_[i].hash & mask;
+      while (slots[j].record != nullptr) j = (j + 1) & mask;
+      slots[j] = slots_[i];
+    }
+    FreeSlotMemory(slots_, capacity_, sizeof(Slot));
+    slots_ = slots;
+    capacity_ = capacity;
+    mask_ = mask;
+  }
+
+  Slot* slots_ = nullptr;
+  size_t capacity_ = 0;  // 0 or a power of two
+  size_t mask_ = 0;      // capacity_ - 1
+  size_t size_ = 0;
+};
+
+}  // namespace mooncake
