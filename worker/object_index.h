@@ -19,7 +19,9 @@
 // asks the kernel for transparent huge pages, so that a probe into a table
 // of millions of keys is not also a TLB miss.
 //
-// Record is any type with a `std::string key` member.
+// Record is any type with `std::string_view key() const` and a static
+// `Destroy(Record*)`; the index owns the records it holds and destroys them
+// with it.
 //
 // Thread-safety: none (ObjectTable's caller holds the backend's lock).
 
@@ -50,7 +52,9 @@ class ObjectIndex {
   ObjectIndex(const ObjectIndex&) = delete;
   ObjectIndex& operator=(const ObjectIndex&) = delete;
   ~ObjectIndex() {
-    for (size_t i = 0; i < capacity_; ++i) delete slots_[i].record;
+    for (size_t i = 0; i < capacity_; ++i) {
+      if (slots_[i].record != nullptr) Record::Destroy(slots_[i].record);
+    }
     FreeSlotMemory(slots_, capacity_, sizeof(Slot));
   }
 
@@ -62,13 +66,13 @@ class ObjectIndex {
     for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
       const Slot& slot = slots_[i];
       if (slot.record == nullptr) return nullptr;
-      if (slot.hash == hash && slot.record->key == key) return slot.record;
+      if (slot.hash == hash && slot.record->key() == key) return slot.record;
     }
   }
 
-  // The record of `key`, or a new one from make() (a std::unique_ptr<Record>
-  // whose key is `key`) if there is none; `inserted` says which. make() is
-  // not called when the key is present.
+  // The record of `key`, or a new one from make() (a Record* whose key is
+  // `key`, never null; the index owns it from then on) if there is none;
+  // `inserted` says which. make() is not called when the key is present.
   template <typename Make>
   std::pair<Record*, bool> FindOrInsert(std::string_view key, Make&& make) {
     Reserve(size_ + 1);
@@ -77,15 +81,16 @@ class ObjectIndex {
     for (;; i = (i + 1) & mask_) {
       const Slot& slot = slots_[i];
       if (slot.record == nullptr) break;
-      if (slot.hash == hash && slot.record->key == key) return {slot.record, false};
+      if (slot.hash == hash && slot.record->key() == key) return {slot.record, false};
     }
-    std::unique_ptr<Record> made = make();
-    slots_[i] = Slot{hash, made.get()};
+    Record* made = make();
+    slots_[i] = Slot{hash, made};
     ++size_;
-    return {made.release(), true};
+    return {made, true};
   }
 
-  // Erases and deletes the record of `key`; false if there is none.
+  // Erases and destroys the record of `key` (`key` may be the record's own
+  // bytes); false if there is none.
   bool Erase(std::string_view key) {
     if (size_ == 0) return false;
     const uint64_t hash = ObjectKeyHash(key);
@@ -93,9 +98,9 @@ class ObjectIndex {
     for (;; hole = (hole + 1) & mask_) {
       const Slot& slot = slots_[hole];
       if (slot.record == nullptr) return false;
-      if (slot.hash == hash && slot.record->key == key) break;
+      if (slot.hash == hash && slot.record->key() == key) break;
     }
-    delete slots_[hole].record;
+    Record::Destroy(slots_[hole].record);
     // Backward shift: pull later entries of the run into the hole while
     // their home is not between the hole and them (cyclically), so that
     // every key stays reachable from its home with no tombstone left.

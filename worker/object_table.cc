@@ -1,6 +1,8 @@
 #include "worker/object_table.h"
 
 #include <algorithm>
+#include <cstring>
+#include <new>
 
 namespace mooncake {
 
@@ -85,6 +87,21 @@ bool IsLegalCombination(ObjectState state, MoveState move, bool published) {
   return false;
 }
 
+ObjectTable::Record* ObjectTable::Record::Create(std::string_view key, Object object) {
+  static_assert(sizeof(Record) % alignof(Record) == 0);
+  void* memory = ::operator new(sizeof(Record) + key.size());
+  auto* record = new (memory) Record(std::move(object));
+  char* bytes = reinterpret_cast<char*>(record + 1);
+  std::memcpy(bytes, key.data(), key.size());
+  record->object.key_ = std::string_view(bytes, key.size());
+  return record;
+}
+
+void ObjectTable::Record::Destroy(Record* record) {
+  record->~Record();
+  ::operator delete(record);
+}
+
 ObjectTable::ObjectTable(size_t tiers) : lru_(tiers), pinned_bytes_(tiers, 0) {
   MC_DCHECK(tiers < 128);  // Object::tier_ has seven bits
 }
@@ -124,9 +141,8 @@ Object* ObjectTable::EmplaceIfAbsent(const std::string& key, Object object, Obje
   MC_DCHECK(state == ObjectState::kWriting || state == ObjectState::kComplete);
   MC_DCHECK(tier < lru_.size());
   // `object` is left alone when the key is taken.
-  auto [record, inserted] = objects_.FindOrInsert(key, [&] {
-    return std::make_unique<Record>(Record{.key = key, .object = std::move(object)});
-  });
+  auto [record, inserted] =
+      objects_.FindOrInsert(key, [&] { return Record::Create(key, std::move(object)); });
   if (!inserted) return nullptr;
   Object& added = record->object;
   added.state_ = state;
@@ -134,7 +150,6 @@ Object* ObjectTable::EmplaceIfAbsent(const std::string& key, Object object, Obje
   added.published_ = published;
   added.tier_ = static_cast<uint8_t>(tier);
   added.last_access_ = last_access;
-  added.key_ = &record->key;
   Index(added);
   return &added;
 }
@@ -142,7 +157,7 @@ Object* ObjectTable::EmplaceIfAbsent(const std::string& key, Object object, Obje
 void ObjectTable::Erase(Object& object) {
   MC_DCHECK(IsLegalTransition(object.state_, ObjectState::kRemoved));
   Unindex(object);
-  objects_.Erase(*object.key_);
+  objects_.Erase(object.key_);
   ++erasures_;
 }
 
@@ -256,7 +271,7 @@ std::vector<std::string> ObjectTable::PickVictims(size_t tier, uint64_t bytes,
       }
       it = next;
       if (!IsEvictable(object, now, pass, allow_evict_soft_pinned)) continue;
-      victims.push_back(object.key());
+      victims.emplace_back(object.key());
       freed += object.size;
     }
   }
@@ -267,7 +282,7 @@ std::vector<std::string> ObjectTable::Keys() const {
   std::vector<std::string> keys;
   keys.reserve(objects_.size());
   objects_.ForEach([&](const Record& record) {
-    if (record.object.complete() && record.object.published_) keys.push_back(record.key);
+    if (record.object.complete() && record.object.published_) keys.emplace_back(record.key());
   });
   return keys;
 }

@@ -153,7 +153,7 @@ struct Object {
   bool published() const { return published_; }
   size_t tier() const { return tier_; }
   SteadyClock::time_point last_access() const { return last_access_; }
-  const std::string& key() const { return *key_; }
+  std::string_view key() const { return key_; }
 
   bool complete() const { return state_ != ObjectState::kWriting; }
   bool moving() const { return move_ != MoveState::kIdle; }
@@ -168,7 +168,8 @@ struct Object {
   ObjectState state_ = ObjectState::kWriting;
   MoveState move_ = MoveState::kIdle;
   // One byte between them, so that the small fields fill eight bytes and
-  // the record (one per object) stays at 168.
+  // the record (one per object, its key's bytes right after it) stays at
+  // 176.
   bool published_ : 1 = false;  // claimed in the directory
   uint8_t tier_ : 7 = 0;        // an index into the backend's few tiers
   SteadyClock::time_point last_access_;
@@ -176,7 +177,7 @@ struct Object {
   // (re)filed, at most last_access_. A touch moves only last_access_; the
   // record is refiled when a victim scan reaches it (see PickVictims).
   SteadyClock::time_point filed_at_;
-  const std::string* key_ = nullptr;  // the map node's own key
+  std::string_view key_;  // the record's own copy of its key
   // Its link in lru_[tier_], ordered by (filed_at_, id). Copying a record
   // (before it is in the table) copies no link.
   LruHook lru_hook_;
@@ -279,11 +280,20 @@ class ObjectTable {
       Object, boost::intrusive::member_hook<Object, LruHook, &Object::lru_hook_>,
       boost::intrusive::compare<ByRecency>, boost::intrusive::constant_time_size<false>>;
 
-  // An object and the key it is filed under, allocated once and never
-  // moved while it lives (Object::key_ points into it).
-  struct Record {
-    std::string key;
+  // An object and the key it is filed under, in one allocation (the key's
+  // bytes right after the object, where a lookup's compare finds them near
+  // the fields a read touches next) that never moves while it lives.
+  class Record {
+   public:
+    // A record whose object.key() is its own copy of `key`.
+    static Record* Create(std::string_view key, Object object);
+    static void Destroy(Record* record);
+    std::string_view key() const { return object.key_; }
+
     Object object;
+
+   private:
+    explicit Record(Object o) : object(std::move(o)) {}
   };
   ObjectIndex<Record> objects_;
   // Recency order of each tier's objects: least recently filed first.
