@@ -25,11 +25,13 @@
 //
 // Thread-safety: none (ObjectTable's caller holds the backend's lock).
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -60,13 +62,39 @@ class ObjectIndex {
 
   size_t size() const { return size_; }
 
-  Record* Find(std::string_view key) const {
-    if (size_ == 0) return nullptr;
-    const uint64_t hash = ObjectKeyHash(key);
-    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
-      const Slot& slot = slots_[i];
-      if (slot.record == nullptr) return nullptr;
-      if (slot.hash == hash && slot.record->key() == key) return slot.record;
+  Record* Find(std::string_view key) const { return Find(key, ObjectKeyHash(key)); }
+
+  // Find for each of `keys`: found[i] answers keys[i] (found.size() must
+  // equal keys.size()). The keys' slots are fetched together, then their
+  // records, then the keys compared, so that a batch's cache misses overlap
+  // instead of following one another.
+  template <typename Key>
+  void FindMany(std::span<const Key> keys, std::span<Record*> found) const {
+    constexpr size_t kChunk = 16;
+    for (size_t first = 0; first < keys.size(); first += kChunk) {
+      const size_t count = std::min(kChunk, keys.size() - first);
+      uint64_t hashes[kChunk];
+      for (size_t i = 0; i < count; ++i) {
+        hashes[i] = ObjectKeyHash(keys[first + i]);
+        if (capacity_ != 0) __builtin_prefetch(&slots_[hashes[i] & mask_]);
+      }
+      for (size_t i = 0; i < count; ++i) {
+        Record* candidate = FirstWithHash(hashes[i]);
+        found[first + i] = candidate;
+        if (candidate == nullptr) continue;
+        const char* bytes = reinterpret_cast<const char*>(candidate);
+        for (size_t line = 0; line < sizeof(Record) + 64; line += 64) {
+          __builtin_prefetch(bytes + line);
+        }
+      }
+      for (size_t i = 0; i < count; ++i) {
+        Record* candidate = found[first + i];
+        const auto& key = keys[first + i];
+        // Another key with the same 64-bit hash: look on past it.
+        if (candidate != nullptr && candidate->key() != key) {
+          found[first + i] = Find(key, hashes[i]);
+        }
+      }
     }
   }
 
@@ -136,6 +164,24 @@ class ObjectIndex {
     Record* record = nullptr;  // null: free
   };
   static constexpr size_t kMinCapacity = 64;
+
+  Record* Find(std::string_view key, uint64_t hash) const {
+    if (size_ == 0) return nullptr;
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      const Slot& slot = slots_[i];
+      if (slot.record == nullptr) return nullptr;
+      if (slot.hash == hash && slot.record->key() == key) return slot.record;
+    }
+  }
+
+  // The first record filed under `hash` (its key unchecked), or null.
+  Record* FirstWithHash(uint64_t hash) const {
+    if (size_ == 0) return nullptr;
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      const Slot& slot = slots_[i];
+      if (slot.record == nullptr || slot.hash == hash) return slot.record;
+    }
+  }
 
   // Grows the table (doubling) until `count` keys fit in three quarters.
   void Reserve(size_t count) {

@@ -64,6 +64,7 @@
 #include <boost/intrusive/set.hpp>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -200,6 +201,9 @@ class ObjectTable {
 
   Object* Find(const std::string& key);
   const Object* Find(const std::string& key) const;
+  // Find for each of `keys`, their cache misses overlapped: found[i]
+  // answers keys[i] (found.size() must equal keys.size()).
+  void FindMany(std::span<const std::string> keys, std::span<Object*> found);
   // The record of `key` if it is still the one with `object_id`.
   Object* FindSame(const std::string& key, uint64_t object_id);
   bool Contains(const std::string& key) const { return objects_.Find(key) != nullptr; }

@@ -145,13 +145,12 @@ struct PinnedRead {
   uint64_t want = 0;  // bytes to copy out
 };
 
-// Caller holds ctx.mu. Pins `key` for a read of [offset, offset + length)
-// (length 0: to the end; at most kRpcChunkBytes) and grants its lease;
-// `slice` gets the object's size and version.
-Result<PinnedRead> PinLocked(BackendContext& ctx, ObjectTable& table, const std::string& key,
+// Caller holds ctx.mu. Pins `object` (null: its key is absent) for a read of [offset, offset +
+// length) (length 0: to the end; at most kRpcChunkBytes) and grants its lease; `slice` gets the
+// object's size and version.
+Result<PinnedRead> PinLocked(BackendContext& ctx, ObjectTable& table, Object* object,
                              uint64_t offset, uint64_t length, SteadyClock::time_point now,
                              ReadSlice& slice) {
-  Object* object = table.Find(key);
   if (object == nullptr) {
     if (offset == 0) ctx.counters.get_misses.fetch_add(1, std::memory_order_relaxed);
     return Err(ErrorCode::kObjectNotFound);
@@ -222,7 +221,8 @@ Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offse
   Result<PinnedRead> pinned;
   {
     std::lock_guard lock(ctx_->mu);
-    pinned = PinLocked(*ctx_, *table_, key, offset, length, SteadyClock::now(), slice);
+    pinned =
+        PinLocked(*ctx_, *table_, table_->Find(key), offset, length, SteadyClock::now(), slice);
   }
   if (!pinned) return Err(pinned.error());
   Result<void> copied = CopyOut(*pinned, slice.data);
@@ -240,7 +240,8 @@ Result<void> TieredCacheBackend::ReadInPlace(const std::string& key, uint64_t of
   Result<PinnedRead> pinned;
   {
     std::lock_guard lock(ctx_->mu);
-    pinned = PinLocked(*ctx_, *table_, key, offset, length, SteadyClock::now(), slice);
+    pinned =
+        PinLocked(*ctx_, *table_, table_->Find(key), offset, length, SteadyClock::now(), slice);
   }
   if (!pinned) return Err(pinned.error());
   Result<void> copied;
@@ -314,10 +315,12 @@ void TieredCacheBackend::ReadManyInPlace(const std::vector<std::string>& keys, u
     const size_t last = std::min(count, first + kKeysPerLockHold);
     std::lock_guard lock(ctx_->mu);
     auto now = SteadyClock::now();
+    Object* found[kKeysPerLockHold];
+    table_->FindMany(std::span(keys).subspan(first, last - first), std::span(found, last - first));
     for (size_t i = first; i < last; ++i) {
       if (!pinned[i]) continue;
       ReadSlice meta;
-      pinned[i] = PinLocked(*ctx_, *table_, keys[i], 0, kRpcChunkBytes, now, meta);
+      pinned[i] = PinLocked(*ctx_, *table_, found[i - first], 0, kRpcChunkBytes, now, meta);
       pieces[i].info = ReadInfo{.total_size = meta.total_size, .version = meta.version};
     }
     unpin.pinned_keys = last;

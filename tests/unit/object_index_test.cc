@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -86,6 +87,31 @@ TEST(ObjectIndexTest, AgreesWithAMapOverRandomInsertsAndErases) {
       ASSERT_EQ(visited, model.size());
     }
   }
+}
+
+// FindMany answers each key as Find does, across its runs of 16 keys, for
+// present, absent and repeated keys.
+TEST(ObjectIndexTest, FindManyAnswersEachKeyAsFindDoes) {
+  ObjectIndex<Record> index;
+  for (int i = 0; i < 500; i += 2) Insert(index, "many-" + std::to_string(i), i);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 70; ++i) keys.push_back("many-" + std::to_string(i * 7 % 500));
+  keys.push_back("many-0");  // twice in one batch
+  keys.push_back("");
+  std::vector<Record*> found(keys.size(), nullptr);
+  index.FindMany(std::span<const std::string>(keys), std::span(found));
+  int present = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(found[i], index.Find(keys[i])) << keys[i];
+    present += found[i] != nullptr;
+  }
+  EXPECT_GT(present, 30);
+  EXPECT_LT(present, static_cast<int>(keys.size()) - 30);
+
+  ObjectIndex<Record> empty;
+  std::vector<Record*> none(keys.size(), reinterpret_cast<Record*>(1));
+  empty.FindMany(std::span<const std::string>(keys), std::span(none));
+  for (Record* record : none) EXPECT_EQ(record, nullptr);
 }
 
 // Past 2 MiB of slots (131,072 of 16 bytes) the table is kernel memory;

@@ -142,6 +142,31 @@ TEST_F(ObjectTableTest, EmplaceFindAndErase) {
   EXPECT_TRUE(Victims(0, 1000).empty());  // the LRU index forgot it too
 }
 
+// A key's copy lives in its record: the caller's string may go at once.
+TEST_F(ObjectTableTest, ARecordKeepsItsOwnCopyOfTheKey) {
+  std::string key(100, 'x');  // longer than any small-string buffer
+  Object& object = Add(key, S::kComplete, 0);
+  EXPECT_NE(object.key().data(), key.data());
+  key.assign(100, 'y');
+  EXPECT_EQ(object.key(), std::string(100, 'x'));
+  EXPECT_EQ(table_.Find(std::string(100, 'x')), &object);
+  EXPECT_EQ(table_.Keys(), std::vector<std::string>{std::string(100, 'x')});
+}
+
+// FindMany (a batch's lookups with their cache misses overlapped) answers
+// each key as Find does, past its runs of 64 keys.
+TEST_F(ObjectTableTest, FindManyAnswersEachKeyAsFindDoes) {
+  for (int i = 0; i < 300; i += 3) Add("k" + std::to_string(i), S::kComplete, 0);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 150; ++i) keys.push_back("k" + std::to_string(i));
+  std::vector<Object*> found(keys.size(), nullptr);
+  table_.FindMany(keys, found);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(found[i], table_.Find(keys[i])) << keys[i];
+    EXPECT_EQ(found[i] != nullptr, i % 3 == 0) << keys[i];
+  }
+}
+
 TEST_F(ObjectTableTest, EmplaceIfAbsentLeavesATakenKeyAlone) {
   Object& first = Add("k", S::kComplete, 0, 100);
   Object other;
