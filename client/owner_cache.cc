@@ -108,7 +108,7 @@ bool OwnerCache::HasRoom(const Slot* bucket) {
 }
 
 void OwnerCache::Grow(Shard& shard) {
-  std::vector<Slot> old;
+  std::vector<Slot, HugePageAllocator<Slot>> old;
   old.swap(shard.slots);
   // The hash is the whole key as far as the table is concerned, so entries
   // move to their new buckets without their keys. A bucket that overflows

@@ -37,6 +37,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/huge_page_memory.h"
+
 namespace mooncake {
 
 class OwnerCache {
@@ -72,9 +74,11 @@ class OwnerCache {
 
   struct Shard {
     mutable std::mutex mu;
-    std::vector<Slot> slots;  // guarded by mu; kWays per bucket
-    size_t used = 0;          // guarded by mu
-    uint32_t clock = 0;       // guarded by mu; stamps recency
+    // Guarded by mu; kWays per bucket. In huge pages once 2 MiB: a lookup
+    // is a random probe into millions of entries.
+    std::vector<Slot, HugePageAllocator<Slot>> slots;
+    size_t used = 0;     // guarded by mu
+    uint32_t clock = 0;  // guarded by mu; stamps recency
   };
 
   Shard& ShardOf(uint64_t hash) { return shards_[hash % kShards]; }

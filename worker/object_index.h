@@ -15,9 +15,9 @@
 // and its record), a power of two in size, probed linearly, at most three
 // quarters full, with backward-shift deletion (no tombstones). It doubles
 // when full and halves below an eighth; either rehashes from the stored
-// hashes without reading a key or moving a record. A table of 2 MiB or more
-// asks the kernel for transparent huge pages, so that a probe into a table
-// of millions of keys is not also a TLB miss.
+// hashes without reading a key or moving a record. Its memory comes in huge
+// pages once it is 2 MiB (common/huge_page_memory.h), so that a probe into a
+// table of millions of keys is not also a TLB miss.
 //
 // Record is any type with `std::string_view key() const` and a static
 // `Destroy(Record*)`; the index owns the records it holds and destroys them
@@ -36,16 +36,12 @@
 #include <string_view>
 #include <utility>
 
+#include "common/huge_page_memory.h"
+
 namespace mooncake {
 
 // The 64-bit hash ObjectIndex files a key under.
 inline uint64_t ObjectKeyHash(std::string_view key) { return std::hash<std::string_view>{}(key); }
-
-// Zeroed memory for `count` slots of `slot_bytes`, from the kernel (with
-// MADV_HUGEPAGE) when it is 2 MiB or more; FreeSlotMemory gives it back.
-// Null if there is no memory.
-void* AllocateSlotMemory(size_t count, size_t slot_bytes);
-void FreeSlotMemory(void* memory, size_t count, size_t slot_bytes);
 
 template <typename Record>
 class ObjectIndex {
@@ -57,7 +53,7 @@ class ObjectIndex {
     for (size_t i = 0; i < capacity_; ++i) {
       if (slots_[i].record != nullptr) Record::Destroy(slots_[i].record);
     }
-    FreeSlotMemory(slots_, capacity_, sizeof(Slot));
+    FreeHugePageMemory(slots_, capacity_ * sizeof(Slot));
   }
 
   size_t size() const { return size_; }
@@ -192,7 +188,7 @@ class ObjectIndex {
   }
 
   void Rehash(size_t capacity) {
-    auto* slots = static_cast<Slot*>(AllocateSlotMemory(capacity, sizeof(Slot)));
+    auto* slots = static_cast<Slot*>(AllocateHugePageMemory(capacity * sizeof(Slot)));
     if (slots == nullptr) throw std::bad_alloc();
     const size_t mask = capacity - 1;
     for (size_t i = 0; i < capacity_; ++i) {
@@ -201,7 +197,7 @@ class ObjectIndex {
       while (slots[j].record != nullptr) j = (j + 1) & mask;
       slots[j] = slots_[i];
     }
-    FreeSlotMemory(slots_, capacity_, sizeof(Slot));
+    FreeHugePageMemory(slots_, capacity_ * sizeof(Slot));
     slots_ = slots;
     capacity_ = capacity;
     mask_ = mask;

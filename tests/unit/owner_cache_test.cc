@@ -51,7 +51,9 @@ TEST(OwnerCacheTest, KeysInUseSurviveEviction) {
     cache.Remember(Key(i), "node-1");
     // Read now and then, the hot key is never its bucket's least recently
     // used entry, so it is never the one replaced.
-    if (i % 50 == 0) ASSERT_EQ(cache.Find("hot"), "node-hot") << i;
+    if (i % 50 == 0) {
+      ASSERT_EQ(cache.Find("hot"), "node-hot") << i;
+    }
   }
   EXPECT_EQ(cache.Find("hot"), "node-hot");
 }
