@@ -1,8 +1,9 @@
 #pragma once
 
 // ObjectIndex: the worker's key -> record index (ObjectTable's map), built
-// so that finding a key costs one cache miss for the slot and one for the
-// key's bytes. The std::unordered_map<std::string, Object> it replaces cost
+// so that finding a key costs one cache miss for its slot and one for its
+// record (where ObjectTable keeps the key's bytes, next to the fields a read
+// uses). The std::unordered_map<std::string, Object> it replaces cost
 // more on every lookup: its bucket array, the node before the key's (the
 // bucket points there), the key's node (whose cached hash sits 208 bytes in,
 // a line of its own), a 64-bit division per step down the chain, then the
