@@ -59,38 +59,41 @@ class ObjectIndex {
 
   size_t size() const { return size_; }
 
-  Record* Find(std::string_view key) const { return Find(key, ObjectKeyHash(key)); }
+  Record* Find(std::string_view key) const {
+    if (size_ == 0) return nullptr;
+    return slots_[SlotOf(key, ObjectKeyHash(key))].record;
+  }
 
-  // Find for each of `keys`: found[i] answers keys[i] (found.size() must
-  // equal keys.size()). The keys' slots are fetched together, then their
-  // records, then the keys compared, so that a batch's cache misses overlap
-  // instead of following one another.
-  template <typename Key>
-  void FindMany(std::span<const Key> keys, std::span<Record*> found) const {
+  // Find for each of `keys`, calling found(i, record or null) for keys[i].
+  // The keys' slots are fetched together, then their records, then the keys
+  // compared, so that a batch's cache misses overlap instead of following
+  // one another.
+  template <typename Key, typename Found>
+  void FindMany(std::span<const Key> keys, Found&& found) const {
     constexpr size_t kChunk = 16;
     for (size_t first = 0; first < keys.size(); first += kChunk) {
       const size_t count = std::min(kChunk, keys.size() - first);
       uint64_t hashes[kChunk];
+      Record* candidates[kChunk];
       for (size_t i = 0; i < count; ++i) {
         hashes[i] = ObjectKeyHash(keys[first + i]);
-        if (capacity_ != 0) __builtin_prefetch(&slots_[hashes[i] & mask_]);
+        if (size_ != 0) __builtin_prefetch(&slots_[hashes[i] & mask_]);
       }
       for (size_t i = 0; i < count; ++i) {
-        Record* candidate = FirstWithHash(hashes[i]);
-        found[first + i] = candidate;
-        if (candidate == nullptr) continue;
-        const char* bytes = reinterpret_cast<const char*>(candidate);
+        candidates[i] = FirstWithHash(hashes[i]);
+        if (candidates[i] == nullptr) continue;
+        const char* bytes = reinterpret_cast<const char*>(candidates[i]);
         for (size_t line = 0; line < sizeof(Record) + 64; line += 64) {
           __builtin_prefetch(bytes + line);
         }
       }
       for (size_t i = 0; i < count; ++i) {
-        Record* candidate = found[first + i];
         const auto& key = keys[first + i];
+        Record* record = candidates[i];
         // Another key with the same 64-bit hash: look on past it.
-        if (candidate != nullptr && candidate->key() != key) {
-          found[first + i] = Find(key, hashes[i]);
-        }
+        if (record != nullptr && record->key() != key)
+          record = slots_[SlotOf(key, hashes[i])].record;
+        found(first + i, record);
       }
     }
   }
@@ -102,12 +105,8 @@ class ObjectIndex {
   std::pair<Record*, bool> FindOrInsert(std::string_view key, Make&& make) {
     Reserve(size_ + 1);
     const uint64_t hash = ObjectKeyHash(key);
-    size_t i = hash & mask_;
-    for (;; i = (i + 1) & mask_) {
-      const Slot& slot = slots_[i];
-      if (slot.record == nullptr) break;
-      if (slot.hash == hash && slot.record->key() == key) return {slot.record, false};
-    }
+    const size_t i = SlotOf(key, hash);
+    if (slots_[i].record != nullptr) return {slots_[i].record, false};
     Record* made = make();
     slots_[i] = Slot{hash, made};
     ++size_;
@@ -118,13 +117,8 @@ class ObjectIndex {
   // bytes); false if there is none.
   bool Erase(std::string_view key) {
     if (size_ == 0) return false;
-    const uint64_t hash = ObjectKeyHash(key);
-    size_t hole = hash & mask_;
-    for (;; hole = (hole + 1) & mask_) {
-      const Slot& slot = slots_[hole];
-      if (slot.record == nullptr) return false;
-      if (slot.hash == hash && slot.record->key() == key) break;
-    }
+    size_t hole = SlotOf(key, ObjectKeyHash(key));
+    if (slots_[hole].record == nullptr) return false;
     Record::Destroy(slots_[hole].record);
     // Backward shift: pull later entries of the run into the hole while
     // their home is not between the hole and them (cyclically), so that
@@ -162,12 +156,13 @@ class ObjectIndex {
   };
   static constexpr size_t kMinCapacity = 64;
 
-  Record* Find(std::string_view key, uint64_t hash) const {
-    if (size_ == 0) return nullptr;
+  // The slot holding `key`, or the free slot that ends its run (where it
+  // would go). The table must not be empty of slots (capacity_ > 0).
+  size_t SlotOf(std::string_view key, uint64_t hash) const {
     for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
       const Slot& slot = slots_[i];
-      if (slot.record == nullptr) return nullptr;
-      if (slot.hash == hash && slot.record->key() == key) return slot.record;
+      if (slot.record == nullptr) return i;
+      if (slot.hash == hash && slot.record->key() == key) return i;
     }
   }
 

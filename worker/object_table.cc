@@ -118,15 +118,9 @@ const Object* ObjectTable::Find(const std::string& key) const {
 
 void ObjectTable::FindMany(std::span<const std::string> keys, std::span<Object*> found) {
   MC_DCHECK(keys.size() == found.size());
-  constexpr size_t kRun = 64;
-  Record* records[kRun];
-  for (size_t first = 0; first < keys.size(); first += kRun) {
-    const size_t count = std::min(kRun, keys.size() - first);
-    objects_.FindMany(keys.subspan(first, count), std::span(records, count));
-    for (size_t i = 0; i < count; ++i) {
-      found[first + i] = records[i] == nullptr ? nullptr : &records[i]->object;
-    }
-  }
+  objects_.FindMany(keys, [&](size_t i, Record* record) {
+    found[i] = record == nullptr ? nullptr : &record->object;
+  });
 }
 
 Object* ObjectTable::FindSame(const std::string& key, uint64_t object_id) {

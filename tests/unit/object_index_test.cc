@@ -99,7 +99,12 @@ TEST(ObjectIndexTest, FindManyAnswersEachKeyAsFindDoes) {
   keys.push_back("many-0");  // twice in one batch
   keys.push_back("");
   std::vector<Record*> found(keys.size(), nullptr);
-  index.FindMany(std::span<const std::string>(keys), std::span(found));
+  std::vector<int> calls(keys.size(), 0);
+  index.FindMany(std::span<const std::string>(keys), [&](size_t i, Record* record) {
+    found[i] = record;
+    ++calls[i];
+  });
+  for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(calls[i], 1) << "key " << i;
   int present = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
     EXPECT_EQ(found[i], index.Find(keys[i])) << keys[i];
@@ -110,7 +115,8 @@ TEST(ObjectIndexTest, FindManyAnswersEachKeyAsFindDoes) {
 
   ObjectIndex<Record> empty;
   std::vector<Record*> none(keys.size(), reinterpret_cast<Record*>(1));
-  empty.FindMany(std::span<const std::string>(keys), std::span(none));
+  empty.FindMany(std::span<const std::string>(keys),
+                 [&](size_t i, Record* record) { none[i] = record; });
   for (Record* record : none) EXPECT_EQ(record, nullptr);
 }
 
