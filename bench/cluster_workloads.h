@@ -1,7 +1,9 @@
 #pragma once
 
 // The workloads mooncake-bench runs against a cluster through one Client:
-// a load phase of --keys puts (BatchPut of --batch keys per call), then
+// a load phase of --keys puts (BatchPut of --batch keys per call; its
+// connections opened first by one untimed call per thread, whose keys are
+// removed at once), then
 //   mixed     gets of loaded keys and puts of new ones (--get-ratio); with
 //             --batch N, BatchGet/BatchPut of N keys per call; with --async,
 //             puts through PutAsync and then gets only, through GetAsync,
@@ -44,6 +46,7 @@ class ClusterBench {
   const nlohmann::json& extra() const { return extra_; }
 
  private:
+  void WarmConnections();
   void Load(std::vector<PhaseRow>& rows);
   // The put options of load call `call`: its --load-nodes target, if any.
   PutOptions LoadOptions(uint64_t call) const;

@@ -56,6 +56,12 @@
 # requests of a single row, so that a batch row's put phase lasts about as
 # long as a single row's.
 #
+# Both sides connect before their clock starts: redis-benchmark opens all
+# its clients first, and mooncake-bench makes one untimed call per thread
+# (shaped as the load phase's, its keys removed at once) before the load
+# phase, so that neither row times TCP connects or the worker's thread for
+# each connection.
+#
 # It starts its own master + one worker (DRAM only large enough for the data,
 # SSD tier as usual), its own redis-server (no persistence), and for the last
 # part a second master, each on free ports under a temp dir, and stops them by

@@ -83,6 +83,39 @@ TEST_F(BenchTest, BatchLoadAndMixedReportKeysAndCalls) {
   EXPECT_EQ((*get)["errors"], 0);
 }
 
+// Before the load phase's clock, every thread makes one call shaped as the
+// phase's (Put, or BatchPut of --batch keys); those keys are removed before
+// the phase, counted in neither phase, and gone even without --cleanup.
+TEST_F(BenchTest, TheLoadPhaseOpensItsConnectionsFirstAndLeavesNoWarmUpKey) {
+  auto client = cluster_.NewClient();
+  ASSERT_NE(client, nullptr);
+  for (int batch : {1, 4}) {
+    SCOPED_TRACE("--batch " + std::to_string(batch));
+    BenchRun run = Run({"--node", "w1", "--batch", std::to_string(batch), "--keys", "20",
+                        "--concurrency", "3", "--ops", "6", "--get-ratio", "1", "--json"});
+    ASSERT_EQ(run.status, 0) << run.out << "\n" << run.err << cluster_.AllLogTails();
+    json report = json::parse(run.out);
+    const json& warm = report["warm_up"];
+    EXPECT_EQ(warm["keys"], 3 * batch) << report.dump();
+    EXPECT_EQ(warm["stored"], 3 * batch) << report.dump();
+    EXPECT_EQ(warm["removed"], 3 * batch) << report.dump();
+    const json* load = Phase(report, "load", "put");
+    ASSERT_NE(load, nullptr) << run.out;
+    EXPECT_EQ((*load)["ops"], 20) << "the warm-up's puts are not the phase's";
+    EXPECT_EQ((*load)["calls"], 20 / batch);
+
+    std::string prefix = report["config"]["run_prefix"];
+    for (int t = 0; t < 3; ++t) {
+      auto gone = client->Exist(prefix + "warm" + std::to_string(t) + "-0");
+      ASSERT_TRUE(gone.has_value());
+      EXPECT_FALSE(*gone) << "warm-up key of thread " << t << " is still there";
+    }
+    auto loaded = client->Exist(prefix + "k19");
+    ASSERT_TRUE(loaded.has_value());
+    EXPECT_TRUE(*loaded) << "without --cleanup the loaded keys stay";
+  }
+}
+
 // --rpc-poll-us reaches the client's connections: each wait for a reply is
 // counted (polled, or not for want of a spare CPU) unless it is 0.
 TEST_F(BenchTest, TheReportCountsTheClientsPollsAndZeroTurnsThemOff) {
