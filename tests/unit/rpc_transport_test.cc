@@ -945,6 +945,14 @@ struct DropDeferredOnExit {
   ~DropDeferredOnExit() { master.DropAll(); }
 };
 
+// Sends GetRole `seqid` on `conn` and returns the reply `master` deferred
+// for it (nullopt if the call could not be sent or was not deferred).
+std::optional<DeferringMaster::Deferred> SendDeferredCall(DeferringMaster& master,
+                                                          RawConnection& conn, uint32_t seqid) {
+  if (!conn.Send(Wire().Call("GetRole", seqid).Stop().Framed())) return std::nullopt;
+  return master.TakeDeferred();
+}
+
 TEST(RpcEventServerTest, AReplyDeferredOnTheLoopAndSentFromAnotherThreadReachesTheCaller) {
   auto master = std::make_shared<DeferringMaster>();
   // One loop thread: it must not be held while the reply waits.
@@ -952,8 +960,7 @@ TEST(RpcEventServerTest, AReplyDeferredOnTheLoopAndSentFromAnotherThreadReachesT
   ASSERT_NE(server, nullptr);
   DropDeferredOnExit drop_on_exit{*master};
   RawConnection conn(server->port());
-  ASSERT_TRUE(conn.Send(Wire().Call("GetRole", 7).Stop().Framed()));
-  auto deferred = master->TakeDeferred();
+  auto deferred = SendDeferredCall(*master, conn, 7);
   ASSERT_TRUE(deferred) << "the handler did not run";
   EXPECT_EQ(deferred->seqid, 7);
   EXPECT_EQ(master->twice_differs.load(), 0) << "RpcDeferReply twice gave two objects";
@@ -1062,8 +1069,7 @@ TEST(RpcEventServerTest, ADeferredReplyDroppedUnsentClosesItsConnectionAndNoOthe
 
   // Let go of by another thread, after the call.
   RawConnection conn(server->port());
-  ASSERT_TRUE(conn.Send(Wire().Call("GetRole", 1).Stop().Framed()));
-  auto deferred = master->TakeDeferred();
+  auto deferred = SendDeferredCall(*master, conn, 1);
   ASSERT_TRUE(deferred);
   EXPECT_FALSE(conn.Readable(50ms));
   deferred.reset();
@@ -1084,8 +1090,7 @@ TEST(RpcEventServerTest, ADeferredReplyDroppedUnsentClosesItsConnectionAndNoOthe
   master->set_mode(DeferringMaster::Mode::kDefer);
   RawConnection fresh(server->port());
   EXPECT_TRUE(fresh.RoundTrip("ListNodes"));
-  ASSERT_TRUE(fresh.Send(Wire().Call("GetRole", 3).Stop().Framed()));
-  auto again = master->TakeDeferred();
+  auto again = SendDeferredCall(*master, fresh, 3);
   ASSERT_TRUE(again);
   WriteGetRoleReply(*again->reply, again->seqid, DeferredName(again->seqid));
   again->reply->Send();
@@ -1108,8 +1113,7 @@ TEST(RpcEventServerTest, AReplyDeferredPastTheIdleTimeoutLeavesItsConnectionOpen
   ASSERT_NE(server, nullptr);
   DropDeferredOnExit drop_on_exit{*master};
   RawConnection conn(server->port());
-  ASSERT_TRUE(conn.Send(Wire().Call("GetRole", 9).Stop().Framed()));
-  auto deferred = master->TakeDeferred();
+  auto deferred = SendDeferredCall(*master, conn, 9);
   ASSERT_TRUE(deferred);
   std::this_thread::sleep_for(600ms);  // twice the idle timeout
   WriteGetRoleReply(*deferred->reply, deferred->seqid, DeferredName(deferred->seqid));
@@ -1130,8 +1134,7 @@ TEST(RpcEventServerTest, StoppingTheServerWaitsForADeferredReplyHeldElsewhere) {
     ASSERT_NE(server, nullptr);
     DropDeferredOnExit drop_on_exit{*master};
     RawConnection conn(server->port());
-    ASSERT_TRUE(conn.Send(Wire().Call("GetRole", 5).Stop().Framed()));
-    auto deferred = master->TakeDeferred();
+    auto deferred = SendDeferredCall(*master, conn, 5);
     ASSERT_TRUE(deferred);
     std::atomic<bool> released{false};
     std::thread holder([&released, send, deferred = std::move(*deferred)]() mutable {
