@@ -82,10 +82,10 @@ std::vector<PhaseRow> ClusterBench::Run() {
   std::vector<PhaseRow> rows;
   load_count_ = options_.keys;
   if (options_.workload == "prefetch") load_count_ = PrefetchLoadCount();
+  WarmConnections();
   if (options_.async) {
     AsyncLoad(rows);
   } else {
-    WarmConnections();
     Load(rows);
   }
   if (loaded_.empty() && (options_.get_ratio > 0 || options_.workload != "mixed")) {
@@ -109,7 +109,7 @@ std::vector<PhaseRow> ClusterBench::Run() {
                          {"busy", polls.busy}};
   if (options_.cleanup) Cleanup();
   if (options_.rdma != "off") ReportTransport();
-  TransportCounters t = client_.transport_counters();
+  TransportCounters t = CountersSinceWarmUp();
   extra_["combined"] = {{"gets", t.combined_gets},
                         {"get_batches", t.combined_get_batches},
                         {"puts", t.combined_puts},
@@ -119,38 +119,65 @@ std::vector<PhaseRow> ClusterBench::Run() {
 
 // Before the load phase's clock starts, every thread makes one call shaped
 // as the phase's (a Put, or a BatchPut of --batch keys) at the same moment,
-// so that the connections the phase uses are open (up to the client's idle
-// pool per worker), as redis-benchmark connects all its clients before its
-// clock starts. Otherwise a short phase (4,000 puts of 64 KiB at 64 threads
-// last about 0.15 s) also times 64 TCP connects and, with --rpc-engine
-// threads, the worker's thread for each. The keys are removed at once.
+// or with --async --concurrency PutAsync calls go out at once, so that the
+// connections the phase uses are open (up to the client's idle pool per
+// worker), as redis-benchmark connects all its clients before its clock
+// starts. Otherwise a short phase (4,000 puts of 64 KiB at 64 threads last
+// about 0.15 s) also times 64 TCP connects and, with --rpc-engine threads,
+// the worker's thread for each. The keys are removed at once.
 void ClusterBench::WarmConnections() {
   const int threads = options_.concurrency;
   const uint64_t batch = options_.batch;
-  std::latch all_started(threads);
   std::vector<std::string> keys;
   for (int t = 0; t < threads; ++t) {
     for (uint64_t k = 0; k < batch; ++k) keys.push_back(fmt::format("{}warm{}-{}", run_, t, k));
   }
   std::atomic<uint64_t> stored{0};
-  RunThreads(threads, [&](int t, ThreadStats&) {
-    all_started.arrive_and_wait();
-    std::span<const std::string> mine(keys.data() + t * batch, batch);
-    if (batch == 1) {
-      if (client_.Put(mine[0], value_, LoadOptions(t))) stored.fetch_add(1);
-      return;
+  if (options_.async) {
+    // Shared with the completions, which may outlive the wait by their
+    // last instructions.
+    auto all_done = std::make_shared<std::latch>(threads);
+    for (int t = 0; t < threads; ++t) {
+      client_.PutAsync(
+          keys[t], value_,
+          [&stored, all_done](Result<void> put) {
+            if (put) stored.fetch_add(1);
+            all_done->count_down();
+          },
+          LoadOptions(t));
     }
-    std::vector<std::pair<std::string, std::string>> items;
-    for (const auto& key : mine) items.emplace_back(key, value_);
-    for (const auto& result : client_.BatchPut(items, LoadOptions(t))) {
-      if (result) stored.fetch_add(1);
-    }
-  });
+    all_done->wait();
+  } else {
+    std::latch all_started(threads);
+    RunThreads(threads, [&](int t, ThreadStats&) {
+      all_started.arrive_and_wait();
+      std::span<const std::string> mine(keys.data() + t * batch, batch);
+      if (batch == 1) {
+        if (client_.Put(mine[0], value_, LoadOptions(t))) stored.fetch_add(1);
+        return;
+      }
+      std::vector<std::pair<std::string, std::string>> items;
+      for (const auto& key : mine) items.emplace_back(key, value_);
+      for (const auto& result : client_.BatchPut(items, LoadOptions(t))) {
+        if (result) stored.fetch_add(1);
+      }
+    });
+  }
   uint64_t removed = 0;
   for (const auto& result : client_.BatchRemove(keys)) {
     if (result) ++removed;
   }
   extra_["warm_up"] = {{"keys", keys.size()}, {"stored", stored.load()}, {"removed", removed}};
+  warm_up_counters_ = client_.transport_counters();
+}
+
+TransportCounters ClusterBench::CountersSinceWarmUp() const {
+  TransportCounters t = client_.transport_counters();
+  t.async_puts -= warm_up_counters_.async_puts;
+  t.async_put_batches -= warm_up_counters_.async_put_batches;
+  t.combined_puts -= warm_up_counters_.combined_puts;
+  t.combined_put_batches -= warm_up_counters_.combined_put_batches;
+  return t;
 }
 
 // Phase 1: --keys puts (BatchPut of --batch keys per call when > 1),
@@ -356,7 +383,7 @@ void ClusterBench::AsyncGets(std::vector<PhaseRow>& rows) {
       });
   OpStats stats = chains->Run(options_.concurrency);
   rows.push_back(PhaseRow{"mixed", "get", Seconds(start), std::move(stats)});
-  TransportCounters t = client_.transport_counters();
+  TransportCounters t = CountersSinceWarmUp();
   extra_["async"] = {{"gets_pipelined", t.async_gets_pipelined},
                      {"gets_slow", t.async_gets_slow},
                      {"puts", t.async_puts},

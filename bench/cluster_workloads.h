@@ -2,8 +2,8 @@
 
 // The workloads mooncake-bench runs against a cluster through one Client:
 // a load phase of --keys puts (BatchPut of --batch keys per call; its
-// connections opened first by one untimed call per thread, whose keys are
-// removed at once), then
+// connections opened first by untimed calls shaped as the phase's, whose
+// keys are removed at once), then
 //   mixed     gets of loaded keys and puts of new ones (--get-ratio); with
 //             --batch N, BatchGet/BatchPut of N keys per call; with --async,
 //             puts through PutAsync and then gets only, through GetAsync,
@@ -47,6 +47,8 @@ class ClusterBench {
 
  private:
   void WarmConnections();
+  // The client's counters, less the warm-up's puts.
+  TransportCounters CountersSinceWarmUp() const;
   void Load(std::vector<PhaseRow>& rows);
   // The put options of load call `call`: its --load-nodes target, if any.
   PutOptions LoadOptions(uint64_t call) const;
@@ -73,9 +75,10 @@ class ClusterBench {
   Client& client_;
   const std::string run_;
   const std::string value_;
-  std::vector<uint64_t> loaded_;  // ids of keys the load phase stored
-  uint64_t written_ = 0;          // keys the mixed phase tried to put
-  uint64_t load_count_ = 0;       // keys the load phase tries to put
+  std::vector<uint64_t> loaded_;        // ids of keys the load phase stored
+  uint64_t written_ = 0;                // keys the mixed phase tried to put
+  uint64_t load_count_ = 0;             // keys the load phase tries to put
+  TransportCounters warm_up_counters_;  // the client's, after the warm-up
   nlohmann::json extra_ = nlohmann::json::object();
 };
 

@@ -84,15 +84,24 @@ TEST_F(BenchTest, BatchLoadAndMixedReportKeysAndCalls) {
 }
 
 // Before the load phase's clock, every thread makes one call shaped as the
-// phase's (Put, or BatchPut of --batch keys); those keys are removed before
-// the phase, counted in neither phase, and gone even without --cleanup.
+// phase's (Put, BatchPut of --batch keys, or with --async one PutAsync per
+// call in flight); those keys are removed before the phase, counted in
+// neither phase, and gone even without --cleanup.
 TEST_F(BenchTest, TheLoadPhaseOpensItsConnectionsFirstAndLeavesNoWarmUpKey) {
   auto client = cluster_.NewClient();
   ASSERT_NE(client, nullptr);
-  for (int batch : {1, 4}) {
-    SCOPED_TRACE("--batch " + std::to_string(batch));
-    BenchRun run = Run({"--node", "w1", "--batch", std::to_string(batch), "--keys", "20",
-                        "--concurrency", "3", "--ops", "6", "--get-ratio", "1", "--json"});
+  for (std::string mode : {"1", "4", "async"}) {
+    SCOPED_TRACE(mode == "async" ? "--async" : "--batch " + mode);
+    const bool async = mode == "async";
+    const int batch = async ? 1 : std::stoi(mode);
+    std::vector<std::string> args = {"--node", "w1", "--keys",      "20", "--concurrency", "3",
+                                     "--ops",  "6",  "--get-ratio", "1",  "--json"};
+    if (async) {
+      args.push_back("--async");
+    } else {
+      args.insert(args.end(), {"--batch", mode});
+    }
+    BenchRun run = Run(args);
     ASSERT_EQ(run.status, 0) << run.out << "\n" << run.err << cluster_.AllLogTails();
     json report = json::parse(run.out);
     const json& warm = report["warm_up"];
