@@ -415,7 +415,7 @@ void BoundedFramedTransport::FillFrameBuffer(uint32_t got, uint32_t size, uint32
 }
 
 void BoundedFramedTransport::ReceiveFrameBytes(uint8_t* out, uint32_t size) {
-  // What the header's read brought along (bounded by kReadAheadBytes).
+  // What an earlier read brought along (bounded by kReadAheadBytes).
   uint32_t got = std::min(size, ahead_end_ - ahead_begin_);
   if (got > 0) {
     std::memcpy(out, ahead_.get() + ahead_begin_, got);
@@ -428,16 +428,9 @@ void BoundedFramedTransport::ReceiveFrameBytes(uint8_t* out, uint32_t size) {
       // read takes it without re-arming the socket's timer (two setsockopt
       // calls a frame otherwise).
       tried_without_waiting = true;
-      ssize_t n = recv(socket_->getSocketFD(), out + got, size - got, MSG_DONTWAIT);
-      if (n > 0) {
-        got += static_cast<uint32_t>(n);
+      if (auto n = ReceiveWithReadAhead(out + got, size - got, MSG_DONTWAIT)) {
+        got += *n;
         continue;
-      }
-      if (n == 0) {
-        throw RpcFaultError(RpcFault::kTruncatedFrame, "connection closed inside a frame");
-      }
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        throw TTransportException(TTransportException::UNKNOWN, "recv failed", errno);
       }
     }
     if (timeouts_.frame.count() > 0) {
@@ -448,19 +441,53 @@ void BoundedFramedTransport::ReceiveFrameBytes(uint8_t* out, uint32_t size) {
       // Only a frame that needs several reads pays for re-arming the timer.
       SetSocketTimeout(std::max(left, milliseconds(1)));
     }
-    uint32_t n = 0;
-    try {
-      n = socket_->read(out + got, size - got);
-    } catch (const TTransportException& e) {
-      if (!IsTimeout(e)) throw;
+    std::optional<uint32_t> n;
+    if (plain_socket_) {
+      n = ReceiveWithReadAhead(out + got, size - got, 0);
+    } else {
+      try {
+        n = socket_->read(out + got, size - got);
+      } catch (const TTransportException& e) {
+        if (!IsTimeout(e)) throw;
+      }
+      if (n == 0u) {
+        throw RpcFaultError(RpcFault::kTruncatedFrame, "connection closed inside a frame");
+      }
+    }
+    if (!n) {
       throw RpcFaultError(RpcFault::kSlowFrame, "frame did not arrive within the frame timeout");
+    }
+    got += *n;
+  }
+  frame_unread_ -= size;
+}
+
+std::optional<uint32_t> BoundedFramedTransport::ReceiveWithReadAhead(uint8_t* out, uint32_t size,
+                                                                     int flags) {
+  // The caller took what ahead_ held first, so it is empty: what comes
+  // after these bytes (the end of a call after its value, the next frame's
+  // header) lands there in the same system call, not in another.
+  ahead_begin_ = 0;
+  ahead_end_ = 0;
+  iovec pieces[2] = {{out, size}, {ahead_.get(), kReadAheadBytes}};
+  msghdr message{};
+  message.msg_iov = pieces;
+  message.msg_iovlen = ahead_ ? 2 : 1;
+  while (true) {
+    ssize_t n = recvmsg(socket_->getSocketFD(), &message, flags);
+    if (n > 0) {
+      if (static_cast<size_t>(n) <= size) return static_cast<uint32_t>(n);
+      ahead_end_ = static_cast<uint32_t>(n - size);
+      return size;
     }
     if (n == 0) {
       throw RpcFaultError(RpcFault::kTruncatedFrame, "connection closed inside a frame");
     }
-    got += n;
+    if (errno == EINTR) continue;
+    // Nothing yet (MSG_DONTWAIT), or the socket's receive timer ran out.
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
+    throw TTransportException(TTransportException::UNKNOWN, "recv failed", errno);
   }
-  frame_unread_ -= size;
 }
 
 void BoundedFramedTransport::write_virt(const uint8_t* buf, uint32_t len) {

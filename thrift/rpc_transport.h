@@ -198,6 +198,11 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   // what came with the header, then from the socket, within the frame's
   // deadline.
   void ReceiveFrameBytes(uint8_t* out, uint32_t size);
+  // Plain TCP, ahead_ drained: one recvmsg of up to `size` bytes into `out`
+  // and of what follows them into ahead_. The bytes that went to `out` (at
+  // least 1), or nullopt when none came (nothing there with MSG_DONTWAIT,
+  // or the socket's timer ran out). kTruncatedFrame when the peer closed.
+  std::optional<uint32_t> ReceiveWithReadAhead(uint8_t* out, uint32_t size, int flags);
   // Makes frame_ hold at least `needed` bytes, keeping the first `got`.
   void GrowFrameBuffer(uint32_t size, uint32_t got, uint32_t needed);
   void SetSocketTimeout(std::chrono::milliseconds timeout);
