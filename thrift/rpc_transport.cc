@@ -480,7 +480,8 @@ std::optional<uint32_t> BoundedFramedTransport::ReceiveWithReadAhead(uint8_t* ou
       ahead_end_ = static_cast<uint32_t>(n - size);
       return size;
     }
-    if (n == 0) {
+    // A reset is a close, as TSocket::read takes it.
+    if (n == 0 || errno == ECONNRESET) {
       throw RpcFaultError(RpcFault::kTruncatedFrame, "connection closed inside a frame");
     }
     if (errno == EINTR) continue;
