@@ -124,10 +124,13 @@ std::vector<PhaseRow> ClusterBench::Run() {
 // worker), as redis-benchmark connects all its clients before its clock
 // starts. Otherwise a short phase (4,000 puts of 64 KiB at 64 threads last
 // about 0.15 s) also times 64 TCP connects and, with --rpc-engine threads,
-// the worker's thread for each. The keys are removed at once.
+// the worker's thread for each. The keys are removed at once, and there
+// are never more of them than the load phase puts.
 void ClusterBench::WarmConnections() {
-  const int threads = options_.concurrency;
-  const uint64_t batch = options_.batch;
+  if (load_count_ == 0) return;
+  const int threads = static_cast<int>(
+      std::min<uint64_t>(static_cast<uint64_t>(options_.concurrency), load_count_));
+  const uint64_t batch = std::clamp<uint64_t>(load_count_ / threads, 1, options_.batch);
   std::vector<std::string> keys;
   for (int t = 0; t < threads; ++t) {
     for (uint64_t k = 0; k < batch; ++k) keys.push_back(fmt::format("{}warm{}-{}", run_, t, k));

@@ -50,9 +50,10 @@ constexpr uint32_t kFirstFrameBuffer = 64u << 10;
 // is freed when a smaller frame comes, so an idle pooled connection does not
 // pin the memory of its largest transfer.
 constexpr uint32_t kKeptFrameBuffer = 1u << 20;
-// Bytes one read may take past a frame's header: a small frame arrives with
-// its header in one system call. Fixed per connection, so what a peer sends
-// ahead costs at most this much.
+// Bytes one read may take past what it is for (a frame's header, or a piece
+// of the frame): a small frame arrives with its header in one system call,
+// and the end of a call with its value. Fixed per connection, so what a peer
+// sends ahead costs at most this much.
 constexpr uint32_t kReadAheadBytes = 16u << 10;
 // A reply decoded as it arrives (kAsDecoded) buffers its first piece, which
 // the header's read usually brought along; a string that reaches this far

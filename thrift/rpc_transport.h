@@ -195,8 +195,8 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   // buffer with the first `consumed` bytes already decoded.
   void FillFrameBuffer(uint32_t got, uint32_t size, uint32_t consumed);
   // Receives the next `size` bytes of the current frame into `out`: first
-  // what came with the header, then from the socket, within the frame's
-  // deadline.
+  // what an earlier read brought along, then from the socket, within the
+  // frame's deadline.
   void ReceiveFrameBytes(uint8_t* out, uint32_t size);
   // Plain TCP, ahead_ drained: one recvmsg of up to `size` bytes into `out`
   // and of what follows them into ahead_. The bytes that went to `out` (at
@@ -223,8 +223,9 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   // when all of them must have arrived.
   uint32_t frame_unread_ = 0;
   std::chrono::steady_clock::time_point frame_deadline_;
-  // Bytes read past the last frame's header and not yet handed to a frame
-  // (the start of the next frame, when a peer pipelines): [begin, end).
+  // Bytes read past what a read was for (a frame's header, or a piece of
+  // the frame) and not yet handed on: the rest of the frame, or the start
+  // of the next one when a peer pipelines. [begin, end).
   std::unique_ptr<uint8_t[]> ahead_;
   uint32_t ahead_begin_ = 0;
   uint32_t ahead_end_ = 0;

@@ -86,7 +86,7 @@ TEST_F(BenchTest, BatchLoadAndMixedReportKeysAndCalls) {
 // Before the load phase's clock, every thread makes one call shaped as the
 // phase's (Put, BatchPut of --batch keys, or with --async one PutAsync per
 // call in flight); those keys are removed before the phase, counted in
-// neither phase, and gone even without --cleanup.
+// neither phase, gone even without --cleanup, and never more than the load.
 TEST_F(BenchTest, TheLoadPhaseOpensItsConnectionsFirstAndLeavesNoWarmUpKey) {
   auto client = cluster_.NewClient();
   ASSERT_NE(client, nullptr);
@@ -123,6 +123,15 @@ TEST_F(BenchTest, TheLoadPhaseOpensItsConnectionsFirstAndLeavesNoWarmUpKey) {
     ASSERT_TRUE(loaded.has_value());
     EXPECT_TRUE(*loaded) << "without --cleanup the loaded keys stay";
   }
+
+  // A load smaller than the threads' calls warms with no more keys than it
+  // puts: two threads of one key each, not three of four.
+  BenchRun small = Run({"--node", "w1", "--keys", "2", "--concurrency", "3", "--batch", "4",
+                        "--ops", "1", "--get-ratio", "1", "--json"});
+  ASSERT_EQ(small.status, 0) << small.out << "\n" << small.err;
+  json report = json::parse(small.out);
+  EXPECT_EQ(report["warm_up"]["keys"], 2) << report.dump();
+  EXPECT_EQ(report["warm_up"]["removed"], 2) << report.dump();
 }
 
 // --rpc-poll-us reaches the client's connections: each wait for a reply is
