@@ -145,9 +145,10 @@ struct PinnedRead {
   uint64_t want = 0;  // bytes to copy out
 };
 
-// Caller holds ctx.mu. Pins `object` (null: its key is absent) for a read of [offset, offset +
-// length) (length 0: to the end; at most kRpcChunkBytes) and grants its lease; `slice` gets the
-// object's size and version.
+// Caller holds ctx.mu. Pins `object` (null: its key is absent) for a read
+// of [offset, offset + length) (length 0: to the end; at most
+// kRpcChunkBytes) and grants its lease; `slice` gets the object's size and
+// version.
 Result<PinnedRead> PinLocked(BackendContext& ctx, ObjectTable& table, Object* object,
                              uint64_t offset, uint64_t length, SteadyClock::time_point now,
                              ReadSlice& slice) {

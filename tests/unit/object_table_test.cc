@@ -154,7 +154,7 @@ TEST_F(ObjectTableTest, ARecordKeepsItsOwnCopyOfTheKey) {
 }
 
 // FindMany (a batch's lookups with their cache misses overlapped) answers
-// each key as Find does, past its runs of 64 keys.
+// each key as Find does, across many of its chunks of 16 keys.
 TEST_F(ObjectTableTest, FindManyAnswersEachKeyAsFindDoes) {
   for (int i = 0; i < 300; i += 3) Add("k" + std::to_string(i), S::kComplete, 0);
   std::vector<std::string> keys;
