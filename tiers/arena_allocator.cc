@@ -32,8 +32,11 @@ std::optional<uint64_t> ArenaAllocator::Allocate(uint64_t size) {
   auto it = free_by_size_.lower_bound({rounded, 0});
   if (it == free_by_size_.end()) return std::nullopt;
   const auto [block_size, block_offset] = *it;
-  EraseFree(block_offset, block_size);
-  if (block_size > rounded) InsertFree(block_offset + rounded, block_size - rounded);
+  if (block_size > rounded) {
+    MoveFree(block_offset, block_size, block_offset + rounded, block_size - rounded);
+  } else {
+    EraseFree(block_offset, block_size);
+  }
   allocated_.emplace(block_offset, rounded);
   used_ += rounded;
   return block_offset;
@@ -48,23 +51,28 @@ void ArenaAllocator::Free(uint64_t offset) {
   allocated_.erase(it);
   used_ -= size;
 
-  // Merge with the free block that starts right where this one ends.
-  if (auto next = free_by_offset_.find(start + size); next != free_by_offset_.end()) {
-    const uint64_t next_size = next->second;
-    EraseFree(start + size, next_size);
-    size += next_size;
+  // The free blocks right after and right before this one, if any.
+  std::optional<std::pair<uint64_t, uint64_t>> next;
+  std::optional<std::pair<uint64_t, uint64_t>> prev;
+  if (auto found = free_by_offset_.find(start + size); found != free_by_offset_.end()) {
+    next = *found;
   }
-  // Merge with the free block that ends right where this one starts.
   if (auto after = free_by_offset_.lower_bound(start); after != free_by_offset_.begin()) {
-    auto prev = std::prev(after);
-    if (prev->first + prev->second == start) {
-      const auto [prev_offset, prev_size] = *prev;
-      EraseFree(prev_offset, prev_size);
-      start = prev_offset;
-      size += prev_size;
-    }
+    auto before = std::prev(after);
+    if (before->first + before->second == start) prev = *before;
   }
-  InsertFree(start, size);
+  // Merged with its neighbours, the block takes over one neighbour's
+  // entries (no allocation) and the other's are dropped.
+  const uint64_t merged_start = prev ? prev->first : start;
+  const uint64_t merged_size = size + (prev ? prev->second : 0) + (next ? next->second : 0);
+  if (prev && next) EraseFree(next->first, next->second);
+  if (prev) {
+    MoveFree(prev->first, prev->second, merged_start, merged_size);
+  } else if (next) {
+    MoveFree(next->first, next->second, merged_start, merged_size);
+  } else {
+    InsertFree(merged_start, merged_size);
+  }
 }
 
 uint64_t ArenaAllocator::used() const {
@@ -86,6 +94,19 @@ uint64_t ArenaAllocator::largest_free_block() const {
 void ArenaAllocator::InsertFree(uint64_t offset, uint64_t size) {
   free_by_offset_.emplace(offset, size);
   free_by_size_.emplace(size, offset);
+}
+
+void ArenaAllocator::MoveFree(uint64_t offset, uint64_t size, uint64_t new_offset,
+                              uint64_t new_size) {
+  // Node handles keep the two entries' memory: an allocation that splits a
+  // block, or a free that grows one, costs the heap nothing.
+  auto by_offset = free_by_offset_.extract(offset);
+  auto by_size = free_by_size_.extract({size, offset});
+  by_offset.key() = new_offset;
+  by_offset.mapped() = new_size;
+  by_size.value() = {new_size, new_offset};
+  free_by_offset_.insert(std::move(by_offset));
+  free_by_size_.insert(std::move(by_size));
 }
 
 void ArenaAllocator::EraseFree(uint64_t offset, uint64_t size) {

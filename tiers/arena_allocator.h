@@ -39,6 +39,8 @@ class ArenaAllocator {
  private:
   void InsertFree(uint64_t offset, uint64_t size);  // requires mu_
   void EraseFree(uint64_t offset, uint64_t size);   // requires mu_
+  // The free block at `offset` becomes [new_offset, +new_size); requires mu_.
+  void MoveFree(uint64_t offset, uint64_t size, uint64_t new_offset, uint64_t new_size);
 
   const uint64_t capacity_;
   const uint64_t alignment_;

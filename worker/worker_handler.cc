@@ -471,6 +471,8 @@ void WorkerHandler::WriteValues(WriteMode mode, std::span<const ValueItem> items
   std::deque<RequestTimer> timers;  // neither copyable nor movable
   std::vector<WholeWrite> writes;
   std::vector<size_t> write_of;  // writes[j] is items[write_of[j]]
+  writes.reserve(items.size());
+  write_of.reserve(items.size());
   results.assign(items.size(), rpc::ErrorCode::OK);
   for (size_t i = 0; i < items.size(); ++i) {
     timers.emplace_back(requests_, op);

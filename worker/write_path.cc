@@ -57,8 +57,12 @@ Result<void> WritePath::WriteWhole(const std::string& key, std::string_view valu
 
 std::vector<Result<void>> WritePath::WriteWholeMany(const std::vector<WholeWrite>& writes) {
   std::vector<Result<void>> results(writes.size());
-  // A key may come twice. Each wave holds distinct keys, so that a later
-  // write of a key meets the earlier one complete, as a later call would.
+  if (KeysDistinct(writes)) {
+    WriteWave(writes, results);
+    return results;
+  }
+  // A key comes twice. Each wave holds distinct keys, so that a later write
+  // of a key meets the earlier one complete, as a later call would.
   for (size_t begin = 0; begin < writes.size();) {
     std::unordered_set<std::string_view> keys;
     size_t end = begin;
@@ -68,6 +72,15 @@ std::vector<Result<void>> WritePath::WriteWholeMany(const std::vector<WholeWrite
     begin = end;
   }
   return results;
+}
+
+bool WritePath::KeysDistinct(std::span<const WholeWrite> writes) {
+  // One sorted array, where a set of the keys cost an allocation per key.
+  std::vector<std::string_view> keys;
+  keys.reserve(writes.size());
+  for (const WholeWrite& w : writes) keys.push_back(w.key);
+  std::ranges::sort(keys);
+  return std::ranges::adjacent_find(keys) == keys.end();
 }
 
 void WritePath::WriteWave(std::span<const WholeWrite> writes, std::span<Result<void>> results) {
@@ -158,18 +171,22 @@ std::vector<std::optional<WritePath::CommittedWrite>> WritePath::CommitWave(
 void WritePath::PublishWave(std::vector<std::optional<CommittedWrite>> committed,
                             std::span<Result<void>> results) {
   // One claim call for the wave instead of one round trip per object.
+  // The keys move to the claim and back: a copy of each cost an allocation.
   std::vector<std::string> keys;
   std::vector<size_t> claim_of(committed.size(), SIZE_MAX);
   for (size_t i = 0; i < committed.size(); ++i) {
     if (!committed[i] || committed[i]->write.was_published) continue;
     claim_of[i] = keys.size();
-    keys.push_back(committed[i]->write.key);
+    keys.push_back(std::move(committed[i]->write.key));
   }
   // A lone claim goes through Claim, which group-commits it with the claims
   // of concurrent puts; a batch's claims are one call of their own.
   std::vector<Result<void>> claims = keys.size() == 1
                                          ? std::vector<Result<void>>{ctx_.directory->Claim(keys[0])}
                                          : ctx_.directory->ClaimMany(keys);
+  for (size_t i = 0; i < committed.size(); ++i) {
+    if (claim_of[i] != SIZE_MAX) committed[i]->write.key = std::move(keys[claim_of[i]]);
+  }
   ForEachLocked(ctx_.mu, committed.size(), [&](size_t i) {
     if (!committed[i]) return;
     Result<void> claimed = claim_of[i] == SIZE_MAX ? Result<void>{} : claims[claim_of[i]];

@@ -130,6 +130,8 @@ class WritePath {
   // time, each step for up to 64 writes per hold of ctx_.mu. A write that
   // fails gets its error in `results` and drops out of the later steps.
   void WriteWave(std::span<const WholeWrite> writes, std::span<Result<void>> results);
+  // Whether no key comes twice in `writes` (the usual batch).
+  static bool KeysDistinct(std::span<const WholeWrite> writes);
   // Reserves each key and gives it space (in place, or found anew).
   std::vector<std::optional<Reservation>> ReserveWave(std::span<const WholeWrite> writes,
                                                       std::span<Result<void>> results);
