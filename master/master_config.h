@@ -17,13 +17,21 @@ namespace mooncake {
 
 inline constexpr int kDefaultAdminPort = 50050;
 
+// The master's --rpc-poll-us, longer than a worker's or a client's
+// (kDefaultRpcPollUs). Its callers are workers claiming the keys of their
+// puts: a put is not answered until its claim is, and one worker's claims
+// come every 50-300 us (a put's or a batch's time), so a master thread that
+// slept after 30 us paid a wake-up (tens of us on a virtual machine) on
+// nearly every claim. It polls only while a CPU is spare.
+inline constexpr int kDefaultMasterRpcPollUs = 200;
+
 struct MasterConfig {
   // Address the Thrift service binds to.
   std::string host = "127.0.0.1";
   // TCP port; 0 picks a free one (see --ready-file).
   int port = 50051;
   // Connection limits of the Thrift service.
-  RpcServerLimits rpc_limits;
+  RpcServerLimits rpc_limits{.poll_us = kDefaultMasterRpcPollUs};
   // Mutual TLS on the Thrift service; off when empty.
   TlsSettings tls;
   // A worker silent for this long is declared dead and its keys dropped.

@@ -48,6 +48,9 @@ TEST(MasterConfigTest, DefaultsWithoutFlags) {
   EXPECT_EQ(config->admin_port, 50050);
   EXPECT_EQ(config->admin_token, "");
   EXPECT_EQ(config->admin_token_file, "");
+  // The master polls for its workers' claims longer than they poll for it.
+  EXPECT_EQ(config->rpc_limits.poll_us, kDefaultMasterRpcPollUs);
+  EXPECT_GT(config->rpc_limits.poll_us, kDefaultRpcPollUs);
   EXPECT_FALSE(config->show_help);
 }
 
@@ -140,6 +143,11 @@ TEST(MasterConfigTest, HelpListsFlagsWithDefaults) {
                            "--admin-port", "50050", "--admin-token", "--admin-token-file"}) {
     EXPECT_NE(message.find(text), std::string::npos) << text << " missing from:\n" << message;
   }
+  // The master's own poll default, on the flag's line.
+  size_t flag = message.find("--rpc-poll-us");
+  ASSERT_NE(flag, std::string::npos) << message;
+  std::string line = message.substr(flag, message.find('\n', flag) - flag);
+  EXPECT_NE(line.find("200"), std::string::npos) << line;
 }
 
 TEST(MasterConfigTest, ValidateAcceptsDefaultsAndNullMessage) {
