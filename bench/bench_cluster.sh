@@ -27,13 +27,14 @@ wait_for_file() {
 # start_bench_cluster DIR NODE_ID [ARGS...]: starts a master, then a worker
 # NODE_ID whose SSD and logs are under DIR, both with ARGS (--rpc-engine,
 # TLS files; a worker-only flag such as --dram-prefault goes in
-# BENCH_WORKER_ARGS). Sets MASTER_PID, WORKER_PID, MASTER_PORT, WORKER_PORT.
+# BENCH_WORKER_ARGS, a master-only one in BENCH_MASTER_ARGS). Sets
+# MASTER_PID, WORKER_PID, MASTER_PORT, WORKER_PORT.
 start_bench_cluster() {
   local dir="$1" node="$2"
   shift 2
   mkdir -p "$dir"
   "$BUILD_DIR/master/mooncake-master" --port 0 --admin-port -1 --ready-file "$dir/master.port" \
-    "$@" >"$dir/master.log" 2>&1 &
+    "${BENCH_MASTER_ARGS[@]}" "$@" >"$dir/master.log" 2>&1 &
   MASTER_PID=$!
   PIDS+=("$MASTER_PID")
   wait_for_file "$dir/master.port"

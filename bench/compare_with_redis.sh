@@ -45,8 +45,9 @@
 #                                 memory is warm after its first pass over
 #                                 the keys); 0 measures a cold arena
 #   RPC_ENGINE=threads            the master's and worker's --rpc-engine
-#   RPC_POLL_US=30                --rpc-poll-us of the master, the worker and
+#   RPC_POLL_US=30                --rpc-poll-us of the worker and
 #                                 mooncake-bench (0: every wait sleeps)
+#   MASTER_RPC_POLL_US=200        the master's --rpc-poll-us (its default)
 #
 # Batch rows: mooncake --batch N (BatchPut of N keys per call in the load
 # phase, BatchGet of N in the get phase) against redis-benchmark -P N
@@ -133,8 +134,10 @@ fi
 PREFAULT_ARGS=()
 [ "${PREFAULT:-1}" = "1" ] && PREFAULT_ARGS=(--dram-prefault)
 RPC_POLL_US="${RPC_POLL_US:-30}"
-ENGINE_ARGS=(--rpc-engine "${RPC_ENGINE:-threads}" --rpc-poll-us "$RPC_POLL_US")
-BENCH_WORKER_ARGS=("${PREFAULT_ARGS[@]}")
+MASTER_RPC_POLL_US="${MASTER_RPC_POLL_US:-200}"
+ENGINE_ARGS=(--rpc-engine "${RPC_ENGINE:-threads}")
+BENCH_WORKER_ARGS=("${PREFAULT_ARGS[@]}" --rpc-poll-us "$RPC_POLL_US")
+BENCH_MASTER_ARGS=(--rpc-poll-us "$MASTER_RPC_POLL_US")
 start_bench_cluster "$WORK" bench-1 "${ENGINE_ARGS[@]}" "${TLS_ARGS[@]}"
 
 REDIS_PORT="$(free_port)"
@@ -149,7 +152,7 @@ BENCH_POLL_ARGS=(--rpc-poll-us "$RPC_POLL_US")
 # (docs/operations.md, "Latency on virtual machines"): say how this ran.
 HALT_POLL="$(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null || echo n/a)"
 echo "$SYSTEM (worker ${PREFAULT_ARGS[*]:-without --dram-prefault}, --rpc-engine ${RPC_ENGINE:-threads}," \
-  "--rpc-poll-us $RPC_POLL_US;" \
+  "--rpc-poll-us $RPC_POLL_US, master $MASTER_RPC_POLL_US;" \
   "guest_halt_poll_ns $HALT_POLL)" \
   "vs redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), loopback;" \
   "batch rows: mooncake --batch N (BatchPut/BatchGet) vs redis-benchmark -P N (pipelined" \
@@ -384,7 +387,7 @@ fi
 # The master alone, on a fresh master so that its RSS growth is the keys'.
 [ "$MASTER_KEYS" -gt 0 ] || exit 0
 "$BUILD_DIR/master/mooncake-master" --port 0 --admin-port 0 --ready-file "$WORK/master2.port" \
-  --rpc-poll-us "$RPC_POLL_US" "${TLS_ARGS[@]}" >"$WORK/master2.log" 2>&1 &
+  --rpc-poll-us "$MASTER_RPC_POLL_US" "${TLS_ARGS[@]}" >"$WORK/master2.log" 2>&1 &
 PIDS+=($!)
 wait_for_file "$WORK/master2.port"
 for _ in $(seq 1 50); do [ "$(wc -l <"$WORK/master2.port")" -ge 2 ] && break; sleep 0.1; done
