@@ -371,6 +371,12 @@ std::optional<uint32_t> BoundedFramedTransport::PollForBytes(uint8_t* out, uint3
       polls_expired.fetch_add(1, std::memory_order_relaxed);
       return std::nullopt;
     }
+    // Threads that began to queue for the CPUs meanwhile need this one:
+    // a long poll (the master's) must not hold a CPU one of them waits for.
+    if (!SpareCpuNow()) {
+      polls_busy.fetch_add(1, std::memory_order_relaxed);
+      return std::nullopt;
+    }
     sched_yield();
   }
 }

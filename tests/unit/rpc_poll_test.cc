@@ -185,6 +185,24 @@ TEST_F(PollTest, WithoutASpareCpuTheReaderDoesNotPoll) {
   EXPECT_EQ(counted.data + counted.expired, 0u);
 }
 
+TEST_F(PollTest, APollStopsOnceNoCpuIsSpare) {
+  ForceSpareCpuForTesting(true);
+  const RpcPollCounts before = ReadRpcPollCounts();
+  // A budget that outlasts the test: only losing the spare CPU ends it.
+  auto got = ReadAsync(Reader(60s), 5);
+  std::this_thread::sleep_for(20ms);  // the reader is polling by now
+  ForceSpareCpuForTesting(false);
+  EXPECT_TRUE(Eventually([&] { return Since(before).busy == 1; }, 2s));
+  // The reader sleeps in recv now, and is woken by the frame (sent in any
+  // case, so that a reader still polling ends too).
+  ASSERT_TRUE(Write(Framed("queue")));
+  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(got.get(), "queue");
+  RpcPollCounts counted = Since(before);
+  EXPECT_EQ(counted.busy, 1u);
+  EXPECT_EQ(counted.data + counted.expired, 0u);
+}
+
 TEST_F(PollTest, ABudgetOfZeroNeverPolls) {
   ForceSpareCpuForTesting(true);
   const RpcPollCounts before = ReadRpcPollCounts();
