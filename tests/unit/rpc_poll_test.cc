@@ -55,6 +55,13 @@ RpcPollCounts Since(const RpcPollCounts& before) {
           .busy = now.busy - before.busy};
 }
 
+// The counts of a wait that did not poll, or stopped polling, for want of a
+// spare CPU.
+void ExpectBusyOnce(const RpcPollCounts& counted) {
+  EXPECT_EQ(counted.busy, 1u);
+  EXPECT_EQ(counted.data + counted.expired, 0u);
+}
+
 // A frame as the wire carries it: its length (big-endian), then its bytes.
 std::string Framed(const std::string& payload) {
   uint32_t length = htonl(static_cast<uint32_t>(payload.size()));
@@ -103,6 +110,19 @@ class PollTest : public ::testing::Test {
   void CloseWriter() {
     close(writer_);
     writer_ = -1;
+  }
+
+  // Sends `payload` as a frame, checks that `got` reads it, and returns the
+  // poll counts since `before`.
+  RpcPollCounts SendAndRead(std::future<std::string>& got, const std::string& payload,
+                            const RpcPollCounts& before) {
+    EXPECT_TRUE(Write(Framed(payload)));
+    if (got.wait_for(10s) != std::future_status::ready) {
+      ADD_FAILURE() << "the reader did not get the frame";
+      return Since(before);
+    }
+    EXPECT_EQ(got.get(), payload);
+    return Since(before);
   }
 
   // Reads one frame's `size` bytes on another thread.
@@ -164,10 +184,7 @@ TEST_F(PollTest, WhenThePollRunsOutTheReaderSleepsAndStillGetsTheFrame) {
   auto got = ReadAsync(Reader(2ms), 5);
   // Forced order: the frame is sent only once the poll has given up.
   ASSERT_TRUE(Eventually([&] { return Since(before).expired == 1; }));
-  ASSERT_TRUE(Write(Framed("later")));
-  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
-  EXPECT_EQ(got.get(), "later");
-  RpcPollCounts counted = Since(before);
+  RpcPollCounts counted = SendAndRead(got, "later", before);
   EXPECT_EQ(counted.expired, 1u);
   EXPECT_EQ(counted.data, 0u);
 }
@@ -177,12 +194,7 @@ TEST_F(PollTest, WithoutASpareCpuTheReaderDoesNotPoll) {
   const RpcPollCounts before = ReadRpcPollCounts();
   auto got = ReadAsync(Reader(60s), 4);
   ASSERT_TRUE(Eventually([&] { return Since(before).busy == 1; }));
-  ASSERT_TRUE(Write(Framed("busy")));
-  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
-  EXPECT_EQ(got.get(), "busy");
-  RpcPollCounts counted = Since(before);
-  EXPECT_EQ(counted.busy, 1u);
-  EXPECT_EQ(counted.data + counted.expired, 0u);
+  ExpectBusyOnce(SendAndRead(got, "busy", before));
 }
 
 TEST_F(PollTest, APollStopsOnceNoCpuIsSpare) {
@@ -195,12 +207,7 @@ TEST_F(PollTest, APollStopsOnceNoCpuIsSpare) {
   EXPECT_TRUE(Eventually([&] { return Since(before).busy == 1; }, 2s));
   // The reader sleeps in recv now, and is woken by the frame (sent in any
   // case, so that a reader still polling ends too).
-  ASSERT_TRUE(Write(Framed("queue")));
-  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
-  EXPECT_EQ(got.get(), "queue");
-  RpcPollCounts counted = Since(before);
-  EXPECT_EQ(counted.busy, 1u);
-  EXPECT_EQ(counted.data + counted.expired, 0u);
+  ExpectBusyOnce(SendAndRead(got, "queue", before));
 }
 
 TEST_F(PollTest, ABudgetOfZeroNeverPolls) {
