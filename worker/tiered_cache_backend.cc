@@ -478,6 +478,11 @@ TieredCacheBackend::PendingRemoval TieredCacheBackend::BeginRemoveLocked(const s
   if (object->transferring() || object->adopted()) {
     return {.done = Err(ErrorCode::kObjectReplicaBusy)};
   }
+  // Written, its claim at the master still in flight: a release sent now
+  // could reach the master before the claim, which would then leave the
+  // master pointing here at a key this node no longer has. The put answers
+  // its caller once the claim is settled; a remove after that succeeds.
+  if (!object->published()) return {.done = Err(ErrorCode::kObjectReplicaBusy)};
   bool leased = ObjectTable::IsLeased(*object, SteadyClock::now());
   if (leased && !force) return {.done = Err(ErrorCode::kObjectHasLease)};
   if (object->removing()) return {.done = Err(ErrorCode::kObjectReplicaBusy)};

@@ -181,6 +181,29 @@ TEST_F(BackendTest, PutManyUpsertsInPlaceWithoutANewClaim) {
   EXPECT_TRUE(directory_.Owns("fresh"));
 }
 
+TEST_F(BackendTest, ARemoveWaitsForAPutsClaimSoTheMasterIsNotLeftPointingHere) {
+  Open(8 * kMiB, 32 * kMiB);
+  // A put written and committed, its claim at the master still on the wire.
+  directory_.HoldAsyncClaims();
+  std::optional<Result<void>> put;
+  ASSERT_TRUE(backend_->TryPutAsync("k", Pattern("k", 4096), {},
+                                    [&](Result<void> r) { put = std::move(r); }));
+  ASSERT_EQ(directory_.held_claims(), 1u);
+  // A remove now would release before the claim lands, and the claim would
+  // then leave the master pointing at a key this node no longer has.
+  auto removed = backend_->Remove("k", /*force=*/true);
+  ASSERT_FALSE(removed);
+  EXPECT_EQ(removed.error(), ErrorCode::kObjectReplicaBusy);
+  directory_.RunHeldClaims();
+  ASSERT_TRUE(put.has_value());
+  EXPECT_TRUE(*put);
+  EXPECT_TRUE(directory_.Owns("k"));
+  // Once the put is answered, the remove goes through, at the master too.
+  EXPECT_TRUE(backend_->Remove("k", /*force=*/true));
+  EXPECT_FALSE(directory_.Owns("k"));
+  EXPECT_FALSE(backend_->Get("k", 0, 0));
+}
+
 TEST_F(BackendTest, PutManyWithAKeyTwiceActsAsTwoWritesInOrder) {
   // The batch is written a step at a time for many keys at once; a key that
   // comes again must still meet its first write complete, as in two calls.
