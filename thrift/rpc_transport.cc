@@ -352,14 +352,16 @@ bool BoundedFramedTransport::ReadHeader(uint32_t* size) {
 
 std::optional<uint32_t> BoundedFramedTransport::PollForBytes(uint8_t* out, uint32_t room) {
   if (timeouts_.poll.count() <= 0 || !plain_socket_) return std::nullopt;
-  // Spinning is free only on a CPU nobody else wants.
-  if (!SpareCpuNow()) {
-    polls_busy.fetch_add(1, std::memory_order_relaxed);
-    return std::nullopt;
-  }
   const auto deadline = Clock::now() + timeouts_.poll;
   const int fd = socket_->getSocketFD();
   while (true) {
+    // Spinning is free only on a CPU nobody else wants, checked before each
+    // try: a long poll (the master's) must not hold a CPU that threads
+    // began to queue for meanwhile.
+    if (!SpareCpuNow()) {
+      polls_busy.fetch_add(1, std::memory_order_relaxed);
+      return std::nullopt;
+    }
     ssize_t n = recv(fd, out, room, MSG_DONTWAIT);
     if (n >= 0) {
       polls_with_data.fetch_add(1, std::memory_order_relaxed);
@@ -369,12 +371,6 @@ std::optional<uint32_t> BoundedFramedTransport::PollForBytes(uint8_t* out, uint3
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return std::nullopt;
     if (Clock::now() >= deadline) {
       polls_expired.fetch_add(1, std::memory_order_relaxed);
-      return std::nullopt;
-    }
-    // Threads that began to queue for the CPUs meanwhile need this one:
-    // a long poll (the master's) must not hold a CPU one of them waits for.
-    if (!SpareCpuNow()) {
-      polls_busy.fetch_add(1, std::memory_order_relaxed);
       return std::nullopt;
     }
     sched_yield();

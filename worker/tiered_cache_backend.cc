@@ -474,15 +474,13 @@ TieredCacheBackend::PendingRemoval TieredCacheBackend::BeginRemoveLocked(const s
     if (!was_published) return {.done = Result<void>{}};
     return {.object_id = 0};  // nothing left here once the master is told
   }
-  // Handing it to another node: the outcome decides who must remove it.
-  if (object->transferring() || object->adopted()) {
+  // Handing it to another node, the outcome decides who must remove it;
+  // its claim at the master still in flight (a put's, an adopt's), a release
+  // sent now could reach the master first, and the claim would then leave
+  // the master pointing here at a key this node no longer has.
+  if (object->transferring() || object->adopted() || !object->published()) {
     return {.done = Err(ErrorCode::kObjectReplicaBusy)};
   }
-  // Written, its claim at the master still in flight: a release sent now
-  // could reach the master before the claim, which would then leave the
-  // master pointing here at a key this node no longer has. The put answers
-  // its caller once the claim is settled; a remove after that succeeds.
-  if (!object->published()) return {.done = Err(ErrorCode::kObjectReplicaBusy)};
   bool leased = ObjectTable::IsLeased(*object, SteadyClock::now());
   if (leased && !force) return {.done = Err(ErrorCode::kObjectHasLease)};
   if (object->removing()) return {.done = Err(ErrorCode::kObjectReplicaBusy)};
