@@ -153,8 +153,7 @@ Result<void> SharedMapping::CopyIn(uint64_t offset, std::span<const std::byte> d
   }
 #if defined(MOONCAKE_HAVE_GPU)
   (void)hipSetDevice(device_index_);
-  hipError_t e =
-      hipMemcpy(device_range_ + offset, data.data(), data.size(), hipMemcpyHostToDevice);
+  hipError_t e = hipMemcpy(device_range_ + offset, data.data(), data.size(), hipMemcpyHostToDevice);
   // From pageable memory hipMemcpy may return before the DMA has landed; the
   // producer commits right after this, and the worker must see the bytes.
   if (e == hipSuccess) e = hipStreamSynchronize(nullptr);

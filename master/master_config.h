@@ -81,8 +81,8 @@ struct MasterConfig {
 // port, node_ttl_ms > 0, a known log level, parseable etcd endpoints, a
 // cluster name without '/', a lease TTL of 1..60 s, a rebuild window of
 // 0..60000 ms, an advertise address of HOST:PORT, a token of visible ASCII without
-// spaces, positive RPC limits, and all three TLS files or none. On failure returns kInvalidParams and, if `message` is given, says
-// why.
+// spaces, positive RPC limits, and all three TLS files or none. On failure returns kInvalidParams
+// and, if `message` is given, says why.
 Result<void> ValidateMasterConfig(const MasterConfig& config, std::string* message);
 
 // The admin port to bind: 0 when `port` is 0 and admin_port is the default,

@@ -47,7 +47,7 @@ BackendOptions ToBackendOptions(const WorkerConfig& c) {
 }
 
 Result<std::vector<std::unique_ptr<CacheTier>>> OpenTiers(const WorkerConfig& c,
-                                                         std::string* ssd_error) {
+                                                          std::string* ssd_error) {
   std::vector<std::unique_ptr<CacheTier>> tiers;
   // Fastest first: VRAM, DRAM, SSD.
   if (c.vram_capacity > 0) {
@@ -175,7 +175,7 @@ std::vector<TierUsage> ToUsages(const BackendStats& stats) {
 WorkerServer::WorkerServer(WorkerConfig config) : config_(std::move(config)) {}
 
 Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
-                                                         std::string* ssd_error) {
+                                                          std::string* ssd_error) {
   if (config.advertise_host.empty()) config.advertise_host = config.host;
   std::unique_ptr<WorkerServer> server(new WorkerServer(config));
   auto tiers = OpenTiers(config, ssd_error);
@@ -259,20 +259,23 @@ Result<void> WorkerServer::StartAdmin(int port) {
   admin_ = std::make_unique<AdminServer>(std::move(options));
   // /config shows the effective settings; it reports whether a token is set,
   // never the token.
-  RegisterWorkerAdminRoutes(*admin_, *backend_, config_, *requests_, [this] {
-    TransportSnapshot t;
-    t.rdma_enabled = rdma_ && rdma_->enabled();
-    if (rdma_ && !t.rdma_enabled) t.rdma_reason = rdma_->reason();
-    if (peers_) {
-      PeerTransferStats p = peers_->stats();
-      t.rdma_objects = p.rdma_objects;
-      t.rdma_bytes = p.rdma_bytes;
-      t.tcp_objects = p.tcp_objects;
-      t.tcp_bytes = p.tcp_bytes;
-      t.rdma_fallbacks = p.rdma_fallbacks;
-    }
-    return t;
-  }, [this] { return rpc_->stats(); }, [this] { return readiness(); });
+  RegisterWorkerAdminRoutes(
+      *admin_, *backend_, config_, *requests_,
+      [this] {
+        TransportSnapshot t;
+        t.rdma_enabled = rdma_ && rdma_->enabled();
+        if (rdma_ && !t.rdma_enabled) t.rdma_reason = rdma_->reason();
+        if (peers_) {
+          PeerTransferStats p = peers_->stats();
+          t.rdma_objects = p.rdma_objects;
+          t.rdma_bytes = p.rdma_bytes;
+          t.tcp_objects = p.tcp_objects;
+          t.tcp_bytes = p.tcp_bytes;
+          t.rdma_fallbacks = p.rdma_fallbacks;
+        }
+        return t;
+      },
+      [this] { return rpc_->stats(); }, [this] { return readiness(); });
   if (auto started = admin_->Start(config_.admin_host, port); !started) {
     MC_LOG_ERROR("worker admin server cannot listen host={} port={}", config_.admin_host, port);
     return started;

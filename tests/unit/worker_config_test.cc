@@ -78,12 +78,34 @@ TEST(WorkerConfigTest, DefaultsWithoutFlags) {
 
 TEST(WorkerConfigTest, FlagsOverrideDefaults) {
   std::string message;
-  auto config = Parse({"--node-id", "n7", "--host", "0.0.0.0", "--advertise-host", "10.0.0.7",
-                       "--port", "0", "--master", "10.0.0.1:6000", "--heartbeat-interval-ms",
-                       "250", "--promote-on-get", "false", "--allow-evict-soft-pinned", "0",
-                       "--kv-lease-ttl-ms", "0", "--inter-node-eviction", "false",
-                       "--hard-pin-write-through", "false", "--ready-file", "/tmp/r",
-                       "--log-level", "debug", "--test-crash-at", "after_adopt"},
+  auto config = Parse({"--node-id",
+                       "n7",
+                       "--host",
+                       "0.0.0.0",
+                       "--advertise-host",
+                       "10.0.0.7",
+                       "--port",
+                       "0",
+                       "--master",
+                       "10.0.0.1:6000",
+                       "--heartbeat-interval-ms",
+                       "250",
+                       "--promote-on-get",
+                       "false",
+                       "--allow-evict-soft-pinned",
+                       "0",
+                       "--kv-lease-ttl-ms",
+                       "0",
+                       "--inter-node-eviction",
+                       "false",
+                       "--hard-pin-write-through",
+                       "false",
+                       "--ready-file",
+                       "/tmp/r",
+                       "--log-level",
+                       "debug",
+                       "--test-crash-at",
+                       "after_adopt"},
                       &message);
   ASSERT_TRUE(config) << message;
   EXPECT_EQ(config->node_id, "n7");
@@ -190,11 +212,16 @@ TEST(WorkerConfigTest, RejectsOutOfRangeValues) {
     const char* mentions;
   };
   for (const Case& c :
-       {Case{{"--port", "65536"}, "--port"}, Case{{"--port", "70000"}, "--port"},
-        Case{{"--port", "-1"}, "--port"}, Case{{"--port", "abc"}, "--port"},
-        Case{{"--master", "127.0.0.1"}, "--master"}, Case{{"--master", "127.0.0.1:"}, "--master"},
-        Case{{"--master", ":50051"}, "--master"}, Case{{"--master", "host:0"}, "--master"},
-        Case{{"--master", "host:70000"}, "--master"}, Case{{"--master", "host:5x"}, "--master"},
+       {Case{{"--port", "65536"}, "--port"},
+        Case{{"--port", "70000"}, "--port"},
+        Case{{"--port", "-1"}, "--port"},
+        Case{{"--port", "abc"}, "--port"},
+        Case{{"--master", "127.0.0.1"}, "--master"},
+        Case{{"--master", "127.0.0.1:"}, "--master"},
+        Case{{"--master", ":50051"}, "--master"},
+        Case{{"--master", "host:0"}, "--master"},
+        Case{{"--master", "host:70000"}, "--master"},
+        Case{{"--master", "host:5x"}, "--master"},
         Case{{"--host", ""}, "--host"},
         Case{{"--heartbeat-interval-ms", "0"}, "--heartbeat-interval-ms"},
         Case{{"--kv-lease-ttl-ms", "-1"}, "--kv-lease-ttl-ms"},
@@ -253,9 +280,8 @@ TEST(WorkerConfigTest, ConfigFileUsesFlagNamesAndFlagsWin) {
       "promote-on-get = false\n"
       "log-level = \"warn\"\n");
   std::string message;
-  auto config =
-      Parse({"--config", file.path().c_str(), "--port", "6500", "--dram-capacity", "1GiB"},
-            &message);
+  auto config = Parse(
+      {"--config", file.path().c_str(), "--port", "6500", "--dram-capacity", "1GiB"}, &message);
   ASSERT_TRUE(config) << message;
   EXPECT_EQ(config->node_id, "gpu-node-7");
   EXPECT_EQ(config->port, 6500);               // the command line beats the file
@@ -334,10 +360,10 @@ TEST(WorkerConfigTest, HelpListsFlagsWithDefaults) {
   ASSERT_TRUE(config) << message;
   EXPECT_TRUE(config->show_help);
   for (const char* text :
-       {"--dram-capacity", "--ssd-capacity", "--ssd-path", "--master", "127.0.0.1:50051",
-        "--port", "50061", "--high-watermark", "--low-watermark", "--kv-lease-ttl-ms",
-        "--soft-pin-ttl-ms", "--promote-on-get", "--config", "--admin-port", "50060",
-        "--admin-token-file", "--ready-file", "--log-level"}) {
+       {"--dram-capacity", "--ssd-capacity", "--ssd-path", "--master", "127.0.0.1:50051", "--port",
+        "50061", "--high-watermark", "--low-watermark", "--kv-lease-ttl-ms", "--soft-pin-ttl-ms",
+        "--promote-on-get", "--config", "--admin-port", "50060", "--admin-token-file",
+        "--ready-file", "--log-level"}) {
     EXPECT_NE(message.find(text), std::string::npos) << text << " missing from:\n" << message;
   }
   // The crash hook is for tests only.
