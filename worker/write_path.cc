@@ -187,11 +187,13 @@ void WritePath::PublishWave(std::vector<std::optional<CommittedWrite>> committed
   for (size_t i = 0; i < committed.size(); ++i) {
     if (claim_of[i] != SIZE_MAX) committed[i]->write.key = std::move(keys[claim_of[i]]);
   }
+  std::vector<std::string> release;
   ForEachLocked(ctx_.mu, committed.size(), [&](size_t i) {
     if (!committed[i]) return;
     Result<void> claimed = claim_of[i] == SIZE_MAX ? Result<void>{} : claims[claim_of[i]];
-    results[i] = FinishPublishLocked(committed[i]->write, committed[i]->version, claimed);
+    results[i] = FinishPublishLocked(committed[i]->write, committed[i]->version, claimed, release);
   });
+  ReleaseAbandonedOwnership(release);
 }
 
 bool WritePath::TryWriteWholeAsync(const std::string& key, std::string_view value,
@@ -245,12 +247,7 @@ bool WritePath::TryWriteWholeAsync(const std::string& key, std::string_view valu
   }
   ctx_.directory->ClaimAsync(
       key, [this, write = std::move(**committed), done = std::move(done)](Result<void> claimed) {
-        Result<void> published;
-        {
-          std::lock_guard lock(ctx_.mu);
-          published = FinishPublishLocked(write.write, write.version, claimed);
-        }
-        done(std::move(published));
+        done(FinishPublish(write.write, write.version, claimed));
       });
   return true;
 }
@@ -467,8 +464,7 @@ Result<void> WritePath::End(uint64_t handle) {
   const auto& [write, version] = **committed;
   // An upsert of a key this node already owns needs no new claim.
   auto claimed = write.was_published ? Result<void>{} : ctx_.directory->Claim(write.key);
-  std::lock_guard lock(ctx_.mu);
-  return FinishPublishLocked(write, version, claimed);
+  return FinishPublish(write, version, claimed);
 }
 
 Result<PlacedWrite> WritePath::StartPlaced(const std::string& key, uint64_t size,
@@ -587,14 +583,37 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(Comm
   return std::optional<CommittedWrite>{CommittedWrite{std::move(c.write), c.version}};
 }
 
+Result<void> WritePath::FinishPublish(const PendingWrite& write, uint64_t version,
+                                      const Result<void>& claimed) {
+  std::vector<std::string> release;
+  Result<void> published;
+  {
+    std::lock_guard lock(ctx_.mu);
+    published = FinishPublishLocked(write, version, claimed, release);
+  }
+  ReleaseAbandonedOwnership(release);
+  return published;
+}
+
 Result<void> WritePath::FinishPublishLocked(const PendingWrite& write, uint64_t version,
-                                            const Result<void>& claimed) {
+                                            const Result<void>& claimed,
+                                            std::vector<std::string>& release) {
   Object* object = table_.Resolve(write.object, write.key);
   if (!claimed) {
     if (object != nullptr) table_.Erase(*object);
     return claimed;
   }
-  if (object != nullptr) table_.MarkPublished(*object);
+  if (object != nullptr) {
+    table_.MarkPublished(*object);
+  } else if (Object* current = table_.Find(write.key); current == nullptr) {
+    // Replaced, and its replacement revoked: the master points here at nothing.
+    release.push_back(write.key);
+  } else if (auto upsert = pending_.find(current->write_handle); upsert != pending_.end()) {
+    // Replaced by an upsert still being written, which now owns the key at
+    // the master: revoked, it releases the key; committed, it needs no
+    // claim of its own. (One already committed sent its own claim.)
+    upsert->second.was_published = true;
+  }
   mover_.ForgetMoveLocked(write.key);  // owned here again
   auto& counter = write.mode == WriteMode::kUpsert ? ctx_.counters.upserts : ctx_.counters.puts;
   counter.fetch_add(1, std::memory_order_relaxed);

@@ -182,9 +182,16 @@ class WritePath {
   Result<Committing> BeginCommitLocked(uint64_t handle, uint64_t bytes_copied);
   void MakeDurable(Committing& committing);
   Result<std::optional<CommittedWrite>> EndCommitLocked(Committing committing);
-  // End's second half, given the outcome of the key's claim.
+  // End's second half, given the outcome of the key's claim. A claim that
+  // landed for an object no longer here (an upsert took the key over while
+  // the claim was out) hands the key's ownership on: to that upsert's
+  // pending write, whose revoke then releases it, or, when nothing of the
+  // key is left here, to `release`, for the master once ctx_.mu is let go.
   Result<void> FinishPublishLocked(const PendingWrite& write, uint64_t version,
-                                   const Result<void>& claimed);
+                                   const Result<void>& claimed, std::vector<std::string>& release);
+  // FinishPublishLocked under ctx_.mu, and the release it asks for after.
+  Result<void> FinishPublish(const PendingWrite& write, uint64_t version,
+                             const Result<void>& claimed);
   // Writes a hard-pinned object's bytes to the durable tier as well.
   AllocationPtr WriteThrough(const std::string& key, const AllocationPtr& primary, uint64_t size,
                              uint64_t version, const ObjectOptions& options);

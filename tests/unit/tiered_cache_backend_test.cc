@@ -204,6 +204,38 @@ TEST_F(BackendTest, ARemoveWaitsForAPutsClaimSoTheMasterIsNotLeftPointingHere) {
   EXPECT_FALSE(backend_->Get("k", 0, 0));
 }
 
+// An upsert that pre-empts a put whose claim is still on the wire takes the
+// key over; if the upsert is then revoked, the key is gone here, and the
+// master must not keep pointing here once the put's claim lands, whichever
+// of the two comes first.
+TEST_F(BackendTest, AnUpsertRevokedWhileAPutsClaimIsOutLeavesTheMasterNotPointingHere) {
+  Open(8 * kMiB, 32 * kMiB);
+  for (bool claim_lands_first : {true, false}) {
+    SCOPED_TRACE(claim_lands_first ? "claim lands, then revoke" : "revoke, then claim lands");
+    const std::string key = claim_lands_first ? "first" : "second";
+    directory_.HoldAsyncClaims();
+    std::optional<Result<void>> put;
+    ASSERT_TRUE(backend_->TryPutAsync(key, Pattern(key, 4096), {},
+                                      [&](Result<void> r) { put = std::move(r); }));
+    ASSERT_EQ(directory_.held_claims(), 1u);
+    auto upsert = backend_->PutStart(key, 8192, {}, WriteMode::kUpsert);
+    ASSERT_TRUE(upsert) << ToString(upsert.error());
+    if (claim_lands_first) {
+      directory_.RunHeldClaims();
+      ASSERT_TRUE(backend_->PutRevoke(*upsert));
+    } else {
+      ASSERT_TRUE(backend_->PutRevoke(*upsert));
+      directory_.RunHeldClaims();
+    }
+    ASSERT_TRUE(put.has_value());
+    EXPECT_FALSE(backend_->Get(key, 0, 0));
+    EXPECT_FALSE(directory_.Owns(key));
+    // Nothing is left behind: the key can be put again, here or elsewhere.
+    EXPECT_TRUE(backend_->Put(key, "again", {}));
+    EXPECT_TRUE(directory_.Owns(key));
+  }
+}
+
 TEST_F(BackendTest, PutManyWithAKeyTwiceActsAsTwoWritesInOrder) {
   // The batch is written a step at a time for many keys at once; a key that
   // comes again must still meet its first write complete, as in two calls.
