@@ -156,15 +156,17 @@ std::vector<std::optional<WritePath::CommittedWrite>> WritePath::CommitWave(
     if (c) MakeDurable(*c);
   }
   std::vector<std::optional<CommittedWrite>> committed(n);
+  std::vector<std::string> release;
   ForEachLocked(ctx_.mu, n, [&](size_t i) {
     if (!committing[i]) return;
-    auto done = EndCommitLocked(std::move(*committing[i]));
+    auto done = EndCommitLocked(std::move(*committing[i]), release);
     if (!done) {
       results[i] = Err(done.error());
     } else if (*done) {
       committed[i] = std::move(**done);
     }
   });
+  ReleaseAbandonedOwnership(release);
   return committed;
 }
 
@@ -518,8 +520,14 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::Commit(uint64_t hand
   }
   if (!committing) return Err(committing.error());
   MakeDurable(*committing);
-  std::lock_guard lock(ctx_.mu);
-  return EndCommitLocked(std::move(*committing));
+  std::vector<std::string> release;
+  Result<std::optional<CommittedWrite>> committed = Err(ErrorCode::kInternalError);
+  {
+    std::lock_guard lock(ctx_.mu);
+    committed = EndCommitLocked(std::move(*committing), release);
+  }
+  ReleaseAbandonedOwnership(release);
+  return committed;
 }
 
 Result<WritePath::Committing> WritePath::BeginCommitLocked(uint64_t handle, uint64_t bytes_copied) {
@@ -553,13 +561,21 @@ void WritePath::MakeDurable(Committing& c) {
   }
 }
 
-Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(Committing c) {
+Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(
+    Committing c, std::vector<std::string>& release) {
   const PendingWrite& write = c.write;
-  bool still_ours = pending_.erase(c.handle) > 0;
+  auto pending = pending_.find(c.handle);
+  if (pending == pending_.end()) return Err(ErrorCode::kIllegalClient);
+  // A put's claim that landed while this committed may have handed the key
+  // to this write (FinishPublishLocked).
+  c.write.was_published = pending->second.was_published;
+  pending_.erase(pending);
   Object* object = table_.Resolve(write.object, write.key);
-  if (!still_ours || object == nullptr) return Err(ErrorCode::kIllegalClient);
+  if (object == nullptr) return Err(ErrorCode::kIllegalClient);
   if (!c.persisted) {
+    // The key is gone here now: one owned here must go at the master too.
     table_.Erase(*object);
+    if (write.was_published) release.push_back(write.key);
     return Err(c.persisted.error());
   }
   Object& o = *object;
@@ -675,10 +691,10 @@ std::optional<std::string> WritePath::RevokeLocked(uint64_t handle, bool writer_
 
 void WritePath::ReleaseAbandonedOwnership(const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {
-    // The old value was replaced in place or freed: the key is gone here, so
-    // the master must stop pointing at this node.
+    // The key is gone here (its value replaced and the replacement revoked
+    // or lost), so the master must stop pointing at this node.
     if (auto released = ctx_.directory->Release(key); !released) {
-      MC_LOG_WARN("release after revoked upsert failed key={} error={}", key,
+      MC_LOG_WARN("release of a key no longer here failed key={} error={}", key,
                   ToString(released.error()));
     }
   }

@@ -181,7 +181,11 @@ class WritePath {
   Result<std::optional<CommittedWrite>> Commit(uint64_t handle, uint64_t bytes_copied = 0);
   Result<Committing> BeginCommitLocked(uint64_t handle, uint64_t bytes_copied);
   void MakeDurable(Committing& committing);
-  Result<std::optional<CommittedWrite>> EndCommitLocked(Committing committing);
+  // A write whose bytes could not be made durable is dropped; if the key
+  // was owned here, it goes to `release`, for the master once ctx_.mu is
+  // let go.
+  Result<std::optional<CommittedWrite>> EndCommitLocked(Committing committing,
+                                                        std::vector<std::string>& release);
   // End's second half, given the outcome of the key's claim. A claim that
   // landed for an object no longer here (an upsert took the key over while
   // the claim was out) hands the key's ownership on: to that upsert's

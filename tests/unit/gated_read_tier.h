@@ -1,7 +1,8 @@
 #pragma once
 
 // GatedReadTier: a CacheTier for tests that forwards to a real tier but can
-// hold its reads open, to pin an interleaving instead of hoping for it.
+// hold its reads open, to pin an interleaving instead of hoping for it, and
+// fail its Persist on demand, as a full or broken disk would.
 
 #include <condition_variable>
 #include <memory>
@@ -38,6 +39,11 @@ class GatedReadTier : public CacheTier {
     }
     cv_.notify_all();
   }
+  // Every Persist fails with `code` from now on; kOk forwards them again.
+  void FailPersists(ErrorCode code) {
+    std::lock_guard lock(mu_);
+    persist_failure_ = code;
+  }
   // Waits up to `timeout` until `n` reads are held at the gate.
   bool WaitForHeldReads(int n, Millis timeout) {
     std::unique_lock lock(mu_);
@@ -72,15 +78,22 @@ class GatedReadTier : public CacheTier {
     return inner_->HostAddress(location);
   }
   Result<SharedRegion> ExportRegion() const override { return inner_->ExportRegion(); }
-  Result<void> Persist(const DurableObjectMeta& meta) override { return inner_->Persist(meta); }
+  Result<void> Persist(const DurableObjectMeta& meta) override {
+    {
+      std::lock_guard lock(mu_);
+      if (persist_failure_ != ErrorCode::kOk) return Err(persist_failure_);
+    }
+    return inner_->Persist(meta);
+  }
   std::vector<DurableObjectMeta> Recover() override { return inner_->Recover(); }
 
  private:
   std::unique_ptr<CacheTier> inner_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  bool closed_ = false;   // guarded by mu_
-  mutable int held_ = 0;  // guarded by mu_
+  bool closed_ = false;                         // guarded by mu_
+  mutable int held_ = 0;                        // guarded by mu_
+  ErrorCode persist_failure_ = ErrorCode::kOk;  // guarded by mu_
 };
 
 }  // namespace mooncake::testing

@@ -236,6 +236,37 @@ TEST_F(BackendTest, AnUpsertRevokedWhileAPutsClaimIsOutLeavesTheMasterNotPointin
   }
 }
 
+// An upsert whose new copy cannot be made durable (a full or broken disk)
+// leaves the key absent, as a revoked one does, and the master must let the
+// key go with it, or every later put elsewhere would meet "already exists".
+TEST_F(BackendTest, AnUpsertThatCannotPersistLeavesTheKeyAbsentAtTheMasterToo) {
+  OpenWithGatedSsd(8 * kMiB, 32 * kMiB);
+  for (bool batch : {false, true}) {
+    SCOPED_TRACE(batch ? "PutMany" : "Upsert");
+    const std::string key = batch ? "batched" : "single";
+    ASSERT_TRUE(backend_->Put(key, "old value", {}));
+    ASSERT_TRUE(directory_.Owns(key));
+    ssd_gate_->FailPersists(ErrorCode::kInternalError);
+    ObjectOptions on_ssd;
+    on_ssd.preferred_tier = 1;  // another size, and the SSD: a new copy
+    const std::string value = Pattern(key, 64 * 1024);
+    Result<void> upserted;
+    if (batch) {
+      std::vector<WholeWrite> writes = {{key, value, on_ssd, WriteMode::kUpsert}};
+      upserted = backend_->PutMany(writes).at(0);
+    } else {
+      upserted = backend_->Upsert(key, value, on_ssd);
+    }
+    ssd_gate_->FailPersists(ErrorCode::kOk);
+    ASSERT_FALSE(upserted);
+    EXPECT_EQ(upserted.error(), ErrorCode::kInternalError);
+    EXPECT_FALSE(backend_->Get(key, 0, 0));
+    EXPECT_FALSE(directory_.Owns(key));
+    EXPECT_TRUE(backend_->Put(key, "again", {}));
+    EXPECT_TRUE(directory_.Owns(key));
+  }
+}
+
 TEST_F(BackendTest, PutManyWithAKeyTwiceActsAsTwoWritesInOrder) {
   // The batch is written a step at a time for many keys at once; a key that
   // comes again must still meet its first write complete, as in two calls.
