@@ -622,7 +622,8 @@ Result<void> WritePath::FinishPublishLocked(const PendingWrite& write, uint64_t 
   if (object != nullptr) {
     table_.MarkPublished(*object);
   } else if (Object* current = table_.Find(write.key); current == nullptr) {
-    // Replaced, and its replacement revoked: the master points here at nothing.
+    // Replaced, and the replacement revoked or lost: the master points here
+    // at nothing.
     release.push_back(write.key);
   } else if (auto upsert = pending_.find(current->write_handle); upsert != pending_.end()) {
     // Replaced by an upsert still being written, which now owns the key at
