@@ -34,6 +34,17 @@ WritePath::WritePath(BackendContext& ctx, ObjectTable& table, Mover& mover, Work
   next_handle_ = static_cast<uint64_t>(WallMillis()) * 1000;
 }
 
+template <typename Step>
+auto WritePath::LockedThenRelease(Step&& step) {
+  std::vector<std::string> release;
+  auto result = [&] {
+    std::lock_guard lock(ctx_.mu);
+    return step(release);
+  }();
+  ReleaseAbandonedOwnership(release);
+  return result;
+}
+
 // ---------------------------------------------------------------------------
 // Two-phase writes
 //
@@ -249,7 +260,9 @@ bool WritePath::TryWriteWholeAsync(const std::string& key, std::string_view valu
   }
   ctx_.directory->ClaimAsync(
       key, [this, write = std::move(**committed), done = std::move(done)](Result<void> claimed) {
-        done(FinishPublish(write.write, write.version, claimed));
+        done(LockedThenRelease([&](std::vector<std::string>& release) {
+          return FinishPublishLocked(write.write, write.version, claimed, release);
+        }));
       });
   return true;
 }
@@ -466,7 +479,9 @@ Result<void> WritePath::End(uint64_t handle) {
   const auto& [write, version] = **committed;
   // An upsert of a key this node already owns needs no new claim.
   auto claimed = write.was_published ? Result<void>{} : ctx_.directory->Claim(write.key);
-  return FinishPublish(write, version, claimed);
+  return LockedThenRelease([&](std::vector<std::string>& release) {
+    return FinishPublishLocked(write, version, claimed, release);
+  });
 }
 
 Result<PlacedWrite> WritePath::StartPlaced(const std::string& key, uint64_t size,
@@ -520,14 +535,9 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::Commit(uint64_t hand
   }
   if (!committing) return Err(committing.error());
   MakeDurable(*committing);
-  std::vector<std::string> release;
-  Result<std::optional<CommittedWrite>> committed = Err(ErrorCode::kInternalError);
-  {
-    std::lock_guard lock(ctx_.mu);
-    committed = EndCommitLocked(std::move(*committing), release);
-  }
-  ReleaseAbandonedOwnership(release);
-  return committed;
+  return LockedThenRelease([&](std::vector<std::string>& release) {
+    return EndCommitLocked(std::move(*committing), release);
+  });
 }
 
 Result<WritePath::Committing> WritePath::BeginCommitLocked(uint64_t handle, uint64_t bytes_copied) {
@@ -597,18 +607,6 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(
   }
   table_.SetState(o, ObjectState::kComplete);
   return std::optional<CommittedWrite>{CommittedWrite{std::move(c.write), c.version}};
-}
-
-Result<void> WritePath::FinishPublish(const PendingWrite& write, uint64_t version,
-                                      const Result<void>& claimed) {
-  std::vector<std::string> release;
-  Result<void> published;
-  {
-    std::lock_guard lock(ctx_.mu);
-    published = FinishPublishLocked(write, version, claimed, release);
-  }
-  ReleaseAbandonedOwnership(release);
-  return published;
 }
 
 Result<void> WritePath::FinishPublishLocked(const PendingWrite& write, uint64_t version,

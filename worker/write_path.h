@@ -193,9 +193,6 @@ class WritePath {
   // key is left here, to `release`, for the master once ctx_.mu is let go.
   Result<void> FinishPublishLocked(const PendingWrite& write, uint64_t version,
                                    const Result<void>& claimed, std::vector<std::string>& release);
-  // FinishPublishLocked under ctx_.mu, and the release it asks for after.
-  Result<void> FinishPublish(const PendingWrite& write, uint64_t version,
-                             const Result<void>& claimed);
   // Writes a hard-pinned object's bytes to the durable tier as well.
   AllocationPtr WriteThrough(const std::string& key, const AllocationPtr& primary, uint64_t size,
                              uint64_t version, const ObjectOptions& options);
@@ -206,6 +203,10 @@ class WritePath {
   // be reused at once; otherwise it is quarantined.
   std::optional<std::string> RevokeLocked(uint64_t handle, bool writer_gone);
   void ReleaseAbandonedOwnership(const std::vector<std::string>& keys);
+  // Runs `step(release)` under ctx_.mu, then releases at the master the
+  // keys `step` put in `release`; returns what `step` returned.
+  template <typename Step>
+  auto LockedThenRelease(Step&& step);
 
   struct QuarantinedSpace {
     SteadyClock::time_point until;
