@@ -1,5 +1,7 @@
 #include "common/version.h"
 
+#include "git_commit.h"  // MOONCAKE_GIT_COMMIT, written at build time
+
 namespace mooncake {
 
 const BuildInfo& GetBuildInfo() {

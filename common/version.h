@@ -13,7 +13,7 @@ namespace mooncake {
 
 struct BuildInfo {
   std::string_view version;     // the CMake project version, e.g. "0.1.0"
-  std::string_view commit;      // short git commit at configure time, or "unknown"
+  std::string_view commit;      // short git commit at build time, or "unknown"
   std::string_view build_type;  // CMAKE_BUILD_TYPE
   bool gpu = false;             // the VRAM tier (HIP) is compiled in
   bool rdma = false;            // the RDMA transport (ibverbs) is compiled in

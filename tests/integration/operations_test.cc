@@ -321,6 +321,20 @@ TEST_F(OperationsTest, VersionFlagPrintsTheVersionLineAndExitsZero) {
   }
 }
 
+// An operator reports the commit --version prints; it must be the one built,
+// even when the build tree was configured at an older commit.
+TEST_F(OperationsTest, VersionNamesTheCommitThatWasBuilt) {
+  const fs::path git = "/usr/bin/git";
+  if (!fs::exists(git)) GTEST_SKIP() << "no /usr/bin/git to read the source's commit";
+  RunResult head = RunBinary(
+      {git.string(), "-C", MOONCAKE_SOURCE_DIR, "rev-parse", "--short=12", "HEAD"}, cluster_.dir());
+  if (head.exit_code != 0) GTEST_SKIP() << "the source is not a git checkout: " << head.err;
+  const std::string commit = head.out.substr(0, head.out.find('\n'));
+  RunResult run = RunBinary({MOONCAKE_WORKER_BIN, "--version"}, cluster_.dir());
+  EXPECT_NE(run.out.find("(commit " + commit + ","), std::string::npos)
+      << run.out << " (source HEAD is " << commit << "; rebuild after committing)";
+}
+
 TEST_F(OperationsTest, EnvironmentVariablesSteerTheWorker) {
   ASSERT_TRUE(cluster_.StartMaster());
   const fs::path ready_file = cluster_.dir() / "env-worker.port";
