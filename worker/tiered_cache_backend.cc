@@ -472,6 +472,7 @@ TieredCacheBackend::PendingRemoval TieredCacheBackend::BeginRemoveLocked(const s
     table_->Erase(*object);
     ctx_->counters.removes.fetch_add(1, std::memory_order_relaxed);
     if (!was_published) return {.done = Result<void>{}};
+    writer_->ReleasingLocked(key);
     return {.object_id = 0};  // nothing left here once the master is told
   }
   // Handing it to another node, the outcome decides who must remove it;
@@ -494,7 +495,10 @@ Result<void> TieredCacheBackend::FinishRemoveLocked(const std::string& key, uint
                                                     const Result<void>& released) {
   bool failed = !released && released.error() != ErrorCode::kObjectNotFound &&
                 released.error() != ErrorCode::kNotOwner;
-  if (object_id == 0) return failed ? released : Result<void>{};
+  if (object_id == 0) {
+    writer_->ReleasedLocked(key);
+    return failed ? released : Result<void>{};
+  }
   if (failed) {
     if (Object* object = table_->FindSame(key, object_id)) {
       table_->SetState(*object, ObjectState::kComplete);

@@ -327,6 +327,7 @@ Result<WritePath::Reservation> WritePath::ReserveLocked(const std::string& key, 
                                                         WriteMode mode, uint64_t adopted_version,
                                                         bool direct,
                                                         std::vector<AllocationPtr>& released) {
+  if (!releasing_.empty() && releasing_.contains(key)) return Err(ErrorCode::kObjectReplicaBusy);
   // Reserve the key first so a concurrent Put of it fails fast instead of
   // allocating (and evicting) for nothing.
   PendingWrite pending;
@@ -585,7 +586,10 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(
   if (!c.persisted) {
     // The key is gone here now: one owned here must go at the master too.
     table_.Erase(*object);
-    if (write.was_published) release.push_back(write.key);
+    if (write.was_published) {
+      ReleasingLocked(write.key);
+      release.push_back(write.key);
+    }
     return Err(c.persisted.error());
   }
   Object& o = *object;
@@ -622,6 +626,7 @@ Result<void> WritePath::FinishPublishLocked(const PendingWrite& write, uint64_t 
   } else if (Object* current = table_.Find(write.key); current == nullptr) {
     // Replaced, and the replacement revoked or lost: the master points here
     // at nothing.
+    ReleasingLocked(write.key);
     release.push_back(write.key);
   } else if (auto upsert = pending_.find(current->write_handle); upsert != pending_.end()) {
     // Replaced by an upsert still being written, which now owns the key at
@@ -680,7 +685,10 @@ std::optional<std::string> WritePath::RevokeLocked(uint64_t handle, bool writer_
     QuarantineLocked(pending->second.allocation);
   }
   std::optional<std::string> release_key;
-  if (pending->second.was_published) release_key = pending->second.key;
+  if (pending->second.was_published) {
+    ReleasingLocked(pending->second.key);
+    release_key = pending->second.key;
+  }
   if (Object* object = table_.Resolve(pending->second.object, pending->second.key)) {
     table_.Erase(*object);
   }
@@ -689,6 +697,7 @@ std::optional<std::string> WritePath::RevokeLocked(uint64_t handle, bool writer_
 }
 
 void WritePath::ReleaseAbandonedOwnership(const std::vector<std::string>& keys) {
+  if (keys.empty()) return;
   for (const std::string& key : keys) {
     // The key is gone here (its value replaced and the replacement revoked
     // or lost), so the master must stop pointing at this node.
@@ -697,6 +706,13 @@ void WritePath::ReleaseAbandonedOwnership(const std::vector<std::string>& keys) 
                   ToString(released.error()));
     }
   }
+  std::lock_guard lock(ctx_.mu);
+  for (const std::string& key : keys) ReleasedLocked(key);
+}
+
+void WritePath::ReleasedLocked(const std::string& key) {
+  auto releasing = releasing_.find(key);
+  if (releasing != releasing_.end() && --releasing->second == 0) releasing_.erase(releasing);
 }
 
 void WritePath::DiscardExpiredWrites() {

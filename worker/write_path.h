@@ -96,6 +96,11 @@ class WritePath {
   // Forgets the pending write of a record that Remove or DropLocal erases;
   // its writer's next call fails.
   void ForgetLocked(uint64_t handle) { pending_.erase(handle); }
+  // A key gone from this node whose release at the master is on its way:
+  // until ReleasedLocked, a write of it is refused as busy (see releasing_).
+  // Every ReleasingLocked needs its ReleasedLocked, whatever the master said.
+  void ReleasingLocked(const std::string& key) { ++releasing_[key]; }
+  void ReleasedLocked(const std::string& key);
   // Discards writes not committed within put_start_discard_timeout.
   void DiscardExpiredWrites();
   // Frees quarantined space whose time is up.
@@ -202,6 +207,8 @@ class WritePath {
   // `writer_gone`: the writer itself revoked, so a direct write's space may
   // be reused at once; otherwise it is quarantined.
   std::optional<std::string> RevokeLocked(uint64_t handle, bool writer_gone);
+  // Releases `keys` (each passed to ReleasingLocked) at the master, then
+  // lets writes of them in again.
   void ReleaseAbandonedOwnership(const std::vector<std::string>& keys);
   // Runs `step(release)` under ctx_.mu, then releases at the master the
   // keys `step` put in `release`; returns what `step` returned.
@@ -220,6 +227,12 @@ class WritePath {
   std::unordered_map<uint64_t, PendingWrite> pending_;  // guarded by ctx_.mu
   std::deque<QuarantinedSpace> quarantine_;             // guarded by ctx_.mu
   uint64_t next_handle_ = 1;                            // guarded by ctx_.mu
+  // Keys being released at the master, with how many releases are out. The
+  // master answers this node's claim of a key it already owns with "yes", so
+  // a put that claimed such a key before the release landed would be left
+  // holding a key the master had then forgotten: other nodes could put it
+  // too, and no client could find it. Such a put is refused as busy instead.
+  std::unordered_map<std::string, uint32_t> releasing_;  // guarded by ctx_.mu
 };
 
 }  // namespace mooncake

@@ -5,9 +5,11 @@
 //
 // Thread-safety: all methods are safe to call concurrently (one mutex).
 
+#include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,9 +20,12 @@ namespace mooncake::testing {
 
 class InMemoryDirectory : public OwnerDirectory {
  public:
+  // As the master answers: a key this node owns already is its own again;
+  // one another node owns (ClaimElsewhere) is not.
   Result<void> Claim(const std::string& key) override {
     std::lock_guard lock(mu_);
-    if (!owned_.insert(key).second) return Err(ErrorCode::kObjectAlreadyExists);
+    auto [owner, inserted] = owned_.emplace(key, kHere);
+    if (!inserted && owner->second != kHere) return Err(ErrorCode::kObjectAlreadyExists);
     return {};
   }
   std::vector<Result<void>> ClaimMany(const std::vector<std::string>& keys) override {
@@ -64,8 +69,14 @@ class InMemoryDirectory : public OwnerDirectory {
     std::lock_guard lock(mu_);
     return claim_many_calls_;
   }
+  // Waits while releases are held (HoldReleases), as a master call still on
+  // the wire would.
   Result<void> Release(const std::string& key) override {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    ++releases_waiting_;
+    releases_arrived_.notify_all();
+    releases_go_.wait(lock, [&] { return !hold_releases_; });
+    --releases_waiting_;
     if (release_failure_ != ErrorCode::kOk) return Err(release_failure_);
     if (owned_.erase(key) == 0) return Err(ErrorCode::kObjectNotFound);
     return {};
@@ -77,6 +88,21 @@ class InMemoryDirectory : public OwnerDirectory {
       released_in_batches_ += keys.size();
     }
     return OwnerDirectory::ReleaseMany(keys);
+  }
+  // Releases wait from now until LetReleasesGo.
+  void HoldReleases() {
+    std::lock_guard lock(mu_);
+    hold_releases_ = true;
+  }
+  void LetReleasesGo() {
+    std::lock_guard lock(mu_);
+    hold_releases_ = false;
+    releases_go_.notify_all();
+  }
+  // Waits up to `timeout` for `n` releases to be held; whether they were.
+  bool AwaitHeldReleases(size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    return releases_arrived_.wait_for(lock, timeout, [&] { return releases_waiting_ >= n; });
   }
   // How many batched releases the backend sent, and their keys in all.
   int release_many_calls() {
@@ -100,16 +126,20 @@ class InMemoryDirectory : public OwnerDirectory {
   // Simulates another node owning a key.
   void ClaimElsewhere(const std::string& key) {
     std::lock_guard lock(mu_);
-    owned_.insert(key);
+    owned_[key] = kElsewhere;
   }
 
  private:
+  enum Owner { kHere, kElsewhere };
   std::mutex mu_;
-  std::set<std::string> owned_;                                                  // guarded by mu_
-  int claim_many_calls_ = 0;                                                     // guarded by mu_
-  int release_many_calls_ = 0;                                                   // guarded by mu_
-  size_t released_in_batches_ = 0;                                               // guarded by mu_
-  ErrorCode release_failure_ = ErrorCode::kOk;                                   // guarded by mu_
+  std::map<std::string, Owner> owned_;          // guarded by mu_
+  int claim_many_calls_ = 0;                    // guarded by mu_
+  int release_many_calls_ = 0;                  // guarded by mu_
+  size_t released_in_batches_ = 0;              // guarded by mu_
+  ErrorCode release_failure_ = ErrorCode::kOk;  // guarded by mu_
+  bool hold_releases_ = false;                  // guarded by mu_
+  size_t releases_waiting_ = 0;                 // guarded by mu_
+  std::condition_variable releases_go_, releases_arrived_;
   bool hold_async_ = false;                                                      // guarded by mu_
   std::vector<std::pair<std::string, std::function<void(Result<void>)>>> held_;  // guarded by mu_
 };

@@ -236,6 +236,43 @@ TEST_F(BackendTest, AnUpsertRevokedWhileAPutsClaimIsOutLeavesTheMasterNotPointin
   }
 }
 
+// A key that has left this node while the master still points here is being
+// released there. A put of it meanwhile would claim it (the master answers
+// "yours already"), and the release landing after would leave the master
+// without the key this node then holds: no client could find it, and other
+// nodes could put it too. Until the release lands such a put is busy; after,
+// it goes through.
+TEST_F(BackendTest, APutWhileTheKeysReleaseIsOutIsBusyUntilTheMasterHasAnswered) {
+  Open(8 * kMiB, 32 * kMiB);
+  for (bool by_remove : {false, true}) {
+    SCOPED_TRACE(by_remove ? "a remove of an upsert in flight" : "a revoked upsert");
+    const std::string key = by_remove ? "removed" : "revoked";
+    ASSERT_TRUE(backend_->Put(key, "old value", {}));
+    auto upsert = backend_->PutStart(key, 8192, {}, WriteMode::kUpsert);
+    ASSERT_TRUE(upsert) << ToString(upsert.error());
+    directory_.HoldReleases();
+    std::thread leaving([&] {
+      EXPECT_TRUE(by_remove ? backend_->Remove(key, /*force=*/true) : backend_->PutRevoke(*upsert));
+    });
+    ASSERT_TRUE(directory_.AwaitHeldReleases(1, std::chrono::seconds(10)));
+    auto put = backend_->Put(key, "new value", {});
+    ASSERT_FALSE(put);
+    EXPECT_EQ(put.error(), ErrorCode::kObjectReplicaBusy);
+    std::optional<Result<void>> async_put;
+    ASSERT_TRUE(backend_->TryPutAsync(key, "new value", {},
+                                      [&](Result<void> r) { async_put = std::move(r); }));
+    ASSERT_TRUE(async_put.has_value());  // refused at once, before any claim
+    EXPECT_EQ(async_put->error(), ErrorCode::kObjectReplicaBusy);
+    directory_.LetReleasesGo();
+    leaving.join();
+    EXPECT_FALSE(directory_.Owns(key));
+    EXPECT_FALSE(backend_->Get(key, 0, 0));
+    ASSERT_TRUE(backend_->Put(key, "new value", {}));
+    EXPECT_TRUE(directory_.Owns(key));
+    EXPECT_EQ(backend_->Get(key, 0, 0)->data, "new value");
+  }
+}
+
 // An upsert whose new copy cannot be made durable (a full or broken disk)
 // leaves the key absent, as a revoked one does, and the master must let the
 // key go with it, or every later put elsewhere would meet "already exists".
