@@ -1,8 +1,9 @@
 #pragma once
 
 // GatedReadTier: a CacheTier for tests that forwards to a real tier but can
-// hold its reads open, to pin an interleaving instead of hoping for it, and
-// fail its Persist on demand, as a full or broken disk would.
+// hold its reads and its Persists open, to pin an interleaving instead of
+// hoping for it, and fail its Persist on demand, as a full or broken disk
+// would.
 
 #include <condition_variable>
 #include <memory>
@@ -44,6 +45,24 @@ class GatedReadTier : public CacheTier {
     std::lock_guard lock(mu_);
     persist_failure_ = code;
   }
+  // Every Persist waits (bounded by kMaxHold) from now until LetPersistsGo,
+  // as a slow disk's would.
+  void HoldPersists() {
+    std::lock_guard lock(mu_);
+    persists_held_ = true;
+  }
+  void LetPersistsGo() {
+    {
+      std::lock_guard lock(mu_);
+      persists_held_ = false;
+    }
+    cv_.notify_all();
+  }
+  // Waits up to `timeout` until `n` persists are held.
+  bool WaitForHeldPersists(int n, Millis timeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return waiting_persists_ >= n; });
+  }
   // Waits up to `timeout` until `n` reads are held at the gate.
   bool WaitForHeldReads(int n, Millis timeout) {
     std::unique_lock lock(mu_);
@@ -80,7 +99,13 @@ class GatedReadTier : public CacheTier {
   Result<SharedRegion> ExportRegion() const override { return inner_->ExportRegion(); }
   Result<void> Persist(const DurableObjectMeta& meta) override {
     {
-      std::lock_guard lock(mu_);
+      std::unique_lock lock(mu_);
+      if (persists_held_) {
+        ++waiting_persists_;
+        cv_.notify_all();
+        cv_.wait_for(lock, kMaxHold, [&] { return !persists_held_; });
+        --waiting_persists_;
+      }
       if (persist_failure_ != ErrorCode::kOk) return Err(persist_failure_);
     }
     return inner_->Persist(meta);
@@ -94,6 +119,8 @@ class GatedReadTier : public CacheTier {
   bool closed_ = false;                         // guarded by mu_
   mutable int held_ = 0;                        // guarded by mu_
   ErrorCode persist_failure_ = ErrorCode::kOk;  // guarded by mu_
+  bool persists_held_ = false;                  // guarded by mu_
+  int waiting_persists_ = 0;                    // guarded by mu_
 };
 
 }  // namespace mooncake::testing

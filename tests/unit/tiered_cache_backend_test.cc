@@ -236,6 +236,53 @@ TEST_F(BackendTest, AnUpsertRevokedWhileAPutsClaimIsOutLeavesTheMasterNotPointin
   }
 }
 
+// The put's claim may land while the upsert that replaced it is between its
+// commit's two locked steps (making its copy durable). The ownership passes
+// to the upsert all the same: committed, it holds the key the master points
+// at; failing to persist, it leaves the key absent and releases it.
+TEST_F(BackendTest, APutsClaimLandingWhileTheUpsertCommitsHandsItTheKey) {
+  OpenWithGatedSsd(8 * kMiB, 32 * kMiB);
+  for (bool persists : {true, false}) {
+    SCOPED_TRACE(persists ? "the upsert's copy persists" : "the upsert's copy cannot persist");
+    const std::string key = persists ? "kept" : "lost";
+    directory_.HoldAsyncClaims();
+    std::optional<Result<void>> put;
+    ASSERT_TRUE(backend_->TryPutAsync(key, Pattern(key, 4096), {},
+                                      [&](Result<void> r) { put = std::move(r); }));
+    ASSERT_EQ(directory_.held_claims(), 1u);
+    ObjectOptions on_ssd;
+    on_ssd.preferred_tier = 1;  // its commit persists there
+    const std::string value = Pattern(key, 64 * 1024, /*salt=*/1);
+    auto upsert = backend_->PutStart(key, value.size(), on_ssd, WriteMode::kUpsert);
+    ASSERT_TRUE(upsert) << ToString(upsert.error());
+    ASSERT_TRUE(backend_->PutChunk(*upsert, 0, value));
+    ssd_gate_->HoldPersists();
+    if (!persists) ssd_gate_->FailPersists(ErrorCode::kInternalError);
+    std::optional<Result<void>> ended;
+    std::thread committing([&] { ended = backend_->PutEnd(*upsert); });
+    ASSERT_TRUE(ssd_gate_->WaitForHeldPersists(1, Millis(10000)));
+    directory_.RunHeldClaims();  // the put's claim lands mid-commit
+    ssd_gate_->LetPersistsGo();
+    committing.join();
+    ssd_gate_->FailPersists(ErrorCode::kOk);
+    ASSERT_TRUE(put.has_value());
+    ASSERT_TRUE(ended.has_value());
+    if (persists) {
+      EXPECT_TRUE(*ended);
+      auto got = backend_->Get(key, 0, 0);
+      ASSERT_TRUE(got);
+      EXPECT_EQ(got->data, value);
+      EXPECT_TRUE(directory_.Owns(key));
+    } else {
+      EXPECT_FALSE(*ended);
+      EXPECT_FALSE(backend_->Get(key, 0, 0));
+      EXPECT_FALSE(directory_.Owns(key));
+      EXPECT_TRUE(backend_->Put(key, "again", {}));
+      EXPECT_TRUE(directory_.Owns(key));
+    }
+  }
+}
+
 // A key that has left this node while the master still points here is being
 // released there. A put of it meanwhile would claim it (the master answers
 // "yours already"), and the release landing after would leave the master
