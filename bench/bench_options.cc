@@ -59,6 +59,10 @@ void AddReadPathFlags(CLI::App& app, BenchOptions& o) {
                  "Poll for a reply this long before sleeping, while a CPU is spare (0 off)")
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxRpcPollUs));
+  app.add_option("--combined-calls-in-flight", o.combined_calls_in_flight,
+                 "Shared Put/Get calls of the client out at once (0: one per four CPUs)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   app.add_option("--hot-cache-bytes", o.hot_cache_text,
                  "Client hot cache budget (0 off), e.g. 64MiB; objects > 1/8 of it bypass it")
       ->capture_default_str();
@@ -290,6 +294,7 @@ std::optional<ClientConfig> ToClientConfig(const BenchOptions& o) {
   config.local_hot_cache_bytes = o.hot_cache_bytes;
   config.location_cache_bytes = o.location_cache_bytes;
   config.rpc_poll_us = o.rpc_poll_us;
+  config.combined_calls_in_flight = o.combined_calls_in_flight;
   config.rdma = o.rdma;
   config.rdma_device = o.transfer.rdma_device;
   config.tls = o.tls;

@@ -70,6 +70,8 @@ struct BenchOptions {
   // ClientConfig.rpc_poll_us, and the poll of the connections the master
   // and loop workloads open themselves.
   int rpc_poll_us = kDefaultRpcPollUs;
+  // ClientConfig.combined_calls_in_flight (0: one per four CPUs).
+  int combined_calls_in_flight = 0;
   std::string rdma = "off";  // ClientConfig.rdma: RDMA READ for large gets
   TlsSettings tls;           // ClientConfig.tls: mutual TLS to the cluster
   // --workload master: the master's admin HOST:PORT for its RSS (empty: no

@@ -48,6 +48,9 @@
 #   RPC_POLL_US=30                --rpc-poll-us of the worker and
 #                                 mooncake-bench (0: every wait sleeps)
 #   MASTER_RPC_POLL_US=200        the master's --rpc-poll-us (its default)
+#   COMBINED_IN_FLIGHT=0          mooncake-bench --combined-calls-in-flight:
+#                                 shared Put/Get calls out at once (0: one
+#                                 per four CPUs, the client's default)
 #
 # Batch rows: mooncake --batch N (BatchPut of N keys per call in the load
 # phase, BatchGet of N in the get phase) against redis-benchmark -P N
@@ -135,6 +138,7 @@ PREFAULT_ARGS=()
 [ "${PREFAULT:-1}" = "1" ] && PREFAULT_ARGS=(--dram-prefault)
 RPC_POLL_US="${RPC_POLL_US:-30}"
 MASTER_RPC_POLL_US="${MASTER_RPC_POLL_US:-200}"
+COMBINED_IN_FLIGHT="${COMBINED_IN_FLIGHT:-0}"
 ENGINE_ARGS=(--rpc-engine "${RPC_ENGINE:-threads}")
 BENCH_WORKER_ARGS=("${PREFAULT_ARGS[@]}" --rpc-poll-us "$RPC_POLL_US")
 BENCH_MASTER_ARGS=(--rpc-poll-us "$MASTER_RPC_POLL_US")
@@ -147,12 +151,12 @@ PIDS+=($!)
 for _ in $(seq 1 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 
 BENCH="$BUILD_DIR/bench/mooncake-bench"
-BENCH_POLL_ARGS=(--rpc-poll-us "$RPC_POLL_US")
+BENCH_POLL_ARGS=(--rpc-poll-us "$RPC_POLL_US" --combined-calls-in-flight "$COMBINED_IN_FLIGHT")
 # Idle vCPUs that halt make every wake-up slow, for both systems alike
 # (docs/operations.md, "Latency on virtual machines"): say how this ran.
 HALT_POLL="$(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null || echo n/a)"
 echo "$SYSTEM (worker ${PREFAULT_ARGS[*]:-without --dram-prefault}, --rpc-engine ${RPC_ENGINE:-threads}," \
-  "--rpc-poll-us $RPC_POLL_US, master $MASTER_RPC_POLL_US;" \
+  "--rpc-poll-us $RPC_POLL_US, master $MASTER_RPC_POLL_US; client --combined-calls-in-flight $COMBINED_IN_FLIGHT;" \
   "guest_halt_poll_ns $HALT_POLL)" \
   "vs redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), loopback;" \
   "batch rows: mooncake --batch N (BatchPut/BatchGet) vs redis-benchmark -P N (pipelined" \

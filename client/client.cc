@@ -60,6 +60,11 @@ Result<std::unique_ptr<Client>> Client::Create(ClientConfig config) {
     MC_LOG_ERROR("client master shards unusable reason=\"{}\"", why);
     return Err(ErrorCode::kInvalidParams);
   }
+  if (config.combined_calls_in_flight < 0) {
+    MC_LOG_ERROR("client combined_calls_in_flight must be 0 (automatic) or more, got {}",
+                 config.combined_calls_in_flight);
+    return Err(ErrorCode::kInvalidParams);
+  }
   // Before the master: a bad mode or a missing device is the caller's
   // configuration, whatever the cluster's state.
   auto rdma = RdmaReads::Open(config);

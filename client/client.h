@@ -72,6 +72,14 @@ struct ClientConfig {
   // sleep and wake-up, most of a small call's latency on a virtual machine.
   // 0 turns it off; at most 1000 is used.
   int rpc_poll_us = 30;
+  // Threads that Put or Get at once share calls (see Put and Get below);
+  // this many such shared calls may be out at once, per worker for gets and
+  // per set of put options for puts. One at a time makes the largest
+  // batches, the cheapest on a small machine; a machine with many cores
+  // serves several side by side. 0: one per four CPUs this process may run
+  // on, at least one. At most 64 is used; Create fails with kInvalidParams
+  // for a negative value.
+  int combined_calls_in_flight = 0;
   // Remembers key owners (from puts and master answers) in at most this
   // many bytes, so most reads skip the master round trip: about 100 bytes
   // plus the key's length an entry, so the default keeps at least a million

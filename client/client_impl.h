@@ -16,6 +16,7 @@
 // client_chunked_io.h (values larger than one RPC), client_router.h (owners
 // and channels). Only client.h is public.
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -30,12 +31,21 @@
 #include "client/hot_cache.h"
 #include "client/rdma_reads.h"
 #include "common/call_combiner.h"
+#include "common/spare_cpu.h"
 
 namespace mooncake {
 
 // Get or Put calls of concurrent threads one shared call carries at most:
 // bounds how long a caller waits behind the others' work.
 inline constexpr size_t kMaxCombinedCalls = 64;
+
+// ClientConfig::combined_calls_in_flight, with 0 resolved for this machine.
+inline size_t CombinedCallsInFlight(const ClientConfig& config) {
+  if (config.combined_calls_in_flight > 0) {
+    return std::min<size_t>(config.combined_calls_in_flight, 64);
+  }
+  return std::max(1, AllowedCpus() / 4);
+}
 
 // Thread-safety: the members are set at construction and never replaced;
 // each is safe to use from any thread (see its header).
@@ -68,6 +78,9 @@ struct Client::Impl {
   using PutCombiner = CallCombiner<CombinedPut, Result<void>>;
   CallCombinerMap<std::string, CombinedGet, Result<ObjectValue>> get_combiners;
   CallCombinerMap<PutOptions, CombinedPut, Result<void>> put_combiners;
+  // CallLimits::max_in_flight of both kinds of combiner
+  // (ClientConfig::combined_calls_in_flight, resolved).
+  const size_t combined_calls_in_flight = CombinedCallsInFlight(router.config());
   // A running average of the sizes Get returned (client_reads.cc).
   std::atomic<uint64_t> typical_get_bytes{0};
 };

@@ -89,7 +89,8 @@ std::optional<Result<ObjectValue>> Client::GetWithOthers(std::string_view key) {
         [this](std::span<const CombinedGet* const> gets) {
           return GetTogether(impl_->router, impl_->rdma.get(), gets);
         },
-        CallLimits{.max_units = kMaxCombinedCalls});
+        CallLimits{.max_units = kMaxCombinedCalls,
+                   .max_in_flight = impl_->combined_calls_in_flight});
   });
   if (!combiner) return std::nullopt;
   return combiner->Call(CombinedGet{key, &*owner});

@@ -103,7 +103,8 @@ Result<void> Client::Put(std::string_view key, std::string_view value, const Put
           [this, options](std::span<const CombinedPut* const> puts) {
             return PutTogether(options, puts);
           },
-          CallLimits{.max_units = kMaxCombinedCalls});
+          CallLimits{.max_units = kMaxCombinedCalls,
+                     .max_in_flight = impl_->combined_calls_in_flight});
     });
     if (combiner) {
       if (auto together = combiner->Call(CombinedPut{key, value})) return *together;

@@ -14,6 +14,12 @@
 // not join. So N threads calling at once cost about one round trip per call
 // instead of one each, and a lone caller pays one uncontended mutex.
 //
+// CallLimits::max_in_flight lets more than one call be out at once: callers
+// queue only while that many are; each call that returns hands the queue to
+// the next leader. One call at a time makes the largest batches, which is
+// what a small machine wants; a machine with many cores can serve several
+// calls side by side, and one call at a time would leave them idle.
+//
 // A reply is optional: nullopt means the batch did not settle that request
 // (say, an object too large for a batch reply), and its caller then does
 // the work alone. The same holds for every request of a batch whose send
@@ -46,6 +52,7 @@ namespace mooncake {
 struct CallLimits {
   size_t max_units = 64;
   uint64_t max_bytes = UINT64_MAX;
+  size_t max_in_flight = 1;  // calls out at once (at least 1)
 };
 struct CallWeight {
   size_t units = 1;
@@ -61,7 +68,9 @@ class CallCombiner {
   using WeighFn = std::function<CallWeight(const Request&)>;
 
   CallCombiner(SendFn send, CallLimits limits, WeighFn weigh = {})
-      : send_(std::move(send)), limits_(limits), weigh_(std::move(weigh)) {}
+      : send_(std::move(send)), limits_(limits), weigh_(std::move(weigh)) {
+    if (limits_.max_in_flight == 0) limits_.max_in_flight = 1;
+  }
   CallCombiner(const CallCombiner&) = delete;
   CallCombiner& operator=(const CallCombiner&) = delete;
 
@@ -72,15 +81,16 @@ class CallCombiner {
     me->request = &request;
     if (weigh_) me->weight = weigh_(request);
     std::unique_lock lock(mu_);
-    queue_.push_back(me);
     waiting_units_ += me->weight.units;
-    if (!sending_) {
-      // Invariant: callers queue only while a call is out, so nobody queued
-      // before us and we lead at once.
-      sending_ = true;
-      Lead(lock);
+    if (in_flight_ < limits_.max_in_flight) {
+      // Invariant: callers queue only while every call slot is taken (a
+      // returning call hands its slot straight to the queue), so nobody
+      // waits before us and we lead at once.
+      ++in_flight_;
+      Lead(lock, me);
       return std::move(me->reply);
     }
+    queue_.push_back(me);
     lock.unlock();
     // Sleep on our own word, not on mu_: a caller woken through a condition
     // variable takes mu_ again on the way out, and the ten or so callers a
@@ -88,13 +98,13 @@ class CallCombiner {
     // 16 threads' gets went to that).
     if (me->wake.Wait() == Waiter::kLead) {
       lock.lock();
-      Lead(lock);
+      Lead(lock, me);
     }
     return std::move(me->reply);
   }
 
-  // Every call sent, the units they carried, and the units waiting for the
-  // call on the wire to return.
+  // Every call sent, the units they carried, and the units waiting for a
+  // call to take them.
   uint64_t calls() const { return Locked(calls_); }
   uint64_t units_sent() const { return Locked(units_sent_); }
   uint64_t waiting_units() const { return Locked(waiting_units_); }
@@ -129,17 +139,20 @@ class CallCombiner {
     return counter;
   }
 
-  // mu_ held; the leader is at the queue's front. Takes it and the requests
-  // queued behind it, in arrival order, as far as the limits allow.
-  std::vector<std::shared_ptr<Waiter>> TakeBatchLocked() {
+  // mu_ held. The batch `leader` sends: itself, then the requests queued
+  // now, in arrival order, as far as the limits allow. The leader is not in
+  // the queue (a caller leading at once never joined it; a woken one was
+  // taken out when named), so two calls returning at once never name the
+  // same leader, and callers that queue while a named leader wakes up still
+  // join its call.
+  std::vector<std::shared_ptr<Waiter>> TakeBatchLocked(std::shared_ptr<Waiter> leader) {
     std::vector<std::shared_ptr<Waiter>> batch;
-    size_t units = 0;
-    uint64_t bytes = 0;
+    size_t units = leader->weight.units;
+    uint64_t bytes = leader->weight.bytes;
+    batch.push_back(std::move(leader));
     while (!queue_.empty()) {
       const CallWeight& next = queue_.front()->weight;
-      bool fits =
-          units + next.units <= limits_.max_units && bytes + next.bytes <= limits_.max_bytes;
-      if (!batch.empty() && !fits) break;
+      if (units + next.units > limits_.max_units || bytes + next.bytes > limits_.max_bytes) break;
       units += next.units;
       bytes += next.bytes;
       batch.push_back(std::move(queue_.front()));
@@ -155,10 +168,11 @@ class CallCombiner {
     return batch;
   }
 
-  // Sends one batch without mu_, answers its callers and names the next
-  // leader; returns with `lock` released.
-  void Lead(std::unique_lock<std::mutex>& lock) {
-    std::vector<std::shared_ptr<Waiter>> batch = TakeBatchLocked();
+  // With `lock` held and a call slot taken for `leader` (this thread's own
+  // caller): sends its batch as one call without mu_, answers its callers,
+  // and hands the slot to the next leader; returns with `lock` released.
+  void Lead(std::unique_lock<std::mutex>& lock, std::shared_ptr<Waiter> leader) {
+    std::vector<std::shared_ptr<Waiter>> batch = TakeBatchLocked(std::move(leader));
     lock.unlock();
 
     std::vector<const Request*> requests;
@@ -180,27 +194,28 @@ class CallCombiner {
     lock.lock();
     std::shared_ptr<Waiter> next_leader;
     if (queue_.empty()) {
-      sending_ = false;
+      --in_flight_;
     } else {
-      next_leader = queue_.front();
+      next_leader = std::move(queue_.front());
+      queue_.pop_front();
     }
     lock.unlock();
     // The next leader first: its call is what the queue waits for.
     if (next_leader) Wake(*next_leader, Waiter::kLead);
-    // batch[0] is this thread's own caller (a leader leads from the queue's
-    // front), which reads its reply when Lead returns: no one to wake.
+    // batch[0] is this thread's own caller, which reads its reply when Lead
+    // returns: no one to wake.
     for (size_t i = 1; i < batch.size(); ++i) Wake(*batch[i], Waiter::kDone);
   }
 
   static void Wake(Waiter& waiter, uint32_t state) { waiter.wake.Set(state); }
 
   const SendFn send_;
-  const CallLimits limits_;
+  CallLimits limits_;
   const WeighFn weigh_;
   mutable std::mutex mu_;
   std::deque<std::shared_ptr<Waiter>> queue_;  // guarded by mu_
-  bool sending_ = false;                       // guarded by mu_: a call is out
-  uint64_t waiting_units_ = 0;                 // guarded by mu_: units in queue_
+  size_t in_flight_ = 0;                       // guarded by mu_: calls out
+  uint64_t waiting_units_ = 0;                 // guarded by mu_: units not yet sent
   uint64_t calls_ = 0;                         // guarded by mu_
   uint64_t units_sent_ = 0;                    // guarded by mu_
   uint64_t shared_calls_ = 0;                  // guarded by mu_

@@ -58,14 +58,6 @@ bool QuotaInV1(const fs::path& dir) {
   return ec == std::errc() && value > 0;
 }
 
-// The CPUs this process may run on (at least 1).
-int AllowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-}
-
 // The process-wide measurement behind SpareCpuNow().
 class LoadProbe {
  public:
@@ -188,6 +180,13 @@ bool HasCgroupCpuQuota(std::string_view self_cgroup, const fs::path& cgroup_moun
     }
   }
   return false;
+}
+
+int AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 }  // namespace mooncake

@@ -30,6 +30,9 @@ namespace mooncake {
 // True when a CPU is spare now (see above).
 bool SpareCpuNow();
 
+// The CPUs this process may run on (sched_getaffinity; at least 1).
+int AllowedCpus();
+
 // Why SpareCpuNow() is false for good in this process ("a cgroup CPU quota
 // applies", "cannot read /proc/loadavg"), or empty when it is measured.
 std::string_view SpareCpuUnavailableReason();

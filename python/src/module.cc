@@ -123,10 +123,10 @@ std::pair<std::string, int> ParseMaster(const std::string& text) {
 std::unique_ptr<PyClient> MakeClient(
     std::optional<std::string> master, std::string etcd, std::string cluster_name,
     int64_t leader_wait_ms, std::string local_node, int64_t pick_reuse_ms, int connect_timeout_ms,
-    int io_timeout_ms, int rpc_poll_us, uint64_t location_cache_bytes, uint64_t hot_cache_bytes,
-    uint64_t hot_cache_validate_min_bytes, int64_t hot_cache_max_staleness_ms, std::string rdma,
-    std::string rdma_device, uint64_t rdma_min_bytes, std::string tls_cert, std::string tls_key,
-    std::string tls_ca) {
+    int io_timeout_ms, int rpc_poll_us, int combined_calls_in_flight, uint64_t location_cache_bytes,
+    uint64_t hot_cache_bytes, uint64_t hot_cache_validate_min_bytes,
+    int64_t hot_cache_max_staleness_ms, std::string rdma, std::string rdma_device,
+    uint64_t rdma_min_bytes, std::string tls_cert, std::string tls_key, std::string tls_ca) {
   if (!master) {
     const char* env = std::getenv("MOONCAKE_MASTER");
     master = env && *env ? env : "127.0.0.1:50051";
@@ -141,6 +141,7 @@ std::unique_ptr<PyClient> MakeClient(
   config.connect_timeout_ms = connect_timeout_ms;
   config.io_timeout_ms = io_timeout_ms;
   config.rpc_poll_us = rpc_poll_us;
+  config.combined_calls_in_flight = combined_calls_in_flight;
   config.location_cache_bytes = location_cache_bytes;
   config.local_hot_cache_bytes = hot_cache_bytes;
   config.hot_cache_validate_min_bytes = hot_cache_validate_min_bytes;
@@ -527,6 +528,7 @@ void BindClient(py::module_& m) {
         py::arg("pick_reuse_ms") = d.pick_reuse_ms,
         py::arg("connect_timeout_ms") = d.connect_timeout_ms,
         py::arg("io_timeout_ms") = d.io_timeout_ms, py::arg("rpc_poll_us") = d.rpc_poll_us,
+        py::arg("combined_calls_in_flight") = d.combined_calls_in_flight,
         py::arg("location_cache_bytes") = d.location_cache_bytes,
         py::arg("hot_cache_bytes") = d.local_hot_cache_bytes,
         py::arg("hot_cache_validate_min_bytes") = d.hot_cache_validate_min_bytes,

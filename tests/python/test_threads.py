@@ -38,6 +38,38 @@ def test_threads_share_one_client(client, keys, nodes):
     assert errors == []
 
 
+def test_threads_share_calls_with_several_out_at_once(master, keys, nodes):
+    # Concurrent puts and gets share combined calls; with three allowed out
+    # at once, every thread still gets its own values back.
+    with mooncake.Client(master=master, local_node=nodes[0],
+                         combined_calls_in_flight=3) as c:
+        errors = []
+
+        def work(t):
+            try:
+                mine = keys(40)
+                for i, k in enumerate(mine):
+                    c.put(k, pattern(1000 + t, seed=t * 1000 + i))
+                for i, k in enumerate(mine):
+                    assert c.get(k) == pattern(1000 + t, seed=t * 1000 + i)
+                assert c.batch_remove(mine, force=True) == [None] * len(mine)
+            except BaseException as e:  # noqa: BLE001  (reported below)
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+
+
+def test_a_negative_combined_calls_in_flight_is_refused(master):
+    with pytest.raises(mooncake.Error) as raised:
+        mooncake.Client(master=master, combined_calls_in_flight=-1)
+    assert raised.value.name == "INVALID_PARAMS"
+
+
 def run_while_counting(call):
     """Runs call() in a thread; counts how often this thread gets to run
     meanwhile. Near zero if the call held the GIL while it waited."""

@@ -2,12 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -325,6 +328,114 @@ TEST(CallCombinerTest, ManyThreadsEachGetTheirOwnReply) {
   }
   EXPECT_EQ(carried, static_cast<size_t>(kThreads * kCallsEach));
   EXPECT_EQ(combiner.waiting(), 0u);
+}
+
+// A server that holds every call on the wire until Open(), and counts the
+// calls out at once.
+class GatedServer {
+ public:
+  std::vector<std::optional<std::string>> Send(std::span<const std::string* const> requests) {
+    std::unique_lock lock(mu_);
+    std::vector<std::string> call;
+    for (const std::string* request : requests) call.push_back(*request);
+    calls_.push_back(call);
+    max_out_ = std::max(max_out_, ++out_);
+    changed_.notify_all();
+    changed_.wait_for(lock, 30s, [&] { return open_; });
+    --out_;
+    std::vector<std::optional<std::string>> replies;
+    for (const std::string& request : call) replies.emplace_back(request + "!");
+    return replies;
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    changed_.notify_all();
+  }
+  // Waits (bounded) until `n` calls are out at once.
+  bool AwaitOut(int n) {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, 5s, [&] { return out_ >= n; });
+  }
+  int out() {
+    std::lock_guard lock(mu_);
+    return out_;
+  }
+  int max_out() {
+    std::lock_guard lock(mu_);
+    return max_out_;
+  }
+  std::vector<std::vector<std::string>> calls() {
+    std::lock_guard lock(mu_);
+    return calls_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool open_ = false;
+  int out_ = 0;
+  int max_out_ = 0;
+  std::vector<std::vector<std::string>> calls_;
+};
+
+// With max_in_flight 2, a second caller leads a call of its own while the
+// first is out; only then do callers queue, and they share what follows.
+TEST(CallCombinerTest, UpToMaxInFlightCallsAreOutAtOnceAndLaterCallersQueue) {
+  GatedServer server;
+  Combiner combiner(
+      [&server](std::span<const std::string* const> requests) { return server.Send(requests); },
+      {.max_units = 64, .max_in_flight = 2});
+  auto a = CallInBackground(combiner, "a");
+  ASSERT_TRUE(server.AwaitOut(1));
+  auto b = CallInBackground(combiner, "b");
+  ASSERT_TRUE(server.AwaitOut(2));  // one call at a time would hold "b" back
+  const auto requests = Numbered(4);
+  Replies more = QueueInOrder(combiner, requests);
+  EXPECT_EQ(server.out(), 2);
+  server.Open();
+  EXPECT_EQ(a.get(), "a!");
+  EXPECT_EQ(b.get(), "b!");
+  ExpectOwnReplies(more, requests);
+  EXPECT_EQ(server.max_out(), 2);
+  // Every request went exactly once.
+  std::multiset<std::string> sent;
+  for (const auto& call : server.calls()) sent.insert(call.begin(), call.end());
+  std::multiset<std::string> expected = {"a", "b"};
+  expected.insert(requests.begin(), requests.end());
+  EXPECT_EQ(sent, expected);
+  EXPECT_EQ(combiner.waiting(), 0u);
+  EXPECT_EQ(combiner.waiting_units(), 0u);
+}
+
+// Calls returning at once each hand their slot on: never to the same
+// caller twice, and never more than max_in_flight calls out.
+TEST(CallCombinerTest, ManyThreadsWithSeveralCallsInFlightEachGetTheirOwnReply) {
+  FakeServer server;
+  Combiner combiner(SendTo(server), {.max_units = 5, .max_in_flight = 3});
+  constexpr int kThreads = 12;
+  constexpr int kCallsEach = 200;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCallsEach; ++i) {
+        std::string request = std::to_string(t) + "-" + std::to_string(i);
+        if (combiner.Call(request) != request + "!") ++wrong;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(wrong.load(), 0);
+  std::multiset<std::string> sent;
+  for (const auto& call : server.calls()) {
+    EXPECT_LE(call.size(), 5u);
+    sent.insert(call.begin(), call.end());
+  }
+  EXPECT_EQ(sent.size(), static_cast<size_t>(kThreads * kCallsEach));
+  EXPECT_EQ(std::set<std::string>(sent.begin(), sent.end()).size(), sent.size());
+  EXPECT_EQ(combiner.waiting(), 0u);
+  EXPECT_EQ(combiner.waiting_units(), 0u);
 }
 
 }  // namespace
