@@ -77,8 +77,8 @@ struct ClientConfig {
   // per set of put options for puts. One at a time makes the largest
   // batches, the cheapest on a small machine; a machine with many cores
   // serves several side by side. 0: one per four CPUs this process may run
-  // on, at least one. At most 64 is used; Create fails with kInvalidParams
-  // for a negative value.
+  // on, at least one (one under a cgroup CPU quota). At most 64 is used;
+  // Create fails with kInvalidParams for a negative value.
   int combined_calls_in_flight = 0;
   // Remembers key owners (from puts and master answers) in at most this
   // many bytes, so most reads skip the master round trip: about 100 bytes

@@ -30,12 +30,17 @@ def test_threads_share_one_client(client, keys, nodes):
         except BaseException as e:  # noqa: BLE001  (reported below)
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    run_threads(work, 8)
+    assert errors == []
+
+
+def run_threads(work, n):
+    """Runs work(0) .. work(n - 1) on n threads at once; returns when all end."""
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert errors == []
 
 
 def test_threads_share_calls_with_several_out_at_once(master, keys, nodes):
@@ -56,11 +61,7 @@ def test_threads_share_calls_with_several_out_at_once(master, keys, nodes):
             except BaseException as e:  # noqa: BLE001  (reported below)
                 errors.append(e)
 
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(work, 8)
         assert errors == []
 
 
