@@ -60,8 +60,8 @@ void AddReadPathFlags(CLI::App& app, BenchOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxRpcPollUs));
   app.add_option("--combined-calls-in-flight", o.combined_calls_in_flight,
-                 "Shared Put/Get calls of the client out at once (0: one per four CPUs, "
-                 "one under a cgroup CPU quota)")
+                 "Shared Put/Get calls of the client out at once (0: one per four CPUs "
+                 "it may use)")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));
   app.add_option("--hot-cache-bytes", o.hot_cache_text,

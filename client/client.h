@@ -76,9 +76,9 @@ struct ClientConfig {
   // this many such shared calls may be out at once, per worker for gets and
   // per set of put options for puts. One at a time makes the largest
   // batches, the cheapest on a small machine; a machine with many cores
-  // serves several side by side. 0: one per four CPUs this process may run
-  // on, at least one (one under a cgroup CPU quota). At most 64 is used;
-  // Create fails with kInvalidParams for a negative value.
+  // serves several side by side. 0: one per four CPUs this process may use
+  // (UsableCpus: a cgroup CPU quota counts), at least one. At most 64 is
+  // used; Create fails with kInvalidParams for a negative value.
   int combined_calls_in_flight = 0;
   // Remembers key owners (from puts and master answers) in at most this
   // many bytes, so most reads skip the master round trip: about 100 bytes

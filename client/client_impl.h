@@ -39,16 +39,14 @@ namespace mooncake {
 // bounds how long a caller waits behind the others' work.
 inline constexpr size_t kMaxCombinedCalls = 64;
 
-// ClientConfig::combined_calls_in_flight, with 0 resolved for this machine.
-// Under a cgroup CPU quota (or without /proc/loadavg: SpareCpuNow cannot
-// tell) the CPUs the process may run on say nothing of the time it gets, so
-// it keeps to one call at a time, the cheapest in CPU.
+// ClientConfig::combined_calls_in_flight, with 0 resolved for this machine:
+// one per four CPUs it may use (a cgroup CPU quota counts, not just the
+// CPUs it may run on).
 inline size_t CombinedCallsInFlight(const ClientConfig& config) {
   if (config.combined_calls_in_flight > 0) {
     return std::min<size_t>(config.combined_calls_in_flight, 64);
   }
-  if (!SpareCpuUnavailableReason().empty()) return 1;
-  return std::max(1, AllowedCpus() / 4);
+  return std::max(1, UsableCpus() / 4);
 }
 
 // Thread-safety: the members are set at construction and never replaced;

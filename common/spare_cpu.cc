@@ -8,9 +8,11 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,25 +48,57 @@ std::vector<fs::path> SelfAndAncestors(const fs::path& root, std::string_view re
   return dirs;
 }
 
-bool QuotaInV2(const fs::path& dir) {
-  std::string limit = FirstWord(dir / "cpu.max");
-  return !limit.empty() && limit != "max";
+constexpr int64_t kDefaultCfsPeriodUs = 100'000;
+
+std::optional<int64_t> ParseInt(std::string_view text) {
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
 }
 
-bool QuotaInV1(const fs::path& dir) {
-  std::string quota = FirstWord(dir / "cpu.cfs_quota_us");
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(quota.data(), quota.data() + quota.size(), value);
-  return ec == std::errc() && value > 0;
+// CPUs a quota of `quota_us` per `period_us` gives: at least a hundredth.
+double CpusOf(int64_t quota_us, std::optional<int64_t> period_us) {
+  int64_t period = period_us && *period_us > 0 ? *period_us : kDefaultCfsPeriodUs;
+  return std::max(0.01, static_cast<double>(quota_us) / static_cast<double>(period));
+}
+
+// cgroup v2: cpu.max is "max PERIOD" (no quota) or "QUOTA PERIOD". Content
+// that does not parse still marks a quota, taken as one CPU.
+std::optional<double> LimitInV2(const fs::path& dir) {
+  std::ifstream in(dir / "cpu.max");
+  std::string quota, period;
+  in >> quota >> period;
+  if (quota.empty() || quota == "max") return std::nullopt;
+  auto quota_us = ParseInt(quota);
+  if (!quota_us || *quota_us <= 0) return 1.0;
+  return CpusOf(*quota_us, ParseInt(period));
+}
+
+// cgroup v1: cpu.cfs_quota_us above 0 is a quota, per cpu.cfs_period_us.
+std::optional<double> LimitInV1(const fs::path& dir) {
+  auto quota_us = ParseInt(FirstWord(dir / "cpu.cfs_quota_us"));
+  if (!quota_us || *quota_us <= 0) return std::nullopt;
+  return CpusOf(*quota_us, ParseInt(FirstWord(dir / "cpu.cfs_period_us")));
+}
+
+// The smaller of two limits, either possibly absent.
+std::optional<double> Tighter(std::optional<double> a, std::optional<double> b) {
+  if (!a) return b;
+  if (!b) return a;
+  return std::min(*a, *b);
+}
+
+std::string SelfCgroupText() {
+  std::ifstream self("/proc/self/cgroup");
+  return std::string((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
 }
 
 // The process-wide measurement behind SpareCpuNow().
 class LoadProbe {
  public:
   LoadProbe() : cpus_(AllowedCpus()) {
-    std::ifstream self("/proc/self/cgroup");
-    std::string text((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
-    if (HasCgroupCpuQuota(text, "/sys/fs/cgroup")) {
+    if (HasCgroupCpuQuota(SelfCgroupText(), "/sys/fs/cgroup")) {
       unavailable_ = "a cgroup CPU quota applies";
       return;
     }
@@ -144,6 +178,11 @@ std::optional<int> ParseRunningThreads(std::string_view loadavg) {
 }
 
 bool HasCgroupCpuQuota(std::string_view self_cgroup, const fs::path& cgroup_mount) {
+  return CgroupCpuLimit(self_cgroup, cgroup_mount).has_value();
+}
+
+std::optional<double> CgroupCpuLimit(std::string_view self_cgroup, const fs::path& cgroup_mount) {
+  std::optional<double> limit;
   // Lines of "id:controllers:path"; id 0 with no controllers is cgroup v2.
   while (!self_cgroup.empty()) {
     size_t end = self_cgroup.find('\n');
@@ -157,9 +196,8 @@ bool HasCgroupCpuQuota(std::string_view self_cgroup, const fs::path& cgroup_moun
     if (controllers.empty()) {
       // Unified hierarchy: mounted at the root, or beside v1 as "unified".
       for (const auto& mount : {cgroup_mount, cgroup_mount / "unified"}) {
-        for (const auto& dir : SelfAndAncestors(mount, path)) {
-          if (QuotaInV2(dir)) return true;
-        }
+        for (const auto& dir : SelfAndAncestors(mount, path))
+          limit = Tighter(limit, LimitInV2(dir));
       }
       continue;
     }
@@ -174,12 +212,10 @@ bool HasCgroupCpuQuota(std::string_view self_cgroup, const fs::path& cgroup_moun
     // v1 mounts the controller at its list's name ("cpu,cpuacct"), usually
     // with a "cpu" link beside it.
     for (const auto& mount : {cgroup_mount / std::string(controllers), cgroup_mount / "cpu"}) {
-      for (const auto& dir : SelfAndAncestors(mount, path)) {
-        if (QuotaInV1(dir)) return true;
-      }
+      for (const auto& dir : SelfAndAncestors(mount, path)) limit = Tighter(limit, LimitInV1(dir));
     }
   }
-  return false;
+  return limit;
 }
 
 int AllowedCpus() {
@@ -187,6 +223,16 @@ int AllowedCpus() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+int UsableCpus() {
+  static const int cpus = [] {
+    int allowed = AllowedCpus();
+    auto limit = CgroupCpuLimit(SelfCgroupText(), "/sys/fs/cgroup");
+    if (!limit) return allowed;
+    return std::clamp(static_cast<int>(std::ceil(*limit)), 1, allowed);
+  }();
+  return cpus;
 }
 
 }  // namespace mooncake

@@ -32,6 +32,9 @@ bool SpareCpuNow();
 
 // The CPUs this process may run on (sched_getaffinity; at least 1).
 int AllowedCpus();
+// The CPUs' worth of time this process may use: AllowedCpus(), or fewer
+// under a cgroup CPU quota (its CPUs rounded up; at least 1). Read once.
+int UsableCpus();
 
 // Why SpareCpuNow() is false for good in this process ("a cgroup CPU quota
 // applies", "cannot read /proc/loadavg"), or empty when it is measured.
@@ -50,5 +53,10 @@ std::optional<int> ParseRunningThreads(std::string_view loadavg);
 // looking under `cgroup_mount` (normally /sys/fs/cgroup): cgroup v2's
 // cpu.max other than "max", or v1's cpu.cfs_quota_us above 0.
 bool HasCgroupCpuQuota(std::string_view self_cgroup, const std::filesystem::path& cgroup_mount);
+// The tightest of those quotas in CPUs (quota / period: "150000 100000" is
+// 1.5), or nullopt when none applies. A quota whose value does not parse
+// counts as one CPU.
+std::optional<double> CgroupCpuLimit(std::string_view self_cgroup,
+                                     const std::filesystem::path& cgroup_mount);
 
 }  // namespace mooncake

@@ -107,6 +107,25 @@ TEST_F(CgroupQuotaTest, CgroupV1CpuLinkAndAncestorsAreChecked) {
   EXPECT_TRUE(Quota("3:cpu,cpuacct:/docker/abc\n"));
 }
 
+// What the client sizes its shared calls by: the tightest quota on the path,
+// in CPUs.
+TEST_F(CgroupQuotaTest, TheLimitIsTheTightestQuotaOverItsPeriod) {
+  EXPECT_EQ(CgroupCpuLimit("0::/app\n", root_), std::nullopt);
+  Put("slice/cpu.max", "800000 100000\n");
+  Put("slice/app/cpu.max", "150000 100000\n");
+  EXPECT_EQ(CgroupCpuLimit("0::/slice/app\n", root_), 1.5);
+  Put("slice/app/cpu.max", "max 100000\n");
+  EXPECT_EQ(CgroupCpuLimit("0::/slice/app\n", root_), 8.0);
+  // v1: quota over cpu.cfs_period_us (100 ms when that is missing).
+  Put("cpu,cpuacct/job/cpu.cfs_quota_us", "400000\n");
+  EXPECT_EQ(CgroupCpuLimit("4:cpu,cpuacct:/job\n", root_), 4.0);
+  Put("cpu,cpuacct/job/cpu.cfs_period_us", "200000\n");
+  EXPECT_EQ(CgroupCpuLimit("4:cpu,cpuacct:/job\n", root_), 2.0);
+  // A quota that does not parse still is one: taken as one CPU.
+  Put("odd/cpu.max", "lots 100000\n");
+  EXPECT_EQ(CgroupCpuLimit("0::/odd\n", root_), 1.0);
+}
+
 TEST(SpareCpuTest, TheOverrideForcesTheAnswer) {
   ForceSpareCpuForTesting(true);
   EXPECT_TRUE(SpareCpuNow());
