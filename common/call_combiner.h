@@ -28,6 +28,7 @@
 // Thread-safety: Call() is safe from any number of threads. `send` must not
 // call Call() of the same combiner: it would wait for itself.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -68,9 +69,7 @@ class CallCombiner {
   using WeighFn = std::function<CallWeight(const Request&)>;
 
   CallCombiner(SendFn send, CallLimits limits, WeighFn weigh = {})
-      : send_(std::move(send)), limits_(limits), weigh_(std::move(weigh)) {
-    if (limits_.max_in_flight == 0) limits_.max_in_flight = 1;
-  }
+      : send_(std::move(send)), limits_(AtLeastOneInFlight(limits)), weigh_(std::move(weigh)) {}
   CallCombiner(const CallCombiner&) = delete;
   CallCombiner& operator=(const CallCombiner&) = delete;
 
@@ -133,6 +132,11 @@ class CallCombiner {
     std::optional<Reply> reply;  // written by its leader before kDone
     WakeWord wake;
   };
+
+  static CallLimits AtLeastOneInFlight(CallLimits limits) {
+    limits.max_in_flight = std::max<size_t>(limits.max_in_flight, 1);
+    return limits;
+  }
 
   uint64_t Locked(const uint64_t& counter) const {
     std::lock_guard lock(mu_);
@@ -210,7 +214,7 @@ class CallCombiner {
   static void Wake(Waiter& waiter, uint32_t state) { waiter.wake.Set(state); }
 
   const SendFn send_;
-  CallLimits limits_;
+  const CallLimits limits_;
   const WeighFn weigh_;
   mutable std::mutex mu_;
   std::deque<std::shared_ptr<Waiter>> queue_;  // guarded by mu_

@@ -432,9 +432,7 @@ Result<AllocationPtr> WritePath::PlaceLocked(uint64_t handle, const std::string&
   auto it = pending_.find(handle);
   if (it == pending_.end()) return Err(ErrorCode::kIllegalClient);  // pre-empted meanwhile
   if (!found) {
-    if (auto release_key = RevokeLocked(handle, /*writer_gone=*/true)) {
-      release_keys.push_back(std::move(*release_key));
-    }
+    RevokeLocked(handle, /*writer_gone=*/true, release_keys);
     return Err(found.error());
   }
   const auto& [tier, allocation] = *found;
@@ -586,10 +584,7 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(
   if (!c.persisted) {
     // The key is gone here now: one owned here must go at the master too.
     table_.Erase(*object);
-    if (write.was_published) {
-      ReleasingLocked(write.key);
-      release.push_back(write.key);
-    }
+    if (write.was_published) ReleaseLaterLocked(write.key, release);
     return Err(c.persisted.error());
   }
   Object& o = *object;
@@ -626,8 +621,7 @@ Result<void> WritePath::FinishPublishLocked(const PendingWrite& write, uint64_t 
   } else if (Object* current = table_.Find(write.key); current == nullptr) {
     // Replaced, and the replacement revoked or lost: the master points here
     // at nothing.
-    ReleasingLocked(write.key);
-    release.push_back(write.key);
+    ReleaseLaterLocked(write.key, release);
   } else if (auto upsert = pending_.find(current->write_handle); upsert != pending_.end()) {
     // Replaced by an upsert still being written, which now owns the key at
     // the master: revoked, it releases the key; committed, it needs no
@@ -665,45 +659,44 @@ AllocationPtr WritePath::WriteThrough(const std::string& key, const AllocationPt
 }
 
 Result<void> WritePath::Revoke(uint64_t handle) {
-  std::optional<std::string> release_key;
-  {
-    std::lock_guard lock(ctx_.mu);
+  return LockedThenRelease([&](std::vector<std::string>& release) -> Result<void> {
     auto pending = pending_.find(handle);
     if (pending == pending_.end() || pending->second.committing) {
       return Err(ErrorCode::kIllegalClient);
     }
-    release_key = RevokeLocked(handle, /*writer_gone=*/true);
-  }
-  if (release_key) ReleaseAbandonedOwnership({*release_key});
-  return {};
+    RevokeLocked(handle, /*writer_gone=*/true, release);
+    return {};
+  });
 }
 
-std::optional<std::string> WritePath::RevokeLocked(uint64_t handle, bool writer_gone) {
+void WritePath::RevokeLocked(uint64_t handle, bool writer_gone, std::vector<std::string>& release) {
   auto pending = pending_.find(handle);
-  if (pending == pending_.end()) return std::nullopt;
+  if (pending == pending_.end()) return;
   if (pending->second.written_from_outside() && !writer_gone) {
     QuarantineLocked(pending->second.allocation);
   }
-  std::optional<std::string> release_key;
-  if (pending->second.was_published) {
-    ReleasingLocked(pending->second.key);
-    release_key = pending->second.key;
-  }
+  if (pending->second.was_published) ReleaseLaterLocked(pending->second.key, release);
   if (Object* object = table_.Resolve(pending->second.object, pending->second.key)) {
     table_.Erase(*object);
   }
   pending_.erase(pending);
-  return release_key;
+}
+
+void WritePath::ReleaseLaterLocked(const std::string& key, std::vector<std::string>& release) {
+  ReleasingLocked(key);
+  release.push_back(key);
 }
 
 void WritePath::ReleaseAbandonedOwnership(const std::vector<std::string>& keys) {
   if (keys.empty()) return;
-  for (const std::string& key : keys) {
-    // The key is gone here (its value replaced and the replacement revoked
-    // or lost), so the master must stop pointing at this node.
-    if (auto released = ctx_.directory->Release(key); !released) {
-      MC_LOG_WARN("release of a key no longer here failed key={} error={}", key,
-                  ToString(released.error()));
+  // The keys are gone here (their values replaced and the replacements
+  // revoked or lost), so the master must stop pointing at this node: all of
+  // them in one call per master shard.
+  std::vector<Result<void>> released = ctx_.directory->ReleaseMany(keys);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i < released.size() && !released[i]) {
+      MC_LOG_WARN("release of a key no longer here failed key={} error={}", keys[i],
+                  ToString(released[i].error()));
     }
   }
   std::lock_guard lock(ctx_.mu);
@@ -727,7 +720,7 @@ void WritePath::DiscardExpiredWrites() {
     for (uint64_t handle : expired) {
       MC_LOG_WARN("discarded abandoned write key={} size={}", pending_[handle].key,
                   pending_[handle].size);
-      if (auto key = RevokeLocked(handle, /*writer_gone=*/false)) release.push_back(*key);
+      RevokeLocked(handle, /*writer_gone=*/false, release);
     }
   }
   ReleaseAbandonedOwnership(release);

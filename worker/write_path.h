@@ -202,11 +202,15 @@ class WritePath {
   AllocationPtr WriteThrough(const std::string& key, const AllocationPtr& primary, uint64_t size,
                              uint64_t version, const ObjectOptions& options);
   void QuarantineLocked(AllocationPtr allocation);
-  // Drops a pending write; returns the key if its object was published and
-  // so must be released at the master (a revoked upsert leaves it absent).
+  // Drops a pending write; if its object was published, its key goes to
+  // `release` (ReleaseLaterLocked: a revoked upsert leaves it absent).
   // `writer_gone`: the writer itself revoked, so a direct write's space may
   // be reused at once; otherwise it is quarantined.
-  std::optional<std::string> RevokeLocked(uint64_t handle, bool writer_gone);
+  void RevokeLocked(uint64_t handle, bool writer_gone, std::vector<std::string>& release);
+  // `key`, gone from this node but owned here at the master, goes to
+  // `release` for the master once ctx_.mu is let go; until then writes of it
+  // are refused (ReleasingLocked).
+  void ReleaseLaterLocked(const std::string& key, std::vector<std::string>& release);
   // Releases `keys` (each passed to ReleasingLocked) at the master, then
   // lets writes of them in again.
   void ReleaseAbandonedOwnership(const std::vector<std::string>& keys);
