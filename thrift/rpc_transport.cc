@@ -55,14 +55,20 @@ constexpr uint32_t kKeptFrameBuffer = 1u << 20;
 // and the end of a call with its value. Fixed per connection, so what a peer
 // sends ahead costs at most this much.
 constexpr uint32_t kReadAheadBytes = 16u << 10;
-// A reply decoded as it arrives (kAsDecoded) buffers its first piece, which
-// the header's read usually brought along; a string that reaches this far
+// A reply decoded as it arrives (kAsDecoded): a string that reaches this far
 // past what is buffered is read from the socket straight into place.
 constexpr uint32_t kDirectReadBytes = kReadAheadBytes;
-// A server's large frame (kWhole) buffers first what came with its header,
-// and at least this much: enough for a call's name, key and options, which
-// our clients send before the value (thrift/value_calls.h).
+// A large frame buffers first what came with its header, and at least this
+// much: enough for a call's name, key and options, which our clients send
+// before the value (thrift/value_calls.h), or for a reply's head.
 constexpr uint32_t kMinFirstPiece = 4u << 10;
+// After a large frame, reads take only this much ahead: the next frame is
+// likely large too, and its value should go from the socket straight to
+// where it belongs (a tier's space, the caller's string), not through the
+// read-ahead and the frame buffer: with the full read-ahead, 16 KiB of each
+// 64 KiB value were copied twice more. The first small frame after a large
+// one pays one more read for it.
+constexpr uint32_t kReadAheadAfterLargeFrame = kMinFirstPiece;
 
 std::shared_ptr<TConfiguration> BoundedConfiguration() {
   static const auto config = std::make_shared<TConfiguration>(
@@ -230,13 +236,9 @@ bool BoundedFramedTransport::readFrame() {
     frame_.reset();
     frame_capacity_ = 0;
   }
-  uint32_t first = size;
-  if (size > kFirstFrameBuffer) {
-    first = large_frames_ == LargeFrames::kAsDecoded
-                ? kDirectReadBytes
-                : std::max(ahead_end_ - ahead_begin_, kMinFirstPiece);
-  }
-  BufferFrameBytes(first);
+  const bool large = size > kFirstFrameBuffer;
+  read_ahead_ = large ? kReadAheadAfterLargeFrame : kReadAheadBytes;
+  BufferFrameBytes(large ? std::max(ahead_end_ - ahead_begin_, kMinFirstPiece) : size);
   return true;
 }
 
@@ -314,7 +316,7 @@ bool BoundedFramedTransport::ReadHeader(uint32_t* size) {
       ahead_end_ = have;
     }
     uint8_t* into = ahead_.get() + ahead_end_;
-    uint32_t room = kReadAheadBytes - ahead_end_;
+    uint32_t room = std::min(kReadAheadBytes - ahead_end_, read_ahead_);
     // One read takes the header and, usually, the whole frame after it.
     std::optional<uint32_t> polled;
     if (have == 0) polled = PollForBytes(into, room);
@@ -472,7 +474,7 @@ std::optional<uint32_t> BoundedFramedTransport::ReceiveWithReadAhead(uint8_t* ou
   // header) lands there in the same system call, not in another.
   ahead_begin_ = 0;
   ahead_end_ = 0;
-  iovec pieces[2] = {{out, size}, {ahead_.get(), kReadAheadBytes}};
+  iovec pieces[2] = {{out, size}, {ahead_.get(), read_ahead_}};
   msghdr message{};
   message.msg_iov = pieces;
   message.msg_iovlen = ahead_ ? 2 : 1;

@@ -120,12 +120,16 @@ class RpcFrameSource {
 //   straight into memory of its own (ReceiveValueInto): the worker receives
 //   a large Put's value into its tier this way.
 // * kAsDecoded (clients, of replies they asked for) for a frame over
-//   64 KiB: the first 16 KiB (what usually came with the header), then the
-//   rest as it is decoded; the bytes of a string that reach 16 KiB or more
-//   past what is buffered (a value) go from the socket straight into its
+//   64 KiB: what came with its header (at least 4 KiB), then the rest as it
+//   is decoded; the bytes of a string that reach 16 KiB or more past what
+//   is buffered (a value) go from the socket straight into its
 //   std::string, with no copy through the frame buffer. The string is
 //   sized by its declared length, bounded by the frame limit: acceptable
 //   for the answer to one's own request.
+// A read takes up to 16 KiB past what it is for (a small frame comes with
+// its header in one system call), but only 4 KiB after a frame over 64 KiB,
+// so that the next large value goes straight to where it belongs instead
+// of mostly through the read-ahead.
 class BoundedFramedTransport : public apache::thrift::transport::TFramedTransport,
                                public RpcFrameSource {
  public:
@@ -229,6 +233,9 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   std::unique_ptr<uint8_t[]> ahead_;
   uint32_t ahead_begin_ = 0;
   uint32_t ahead_end_ = 0;
+  // How far one read may take bytes ahead: the whole of ahead_, or less
+  // after a large frame (kReadAheadAfterLargeFrame).
+  uint32_t read_ahead_ = 16u << 10;
   // Large writes since the last flush, sent from where they are: each goes
   // after the first `at` bytes of the write buffer.
   struct BorrowedWrite {
