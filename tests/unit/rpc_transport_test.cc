@@ -397,6 +397,22 @@ TEST_P(RpcServerTest, RejectedFramesDoNotPoisonTheThreadsThatServeLaterCalls) {
   EXPECT_EQ(Faults(RpcFault::kDepthLimit), static_cast<uint64_t>(kRounds));
 }
 
+// Sends `burst`, ListNodes calls 0 to `frames` - 1, in one write to `port`
+// and expects one reply to each, in order.
+void ExpectListNodesAnsweredInOrder(int port, const std::string& burst, int frames) {
+  RawConnection conn(port);
+  ASSERT_TRUE(conn.Send(burst));
+  ReplyReader replies(conn);
+  for (int i = 0; i < frames; ++i) {
+    auto reply = replies.Next();
+    ASSERT_TRUE(reply) << "no reply to frame " << i;
+    EXPECT_EQ(ReadI32(*reply, 0), kReplyHeader);
+    EXPECT_EQ(ReplyNameAndSeqId(*reply), std::make_pair(std::string("ListNodes"), i))
+        << "replies out of order";
+  }
+  EXPECT_TRUE(conn.RoundTrip("ListNodes"));
+}
+
 TEST_P(RpcServerTest, PipelinedFramesBeyondOneReadAreAnsweredInOrder) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   // More frames than one read of the connection's buffer holds, sent at once.
@@ -406,16 +422,7 @@ TEST_P(RpcServerTest, PipelinedFramesBeyondOneReadAreAnsweredInOrder) {
     burst += Wire().Call("ListNodes", static_cast<uint32_t>(i)).Stop().Framed();
   }
   ASSERT_GT(burst.size(), 32u << 10);
-  RawConnection conn(server_->port());
-  ASSERT_TRUE(conn.Send(burst));
-  ReplyReader replies(conn);
-  for (int i = 0; i < kFrames; ++i) {
-    auto reply = replies.Next();
-    ASSERT_TRUE(reply) << "no reply to frame " << i;
-    EXPECT_EQ(ReadI32(*reply, 0), kReplyHeader);
-    EXPECT_EQ(ReplyNameAndSeqId(*reply), std::make_pair(std::string("ListNodes"), i))
-        << "replies out of order";
-  }
+  ExpectListNodesAnsweredInOrder(server_->port(), burst, kFrames);
 }
 
 // A master whose ListNodes blocks until released.
@@ -536,16 +543,7 @@ TEST_P(RpcServerTest, LargeAndSmallFramesPipelinedTogetherAreAnsweredInOrder) {
     }
     burst += w.Stop().Framed();
   }
-  RawConnection conn(server_->port());
-  ASSERT_TRUE(conn.Send(burst));
-  ReplyReader replies(conn);
-  for (int i = 0; i < kFrames; ++i) {
-    auto reply = replies.Next();
-    ASSERT_TRUE(reply) << "no reply to frame " << i;
-    EXPECT_EQ(ReplyNameAndSeqId(*reply), std::make_pair(std::string("ListNodes"), i))
-        << "replies out of order";
-  }
-  EXPECT_TRUE(conn.RoundTrip("ListNodes"));
+  ExpectListNodesAnsweredInOrder(server_->port(), burst, kFrames);
 }
 
 TEST_P(RpcServerTest, ARequestOverTheFrameLimitFailsAtTheClientAndTheChannelRecovers) {
