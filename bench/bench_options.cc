@@ -63,7 +63,7 @@ void AddReadPathFlags(CLI::App& app, BenchOptions& o) {
                  "Shared Put/Get calls of the client out at once (0: one per four CPUs "
                  "it may use)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 64));
+      ->check(CLI::Range(0, kMaxCombinedCallsInFlight));
   app.add_option("--hot-cache-bytes", o.hot_cache_text,
                  "Client hot cache budget (0 off), e.g. 64MiB; objects > 1/8 of it bypass it")
       ->capture_default_str();

@@ -77,8 +77,9 @@ struct ClientConfig {
   // per set of put options for puts. One at a time makes the largest
   // batches, the cheapest on a small machine; a machine with many cores
   // serves several side by side. 0: one per four CPUs this process may use
-  // (UsableCpus: a cgroup CPU quota counts), at least one. At most 64 is
-  // used; Create fails with kInvalidParams for a negative value.
+  // (UsableCpus: a cgroup CPU quota counts), at least one. At most
+  // kMaxCombinedCallsInFlight is used; Create fails with kInvalidParams for
+  // a negative value.
   int combined_calls_in_flight = 0;
   // Remembers key owners (from puts and master answers) in at most this
   // many bytes, so most reads skip the master round trip: about 100 bytes
@@ -126,6 +127,9 @@ struct PutOptions {
 // and one worker thread, which for larger values costs more parallelism
 // than the shared round trip saves.
 inline constexpr uint64_t kMaxCombinedValueBytes = 16 * 1024;
+// The most shared calls one combiner lets out at once
+// (ClientConfig::combined_calls_in_flight is capped here).
+inline constexpr int kMaxCombinedCallsInFlight = 64;
 
 // Called with (bytes done, bytes total) as a transfer progresses.
 using ProgressFn = std::function<void(uint64_t, uint64_t)>;

@@ -44,7 +44,7 @@ inline constexpr size_t kMaxCombinedCalls = 64;
 // CPUs it may run on).
 inline size_t CombinedCallsInFlight(const ClientConfig& config) {
   if (config.combined_calls_in_flight > 0) {
-    return std::min<size_t>(config.combined_calls_in_flight, 64);
+    return std::min(config.combined_calls_in_flight, kMaxCombinedCallsInFlight);
   }
   return std::max(1, UsableCpus() / 4);
 }

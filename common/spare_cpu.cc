@@ -89,16 +89,22 @@ std::optional<double> Tighter(std::optional<double> a, std::optional<double> b) 
   return std::min(*a, *b);
 }
 
-std::string SelfCgroupText() {
-  std::ifstream self("/proc/self/cgroup");
-  return std::string((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
+// This process's cgroup CPU limit, read once: the spare-CPU probe and
+// UsableCpus() both ask.
+const std::optional<double>& SelfCgroupCpuLimit() {
+  static const std::optional<double> limit = [] {
+    std::ifstream self("/proc/self/cgroup");
+    std::string text((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
+    return CgroupCpuLimit(text, "/sys/fs/cgroup");
+  }();
+  return limit;
 }
 
 // The process-wide measurement behind SpareCpuNow().
 class LoadProbe {
  public:
   LoadProbe() : cpus_(AllowedCpus()) {
-    if (HasCgroupCpuQuota(SelfCgroupText(), "/sys/fs/cgroup")) {
+    if (SelfCgroupCpuLimit()) {
       unavailable_ = "a cgroup CPU quota applies";
       return;
     }
@@ -177,10 +183,6 @@ std::optional<int> ParseRunningThreads(std::string_view loadavg) {
   return running;
 }
 
-bool HasCgroupCpuQuota(std::string_view self_cgroup, const fs::path& cgroup_mount) {
-  return CgroupCpuLimit(self_cgroup, cgroup_mount).has_value();
-}
-
 std::optional<double> CgroupCpuLimit(std::string_view self_cgroup, const fs::path& cgroup_mount) {
   std::optional<double> limit;
   // Lines of "id:controllers:path"; id 0 with no controllers is cgroup v2.
@@ -228,7 +230,7 @@ int AllowedCpus() {
 int UsableCpus() {
   static const int cpus = [] {
     int allowed = AllowedCpus();
-    auto limit = CgroupCpuLimit(SelfCgroupText(), "/sys/fs/cgroup");
+    const std::optional<double>& limit = SelfCgroupCpuLimit();
     if (!limit) return allowed;
     return std::clamp(static_cast<int>(std::ceil(*limit)), 1, allowed);
   }();

@@ -48,14 +48,12 @@ void ForceSpareCpuForTesting(std::optional<bool> spare);
 // gives 1. nullopt when the line has another form.
 std::optional<int> ParseRunningThreads(std::string_view loadavg);
 
-// True when a cgroup that /proc/self/cgroup (its text in `self_cgroup`)
-// names for this process, or one above it up to the root, caps CPU time,
-// looking under `cgroup_mount` (normally /sys/fs/cgroup): cgroup v2's
-// cpu.max other than "max", or v1's cpu.cfs_quota_us above 0.
-bool HasCgroupCpuQuota(std::string_view self_cgroup, const std::filesystem::path& cgroup_mount);
-// The tightest of those quotas in CPUs (quota / period: "150000 100000" is
-// 1.5), or nullopt when none applies. A quota whose value does not parse
-// counts as one CPU.
+// The tightest CPU quota of the cgroups that /proc/self/cgroup (its text in
+// `self_cgroup`) names for this process and those above them up to the
+// root, looking under `cgroup_mount` (normally /sys/fs/cgroup): cgroup v2's
+// cpu.max other than "max", or v1's cpu.cfs_quota_us above 0. In CPUs
+// (quota / period: "150000 100000" is 1.5), or nullopt when none applies. A
+// quota whose value does not parse counts as one CPU.
 std::optional<double> CgroupCpuLimit(std::string_view self_cgroup,
                                      const std::filesystem::path& cgroup_mount);
 

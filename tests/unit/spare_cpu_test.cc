@@ -52,7 +52,9 @@ class CgroupQuotaTest : public ::testing::Test {
     std::ofstream(root_ / relative) << content;
   }
 
-  bool Quota(std::string_view self_cgroup) const { return HasCgroupCpuQuota(self_cgroup, root_); }
+  bool Quota(std::string_view self_cgroup) const {
+    return CgroupCpuLimit(self_cgroup, root_).has_value();
+  }
 
   fs::path root_;
 };
