@@ -316,8 +316,11 @@ bool BoundedFramedTransport::ReadHeader(uint32_t* size) {
       ahead_end_ = have;
     }
     uint8_t* into = ahead_.get() + ahead_end_;
-    uint32_t room = std::min(kReadAheadBytes - ahead_end_, read_ahead_);
-    // One read takes the header and, usually, the whole frame after it.
+    // One read takes the header and, usually, the whole frame after it; a
+    // large frame's first piece (kMinFirstPiece after the header) too, or it
+    // would cost a read of its last four bytes.
+    uint32_t room = std::min(kReadAheadBytes - ahead_end_,
+                             read_ahead_ + static_cast<uint32_t>(sizeof(uint32_t)));
     std::optional<uint32_t> polled;
     if (have == 0) polled = PollForBytes(into, room);
     uint32_t n = 0;
