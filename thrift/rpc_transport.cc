@@ -328,6 +328,7 @@ bool BoundedFramedTransport::ReadHeader(uint32_t* size) {
       n = *polled;
     } else {
       try {
+        ++socket_reads_;
         n = socket_->read(into, room);
       } catch (const TTransportException& e) {
         if (!IsTimeout(e)) throw;
@@ -367,6 +368,7 @@ std::optional<uint32_t> BoundedFramedTransport::PollForBytes(uint8_t* out, uint3
       polls_busy.fetch_add(1, std::memory_order_relaxed);
       return std::nullopt;
     }
+    ++socket_reads_;
     ssize_t n = recv(fd, out, room, MSG_DONTWAIT);
     if (n >= 0) {
       polls_with_data.fetch_add(1, std::memory_order_relaxed);
@@ -454,6 +456,7 @@ void BoundedFramedTransport::ReceiveFrameBytes(uint8_t* out, uint32_t size) {
       n = ReceiveWithReadAhead(out + got, size - got, 0);
     } else {
       try {
+        ++socket_reads_;
         n = socket_->read(out + got, size - got);
       } catch (const TTransportException& e) {
         if (!IsTimeout(e)) throw;
@@ -482,6 +485,7 @@ std::optional<uint32_t> BoundedFramedTransport::ReceiveWithReadAhead(uint8_t* ou
   message.msg_iov = pieces;
   message.msg_iovlen = ahead_ ? 2 : 1;
   while (true) {
+    ++socket_reads_;
     ssize_t n = recvmsg(socket_->getSocketFD(), &message, flags);
     if (n > 0) {
       if (static_cast<size_t>(n) <= size) return static_cast<uint32_t>(n);

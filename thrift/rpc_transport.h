@@ -159,6 +159,9 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   // The socket's descriptor, to wait for a reply with poll/epoll. A reply
   // is read through this transport, never from the descriptor.
   int socket_fd() const;
+  // The system calls that have read this transport's socket, those that
+  // found nothing included: what a frame costs in reads.
+  uint64_t socket_reads() const { return socket_reads_; }
   // A second transport over the same socket, for a thread that writes while
   // this one reads (thrift/rpc_pipeline.h): the two share no buffer and no
   // message counter, only the socket. Plain TCP only; a TLS session is not
@@ -236,6 +239,7 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   // How far one read may take bytes ahead: the whole of ahead_, or less
   // after a large frame (kReadAheadAfterLargeFrame).
   uint32_t read_ahead_ = 16u << 10;
+  uint64_t socket_reads_ = 0;
   // Large writes since the last flush, sent from where they are: each goes
   // after the first `at` bytes of the write buffer.
   struct BorrowedWrite {

@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "tests/test_bytes.h"
@@ -115,6 +116,38 @@ TEST_F(PlacedValueTest, AValueBeyondTheFirstPieceGoesFromTheSocketIntoThePlacedM
   EXPECT_EQ(after, 7) << "the frame goes on after the value";
   transport_->readEnd();
   EXPECT_EQ(ReadKey(), "next") << "the next frame starts where it should";
+}
+
+TEST_F(PlacedValueTest, ALargeFrameAfterALargeOneTakesTwoReads) {
+  // After a large frame, reads take little ahead (the next value should go
+  // straight into place). The header's read still brings the next frame's
+  // first piece (its key) with it, and one more read takes the rest of the
+  // value into place: the first piece once cost a read of its last four
+  // bytes.
+  const std::string first = Pattern(100 << 10, 2);
+  const std::string second = Pattern(100 << 10, 3);
+  for (const auto& [key, value, tail] :
+       {std::tuple{"first", &first, 7}, std::tuple{"second", &second, 8}}) {
+    // As a caller sends its next call once answered: the whole frame waits
+    // in the socket, and nothing after it.
+    Send(Framed(Binary(key) + Binary(*value) + I32(tail)));
+    sending_.join();
+    const uint64_t reads_before = transport_->socket_reads();
+    EXPECT_EQ(ReadKey(), key);
+    std::vector<std::byte> memory;
+    std::string_view view;
+    std::string storage;
+    in_->readBinaryPlaced(view, storage, [&](uint32_t size) {
+      memory.resize(size);
+      return std::span<std::byte>(memory);
+    });
+    int32_t after = 0;
+    in_->readI32(after);
+    transport_->readEnd();
+    EXPECT_TRUE(view == *value);
+    EXPECT_EQ(after, tail);
+    EXPECT_EQ(transport_->socket_reads() - reads_before, 2u) << key;
+  }
 }
 
 TEST_F(PlacedValueTest, AValueThatCameWithTheHeaderIsNeverPlaced) {
