@@ -239,7 +239,7 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   // How far one read may take bytes ahead: the whole of ahead_, or less
   // after a large frame (kReadAheadAfterLargeFrame).
   uint32_t read_ahead_ = 16u << 10;
-  uint64_t socket_reads_ = 0;
+  uint64_t socket_reads_ = 0;  // socket_reads()
   // Large writes since the last flush, sent from where they are: each goes
   // after the first `at` bytes of the write buffer.
   struct BorrowedWrite {
