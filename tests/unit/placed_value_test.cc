@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <thrift/transport/TSocket.h>
 #include <unistd.h>
@@ -81,6 +82,21 @@ class PlacedValueTest : public ::testing::Test {
     });
   }
 
+  // Waits, at most ten seconds, until `bytes` lie unread in the reading end.
+  // False if they do not: the socket's buffer holds less, and the reading
+  // end is shut so that the writer stops instead of waiting for a reader.
+  bool AllQueued(size_t bytes) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    int queued = 0;
+    while (ioctl(reader_fd_, FIONREAD, &queued) == 0 && static_cast<size_t>(queued) < bytes &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    if (static_cast<size_t>(queued) >= bytes) return true;
+    shutdown(reader_fd_, SHUT_RDWR);
+    return false;
+  }
+
   std::string ReadKey() {
     std::string key;
     in_->readString(key);
@@ -130,7 +146,9 @@ TEST_F(PlacedValueTest, ALargeFrameAfterALargeOneTakesTwoReads) {
        {std::tuple{"first", &first, 7}, std::tuple{"second", &second, 8}}) {
     // As a caller sends its next call once answered: the whole frame waits
     // in the socket, and nothing after it.
-    Send(Framed(Binary(key) + Binary(*value) + I32(tail)));
+    const std::string frame = Framed(Binary(key) + Binary(*value) + I32(tail));
+    Send(frame);
+    ASSERT_TRUE(AllQueued(frame.size())) << "the socket cannot hold one frame";
     sending_.join();
     const uint64_t reads_before = transport_->socket_reads();
     EXPECT_EQ(ReadKey(), key);
