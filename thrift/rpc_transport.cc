@@ -197,7 +197,8 @@ BoundedFramedTransport::BoundedFramedTransport(std::shared_ptr<TSocket> socket,
       socket_(std::move(socket)),
       timeouts_(timeouts),
       large_frames_(large),
-      plain_socket_(dynamic_cast<TSSLSocket*>(socket_.get()) == nullptr) {
+      plain_socket_(dynamic_cast<TSSLSocket*>(socket_.get()) == nullptr),
+      read_ahead_(kReadAheadBytes) {
   setMaxFrameSize(kRpcMaxFrameBytes);
   SetSocketTimeout(timeouts_.idle);
 }

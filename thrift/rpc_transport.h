@@ -236,9 +236,9 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   std::unique_ptr<uint8_t[]> ahead_;
   uint32_t ahead_begin_ = 0;
   uint32_t ahead_end_ = 0;
-  // How far one read may take bytes ahead: the whole of ahead_, or less
-  // after a large frame (kReadAheadAfterLargeFrame).
-  uint32_t read_ahead_ = 16u << 10;
+  // How far one read may take bytes ahead: the whole of ahead_
+  // (kReadAheadBytes), or less after a large frame (kReadAheadAfterLargeFrame).
+  uint32_t read_ahead_;
   uint64_t socket_reads_ = 0;  // socket_reads()
   // Large writes since the last flush, sent from where they are: each goes
   // after the first `at` bytes of the write buffer.
