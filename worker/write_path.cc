@@ -624,9 +624,11 @@ Result<void> WritePath::FinishPublishLocked(const PendingWrite& write, uint64_t 
     ReleaseLaterLocked(write.key, release);
   } else if (auto upsert = pending_.find(current->write_handle); upsert != pending_.end()) {
     // Replaced by an upsert still being written, which now owns the key at
-    // the master: revoked, it releases the key; committed, it needs no
-    // claim of its own. (One already committed sent its own claim.)
+    // the master: revoked or removed, it releases the key; committed, it
+    // needs no claim of its own. (One already committed sent its own claim.)
+    // Its record says so too, which is what a remove reads.
     upsert->second.was_published = true;
+    table_.MarkPublished(*current);
   }
   mover_.ForgetMoveLocked(write.key);  // owned here again
   auto& counter = write.mode == WriteMode::kUpsert ? ctx_.counters.upserts : ctx_.counters.puts;

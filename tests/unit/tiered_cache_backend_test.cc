@@ -236,6 +236,40 @@ TEST_F(BackendTest, AnUpsertRevokedWhileAPutsClaimIsOutLeavesTheMasterNotPointin
   }
 }
 
+// The same with the upsert removed instead of revoked: a remove of a key
+// still being written must release it at the master once the put's claim,
+// which the upsert inherited, has landed.
+TEST_F(BackendTest, AnUpsertRemovedWhileAPutsClaimIsOutLeavesTheMasterNotPointingHere) {
+  Open(8 * kMiB, 32 * kMiB);
+  for (bool claim_lands_first : {true, false}) {
+    SCOPED_TRACE(claim_lands_first ? "claim lands, then remove" : "remove, then claim lands");
+    const std::string key = claim_lands_first ? "first" : "second";
+    directory_.HoldAsyncClaims();
+    std::optional<Result<void>> put;
+    ASSERT_TRUE(backend_->TryPutAsync(key, Pattern(key, 4096), {},
+                                      [&](Result<void> r) { put = std::move(r); }));
+    ASSERT_EQ(directory_.held_claims(), 1u);
+    auto upsert = backend_->PutStart(key, 8192, {}, WriteMode::kUpsert);
+    ASSERT_TRUE(upsert) << ToString(upsert.error());
+    if (claim_lands_first) {
+      directory_.RunHeldClaims();
+      ASSERT_TRUE(directory_.Owns(key));
+      ASSERT_TRUE(backend_->Remove(key, /*force=*/true));
+    } else {
+      ASSERT_TRUE(backend_->Remove(key, /*force=*/true));
+      directory_.RunHeldClaims();
+    }
+    ASSERT_TRUE(put.has_value());
+    EXPECT_FALSE(backend_->Get(key, 0, 0));
+    EXPECT_FALSE(directory_.Owns(key));
+    // The upsert's writer finds its write gone.
+    EXPECT_FALSE(backend_->PutChunk(*upsert, 0, Pattern(key, 8192)));
+    // Nothing is left behind: the key can be put again, here or elsewhere.
+    EXPECT_TRUE(backend_->Put(key, "again", {}));
+    EXPECT_TRUE(directory_.Owns(key));
+  }
+}
+
 // The put's claim may land while the upsert that replaced it is between its
 // commit's two locked steps (making its copy durable). The ownership passes
 // to the upsert all the same: committed, it holds the key the master points
