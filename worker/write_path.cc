@@ -684,6 +684,16 @@ void WritePath::RevokeLocked(uint64_t handle, bool writer_gone, std::vector<std:
   pending_.erase(pending);
 }
 
+void WritePath::ForgetLocked(uint64_t handle) {
+  auto pending = pending_.find(handle);
+  if (pending == pending_.end()) return;
+  // A producer mapping the space, or a peer's RDMA write, may still be
+  // copying into it: it must not go to the next write before their time is
+  // up.
+  if (pending->second.written_from_outside()) QuarantineLocked(pending->second.allocation);
+  pending_.erase(pending);
+}
+
 void WritePath::ReleaseLaterLocked(const std::string& key, std::vector<std::string>& release) {
   ReleasingLocked(key);
   release.push_back(key);

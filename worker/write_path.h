@@ -94,8 +94,9 @@ class WritePath {
   Result<WriteTarget> Target(uint64_t handle) const;
 
   // Forgets the pending write of a record that Remove or DropLocal erases;
-  // its writer's next call fails.
-  void ForgetLocked(uint64_t handle) { pending_.erase(handle); }
+  // its writer's next call fails. Space written from outside this process
+  // is quarantined, as when such a write is revoked or pre-empted.
+  void ForgetLocked(uint64_t handle);
   // A key gone from this node whose release at the master is on its way:
   // until ReleasedLocked, a write of it is refused as busy (see releasing_).
   // Every ReleasingLocked needs its ReleasedLocked, whatever the master said.

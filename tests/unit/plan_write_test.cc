@@ -209,6 +209,27 @@ TEST_F(PlanWriteTest, AnAbandonedAdoptIsQuarantinedLikeAPlan) {
   EXPECT_EQ(DramUsed(), 0u);
 }
 
+// Removing a key whose plan is open ends the plan, but its producer may
+// still be writing through its mapping: the space waits out the timeout as
+// an abandoned plan's does, and is never handed to the next write at once.
+TEST_F(PlanWriteTest, ARemovedPlansSpaceIsQuarantinedLikeAnAbandonedOnes) {
+  BackendOptions options;
+  options.put_start_discard_timeout = Millis(100);
+  Open(8 * kMiB, 32 * kMiB, options);
+  auto plan = backend_->OpenForWrite("gone", kMiB, {});
+  ASSERT_TRUE(plan);
+  ASSERT_TRUE(backend_->Remove("gone", /*force=*/true));
+  EXPECT_EQ(backend_->CommitDirect(plan->epoch, "gone").error(), ErrorCode::kIllegalClient);
+  EXPECT_EQ(DramUsed(), kMiB);
+  auto next = backend_->OpenForWrite("next", kMiB, {});
+  ASSERT_TRUE(next);
+  EXPECT_NE(next->target.location.offset, plan->target.location.offset);
+  ASSERT_TRUE(backend_->PutRevoke(next->epoch));
+  std::this_thread::sleep_for(Millis(150));
+  backend_->RunMaintenance();
+  EXPECT_EQ(DramUsed(), 0u);
+}
+
 TEST_F(PlanWriteTest, AnUpsertPreemptsAnOpenPlan) {
   Open(8 * kMiB, 32 * kMiB);
   auto plan = backend_->OpenForWrite("u", kMiB, {});
