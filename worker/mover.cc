@@ -59,6 +59,13 @@ std::vector<std::string> Mover::PickVictims(size_t tier, uint64_t bytes) {
   return table_.PickVictims(tier, bytes, SteadyClock::now(), ctx_.options.allow_evict_soft_pinned);
 }
 
+bool Mover::EvictableNowLocked(const Object& object) const {
+  auto now = SteadyClock::now();
+  bool soft = ctx_.options.allow_evict_soft_pinned;
+  return ObjectTable::IsEvictable(object, now, 0, soft) ||
+         ObjectTable::IsEvictable(object, now, 1, soft);
+}
+
 bool Mover::MoveObject(const std::string& key, size_t first_tier, size_t last_tier,
                        bool allow_drop) {
   AllocationPtr source;
@@ -75,6 +82,9 @@ bool Mover::MoveObject(const std::string& key, size_t first_tier, size_t last_ti
     // Already where it was to go: two evictors picked the same victim, and
     // the other one moved it first. Copying it again would only churn.
     if (object->tier() >= first_tier && object->tier() <= last_tier) return false;
+    // A demotion evicts the object from its tier, and a victim picked a
+    // while ago may have been pinned, leased or replaced since.
+    if (first_tier > object->tier() && !EvictableNowLocked(*object)) return false;
     table_.SetMove(*object, MoveState::kCopying);
     source = object->allocation;
     object_id = object->id;
@@ -147,6 +157,9 @@ Result<void> Mover::TransferOut(const std::string& key, const std::string& targe
         object->options.hard_pin || object->placement_held_until > SteadyClock::now()) {
       return Err(ErrorCode::kObjectReplicaBusy);
     }
+    // An eviction (no target) takes only what may be evicted now; a
+    // prefetch for a client elsewhere moves even a leased object to it.
+    if (target.empty() && !EvictableNowLocked(*object)) return Err(ErrorCode::kObjectReplicaBusy);
     table_.SetState(*object, ObjectState::kTransferring);
     source = object->allocation;
     object_id = object->id;
@@ -186,13 +199,7 @@ bool Mover::DropObject(const std::string& key, size_t tier) {
   {
     std::lock_guard lock(ctx_.mu);
     Object* object = table_.Find(key);
-    if (object == nullptr || object->tier() != tier) return false;
-    auto now = SteadyClock::now();
-    bool soft = ctx_.options.allow_evict_soft_pinned;
-    if (!ObjectTable::IsEvictable(*object, now, 0, soft) &&
-        !ObjectTable::IsEvictable(*object, now, 1, soft)) {
-      return false;
-    }
+    if (object == nullptr || object->tier() != tier || !EvictableNowLocked(*object)) return false;
     // Keeps other evictors off it while we ask the master.
     table_.SetMove(*object, MoveState::kDropping);
     object_id = object->id;

@@ -46,9 +46,13 @@ class Mover {
   Result<std::pair<size_t, AllocationPtr>> AllocateIn(size_t first_tier, size_t last_tier,
                                                       uint64_t size, bool allow_drop);
   // Copies an object into the first of [first_tier, last_tier] with room and
-  // switches it there, unless it changed meanwhile.
+  // switches it there, unless it changed meanwhile. A demotion (a range below
+  // the object's tier) moves only an object that may be evicted now: not
+  // hard-pinned, leased or being read (ObjectTable::IsEvictable).
   bool MoveObject(const std::string& key, size_t first_tier, size_t last_tier, bool allow_drop);
   // Hands an object to another node; succeeds once the master names it.
+  // Without a `target` (an eviction: any node with room) only an object that
+  // may be evicted now leaves; a hard-pinned one never does.
   Result<void> TransferOut(const std::string& key, const std::string& target, bool dram_only);
   // Demotes (or drops, for the last tier) LRU objects of tier `t` until its
   // usage is at most `target_ratio` of capacity. Returns bytes freed.
@@ -89,6 +93,10 @@ class Mover {
   // drops it from the cluster when no node has room.
   bool EvictFromLastTier(const std::string& key, size_t tier);
   bool DropObject(const std::string& key, size_t tier);
+  // ctx_.mu held: whether `object` may leave its tier now, in either pass of
+  // the victim scan (its pins, lease and readers may have changed since it
+  // was picked).
+  bool EvictableNowLocked(const Object& object) const;
   // Moves a victim of tier `t` one step down the hierarchy.
   bool EvictOne(const std::string& key, size_t t);
   size_t PrefetchTier() const;

@@ -70,6 +70,28 @@ TEST(MoverTest, MoveObjectLeavesObjectsThatAreHeldOrAlreadyThereAlone) {
   EXPECT_EQ(parts.TierOf("handed-over"), 1);
 }
 
+// A victim is picked under the lock and moved later, one after another; by
+// then it may have been leased, read, hard-pinned or replaced. A demotion
+// checks again, while a promotion of the same objects still goes.
+TEST(MoverTest, ADemotionLeavesObjectsLeasedReadOrPinnedSinceTheyWerePicked) {
+  BackendParts parts({1 * kMiB, 4 * kMiB});
+  parts.AddComplete("leased", "l", 0);
+  parts.With("leased",
+             [](Object& o) { o.lease_until = SteadyClock::now() + std::chrono::hours(1); });
+  parts.AddComplete("read", "r", 0);
+  parts.With("read", [](Object& o) { o.readers = 1; });
+  parts.AddComplete("pinned", "p", 0, {.hard_pin = true});
+  for (const char* key : {"leased", "read", "pinned"}) {
+    EXPECT_FALSE(parts.mover.MoveObject(key, 1, 1, /*allow_drop=*/true)) << key;
+    EXPECT_EQ(parts.TierOf(key), 0) << key;
+  }
+  parts.AddComplete("up", "u", 1);
+  parts.With("up", [](Object& o) { o.lease_until = SteadyClock::now() + std::chrono::hours(1); });
+  EXPECT_TRUE(parts.mover.MoveObject("up", 0, 0, /*allow_drop=*/false));
+  EXPECT_EQ(parts.TierOf("up"), 0);
+  EXPECT_EQ(parts.ctx.counters.tier[0].demotions_out.load(), 0u);
+}
+
 TEST(MoverTest, AllocationPressureDemotesTheLeastRecentlyUsedObject) {
   BackendParts parts({1 * kMiB, 4 * kMiB});
   parts.AddComplete("older", std::string(400 * kKiB, 'o'), 0);
@@ -145,13 +167,22 @@ TEST(MoverTest, OnlyIdleOwnedUnpinnedObjectsAreHandedOver) {
   parts.With("moving", [&](Object& o) { parts.table.SetMove(o, MoveState::kCopying); });
   parts.AddComplete("removing", "r", 0);
   parts.With("removing", [&](Object& o) { parts.table.SetState(o, ObjectState::kRemoving); });
-  for (const char* key : {"pinned", "moving", "removing"}) {
+  // Evictions leave leased and read objects too.
+  parts.AddComplete("leased", "l", 0);
+  parts.With("leased",
+             [](Object& o) { o.lease_until = SteadyClock::now() + std::chrono::hours(1); });
+  parts.AddComplete("read", "d", 0);
+  parts.With("read", [](Object& o) { o.readers = 1; });
+  for (const char* key : {"pinned", "moving", "removing", "leased", "read"}) {
     auto moved = parts.mover.TransferOut(key, "", false);
     ASSERT_FALSE(moved) << key;
     EXPECT_EQ(moved.error(), ErrorCode::kObjectReplicaBusy) << key;
   }
   EXPECT_EQ(parts.mover.TransferOut("absent", "", false).error(), ErrorCode::kObjectNotFound);
   EXPECT_EQ(peers.calls, 0);
+  // A prefetch for a client on another node moves a leased object to it.
+  EXPECT_TRUE(parts.mover.TransferOut("leased", "node-c", /*dram_only=*/true));
+  EXPECT_EQ(peers.last_target, "node-c");
 }
 
 // An adopted record as PutEnd leaves it: complete, unowned, awaiting
