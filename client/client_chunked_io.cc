@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,6 +15,11 @@
 
 namespace mooncake {
 namespace {
+
+// What StringSink reserves at most before the bytes arrive. The size a
+// reply names is the worker's word, not bytes it sent: a wrong one must not
+// make this process allocate for it. A larger value grows as it arrives.
+constexpr uint64_t kStringReserveAheadBytes = 64ull << 20;
 
 // Moves a reply without copying its payload (Thrift types have no move).
 void TakeReply(rpc::GetResult& to, rpc::GetResult& from) {
@@ -209,13 +215,24 @@ Result<ReadDone> ReadChunked(ClientRouter& router, const std::string& key, Owner
 }
 
 ReadSink StringSink(std::string& out) {
+  // Memory this process cannot get fails the read, not the process: a
+  // read on a helper thread has nobody to catch an exception.
   return ReadSink{[&out](uint64_t total) -> Result<void> {
                     out.clear();
-                    out.reserve(total);
+                    if (total > out.max_size()) return Err(ErrorCode::kNoAvailableHandle);
+                    try {
+                      out.reserve(std::min(total, kStringReserveAheadBytes));
+                    } catch (const std::bad_alloc&) {
+                      return Err(ErrorCode::kNoAvailableHandle);
+                    }
                     return {};
                   },
                   [&out](std::string_view data) -> Result<void> {
-                    out.append(data);
+                    try {
+                      out.append(data);
+                    } catch (const std::bad_alloc&) {
+                      return Err(ErrorCode::kNoAvailableHandle);
+                    }
                     return {};
                   },
                   [&out](std::string&& whole) { out = std::move(whole); }};

@@ -58,7 +58,10 @@ Result<ReadDone> ReadChunked(ClientRouter& router, const std::string& key, Owner
                              const ReadSink& sink, const ProgressFn& progress, RdmaReads* rdma,
                              rpc::GetResult* first);
 
-// A sink that replaces `out` with the value (on every restart too).
+// A sink that replaces `out` with the value (on every restart too). It
+// reserves room for at most 64 MiB before the bytes arrive, whatever size
+// the reply names; a value this process has no memory for fails with
+// kNoAvailableHandle.
 ReadSink StringSink(std::string& out);
 
 // A sink that writes into `out` (a caller's buffer) and stores the size of

@@ -57,6 +57,21 @@ TEST(ClientChunkedIoTest, StringSinkDropsTheOldVersionOnRestart) {
   EXPECT_EQ(out, "new");
 }
 
+// The size a reply names is the worker's word: a wrong one (a bug, or a
+// peer that lies) must neither make the client allocate for it nor throw out
+// of the read.
+TEST(ClientChunkedIoTest, StringSinkReservesOnlyWhatArrivingBytesCanJustify) {
+  std::string out;
+  ReadSink sink = StringSink(out);
+  ASSERT_TRUE(sink.begin(1ull << 45));  // 32 TiB, as a reply may claim
+  EXPECT_LE(out.capacity(), 64ull << 20);
+  ASSERT_TRUE(sink.write("abc"));
+  EXPECT_EQ(out, "abc");
+  auto impossible = sink.begin(UINT64_MAX);
+  ASSERT_FALSE(impossible);
+  EXPECT_EQ(impossible.error(), ErrorCode::kNoAvailableHandle);
+}
+
 TEST(ClientChunkedIoTest, StreamSinkWritesAfterWhatTheStreamHeld) {
   std::stringstream out;
   out << "hdr:";
