@@ -482,6 +482,12 @@ std::vector<Result<void>> Client::BatchPutViews(std::span<const ValueView> items
       }
     }
   }
+  // As in PutAlone: a key put now was absent, so a cached copy is stale.
+  if (impl_->hot_cache.enabled()) {
+    for (size_t i : positions) {
+      if (results[i]) impl_->hot_cache.Erase(std::string(items[i].key));
+    }
+  }
   return results;
 }
 

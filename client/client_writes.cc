@@ -117,9 +117,13 @@ Result<void> Client::PutAlone(std::string_view key, std::string_view value,
                               const PutOptions& options) {
   std::string k(key);
   rpc::ReplicateConfig config = ToRpcConfig(options);
-  return PutPlaced(
+  auto result = PutPlaced(
       impl_->router, k, value.size(), options,
       [&](const Owner& owner) { return PutValue(owner, k, value, config); }, [] { return true; });
+  // A put succeeds only where the key was absent: a copy this client
+  // cached is of an object since removed.
+  if (result) impl_->hot_cache.Erase(k);
+  return result;
 }
 
 std::vector<std::optional<Result<void>>> Client::PutTogether(
@@ -195,7 +199,11 @@ Result<void> Client::WriteStream(std::string_view key, std::istream& in, uint64_
     return PutChunked(owner, k, size, config, from_stream, progress, upsert);
   };
   auto can_retry = [&] { return !consumed; };
-  if (!upsert) return PutPlaced(impl_->router, k, size, options, send, can_retry);
+  if (!upsert) {
+    auto result = PutPlaced(impl_->router, k, size, options, send, can_retry);
+    if (result) impl_->hot_cache.Erase(k);  // as in PutAlone
+    return result;
+  }
   auto result = UpsertRouted(impl_->router, k, size, options, send, can_retry);
   impl_->hot_cache.Erase(k);
   return result;

@@ -26,9 +26,11 @@
 //     the read that fetched them; after that a hit revalidates the same way.
 //     So an upsert or remove by ANOTHER client becomes visible to this client
 //     after at most hot_cache_max_staleness_ms for small objects.
-//   * This client's own Upsert/Remove (and their batch forms) drop the entry
-//     at once, and a fill from a read that started before the invalidation
-//     is discarded, so a client always reads its own writes.
+//   * This client's own Put/Upsert/Remove (their batch, stream and async
+//     forms too) drop the entry at once (a put that succeeds found the key
+//     absent, so a copy cached before is of a removed object), and a fill
+//     from a read that started before the invalidation is discarded, so a
+//     client always reads its own writes.
 //   * Only Get consults and fills the cache; GetStream, BatchGet and Exist go
 //     to the owner every time.
 //

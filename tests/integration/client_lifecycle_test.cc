@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -242,6 +243,37 @@ TEST_F(HotCacheStalenessTest, OwnWritesInvalidateAtOnce) {
   EXPECT_EQ(got->data, "v2");
   ASSERT_TRUE(IsOk(a->Remove("mine", /*force=*/true)));
   EXPECT_TRUE(FailsWith(a->Get("mine"), ErrorCode::kObjectNotFound));
+}
+
+// Another client removes a key this one has cached; this one then puts it
+// anew. However it puts, its next read sees its own value, not the copy it
+// cached (which is young enough to be served without asking).
+TEST_F(HotCacheStalenessTest, OwnPutsOfARemovedKeyInvalidateAtOnce) {
+  auto a = CachingClient();
+  ASSERT_TRUE(a);
+  for (const std::string how : {"Put", "BatchPut", "PutAsync"}) {
+    SCOPED_TRACE(how);
+    const std::string key = "again-" + how;
+    ASSERT_TRUE(IsOk(client_->Put(key, "old value")));
+    ASSERT_TRUE(Cached(*a, key));
+    ASSERT_TRUE(IsOk(client_->Remove(key, /*force=*/true)));
+    if (how == "Put") {
+      ASSERT_TRUE(IsOk(a->Put(key, "new value")));
+    } else if (how == "BatchPut") {
+      auto results = a->BatchPut({{key, "new value"}});
+      ASSERT_EQ(results.size(), 1u);
+      ASSERT_TRUE(IsOk(results[0]));
+    } else {
+      std::promise<Result<void>> put;
+      a->PutAsync(key, "new value", [&](Result<void> r) { put.set_value(std::move(r)); });
+      auto answered = put.get_future();
+      ASSERT_EQ(answered.wait_for(10s), std::future_status::ready);
+      ASSERT_TRUE(IsOk(answered.get()));
+    }
+    auto got = a->Get(key);
+    ASSERT_TRUE(IsOk(got));
+    EXPECT_EQ(got->data, "new value") << "the hot cache served the removed object's copy";
+  }
 }
 
 }  // namespace
