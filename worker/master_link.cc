@@ -316,4 +316,13 @@ Result<void> MasterLink::HandOver(const std::string& key, const std::string& new
   return ToResult(*reply);
 }
 
+Result<std::string> MasterLink::OwnerOf(const std::string& key) {
+  rpc::LocationResult location;
+  auto reply = channel_->shards.ForKey(key).Call(
+      [&](rpc::MasterServiceClient& client) { client.GetLocation(location, key); });
+  if (!reply) return Err(reply.error());
+  if (auto found = ToResult(location.code); !found) return Err(found.error());
+  return location.node_id;
+}
+
 }  // namespace mooncake

@@ -81,6 +81,8 @@ class MasterLink : public OwnerDirectory {
   Result<NodeRecord> FindNode(const std::string& node_id);
   // Swaps the key's owner from this node to `new_owner` (compare-and-set).
   Result<void> HandOver(const std::string& key, const std::string& new_owner);
+  // The node the master names as the key's owner (kObjectNotFound: none).
+  Result<std::string> OwnerOf(const std::string& key);
 
  private:
   struct Channel;

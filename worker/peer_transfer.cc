@@ -28,6 +28,7 @@ Result<CrashPoint> ParseCrashPoint(std::string_view text) {
   if (text.empty() || text == "none") return CrashPoint::kNone;
   if (text == "after_adopt") return CrashPoint::kAfterAdopt;
   if (text == "after_hand_over") return CrashPoint::kAfterHandOver;
+  if (text == "hand_over_answer_lost") return CrashPoint::kHandOverAnswerLost;
   return Err(ErrorCode::kInvalidParams);
 }
 
@@ -76,14 +77,42 @@ Result<std::string> ThriftPeerTransfer::Transfer(const std::string& key, uint64_
   }
   MaybeCrash(CrashPoint::kAfterAdopt);
   // The target holds a complete copy; the master decides who owns it.
-  if (auto swapped = master_.HandOver(key, node->node_id); !swapped) {
-    MC_LOG_WARN("hand-over refused key={} to={} error={}; target drops its copy", key,
-                node->node_id, ToString(swapped.error()));
-    channel->rpc.Call([&](rpc::WorkerServiceClient& c) { return c.AdoptAbort(key); });
-    return Err(swapped.error());
+  auto swapped = master_.HandOver(key, node->node_id);
+  if (swapped && crash_point_ == CrashPoint::kHandOverAnswerLost) {
+    MC_LOG_WARN("test fault: the hand-over's answer is lost key={}", key);
+    swapped = Err(ErrorCode::kRpcTimeout);
+  }
+  if (!swapped) {
+    std::optional<bool> handed = HandedOverDespite(key, node->node_id, swapped.error());
+    if (!handed.has_value()) {
+      // Whoever the master names keeps the object: the target claims its
+      // adopted copy or drops it (Mover::ConfirmAdoptedObjects).
+      MC_LOG_WARN("hand-over unsettled key={} to={} error={}; the target confirms its copy later",
+                  key, node->node_id, ToString(swapped.error()));
+      return Err(swapped.error());
+    }
+    if (!*handed) {
+      MC_LOG_WARN("hand-over refused key={} to={} error={}; target drops its copy", key,
+                  node->node_id, ToString(swapped.error()));
+      channel->rpc.Call([&](rpc::WorkerServiceClient& c) { return c.AdoptAbort(key); });
+      return Err(swapped.error());
+    }
+    MC_LOG_INFO("hand-over applied despite its error key={} to={} error={}", key, node->node_id,
+                ToString(swapped.error()));
   }
   MaybeCrash(CrashPoint::kAfterHandOver);
   return node->node_id;
+}
+
+std::optional<bool> ThriftPeerTransfer::HandedOverDespite(const std::string& key,
+                                                          const std::string& target,
+                                                          ErrorCode error) {
+  // The master's own refusal (not the owner, the key gone) is an answer.
+  if (error != ErrorCode::kRpcTimeout && error != ErrorCode::kRpcFail) return false;
+  auto owner = master_.OwnerOf(key);
+  if (owner) return *owner == target;
+  if (owner.error() == ErrorCode::kObjectNotFound) return false;
+  return std::nullopt;
 }
 
 Result<void> ThriftPeerTransfer::SendTo(WorkerChannel& channel, const std::string& node_id,

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "thrift/rpc_limits.h"
@@ -35,9 +36,12 @@ class RdmaRegion;
 class RdmaConnectResult;
 }  // namespace rpc
 
-// Steps at which a test may have the sending worker die (kill -9), to check
-// that a move interrupted anywhere never loses the key's data.
-enum class CrashPoint { kNone, kAfterAdopt, kAfterHandOver };
+// Steps at which a test may break a move of the sending worker, to check
+// that a move interrupted anywhere never loses the key's data: the worker
+// dies (kill -9) after the adopt or after the hand-over, or the master's
+// answer to the hand-over is lost after the swap was applied, as on a
+// timeout (kHandOverAnswerLost: the worker lives on).
+enum class CrashPoint { kNone, kAfterAdopt, kAfterHandOver, kHandOverAnswerLost };
 
 Result<CrashPoint> ParseCrashPoint(std::string_view text);
 
@@ -94,6 +98,12 @@ class ThriftPeerTransfer : public PeerTransfer {
   Result<void> SendByTcp(WorkerChannel& channel, const Adoption& adoption, uint64_t size,
                          const ObjectSource& source);
   void Count(const std::string& node_id, Sent sent, uint64_t size, const std::string& why);
+  // Whether a hand-over of `key` to `target` that failed with `error` took
+  // place all the same: a call whose answer was lost (a timeout, a broken
+  // connection) may have been applied, so the master is asked who owns the
+  // key. nullopt when that cannot be told (the master is away too).
+  std::optional<bool> HandedOverDespite(const std::string& key, const std::string& target,
+                                        ErrorCode error);
   void MaybeCrash(CrashPoint point) const;
 
   MasterLink& master_;

@@ -115,7 +115,8 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
       ->capture_default_str();
   app.add_option("--test-crash-at", c.test_crash_at,
                  "Test hook: kill this worker at a step of an outgoing move "
-                 "(after_adopt, after_hand_over)")
+                 "(after_adopt, after_hand_over), or lose the master's answer to its "
+                 "hand-over (hand_over_answer_lost)")
       ->group("");  // hidden from --help: not for production
   app.add_option("--ready-file", c.ready_file,
                  "Once registered with the master, write two lines here (atomically): the "
@@ -202,7 +203,7 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
   if (c.rdma_port < 1 || c.rdma_port > 255) return fail("--rdma-port must be in 1..255");
   if (c.rdma_gid_index < -1) return fail("--rdma-gid-index must be -1 (pick) or >= 0");
   if (!ParseCrashPoint(c.test_crash_at)) {
-    return fail("--test-crash-at must be after_adopt or after_hand_over");
+    return fail("--test-crash-at must be after_adopt, after_hand_over or hand_over_answer_lost");
   }
   if (c.put_start_discard_timeout_ms <= 0) {
     return fail("--put-start-discard-timeout-ms must be positive");

@@ -461,6 +461,43 @@ TEST_F(ClusterMovesTest, SourceKilledAfterHandOverLeavesEveryKeyIntactOrAbsent) 
   SourceDiesDuringAMove("after_hand_over");
 }
 
+// The master applies a hand-over but its answer is lost (as on a timeout):
+// the sender must not take the move back, or the master would name a node
+// whose copy was dropped. It asks the master who owns the key, and every
+// moved key stays readable where the master says.
+TEST_F(ClusterMovesTest, AHandOverWhoseAnswerIsLostLeavesEveryKeyReadable) {
+  // Given a small w1 whose hand-overs all lose their answers, and two peers.
+  WorkerOptions w1 = Small(8, 16, {"--test-crash-at", "hand_over_answer_lost"});
+  w1.promote_on_get = false;  // reads must not trigger more moves
+  ASSERT_NO_FATAL_FAILURE(GivenThreeNodes(w1, Small(16, 64), Small(16, 64)));
+  auto client = cluster_.NewClient("w1");
+  ASSERT_TRUE(client);
+
+  // When more is put on w1 than it holds, so that it moves objects out.
+  std::map<std::string, std::string> values;
+  for (int i = 0; i < 40; ++i) {
+    std::string key = Key("lost-answer-", i);
+    values[key] = PatternBytes(900 + i, kMiB);
+    ASSERT_TRUE(IsOk(client->Put(key, values[key], On("w1")))) << key;
+  }
+  auto reader = cluster_.NewClient();
+  ASSERT_TRUE(reader);
+  EXPECT_TRUE(Eventually(
+      [&] { return StatsOf(*reader, "w2").moved_in + StatsOf(*reader, "w3").moved_in >= 1; }, 5s))
+      << "w1 never moved an object out";
+
+  // Expect every key readable byte for byte, now and after the targets
+  // confirmed their adopted copies.
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& [key, value] : values) {
+      auto got = reader->Get(key);
+      ASSERT_TRUE(IsOk(got)) << key << " (round " << round << "): " << ToString(got.error());
+      EXPECT_TRUE(got->data == value) << key << " read back wrong";
+    }
+    std::this_thread::sleep_for(700ms);  // past --adopt-confirm-delay-ms
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Master restart
 

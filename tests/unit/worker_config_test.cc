@@ -259,7 +259,7 @@ TEST(WorkerConfigTest, EdgeValuesAreAccepted) {
   // Without an SSD tier the SSD path is not needed.
   auto no_ssd = Parse({"--ssd-capacity", "0", "--ssd-path", ""}, &message);
   ASSERT_TRUE(no_ssd) << message;
-  for (const char* hook : {"after_adopt", "after_hand_over"}) {
+  for (const char* hook : {"after_adopt", "after_hand_over", "hand_over_answer_lost"}) {
     auto crash = Parse({"--test-crash-at", hook}, &message);
     ASSERT_TRUE(crash) << hook << ": " << message;
     EXPECT_EQ(crash->test_crash_at, hook);
