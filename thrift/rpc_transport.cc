@@ -232,6 +232,7 @@ bool BoundedFramedTransport::readFrame() {
   // message.
   resetConsumedMessageSize();
   resetConsumedMessageSize(size);
+  in_message_ = true;
   viewed_buffer_.reset();  // the last frame's views are gone
   if (frame_capacity_ > kKeptFrameBuffer && size <= kKeptFrameBuffer) {
     frame_.reset();
@@ -244,7 +245,10 @@ bool BoundedFramedTransport::readFrame() {
 }
 
 uint32_t BoundedFramedTransport::readSlow(uint8_t* buf, uint32_t len) {
-  if (frame_unread_ == 0) return TFramedTransport::readSlow(buf, len);  // the next frame
+  if (frame_unread_ == 0) {
+    if (in_message_) ThrowPastFrame();
+    return TFramedTransport::readSlow(buf, len);  // the next message's frame
+  }
   if (large_frames_ == LargeFrames::kWhole) {
     // The rest of the frame, then the fast path (or, past the frame, the
     // next frame, as TFramedTransport reads one).
@@ -267,10 +271,13 @@ uint32_t BoundedFramedTransport::readSlow(uint8_t* buf, uint32_t len) {
     rBase_ += from_frame;
   }
   if (from_frame == need) return len;
-  // The message reads past its frame: carry on in the next one, as
-  // TFramedTransport does.
-  return buffered + from_frame +
-         TFramedTransport::readSlow(buf + buffered + from_frame, need - from_frame);
+  ThrowPastFrame();
+}
+
+void BoundedFramedTransport::ThrowPastFrame() {
+  // TFramedTransport would read on into the next frame, which replaces the
+  // buffer that views of this message's values point into.
+  throw TProtocolException(TProtocolException::SIZE_LIMIT, "message reads past its frame");
 }
 
 const uint8_t* BoundedFramedTransport::borrowSlow(uint8_t* buf, uint32_t* len) {
@@ -303,6 +310,7 @@ uint32_t BoundedFramedTransport::readEnd() {
     ReceiveFrameBytes(drop, std::min<uint32_t>(frame_unread_, sizeof(drop)));
   }
   rBase_ = rBound_;
+  in_message_ = false;
   return TFramedTransport::readEnd();
 }
 

@@ -176,8 +176,10 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
 
  protected:
   bool readFrame() override;
-  // Past the buffered bytes: the rest of the current frame, else the next
-  // frame.
+  // Past the buffered bytes: the rest of the current frame; between
+  // messages (after readEnd), the next frame. A message is one frame: one
+  // that reads past its frame is refused (SIZE_LIMIT), since the next frame
+  // would replace the bytes its values are views of.
   uint32_t readSlow(uint8_t* buf, uint32_t len) override;
   // A string longer than what is buffered: buffers the rest of the frame
   // (kWhole), else leaves the protocol to read it.
@@ -185,6 +187,7 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
 
  private:
   bool ReadHeader(uint32_t* size);
+  [[noreturn]] static void ThrowPastFrame();
   // Between frames: polls the socket for up to timeouts_.poll, yielding the
   // CPU between tries, while a CPU is spare. A frame that comes within it is
   // read without this thread sleeping in recv and being woken, which on a
@@ -230,6 +233,8 @@ class BoundedFramedTransport : public apache::thrift::transport::TFramedTranspor
   // when all of them must have arrived.
   uint32_t frame_unread_ = 0;
   std::chrono::steady_clock::time_point frame_deadline_;
+  // A frame was read and its message not yet ended (readEnd).
+  bool in_message_ = false;
   // Bytes read past what a read was for (a frame's header, or a piece of
   // the frame) and not yet handed on: the rest of the frame, or the start
   // of the next one when a peer pipelines. [begin, end).

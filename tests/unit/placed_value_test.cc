@@ -255,6 +255,26 @@ TEST_F(PlacedValueTest, AValueDeclaredPastItsFrameIsRefusedBeforeAnythingIsPlace
   EXPECT_FALSE(asked);
 }
 
+// A message is one frame. One that reads on past its frame (a peer that
+// split a put over two frames) is refused: the next frame would replace
+// the buffer that the first frame's views point into. Between messages
+// (after readEnd) the next frame is read as usual.
+TEST_F(PlacedValueTest, AMessageThatReadsPastItsFrameIsRefused) {
+  const std::string value = Pattern(100, 5);
+  Send(Framed(Binary("key") + Binary(value)) + Framed(Binary("next")) +
+       Framed(std::string(4096, '\0')));
+  EXPECT_EQ(ReadKey(), "key");
+  std::string_view view;
+  std::string storage;
+  in_->readBinaryView(view, storage);
+  EXPECT_TRUE(view == value);
+  transport_->readEnd();
+  EXPECT_EQ(ReadKey(), "next");  // the next message, in the next frame
+  int32_t past = 0;
+  EXPECT_THROW(in_->readI32(past), apache::thrift::protocol::TProtocolException);
+  EXPECT_EQ(past, 0);
+}
+
 // A client's reply over 64 KiB is decoded piece by piece (kAsDecoded), and
 // each piece is buffered over the one before: a view of an earlier piece
 // would change under its reader. Such fields are copied; a reply that is
