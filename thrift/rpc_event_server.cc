@@ -528,11 +528,14 @@ void RpcEventServer::AcceptAll() {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        // Out of descriptors, say: try again on the next connection.
-        MC_LOG_WARN("rpc accept failed port={} error=\"{}\"", port_, std::strerror(errno));
-      }
-      break;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      // Out of descriptors or memory, say. The connection stays in the
+      // backlog, and a listener armed again now would be reported at once,
+      // for ever: housekeeping arms it on its next round instead.
+      MC_LOG_WARN("rpc accept failed port={} error=\"{}\"; accepting again shortly", port_,
+                  std::strerror(errno));
+      accept_paused_.store(true, std::memory_order_release);
+      return;
     }
     if (stopping_.load() || !guard_->Admit(active_.load(std::memory_order_relaxed))) {
       close(fd);
@@ -558,6 +561,10 @@ void RpcEventServer::AcceptAll() {
     epoll_event event{.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data = {.ptr = raw}};
     if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) Close(raw);
   }
+  ArmListener();
+}
+
+void RpcEventServer::ArmListener() {
   epoll_event accept{.events = EPOLLIN | EPOLLONESHOT, .data = {.ptr = &listen_tag}};
   epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &accept);
 }
@@ -853,6 +860,7 @@ void RpcEventServer::Housekeeping() {
     if (stopping_.load()) break;
     CloseExpired(Clock::now());
     JoinFinishedThreads();
+    if (accept_paused_.exchange(false, std::memory_order_acq_rel)) ArmListener();
   }
 }
 

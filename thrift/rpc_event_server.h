@@ -98,7 +98,10 @@ class RpcEventServer {
 
   void LoopMain();
   void PoolMain();
+  // Accepts every waiting connection, then arms the listener again (unless
+  // accept() ran out of a resource: see accept_paused_).
   void AcceptAll();
+  void ArmListener();
   // A loop thread's turn on `conn`, which epoll reported.
   void ServeOnLoop(Connection& conn, Worker& worker);
   // A pool thread's turn on `conn`, which a loop thread handed over: the
@@ -151,6 +154,9 @@ class RpcEventServer {
   int epoll_fd_ = -1;
   int stop_fd_ = -1;  // an eventfd, readable once Stop began
   std::atomic<bool> stopping_{false};
+  // accept() failed for want of a resource; housekeeping arms the listener
+  // again (AcceptAll left it disarmed).
+  std::atomic<bool> accept_paused_{false};
   std::vector<std::thread> loops_;
 
   std::mutex connections_mu_;

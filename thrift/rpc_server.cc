@@ -33,6 +33,7 @@ using apache::thrift::server::TThreadedServer;
 using apache::thrift::transport::TServerSocket;
 using apache::thrift::transport::TSocket;
 using apache::thrift::transport::TTransport;
+using apache::thrift::transport::TTransportException;
 using apache::thrift::transport::TTransportFactory;
 
 // The TLS engine's live connections: counted for the connection limit, and
@@ -101,6 +102,10 @@ class RpcServer::ThreadedConnections {
 
 namespace {
 
+// How long the threaded engine waits after accept() itself failed (out of
+// descriptors or memory) before it tries again.
+constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
+
 // Accepts connections, wraps them in TLS, and closes at once those over the
 // connection limit (instead of letting them queue unseen in the kernel's
 // backlog).
@@ -122,7 +127,20 @@ class GuardedServerSocket : public TServerSocket {
  protected:
   std::shared_ptr<TTransport> acceptImpl() override {
     for (;;) {
-      auto client = TServerSocket::acceptImpl();
+      std::shared_ptr<TTransport> client;
+      try {
+        client = TServerSocket::acceptImpl();
+      } catch (const TTransportException& e) {
+        // accept() itself failed (EMFILE, ENFILE, ENOMEM, ...). Thrift's
+        // serve() stops listening for good on any error but a timeout, so
+        // this waits a little (the connection stays in the backlog) and
+        // reports one: serve() calls again.
+        if (e.getType() != TTransportException::UNKNOWN) throw;
+        MC_LOG_WARN("rpc accept failed port={} error=\"{}\"; accepting again in {} ms", getPort(),
+                    e.what(), kAcceptRetryDelay.count());
+        std::this_thread::sleep_for(kAcceptRetryDelay);
+        throw TTransportException(TTransportException::TIMED_OUT, e.what());
+      }
       if (guard_->Admit(connections_->active())) return client;
       client->close();
     }

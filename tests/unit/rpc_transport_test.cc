@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
@@ -377,6 +378,50 @@ TEST_P(RpcServerTest, ConnectionsOverTheLimitAreClosedWhileOthersKeepWorking) {
   EXPECT_TRUE(fourth.RoundTrip());
   EXPECT_EQ(server_->stats().refused_connections, 1u);
   EXPECT_EQ(server_->stats().accepted_connections, 3u);
+}
+
+// Out of descriptors, accept() fails while a connection waits. The server
+// must keep listening (Thrift's threaded server stopped for good on such an
+// error) and must not spin on the listener (epoll reported it again at
+// once, for ever); once descriptors are free, the waiting connection and
+// new ones are answered.
+TEST_P(RpcServerTest, AnAcceptOutOfDescriptorsLeavesTheServerListening) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  RawConnection warm(server_->port());
+  ASSERT_TRUE(warm.RoundTrip());
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  struct Restore {
+    rlimit limit;
+    ~Restore() { setrlimit(RLIMIT_NOFILE, &limit); }
+  } restore{limit};
+  // The next descriptor is the last one this process may open: the client
+  // end below takes it, and the server's accept() finds none.
+  int next = dup(0);
+  ASSERT_GE(next, 0);
+  close(next);
+  rlimit low = limit;
+  low.rlim_cur = static_cast<rlim_t>(next) + 1;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  RawConnection waiting(server_->port());
+  ASSERT_TRUE(waiting.connected());
+  ASSERT_TRUE(waiting.Send(ListNodesCall()));  // TCP_DEFER_ACCEPT waits for bytes
+
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  std::this_thread::sleep_for(600ms);
+  getrusage(RUSAGE_SELF, &after);
+  auto cpu = [](const rusage& r) {
+    return std::chrono::seconds(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+           std::chrono::microseconds(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+  };
+  EXPECT_LT(cpu(after) - cpu(before), 150ms) << "the server spun while out of descriptors";
+
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);
+  EXPECT_EQ(waiting.Await(5s), RawConnection::Outcome::kAnswered)
+      << "the connection that waited was never served";
+  RawConnection fresh(server_->port());
+  EXPECT_TRUE(fresh.RoundTrip()) << "the server stopped listening";
 }
 
 TEST_P(RpcServerTest, RejectedFramesDoNotPoisonTheThreadsThatServeLaterCalls) {
