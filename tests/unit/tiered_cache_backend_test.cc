@@ -205,68 +205,43 @@ TEST_F(BackendTest, ARemoveWaitsForAPutsClaimSoTheMasterIsNotLeftPointingHere) {
 }
 
 // An upsert that pre-empts a put whose claim is still on the wire takes the
-// key over; if the upsert is then revoked, the key is gone here, and the
-// master must not keep pointing here once the put's claim lands, whichever
-// of the two comes first.
-TEST_F(BackendTest, AnUpsertRevokedWhileAPutsClaimIsOutLeavesTheMasterNotPointingHere) {
+// key over; if the upsert is then revoked, or removed while it is written,
+// the key is gone here, and the master must not keep pointing here once the
+// put's claim lands, whichever of the two comes first.
+TEST_F(BackendTest, AnUpsertEndedWhileAPutsClaimIsOutLeavesTheMasterNotPointingHere) {
   Open(8 * kMiB, 32 * kMiB);
-  for (bool claim_lands_first : {true, false}) {
-    SCOPED_TRACE(claim_lands_first ? "claim lands, then revoke" : "revoke, then claim lands");
-    const std::string key = claim_lands_first ? "first" : "second";
-    directory_.HoldAsyncClaims();
-    std::optional<Result<void>> put;
-    ASSERT_TRUE(backend_->TryPutAsync(key, Pattern(key, 4096), {},
-                                      [&](Result<void> r) { put = std::move(r); }));
-    ASSERT_EQ(directory_.held_claims(), 1u);
-    auto upsert = backend_->PutStart(key, 8192, {}, WriteMode::kUpsert);
-    ASSERT_TRUE(upsert) << ToString(upsert.error());
-    if (claim_lands_first) {
-      directory_.RunHeldClaims();
-      ASSERT_TRUE(backend_->PutRevoke(*upsert));
-    } else {
-      ASSERT_TRUE(backend_->PutRevoke(*upsert));
-      directory_.RunHeldClaims();
+  for (bool removed : {false, true}) {
+    for (bool claim_lands_first : {true, false}) {
+      const std::string end = removed ? "remove" : "revoke";
+      SCOPED_TRACE(claim_lands_first ? "claim lands, then " + end : end + ", then claim lands");
+      const std::string key = end + (claim_lands_first ? "-first" : "-second");
+      directory_.HoldAsyncClaims();
+      std::optional<Result<void>> put;
+      ASSERT_TRUE(backend_->TryPutAsync(key, Pattern(key, 4096), {},
+                                        [&](Result<void> r) { put = std::move(r); }));
+      ASSERT_EQ(directory_.held_claims(), 1u);
+      auto upsert = backend_->PutStart(key, 8192, {}, WriteMode::kUpsert);
+      ASSERT_TRUE(upsert) << ToString(upsert.error());
+      auto end_upsert = [&] {
+        return removed ? backend_->Remove(key, /*force=*/true) : backend_->PutRevoke(*upsert);
+      };
+      if (claim_lands_first) {
+        directory_.RunHeldClaims();
+        ASSERT_TRUE(directory_.Owns(key));
+        ASSERT_TRUE(end_upsert());
+      } else {
+        ASSERT_TRUE(end_upsert());
+        directory_.RunHeldClaims();
+      }
+      ASSERT_TRUE(put.has_value());
+      EXPECT_FALSE(backend_->Get(key, 0, 0));
+      EXPECT_FALSE(directory_.Owns(key));
+      // The upsert's writer finds its write gone.
+      EXPECT_FALSE(backend_->PutChunk(*upsert, 0, Pattern(key, 8192)));
+      // Nothing is left behind: the key can be put again, here or elsewhere.
+      EXPECT_TRUE(backend_->Put(key, "again", {}));
+      EXPECT_TRUE(directory_.Owns(key));
     }
-    ASSERT_TRUE(put.has_value());
-    EXPECT_FALSE(backend_->Get(key, 0, 0));
-    EXPECT_FALSE(directory_.Owns(key));
-    // Nothing is left behind: the key can be put again, here or elsewhere.
-    EXPECT_TRUE(backend_->Put(key, "again", {}));
-    EXPECT_TRUE(directory_.Owns(key));
-  }
-}
-
-// The same with the upsert removed instead of revoked: a remove of a key
-// still being written must release it at the master once the put's claim,
-// which the upsert inherited, has landed.
-TEST_F(BackendTest, AnUpsertRemovedWhileAPutsClaimIsOutLeavesTheMasterNotPointingHere) {
-  Open(8 * kMiB, 32 * kMiB);
-  for (bool claim_lands_first : {true, false}) {
-    SCOPED_TRACE(claim_lands_first ? "claim lands, then remove" : "remove, then claim lands");
-    const std::string key = claim_lands_first ? "first" : "second";
-    directory_.HoldAsyncClaims();
-    std::optional<Result<void>> put;
-    ASSERT_TRUE(backend_->TryPutAsync(key, Pattern(key, 4096), {},
-                                      [&](Result<void> r) { put = std::move(r); }));
-    ASSERT_EQ(directory_.held_claims(), 1u);
-    auto upsert = backend_->PutStart(key, 8192, {}, WriteMode::kUpsert);
-    ASSERT_TRUE(upsert) << ToString(upsert.error());
-    if (claim_lands_first) {
-      directory_.RunHeldClaims();
-      ASSERT_TRUE(directory_.Owns(key));
-      ASSERT_TRUE(backend_->Remove(key, /*force=*/true));
-    } else {
-      ASSERT_TRUE(backend_->Remove(key, /*force=*/true));
-      directory_.RunHeldClaims();
-    }
-    ASSERT_TRUE(put.has_value());
-    EXPECT_FALSE(backend_->Get(key, 0, 0));
-    EXPECT_FALSE(directory_.Owns(key));
-    // The upsert's writer finds its write gone.
-    EXPECT_FALSE(backend_->PutChunk(*upsert, 0, Pattern(key, 8192)));
-    // Nothing is left behind: the key can be put again, here or elsewhere.
-    EXPECT_TRUE(backend_->Put(key, "again", {}));
-    EXPECT_TRUE(directory_.Owns(key));
   }
 }
 
