@@ -614,6 +614,11 @@ Result<void> WritePath::FinishPublishLocked(const PendingWrite& write, uint64_t 
   Object* object = table_.Resolve(write.object, write.key);
   if (!claimed) {
     if (object != nullptr) table_.Erase(*object);
+    // A claim whose answer was lost (a timeout, a broken connection) may
+    // have been applied, and the master would then point here at nothing.
+    // The release removes the key only where this node owns it, so it is
+    // sent for any failure but another node's ownership.
+    if (claimed.error() != ErrorCode::kObjectAlreadyExists) ReleaseLaterLocked(write.key, release);
     return claimed;
   }
   if (object != nullptr) {
@@ -702,11 +707,13 @@ void WritePath::ReleaseLaterLocked(const std::string& key, std::vector<std::stri
 void WritePath::ReleaseAbandonedOwnership(const std::vector<std::string>& keys) {
   if (keys.empty()) return;
   // The keys are gone here (their values replaced and the replacements
-  // revoked or lost), so the master must stop pointing at this node: all of
-  // them in one call per master shard.
+  // revoked or lost, or their claims failed), so the master must stop
+  // pointing at this node: all of them in one call per master shard. A key
+  // it does not name this node for is already as it should be.
   std::vector<Result<void>> released = ctx_.directory->ReleaseMany(keys);
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (i < released.size() && !released[i]) {
+    if (i < released.size() && !released[i] && released[i].error() != ErrorCode::kObjectNotFound &&
+        released[i].error() != ErrorCode::kNotOwner) {
       MC_LOG_WARN("release of a key no longer here failed key={} error={}", keys[i],
                   ToString(released[i].error()));
     }

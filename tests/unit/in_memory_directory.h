@@ -22,11 +22,19 @@ class InMemoryDirectory : public OwnerDirectory {
  public:
   // As the master answers: a key this node owns already is its own again;
   // one another node owns (ClaimElsewhere) is not.
+  // With LoseClaimAnswers, a claim is applied and then answered with that
+  // error, as when the master's answer is lost.
   Result<void> Claim(const std::string& key) override {
     std::lock_guard lock(mu_);
     auto [owner, inserted] = owned_.emplace(key, kHere);
     if (!inserted && owner->second != kHere) return Err(ErrorCode::kObjectAlreadyExists);
+    if (lost_claim_answer_ != ErrorCode::kOk) return Err(lost_claim_answer_);
     return {};
+  }
+  // Claims are applied but answered with `code` (kOk: answered again).
+  void LoseClaimAnswers(ErrorCode code) {
+    std::lock_guard lock(mu_);
+    lost_claim_answer_ = code;
   }
   std::vector<Result<void>> ClaimMany(const std::vector<std::string>& keys) override {
     {
@@ -132,13 +140,14 @@ class InMemoryDirectory : public OwnerDirectory {
  private:
   enum Owner { kHere, kElsewhere };
   std::mutex mu_;
-  std::map<std::string, Owner> owned_;          // guarded by mu_
-  int claim_many_calls_ = 0;                    // guarded by mu_
-  int release_many_calls_ = 0;                  // guarded by mu_
-  size_t released_in_batches_ = 0;              // guarded by mu_
-  ErrorCode release_failure_ = ErrorCode::kOk;  // guarded by mu_
-  bool hold_releases_ = false;                  // guarded by mu_
-  size_t releases_waiting_ = 0;                 // guarded by mu_
+  std::map<std::string, Owner> owned_;            // guarded by mu_
+  int claim_many_calls_ = 0;                      // guarded by mu_
+  int release_many_calls_ = 0;                    // guarded by mu_
+  size_t released_in_batches_ = 0;                // guarded by mu_
+  ErrorCode release_failure_ = ErrorCode::kOk;    // guarded by mu_
+  ErrorCode lost_claim_answer_ = ErrorCode::kOk;  // guarded by mu_
+  bool hold_releases_ = false;                    // guarded by mu_
+  size_t releases_waiting_ = 0;                   // guarded by mu_
   std::condition_variable releases_go_, releases_arrived_;
   bool hold_async_ = false;                                                      // guarded by mu_
   std::vector<std::pair<std::string, std::function<void(Result<void>)>>> held_;  // guarded by mu_

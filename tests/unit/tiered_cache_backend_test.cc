@@ -204,6 +204,39 @@ TEST_F(BackendTest, ARemoveWaitsForAPutsClaimSoTheMasterIsNotLeftPointingHere) {
   EXPECT_FALSE(backend_->Get("k", 0, 0));
 }
 
+// A claim the master applied but whose answer was lost fails the put, and
+// the key is gone here: it must not stay owned at the master, or gets would
+// find nothing here and puts elsewhere would be refused, until this node
+// registered again. Whichever way the put was sent.
+TEST_F(BackendTest, APutWhoseClaimAnswerIsLostLeavesTheMasterNotPointingHere) {
+  Open(8 * kMiB, 32 * kMiB);
+  directory_.LoseClaimAnswers(ErrorCode::kRpcTimeout);
+  auto put = backend_->Put("lone", Pattern("lone", 4096), {});
+  ASSERT_FALSE(put);
+  EXPECT_EQ(put.error(), ErrorCode::kRpcTimeout);
+  const std::string a = "batch-a", b = "batch-b";
+  const std::string value_a = Pattern(a, 4096), value_b = Pattern(b, 4096);
+  std::vector<WholeWrite> writes = {{a, value_a, {}, WriteMode::kCreate},
+                                    {b, value_b, {}, WriteMode::kCreate}};
+  for (const auto& result : backend_->PutMany(writes)) EXPECT_FALSE(result);
+  std::optional<Result<void>> async;
+  ASSERT_TRUE(backend_->TryPutAsync("async", Pattern("async", 4096), {},
+                                    [&](Result<void> r) { async = std::move(r); }));
+  ASSERT_TRUE(async.has_value());
+  EXPECT_FALSE(*async);
+  directory_.LoseClaimAnswers(ErrorCode::kOk);
+  for (const std::string key : {"lone", "batch-a", "batch-b", "async"}) {
+    EXPECT_FALSE(directory_.Owns(key)) << key;
+    EXPECT_EQ(backend_->Get(key, 0, 0).error(), ErrorCode::kObjectNotFound) << key;
+    EXPECT_TRUE(backend_->Put(key, "again", {})) << key;
+    EXPECT_TRUE(directory_.Owns(key)) << key;
+  }
+  // Another node's ownership is an answer, not a lost one: nothing to release.
+  directory_.ClaimElsewhere("theirs");
+  EXPECT_EQ(backend_->Put("theirs", "mine", {}).error(), ErrorCode::kObjectAlreadyExists);
+  EXPECT_TRUE(directory_.Owns("theirs"));
+}
+
 // An upsert that pre-empts a put whose claim is still on the wire takes the
 // key over; if the upsert is then revoked, or removed while it is written,
 // the key is gone here, and the master must not keep pointing here once the
