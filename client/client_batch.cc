@@ -466,20 +466,20 @@ std::vector<Result<void>> Client::BatchPutViews(std::span<const ValueView> items
   std::vector<std::function<void()>> tasks;
   AddWriteTasks(impl_->router, *target, items, positions, config, /*upsert=*/false, results, tasks);
   RunParallel(impl_->batch_helpers, tasks);
-  // A node the client chose may be full; the single path asks the master for
-  // another node, item by item.
-  if (!explicit_choice) {
-    bool forgotten = false;
-    for (size_t i : positions) {
-      if (results[i] || !IsRefusedPlacement(results[i].error())) continue;
-      if (!forgotten) {
-        // Before the retries: they must not be sent where the pick said.
-        impl_->router.ForgetPick(target->node_id, results[i].error());
-        forgotten = true;
-      }
-      if (results[i].error() == ErrorCode::kNoAvailableHandle) {
-        results[i] = PutAlone(items[i].key, items[i].value, options);
-      }
+  // A node the client chose may be full, and any node may have become
+  // unreachable (restarted on another port, say): the single path asks the
+  // master for another node, or refreshes the node's address, item by item,
+  // as a lone Put would.
+  bool forgotten = explicit_choice;
+  for (size_t i : positions) {
+    if (results[i] || !IsRefusedPlacement(results[i].error())) continue;
+    if (!forgotten) {
+      // Before the retries: they must not be sent where the pick said.
+      impl_->router.ForgetPick(target->node_id, results[i].error());
+      forgotten = true;
+    }
+    if (!explicit_choice || results[i].error() == ErrorCode::kRpcFail) {
+      results[i] = PutAlone(items[i].key, items[i].value, options);
     }
   }
   // As in PutAlone: a key put now was absent, so a cached copy is stale.

@@ -138,15 +138,8 @@ std::vector<std::optional<Result<void>>> Client::PutTogether(
   std::vector<ValueView> items;
   items.reserve(puts.size());
   for (const CombinedPut* put : puts) items.push_back({put->key, put->value});
-  for (auto& result : BatchPutViews(items, options)) {
-    // An unreachable node: the single path refreshes its address or picks
-    // another node, as a lone Put would.
-    if (!result && result.error() == ErrorCode::kRpcFail) {
-      results.emplace_back(std::nullopt);
-    } else {
-      results.emplace_back(std::move(result));
-    }
-  }
+  // BatchPutViews already retried an unreachable node's puts the single way.
+  for (auto& result : BatchPutViews(items, options)) results.emplace_back(std::move(result));
   return results;
 }
 

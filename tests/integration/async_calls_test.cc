@@ -304,6 +304,27 @@ TEST_F(AsyncPutTest, APutAnswersWhatPutAnswersAndKeepsItsOptions) {
   EXPECT_TRUE(ReadsBack(*client, "large", large));
 }
 
+// A worker that restarted on another port: a lone Put refreshes the node's
+// address and tries again, and so must PutAsync ("answers what Put would")
+// and BatchPut, whose puts travel as a batch.
+TEST_F(AsyncPutTest, PutsAfterTheWorkerRestartedOnAnotherPortSucceedAsPutDoes) {
+  auto client = cluster_.NewClient();
+  ASSERT_TRUE(client);
+  PutKeys(*client, 1);  // the client now knows w1's address
+  cluster_.KillWorker("w1", SIGKILL);
+  ASSERT_TRUE(cluster_.RestartWorker("w1"));
+
+  PutResults results;
+  client->PutAsync("after-restart", "value", results.For(0));
+  ASSERT_EQ(results.Await(1), 1u);
+  EXPECT_TRUE(IsOk(results.At(0))) << ToString(results.At(0).error());
+  auto batch = client->BatchPut({{"batch-after-restart", "value"}});
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_TRUE(IsOk(batch[0])) << ToString(batch[0].error());
+  EXPECT_TRUE(ReadsBack(*client, "after-restart", "value"));
+  EXPECT_TRUE(ReadsBack(*client, "batch-after-restart", "value"));
+}
+
 TEST_F(AsyncPutTest, DestroyingTheClientCompletesEveryPutInFlight) {
   auto client = cluster_.NewClient();
   ASSERT_TRUE(client);
