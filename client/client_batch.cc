@@ -251,23 +251,33 @@ void AddWriteTasks(ClientRouter& router, const Owner& target, std::span<const Va
   }
 }
 
-// After a BatchGet call failed (`failure`) for `slice`: a transport failure
-// may be a reply too large for one frame, and single reads are chunked, so
-// they are tried (`read_one(i)`). If one fails in transport too, the node is
-// down: the rest get that error without waiting for it again.
+// After a BatchGet call to `owner` failed (`failure`) for keys[slice]: a
+// transport failure may be a reply too large for one frame, and single reads
+// are chunked, so they are tried (`read_one(i)`). If one fails in transport
+// too, the node is down. The owner cache may have sent a key there that has
+// since moved, or been removed and put elsewhere: the master is asked, and
+// only a key it names that node for (at that address) gets the failure
+// without waiting for the node again; the others are read where they are.
 template <typename R, typename ReadOne>
-void ReadSinglyAfterFailedBatch(ErrorCode failure, const std::vector<size_t>& slice,
-                                std::vector<R>& results, ReadOne&& read_one) {
-  bool singly = failure == ErrorCode::kRpcFail;
+void ReadSinglyAfterFailedBatch(ClientRouter& router, const Owner& owner,
+                                const std::vector<std::string>& keys, ErrorCode failure,
+                                const std::vector<size_t>& slice, std::vector<R>& results,
+                                ReadOne&& read_one) {
+  bool node_down = failure != ErrorCode::kRpcFail;
   for (size_t i : slice) {
-    if (!singly) {
-      results[i] = Err(failure);
-      continue;
+    if (node_down) {
+      auto elsewhere = router.RelocateUnreachable(keys[i], owner, failure);
+      if (!elsewhere) {
+        const bool gone = elsewhere.error() == ErrorCode::kObjectNotFound;
+        results[i] = Err(gone ? ErrorCode::kObjectNotFound : failure);
+        continue;
+      }
     }
     results[i] = read_one(i);
-    if (!results[i] && (results[i].error() == ErrorCode::kRpcFail ||
-                        results[i].error() == ErrorCode::kRpcTimeout)) {
-      singly = false;
+    if (!node_down && !results[i] &&
+        (results[i].error() == ErrorCode::kRpcFail ||
+         results[i].error() == ErrorCode::kRpcTimeout)) {
+      node_down = true;
       failure = results[i].error();
     }
   }
@@ -310,7 +320,7 @@ void FanOutBatchGet(ClientRouter& router, HelperThreads& helpers,
         std::vector<rpc::GetResult> replies;
         auto call = CallBatchGet(owner, keys, slice, replies);
         if (!call) {
-          ReadSinglyAfterFailedBatch(call.error(), slice, results, read_one);
+          ReadSinglyAfterFailedBatch(router, owner, keys, call.error(), slice, results, read_one);
           return;
         }
         for (size_t j = 0; j < slice.size(); ++j) {

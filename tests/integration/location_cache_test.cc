@@ -116,6 +116,38 @@ TEST_F(LocationCacheTest, AnOwnerThatRestartedAtANewAddressIsReadThereAtOnce) {
   EXPECT_EQ(value->data, "value");
 }
 
+// A BatchGet groups keys by the owners the cache remembers. When that node
+// is down, a key the cache sent there by mistake (removed and put again on
+// another node) is read where the master says, as a single Get would; a key
+// that does live on the dead node fails.
+TEST_F(LocationCacheTest, ABatchGetToADeadNodeReadsTheKeysThatLiveElsewhere) {
+  ASSERT_TRUE(cluster_.StartMaster());  // default node TTL: the dead node stays listed
+  ASSERT_TRUE(cluster_.StartWorker("w1", {.dram = 16 << 20, .ssd = 0}));
+  ASSERT_TRUE(cluster_.StartWorker("w2", {.dram = 16 << 20, .ssd = 0}));
+  auto reader = cluster_.NewClient();
+  auto writer = cluster_.NewClient();
+  ASSERT_TRUE(reader && writer);
+  for (const char* key : {"stays", "moves-a", "moves-b"}) {
+    ASSERT_TRUE(IsOk(writer->Put(key, "on w1", {.preferred_node = "w1"}))) << key;
+  }
+  for (const auto& got : reader->BatchGet({"stays", "moves-a", "moves-b"})) {
+    ASSERT_TRUE(IsOk(got));  // the reader now remembers w1 for all three
+  }
+  for (const char* key : {"moves-a", "moves-b"}) {
+    ASSERT_TRUE(IsOk(writer->Remove(key, /*force=*/true))) << key;
+    ASSERT_TRUE(IsOk(writer->Put(key, "on w2", {.preferred_node = "w2"}))) << key;
+  }
+  cluster_.KillWorker("w1", SIGKILL);
+
+  auto got = reader->BatchGet({"stays", "moves-a", "moves-b"});
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_FALSE(got[0].has_value()) << "read from a dead node";
+  for (size_t i : {1u, 2u}) {
+    ASSERT_TRUE(IsOk(got[i])) << i << ": " << ToString(got[i].error());
+    EXPECT_EQ(got[i]->data, "on w2");
+  }
+}
+
 TEST_F(LocationCacheTest, UpsertGoesToTheCurrentOwnerEvenWhenTheCacheIsStale) {
   GivenTwoNodes();
   auto reader = cluster_.NewClient();
