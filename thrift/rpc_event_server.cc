@@ -827,8 +827,14 @@ RpcEventServer::Answer RpcEventServer::SendOrKeep(Connection& conn,
 }
 
 bool RpcEventServer::SendAll(Connection& conn, const uint8_t* data, size_t size) {
+  // One deadline for the whole rest of the reply: a peer that takes a few
+  // bytes at a time must not hold this thread, or what the reply pins, for
+  // longer than the read timeout.
+  const auto timeout = guard_->timeouts().frame;
+  const Clock::time_point deadline =
+      timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
   while (size > 0) {
-    ssize_t n = send(conn.fd, data, size, MSG_NOSIGNAL);
+    ssize_t n = send(conn.fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       data += n;
       size -= static_cast<size_t>(n);
@@ -836,6 +842,7 @@ bool RpcEventServer::SendAll(Connection& conn, const uint8_t* data, size_t size)
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (AwaitWritable(conn.fd, deadline)) continue;
       guard_->Record(RpcFault::kSlowReader, PeerOf(conn.fd),
                      "the peer did not take its reply within the read timeout");
     }

@@ -1,6 +1,7 @@
 #include "thrift/rpc_transport.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -122,19 +123,27 @@ void IgnoreSigpipeIfDefault() {
 // key in BatchGets of 16 x 4 KiB).
 constexpr uint32_t kBorrowedWriteBytes = 4u << 10;
 
-// Sends every byte of `pieces` on a blocking socket; its send timeout
-// (SO_SNDTIMEO) bounds each wait.
-void SendPieces(int fd, std::vector<iovec>& pieces) {
+// Sends every byte of `pieces`, all of them within `timeout` (0: no limit).
+// The limit is on the whole frame, not on each wait: a peer that takes a
+// few bytes at a time must not hold the sender (and what the reply pins)
+// for longer than the timeout.
+void SendPieces(int fd, std::vector<iovec>& pieces, milliseconds timeout) {
+  const Clock::time_point deadline =
+      timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
   size_t first = 0;
   while (first < pieces.size()) {
     msghdr message{};
     message.msg_iov = pieces.data() + first;
     message.msg_iovlen = std::min<size_t>(pieces.size() - first, IOV_MAX);
-    ssize_t sent = sendmsg(fd, &message, MSG_NOSIGNAL);
+    ssize_t sent = sendmsg(fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        throw TTransportException(TTransportException::TIMED_OUT, "send timed out");
+        if (!AwaitWritable(fd, deadline)) {
+          throw TTransportException(TTransportException::TIMED_OUT,
+                                    "the peer did not take the whole frame in time");
+        }
+        continue;
       }
       throw TTransportException(TTransportException::NOT_OPEN, "send failed", errno);
     }
@@ -155,6 +164,21 @@ bool IsTimeout(const TTransportException& e) {
 }
 
 }  // namespace
+
+bool AwaitWritable(int fd, Clock::time_point deadline) {
+  for (;;) {
+    int wait_ms = -1;
+    if (deadline != Clock::time_point::max()) {
+      auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return false;
+      wait_ms = static_cast<int>(std::min<int64_t>(left, INT_MAX));
+    }
+    pollfd waiting{.fd = fd, .events = POLLOUT, .revents = 0};
+    int ready = poll(&waiting, 1, wait_ms);
+    // Writable, or an error that the next send reports.
+    if (ready > 0 || (ready < 0 && errno != EINTR)) return true;
+  }
+}
 
 RpcFaultError::RpcFaultError(RpcFault fault, const std::string& message)
     : TTransportException(TTransportException::CORRUPTED_DATA, message), fault_(fault) {}
@@ -521,10 +545,14 @@ void BoundedFramedTransport::write_virt(const uint8_t* buf, uint32_t len) {
 }
 
 void BoundedFramedTransport::flush() {
-  if (borrowed_.empty()) {
+  // A TLS session writes through its own socket (and borrows nothing); on
+  // plain TCP the frame is sent here, within one deadline for the whole
+  // frame (SendPieces).
+  if (!plain_socket_) {
     TFramedTransport::flush();
     return;
   }
+  if (borrowed_.empty() && wBase_ == wBuf_.get() + sizeof(uint32_t)) return;  // nothing written
   // The frame: the write buffer (its first 4 bytes reserved for the size)
   // with the borrowed writes spliced in where they were made.
   const auto buffered = static_cast<uint32_t>(wBase_ - wBuf_.get());
@@ -549,7 +577,7 @@ void BoundedFramedTransport::flush() {
   // As TFramedTransport does: the buffer is clean before the write can throw.
   borrowed_.clear();
   wBase_ = wBuf_.get() + sizeof(uint32_t);
-  SendPieces(socket_->getSocketFD(), pieces);
+  SendPieces(socket_->getSocketFD(), pieces, timeouts_.frame);
 }
 
 // ---- BoundedBinaryProtocol ----

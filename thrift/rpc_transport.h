@@ -59,6 +59,11 @@ class RpcFaultError : public apache::thrift::transport::TTransportException {
   RpcFault fault_;
 };
 
+// Waits until `fd` may take more bytes: true, or false once `deadline` has
+// passed (time_point::max(): no limit). An error on the socket counts as
+// writable; the send that follows reports it.
+bool AwaitWritable(int fd, std::chrono::steady_clock::time_point deadline);
+
 // Maps an exception that ended a connection to its fault; nullopt for a peer
 // that simply hung up between frames, or a server shutting down.
 std::optional<RpcFault> ClassifyRpcException(const std::exception& e);

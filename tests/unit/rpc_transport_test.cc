@@ -773,6 +773,34 @@ class LargeListMaster : public rpc::MasterServiceNull {
   const size_t bytes_;
 };
 
+// A peer that takes its reply a few KiB at a time lets every single send
+// make progress, so a timeout on each send never fires; the reply (and
+// whatever it pins) would be held for as long as the peer likes. The read
+// timeout bounds the whole reply: the connection is closed and counted.
+TEST_P(RpcServerTest, AReplyTakenAFewBytesAtATimeIsCutAtTheReadTimeout) {
+  constexpr size_t kReplyBytes = 15'000'000;  // more than loopback's buffers hold
+  ASSERT_NO_FATAL_FAILURE(
+      StartServer({.read_timeout_ms = 1000}, std::make_shared<LargeListMaster>(kReplyBytes)));
+  RawConnection conn(server_->port());
+  ASSERT_TRUE(conn.Send(ListNodesCall()));
+  // About 2 MB/s, 64 KiB at a time: each send the server makes gets room
+  // well within the timeout, but what the socket buffers do not hold takes
+  // seconds.
+  const auto give_up = Clock::now() + 20s;
+  size_t taken = 0;
+  while (Faults(RpcFault::kSlowReader) == 0 && Clock::now() < give_up && taken < kReplyBytes) {
+    std::string piece;
+    for (int i = 0; i < 4; ++i) {
+      if (conn.Receive(1s, &piece) == RawConnection::Outcome::kClosed) break;
+    }
+    taken += piece.size();
+    std::this_thread::sleep_for(32ms);
+  }
+  EXPECT_TRUE(Eventually([&] { return Faults(RpcFault::kSlowReader) == 1; }, 2s))
+      << "a reply the peer took slowly was sent on (" << taken << " bytes taken)";
+  EXPECT_TRUE(Eventually([&] { return server_->stats().active_connections == 0; }, 2s));
+}
+
 TEST(RpcEventServerTest, AReplyAPeerDoesNotReadDoesNotStallTheLoop) {
   // More than loopback's socket buffers hold (4 MiB to send, 6 MiB to
   // receive at most), under the 16 MiB frame limit.
