@@ -543,14 +543,6 @@ void RpcEventServer::AcceptAll() {
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    // The pool sends blocking: a peer that stops reading must not hold a
-    // thread for good.
-    auto send_timeout = guard_->timeouts().frame;
-    if (send_timeout.count() > 0) {
-      timeval tv{.tv_sec = static_cast<time_t>(send_timeout.count() / 1000),
-                 .tv_usec = static_cast<suseconds_t>(send_timeout.count() % 1000 * 1000)};
-      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    }
     auto conn = std::make_shared<Connection>(fd);
     Connection* raw = conn.get();
     {
@@ -830,9 +822,7 @@ bool RpcEventServer::SendAll(Connection& conn, const uint8_t* data, size_t size)
   // One deadline for the whole rest of the reply: a peer that takes a few
   // bytes at a time must not hold this thread, or what the reply pins, for
   // longer than the read timeout.
-  const auto timeout = guard_->timeouts().frame;
-  const Clock::time_point deadline =
-      timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
+  const Clock::time_point deadline = SendDeadline(guard_->timeouts().frame);
   while (size > 0) {
     ssize_t n = send(conn.fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {

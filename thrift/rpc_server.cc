@@ -165,8 +165,9 @@ class BoundedTransportFactory : public TTransportFactory {
   std::shared_ptr<TTransport> getTransport(std::shared_ptr<TTransport> client) override {
     auto socket = std::dynamic_pointer_cast<TSocket>(client);
     if (!socket) throw std::logic_error("RpcServer accepted a transport that is not a socket");
-    // A peer that stops reading its replies must not park this thread in
-    // send() for good.
+    // A TLS session sends through Thrift's socket, whose send timeout bounds
+    // each wait for a peer that stops reading (plain TCP sends within one
+    // deadline for the whole frame: BoundedFramedTransport::flush).
     socket->setSendTimeout(static_cast<int>(timeouts_.frame.count()));
     return std::make_shared<BoundedFramedTransport>(std::move(socket), timeouts_);
   }

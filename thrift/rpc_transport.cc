@@ -128,8 +128,7 @@ constexpr uint32_t kBorrowedWriteBytes = 4u << 10;
 // few bytes at a time must not hold the sender (and what the reply pins)
 // for longer than the timeout.
 void SendPieces(int fd, std::vector<iovec>& pieces, milliseconds timeout) {
-  const Clock::time_point deadline =
-      timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
+  const Clock::time_point deadline = SendDeadline(timeout);
   size_t first = 0;
   while (first < pieces.size()) {
     msghdr message{};
@@ -164,6 +163,10 @@ bool IsTimeout(const TTransportException& e) {
 }
 
 }  // namespace
+
+Clock::time_point SendDeadline(milliseconds timeout) {
+  return timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
+}
 
 bool AwaitWritable(int fd, Clock::time_point deadline) {
   for (;;) {
@@ -274,8 +277,8 @@ uint32_t BoundedFramedTransport::readSlow(uint8_t* buf, uint32_t len) {
     return TFramedTransport::readSlow(buf, len);  // the next message's frame
   }
   if (large_frames_ == LargeFrames::kWhole) {
-    // The rest of the frame, then the fast path (or, past the frame, the
-    // next frame, as TFramedTransport reads one).
+    // The rest of the frame, then the fast path (which, asked for more than
+    // the frame holds, comes back here and is refused).
     BufferRestOfFrame();
     return TBufferBase::read(buf, len);
   }

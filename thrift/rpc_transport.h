@@ -59,6 +59,10 @@ class RpcFaultError : public apache::thrift::transport::TTransportException {
   RpcFault fault_;
 };
 
+// When a send that starts now must be done: after `timeout`, or never
+// (time_point::max()) for a timeout of 0.
+std::chrono::steady_clock::time_point SendDeadline(std::chrono::milliseconds timeout);
+
 // Waits until `fd` may take more bytes: true, or false once `deadline` has
 // passed (time_point::max(): no limit). An error on the socket counts as
 // writable; the send that follows reports it.
