@@ -397,6 +397,39 @@ const std::vector<std::string>& KnownSubcommands() {
   return kKnown;
 }
 
+// The names ("--master", "-o") of every option, global or of a subcommand,
+// that takes a value, read from the definitions so the list cannot drift.
+std::vector<std::string> OptionsTakingAValue(const CLI::App& app) {
+  std::vector<std::string> names;
+  auto collect = [&names](const CLI::App& from) {
+    for (const CLI::Option* option : from.get_options()) {
+      if (option->get_type_size_max() == 0) continue;  // a flag
+      for (const auto& name : option->get_lnames()) names.push_back("--" + name);
+      for (const auto& name : option->get_snames()) names.push_back("-" + name);
+    }
+  };
+  collect(app);
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    collect(*sub);
+  }
+  return names;
+}
+
+// Whether `flag` stands among `args` as an option. After `--` every word is
+// a value, and so is the word after an option that takes one: `put k --
+// --version` stores "--version" and `--file --version` reads a file.
+bool GivenAsOption(const std::vector<std::string>& args, std::string_view flag,
+                   const std::vector<std::string>& taking_a_value) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") return false;
+    if (args[i] == flag) return true;
+    if (std::find(taking_a_value.begin(), taking_a_value.end(), args[i]) != taking_a_value.end()) {
+      ++i;  // skip the option's value
+    }
+  }
+  return false;
+}
+
 // The first word that is not a global option, when it names no subcommand:
 // CLI11 would only say that a subcommand is required.
 std::optional<std::string> UnknownSubcommand(const std::vector<std::string>& args) {
@@ -450,18 +483,21 @@ ParseOutcome ParseCli(const std::vector<std::string>& args, const char* env_mast
 }
 
 ParseOutcome ParseCli(const std::vector<std::string>& args, const CliEnvironment& env) {
-  if (std::find(args.begin(), args.end(), "--version") != args.end()) {
-    return ParseOutcome{std::nullopt, kExitOk, VersionLine("mooncake-cli") + "\n", ""};
-  }
   CLI::App app{
       "mooncake-cli: put, upsert, get, probe, inspect and remove objects in a Mooncake "
       "tiered cache",
       "mooncake-cli"};
   RawArgs raw;
   Subcommands subcommands = Define(app, raw);
-  // Before CLI11 has parsed, --json among the arguments decides the form of
+  // Checked before CLI11 parses: `mooncake-cli --version` names no
+  // subcommand, which CLI11 would reject.
+  const std::vector<std::string> taking_a_value = OptionsTakingAValue(app);
+  if (GivenAsOption(args, "--version", taking_a_value)) {
+    return ParseOutcome{std::nullopt, kExitOk, VersionLine("mooncake-cli") + "\n", ""};
+  }
+  // Before CLI11 has parsed, --json among the options decides the form of
   // a usage error.
-  bool json = std::find(args.begin(), args.end(), "--json") != args.end();
+  bool json = GivenAsOption(args, "--json", taking_a_value);
   // CLI11 consumes arguments from the back.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {

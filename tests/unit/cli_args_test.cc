@@ -328,6 +328,31 @@ TEST(CliArgsTest, VersionPrintsTheVersionLine) {
   }
 }
 
+TEST(CliArgsTest, VersionAfterDoubleDashOrAsAnOptionValueIsNotTheOption) {
+  // After `--` it is the value: a script's `put k -- --version` must store it,
+  // not print the version and exit 0 having stored nothing.
+  auto after_dashes = Parse({"put", "k", "--", "--version"});
+  ASSERT_TRUE(after_dashes.command) << after_dashes.out << after_dashes.err;
+  EXPECT_EQ(after_dashes.command->kind, CommandKind::kPut);
+  EXPECT_EQ(after_dashes.command->source, ValueSource::kArgument);
+  EXPECT_EQ(after_dashes.command->value, "--version");
+
+  // The value of an option that takes one: the file to read or write.
+  auto file = Parse({"put", "k", "--file", "--version"});
+  ASSERT_TRUE(file.command) << file.out << file.err;
+  EXPECT_EQ(file.command->source, ValueSource::kFile);
+  EXPECT_EQ(file.command->path, "--version");
+  auto output = Parse({"get", "k", "-o", "--version"});
+  ASSERT_TRUE(output.command) << output.out << output.err;
+  EXPECT_EQ(output.command->path, "--version");
+
+  // Where it is an option, after a subcommand too, it still prints the version.
+  auto option = Parse({"get", "k", "--version"});
+  EXPECT_FALSE(option.command);
+  EXPECT_EQ(option.exit_code, kExitOk);
+  EXPECT_TRUE(option.out.starts_with("mooncake-cli ")) << option.out;
+}
+
 TEST(CliArgsTest, ZeroCopyWritesAndLocate) {
   auto put = Parse({"--node", "w1", "put", "k", "--file", "v.bin", "--zero-copy"});
   ASSERT_TRUE(put.command) << put.err;
