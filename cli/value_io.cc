@@ -1,9 +1,13 @@
 #include "cli/value_io.h"
 
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -15,31 +19,186 @@ namespace {
 // enough not to matter for memory.
 constexpr size_t kSpoolCopyBytes = 1 << 20;
 
+// Bytes FdOutputBuffer gathers before a write(2).
+constexpr size_t kOutputBufferBytes = 1 << 16;
+
+// Symlinks followed before giving up; the kernel's own limit (ELOOP).
+constexpr int kMaxSymlinks = 40;
+
+// Writes all of `data`, retrying short writes and EINTR.
+bool WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t wrote = write(fd, data, size);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) return false;
+    data += wrote;
+    size -= static_cast<size_t>(wrote);
+  }
+  return true;
+}
+
+// Where `get -o PATH` writes: PATH with every symlink followed.
+struct OutputTarget {
+  std::string path;
+  bool in_place = false;                // not a regular file: written into
+  std::optional<struct stat> replaced;  // the regular file already there
+  int own_fd = -1;                      // >= 0: PATH names this descriptor of ours
+};
+
+// A symlink in /proc (/proc/self/fd/1, where /dev/stdout leads) names an
+// open file, not a path: "pipe:[123]", or a file the shell opened, which
+// only writing through the link reaches, never a file put beside it.
+bool IsProcLink(const std::filesystem::path& link) {
+  struct statfs fs {};
+  std::filesystem::path dir = link.has_parent_path() ? link.parent_path() : ".";
+  return statfs(dir.c_str(), &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
+}
+
+// N when `link` is /proc/self/fd/N (or /proc/PID/fd/N with our PID): the
+// descriptor is duplicated rather than reopened, so the write lands where
+// writing to it would (after `>>`, at the end) and a socket works too.
+int OwnDescriptor(const std::filesystem::path& link) {
+  std::filesystem::path dir = link.parent_path();
+  std::string process = dir.parent_path().filename();
+  if (dir.filename() != "fd" || dir.parent_path().parent_path() != "/proc" ||
+      (process != "self" && process != "thread-self" && process != std::to_string(getpid()))) {
+    return -1;
+  }
+  std::string name = link.filename();
+  int fd = -1;
+  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), fd);
+  return ec == std::errc() && end == name.data() + name.size() ? fd : -1;
+}
+
+OutputTarget ResolveOutput(const std::string& path) {
+  std::filesystem::path current = path;
+  for (int links = 0; links <= kMaxSymlinks; ++links) {
+    struct stat st {};
+    // Absent (a dangling link's target too): a new file. Another error is
+    // reported by the open that follows.
+    if (lstat(current.c_str(), &st) != 0) return {current, false, std::nullopt};
+    if (S_ISREG(st.st_mode)) return {current, false, st};
+    if (!S_ISLNK(st.st_mode)) return {current, true, std::nullopt};
+    if (IsProcLink(current)) return {current, true, std::nullopt, OwnDescriptor(current)};
+    std::error_code ec;
+    std::filesystem::path next = std::filesystem::read_symlink(current, ec);
+    if (ec) return {current, true, std::nullopt};
+    current = next.is_absolute() ? next : current.parent_path() / next;
+  }
+  return {path, true, std::nullopt};  // the open fails with ELOOP
+}
+
+// Creates a file beside `target` that did not exist before (O_EXCL: never
+// another file, nor a planted symlink); its name goes to `name`.
+int CreatePartFile(const std::string& target, std::string& name) {
+  const std::string stem = target + ".mooncake-part-" + std::to_string(getpid());
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    name = attempt == 0 ? stem : stem + "." + std::to_string(attempt);
+    int fd = open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
 }  // namespace
 
 std::string SystemError() { return std::strerror(errno); }
 
-OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
-  std::error_code ec;
-  auto status = std::filesystem::status(path_, ec);
-  // /dev/null, a fifo or a device: write straight into it.
-  bool special =
-      !ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status);
-  write_path_ = special ? path_ : path_ + ".mooncake-part-" + std::to_string(getpid());
-  out_.open(write_path_, std::ios::binary | std::ios::trunc);
+FdOutputBuffer::FdOutputBuffer() : buffer_(kOutputBufferBytes) {
+  setp(buffer_.data(), buffer_.data() + buffer_.size());
+}
+
+bool FdOutputBuffer::Drain() {
+  bool wrote = WriteAll(fd_, pbase(), static_cast<size_t>(pptr() - pbase()));
+  setp(buffer_.data(), buffer_.data() + buffer_.size());
+  return wrote;
+}
+
+FdOutputBuffer::int_type FdOutputBuffer::overflow(int_type ch) {
+  if (!Drain()) return traits_type::eof();
+  if (!traits_type::eq_int_type(ch, traits_type::eof())) {
+    *pptr() = traits_type::to_char_type(ch);
+    pbump(1);
+  }
+  return traits_type::not_eof(ch);
+}
+
+std::streamsize FdOutputBuffer::xsputn(const char* data, std::streamsize size) {
+  if (static_cast<size_t>(size) < buffer_.size()) return std::streambuf::xsputn(data, size);
+  // A chunk of a value: straight to the file, not through the buffer.
+  if (!Drain() || !WriteAll(fd_, data, static_cast<size_t>(size))) return 0;
+  return size;
+}
+
+int FdOutputBuffer::sync() { return Drain() ? 0 : -1; }
+
+FdOutputBuffer::pos_type FdOutputBuffer::seekoff(off_type offset, std::ios_base::seekdir dir,
+                                                 std::ios_base::openmode which) {
+  if (!seekable_ || !(which & std::ios_base::out) || !Drain()) return pos_type(off_type(-1));
+  int whence = dir == std::ios_base::beg   ? SEEK_SET
+               : dir == std::ios_base::cur ? SEEK_CUR
+                                           : SEEK_END;
+  off_t at = lseek(fd_, static_cast<off_t>(offset), whence);
+  return at < 0 ? pos_type(off_type(-1)) : pos_type(static_cast<off_type>(at));
+}
+
+FdOutputBuffer::pos_type FdOutputBuffer::seekpos(pos_type position, std::ios_base::openmode which) {
+  return seekoff(off_type(position), std::ios_base::beg, which);
+}
+
+OutputFile::OutputFile(std::string path) {
+  Open(path);
+  // Only a partial file of our own starts at 0 and holds nothing else; a
+  // seek on stdout after `>>`, say, would write the value twice.
+  buffer_.set_fd(fd_, !write_path_.empty());
+  if (fd_ < 0) out_.setstate(std::ios::badbit);
+}
+
+void OutputFile::Open(const std::string& path) {
+  OutputTarget target = ResolveOutput(path);
+  target_ = target.path;
+  if (target.own_fd >= 0) {
+    fd_ = fcntl(target.own_fd, F_DUPFD_CLOEXEC, 0);
+    return;
+  }
+  if (target.in_place) {
+    fd_ = open(target_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    return;
+  }
+  fd_ = CreatePartFile(target_, write_path_);
+  if (fd_ < 0 || !target.replaced) return;
+  // The replacement keeps the old file's owner (where we may: root, or our
+  // own group) and then its mode; chown first, as it may clear setuid bits.
+  const struct stat& old = *target.replaced;
+  if (fchown(fd_, old.st_uid, old.st_gid) != 0) {
+    // Not permitted: the file becomes ours, as any rewrite by copy would.
+  }
+  if (fchmod(fd_, old.st_mode & 07777) != 0) {
+    int saved = errno;
+    close(fd_);
+    unlink(write_path_.c_str());
+    fd_ = -1;
+    errno = saved;
+  }
 }
 
 OutputFile::~OutputFile() {
-  if (!committed_ && write_path_ != path_) std::filesystem::remove(write_path_, ignored_);
+  if (fd_ >= 0) close(fd_);
+  if (!committed_ && !write_path_.empty()) unlink(write_path_.c_str());
 }
 
 bool OutputFile::Commit() {
-  out_.close();
-  if (!out_) return false;
+  if (fd_ < 0) return false;
+  out_.flush();
+  bool written = static_cast<bool>(out_);
+  int saved = errno;
+  bool closed = close(fd_) == 0;
+  fd_ = -1;
+  if (!written) errno = saved;
+  if (!written || !closed) return false;
+  if (!write_path_.empty() && rename(write_path_.c_str(), target_.c_str()) != 0) return false;
   committed_ = true;
-  if (write_path_ == path_) return true;
-  std::filesystem::rename(write_path_, path_, ignored_);
-  return !ignored_;
+  return true;
 }
 
 std::optional<uint64_t> StdinSize() {

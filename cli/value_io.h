@@ -10,18 +10,55 @@
 #include <fstream>
 #include <istream>
 #include <optional>
+#include <ostream>
+#include <streambuf>
 #include <string>
-#include <system_error>
+#include <vector>
 
 namespace mooncake::cli {
 
 // strerror(errno): why the last system call failed.
 std::string SystemError();
 
-// A file the CLI writes into and, when it is a plain file, moves into place
-// only once complete, so a failed get leaves no partial file behind.
-// /dev/null, a fifo or a device is written in place. Owns the partial file
-// and removes it unless Commit() succeeded.
+// A std::streambuf that writes to a file descriptor it does not own: what
+// std::ofstream cannot do with a descriptor opened O_EXCL or duplicated from
+// stdout. With `seekable` (a file of our own, written from its start) it
+// seeks, so a read that restarts can rewrite what it wrote; otherwise
+// tellp() is -1, as on a pipe, and such a read fails instead.
+class FdOutputBuffer : public std::streambuf {
+ public:
+  FdOutputBuffer();
+  void set_fd(int fd, bool seekable) {
+    fd_ = fd;
+    seekable_ = seekable;
+  }
+
+ protected:
+  int_type overflow(int_type ch) override;
+  std::streamsize xsputn(const char* data, std::streamsize size) override;
+  int sync() override;
+  pos_type seekoff(off_type offset, std::ios_base::seekdir dir,
+                   std::ios_base::openmode which) override;
+  pos_type seekpos(pos_type position, std::ios_base::openmode which) override;
+
+ private:
+  // Writes out what is buffered; false, with errno set, when that failed.
+  bool Drain();
+
+  int fd_ = -1;
+  bool seekable_ = false;
+  std::vector<char> buffer_;
+};
+
+// The file `get -o PATH` writes. A regular file (PATH with its symlinks
+// followed, so a link stays a link and its target gets the value) is written
+// beside itself and renamed over the old one only once complete, so a failed
+// get leaves no partial file behind; a file it replaces keeps its mode (and,
+// where allowed, its owner). Anything else is written in place: /dev/null, a
+// fifo, a device, and an open file named through /proc (/dev/stdout,
+// /dev/fd/N, /proc/self/fd/N), which is this process's own descriptor
+// however the shell redirected it. Owns the partial file and removes it
+// unless Commit() succeeded.
 class OutputFile {
  public:
   explicit OutputFile(std::string path);
@@ -29,18 +66,23 @@ class OutputFile {
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
 
-  bool ok() const { return static_cast<bool>(out_); }
+  // False when the file could not be opened; errno says why.
+  bool ok() const { return fd_ >= 0; }
   std::ostream& stream() { return out_; }
 
-  // Closes the file and renames it into place; false when either failed.
+  // Flushes and closes the file and renames it into place; false, with
+  // errno set, when any of that failed.
   bool Commit();
 
  private:
-  std::string path_;
-  std::string write_path_;
-  std::ofstream out_;
+  void Open(const std::string& path);
+
+  std::string target_;      // where the value ends up: PATH, symlinks followed
+  std::string write_path_;  // the partial file beside target_; empty when in place
+  int fd_ = -1;
+  FdOutputBuffer buffer_;
+  std::ostream out_{&buffer_};
   bool committed_ = false;
-  std::error_code ignored_;
 };
 
 // The size left to read on stdin when it is a plain file; nullopt for pipes.

@@ -1,12 +1,21 @@
 // mooncake-cli against a real cluster: what an operator types, and the exit
 // codes scripts rely on (0 ok, 1 not found, 2 usage error, 3 server error).
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/client.h"
@@ -44,6 +53,57 @@ void WriteFile(const std::filesystem::path& path, const std::string& data) {
 std::string Show(const CliResult& r) {
   return "exit=" + std::to_string(r.exit_code) + "\n  stdout: " + r.out.substr(0, 2000) +
          "\n  stderr: " + r.err.substr(0, 2000);
+}
+
+// Runs mooncake-cli with its stdout on `out_fd`, as `mooncake-cli ... > FILE`
+// does (RunCli captures stdout in a pipe). Returns the exit code, -1 when it
+// died or ran past a minute; its stderr is the test's.
+int RunCliWithStdout(const TestCluster& cluster, const std::vector<std::string>& args, int out_fd) {
+  std::vector<std::string> argv = {MOONCAKE_CLI_BIN, "--master", cluster.master_address()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  // As RunCli: no config file or MOONCAKE_* of the caller's.
+  std::vector<std::string> env = {"XDG_CONFIG_HOME=" + (cluster.dir() / "xdg-config").string()};
+  for (char** e = environ; *e; ++e) {
+    std::string_view entry(*e);
+    if (!entry.starts_with("MOONCAKE_") && !entry.starts_with("XDG_CONFIG_HOME=")) {
+      env.emplace_back(entry);
+    }
+  }
+  std::vector<char*> argv_ptrs, env_ptrs;
+  for (auto& a : argv) argv_ptrs.push_back(a.data());
+  for (auto& e : env) env_ptrs.push_back(e.data());
+  argv_ptrs.push_back(nullptr);
+  env_ptrs.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  pid_t pid = -1;
+  int spawned =
+      posix_spawn(&pid, MOONCAKE_CLI_BIN, &actions, nullptr, argv_ptrs.data(), env_ptrs.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Files in `dir` whose name contains `part`: what a get may have left behind.
+std::vector<std::string> FilesNamed(const std::filesystem::path& dir, std::string_view part) {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::string name = entry.path().filename();
+    if (name.find(part) != std::string::npos) found.push_back(name);
+  }
+  return found;
 }
 
 class CliTest : public ::testing::Test {
@@ -139,6 +199,104 @@ TEST_F(CliTest, GetToFileAndPutFromFileOrStdinAreByteForByte) {
   auto got = client->Get("from-file");
   ASSERT_TRUE(IsOk(got));
   EXPECT_TRUE(got->data == big);
+}
+
+TEST_F(CliTest, GetToASymlinkWritesItsTargetAndKeepsTheLinkAndTheMode) {
+  const auto dir = cluster_.dir() / "out";
+  std::filesystem::create_directories(dir);
+  const std::string value = "the value\n" + PatternBytes(5, 3000);
+  WriteFile(dir / "value.bin", value);
+  ASSERT_EQ(Cli({"put", "k", "--file", (dir / "value.bin").string()}).exit_code, 0);
+
+  // Given link -> src, when get -o names the link.
+  WriteFile(dir / "src", "old contents");
+  std::filesystem::create_symlink("src", dir / "link");
+  auto via_link = Cli({"get", "k", "-o", (dir / "link").string()});
+  ASSERT_EQ(via_link.exit_code, 0) << Show(via_link);
+  // Expect the target to hold the value and the link to stay a link to it.
+  EXPECT_TRUE(ReadFile(dir / "src") == value) << "the link's target was not written";
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "link")) << "the link was replaced by a file";
+  std::error_code ec;
+  EXPECT_EQ(std::filesystem::read_symlink(dir / "link", ec), "src") << ec.message();
+
+  // Given a private file, when a get replaces it, expect it to stay private.
+  WriteFile(dir / "private", "old");
+  ASSERT_EQ(chmod((dir / "private").c_str(), 0600), 0);
+  auto private_get = Cli({"get", "k", "-o", (dir / "private").string()});
+  ASSERT_EQ(private_get.exit_code, 0) << Show(private_get);
+  EXPECT_TRUE(ReadFile(dir / "private") == value);
+  struct stat st {};
+  ASSERT_EQ(stat((dir / "private").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << std::oct << (st.st_mode & 07777);
+
+  // No partial file is left beside either.
+  EXPECT_TRUE(FilesNamed(dir, "mooncake-part").empty());
+}
+
+TEST_F(CliTest, GetToStdoutByNameWritesWhereStdoutGoes) {
+  const auto dir = cluster_.dir() / "out";
+  std::filesystem::create_directories(dir);
+  const std::string value = PatternBytes(6, 5000);
+  WriteFile(dir / "value.bin", value);
+  ASSERT_EQ(Cli({"put", "k", "--file", (dir / "value.bin").string()}).exit_code, 0);
+
+  // stdout a pipe (the harness's): -o /dev/stdout prints the value.
+  auto piped = Cli({"get", "k", "-o", "/dev/stdout"});
+  ASSERT_EQ(piped.exit_code, 0) << Show(piped);
+  EXPECT_TRUE(piped.out == value) << Show(piped);
+
+  // stdout a file, as `get k -o /dev/stdout > out.bin`. /dev/stdout itself
+  // is not named: a CLI that renamed a file over it would break this
+  // machine. /proc/self/fd/1, and a link of our own to it, take the same
+  // path through /proc.
+  std::filesystem::create_symlink("/proc/self/fd/1", dir / "stdout-link");
+  for (const std::string& target :
+       {std::string("/proc/self/fd/1"), (dir / "stdout-link").string()}) {
+    const auto out_path = dir / "stdout.bin";
+    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_GE(out, 0);
+    int code = RunCliWithStdout(cluster_, {"get", "k", "-o", target}, out);
+    close(out);
+    EXPECT_EQ(code, 0) << target;
+    EXPECT_TRUE(ReadFile(out_path) == value)
+        << target << ": stdout holds " << ReadFile(out_path).size() << " bytes";
+    EXPECT_TRUE(std::filesystem::is_symlink(dir / "stdout-link")) << target;
+
+    // After `>>`, the value goes after what is there, as any write to stdout.
+    out = open(out_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    ASSERT_GE(out, 0);
+    code = RunCliWithStdout(cluster_, {"get", "k", "-o", target}, out);
+    close(out);
+    EXPECT_EQ(code, 0) << target;
+    EXPECT_TRUE(ReadFile(out_path) == value + value) << target << ": appending";
+  }
+
+  // A fifo is written in place, never replaced by a file.
+  const auto fifo = dir / "fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // Our read end is open first, so neither side waits for the other.
+  int read_end = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(read_end, 0);
+  std::atomic<bool> finished = false;
+  CliResult to_fifo;
+  std::thread runner([&] {
+    to_fifo = Cli({"get", "k", "-o", fifo.string()});
+    finished = true;
+  });
+  std::string from_fifo;
+  char buffer[1 << 16];
+  for (bool last = false; !last;) {
+    last = finished;  // one more pass after the CLI has exited drains the rest
+    ssize_t got;
+    while ((got = read(read_end, buffer, sizeof(buffer))) > 0) from_fifo.append(buffer, got);
+    if (!last) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  runner.join();
+  close(read_end);
+  EXPECT_EQ(to_fifo.exit_code, 0) << Show(to_fifo);
+  EXPECT_TRUE(from_fifo == value) << from_fifo.size() << " bytes came through the fifo";
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_TRUE(FilesNamed(dir, "mooncake-part").empty());
 }
 
 TEST_F(CliTest, NodeFlagPlacesTheObjectAndStatsAndNodesReport) {
