@@ -123,13 +123,22 @@ class Runner {
       return LocalFail(
           std::string(action()) + " failed: cannot stat " + cmd_.path + ": " + ec.message(),
           kExitUsage);
-    return PutSized(in, size);
+    return PutReportedSize(in, size);
   }
 
   int PutStdin() {
     std::ios::sync_with_stdio(false);
-    if (auto size = StdinSize()) return PutSized(std::cin, *size);
+    if (auto size = StdinSize()) return PutReportedSize(std::cin, *size);
     return PutUnsized(std::cin);
+  }
+
+  // `size` is what stat says, which a pseudo-file does not mean: /proc
+  // files report 0 and sysfs ones a page, whatever they hold. A size that
+  // fits one RPC is held in memory anyway, so such a file is read to its
+  // end (an empty one still fails as empty); a larger one streams.
+  int PutReportedSize(std::istream& in, uint64_t size) {
+    if (size <= kRpcChunkBytes) return PutUnsized(in);
+    return PutSized(in, size);
   }
 
   int PutSized(std::istream& in, uint64_t size) {

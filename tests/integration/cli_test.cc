@@ -56,9 +56,11 @@ std::string Show(const CliResult& r) {
 }
 
 // Runs mooncake-cli with its stdout on `out_fd`, as `mooncake-cli ... > FILE`
-// does (RunCli captures stdout in a pipe). Returns the exit code, -1 when it
-// died or ran past a minute; its stderr is the test's.
-int RunCliWithStdout(const TestCluster& cluster, const std::vector<std::string>& args, int out_fd) {
+// does (RunCli captures stdout in a pipe), and its stdin on `in_fd` (-1:
+// /dev/null). Returns the exit code, -1 when it died or ran past a minute;
+// its stderr is the test's.
+int RunCliWithFds(const TestCluster& cluster, const std::vector<std::string>& args, int out_fd,
+                  int in_fd = -1) {
   std::vector<std::string> argv = {MOONCAKE_CLI_BIN, "--master", cluster.master_address()};
   argv.insert(argv.end(), args.begin(), args.end());
   // As RunCli: no config file or MOONCAKE_* of the caller's.
@@ -77,7 +79,11 @@ int RunCliWithStdout(const TestCluster& cluster, const std::vector<std::string>&
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  if (in_fd >= 0) {
+    posix_spawn_file_actions_adddup2(&actions, in_fd, STDIN_FILENO);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  }
   pid_t pid = -1;
   int spawned =
       posix_spawn(&pid, MOONCAKE_CLI_BIN, &actions, nullptr, argv_ptrs.data(), env_ptrs.data());
@@ -255,7 +261,7 @@ TEST_F(CliTest, GetToStdoutByNameWritesWhereStdoutGoes) {
     const auto out_path = dir / "stdout.bin";
     int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     ASSERT_GE(out, 0);
-    int code = RunCliWithStdout(cluster_, {"get", "k", "-o", target}, out);
+    int code = RunCliWithFds(cluster_, {"get", "k", "-o", target}, out);
     close(out);
     EXPECT_EQ(code, 0) << target;
     EXPECT_TRUE(ReadFile(out_path) == value)
@@ -265,7 +271,7 @@ TEST_F(CliTest, GetToStdoutByNameWritesWhereStdoutGoes) {
     // After `>>`, the value goes after what is there, as any write to stdout.
     out = open(out_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
     ASSERT_GE(out, 0);
-    code = RunCliWithStdout(cluster_, {"get", "k", "-o", target}, out);
+    code = RunCliWithFds(cluster_, {"get", "k", "-o", target}, out);
     close(out);
     EXPECT_EQ(code, 0) << target;
     EXPECT_TRUE(ReadFile(out_path) == value + value) << target << ": appending";
@@ -297,6 +303,37 @@ TEST_F(CliTest, GetToStdoutByNameWritesWhereStdoutGoes) {
   EXPECT_TRUE(from_fifo == value) << from_fifo.size() << " bytes came through the fifo";
   EXPECT_TRUE(std::filesystem::is_fifo(fifo));
   EXPECT_TRUE(FilesNamed(dir, "mooncake-part").empty());
+}
+
+TEST_F(CliTest, PutOfAProcFileStoresWhatItReadsThoughItsSizeSaysZero) {
+  // /proc files are regular but report size 0.
+  const std::string expected = ReadFile("/proc/version");
+  ASSERT_FALSE(expected.empty());
+
+  auto from_file = Cli({"put", "v", "--file", "/proc/version"});
+  ASSERT_EQ(from_file.exit_code, 0) << Show(from_file);
+  auto got = Cli({"get", "v"});
+  ASSERT_EQ(got.exit_code, 0) << Show(got);
+  EXPECT_EQ(got.out, expected);
+
+  // Redirected to stdin, as `put v - < /proc/version`.
+  int in = open("/proc/version", O_RDONLY | O_CLOEXEC);
+  int out = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(in, 0);
+  ASSERT_GE(out, 0);
+  EXPECT_EQ(RunCliWithFds(cluster_, {"put", "v-stdin", "-"}, out, in), 0);
+  close(in);
+  close(out);
+  auto got_stdin = Cli({"get", "v-stdin"});
+  ASSERT_EQ(got_stdin.exit_code, 0) << Show(got_stdin);
+  EXPECT_EQ(got_stdin.out, expected);
+
+  // A file that is empty is still refused as an empty value.
+  WriteFile(cluster_.dir() / "empty", "");
+  auto empty = Cli({"put", "e", "--file", (cluster_.dir() / "empty").string()});
+  EXPECT_EQ(empty.exit_code, 2) << Show(empty);
+  EXPECT_NE(empty.err.find("an empty value"), std::string::npos) << Show(empty);
+  EXPECT_EQ(Cli({"exist", "e"}).exit_code, 1);
 }
 
 TEST_F(CliTest, NodeFlagPlacesTheObjectAndStatsAndNodesReport) {
