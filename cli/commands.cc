@@ -27,6 +27,14 @@ namespace {
 
 using nlohmann::json;
 
+// Tries of `get --json` before it gives up on an object replaced during
+// each read (OBJECT_REPLICA_BUSY, retryable).
+constexpr int kJsonGetAttempts = 3;
+
+// Bytes of the value base64-encoded at a time by `get --json`: a multiple
+// of 3, so the slices' base64 joins up into the whole value's.
+constexpr size_t kBase64SliceBytes = 3 << 18;
+
 // Runs one command; owns the output conventions and the exit code.
 // Thread-safety: one runner per process, on one thread.
 class Runner {
@@ -211,15 +219,62 @@ class Runner {
   }
 
   // The value always travels as value_base64 (standard, padded): one field
-  // whatever the bytes, so scripts never branch on the content.
+  // whatever the bytes, so scripts never branch on the content. The value
+  // goes to a scratch file, never into memory (value, base64 and JSON text
+  // were ~3.7x its size), and the answer is written around its base64 read
+  // back from there: still one whole object, and "version" is known before
+  // it starts. A read follows an object replaced meanwhile, so the version
+  // is the owner's before and after the read, and must not have changed.
   int GetJson() {
-    auto got = client_.Get(cmd_.key);
-    if (!got) return Fail("get", got.error());
-    Print({{"ok", true},
-           {"key", cmd_.key},
-           {"size", got->data.size()},
-           {"version", got->version},
-           {"value_base64", Base64(got->data)}});
+    auto scratch = ScratchFile::Create();
+    if (!scratch) return LocalFail("get failed: " + scratch.error(), kExitServer);
+    ScratchFile& file = **scratch;
+    for (int attempt = 0; attempt < kJsonGetAttempts; ++attempt) {
+      auto before = client_.Inspect(cmd_.key);
+      if (!before) return Fail("get", before.error());
+      if (!file.Rewind()) return ScratchFail();
+      auto got = client_.GetStream(cmd_.key, file.stream());
+      if (!got && !file.stream()) return ScratchFail();
+      if (!got) return Fail("get", got.error());
+      auto after = client_.Inspect(cmd_.key);
+      if (!after) return Fail("get", after.error());
+      if (after->version == before->version) return PrintValueJson(file, *got, after->version);
+    }
+    return Fail("get", ErrorCode::kObjectReplicaBusy);
+  }
+
+  int ScratchFail() {
+    return LocalFail("get failed: writing a scratch file: " + SystemError(), kExitServer);
+  }
+
+  // {"key":..,"ok":true,"size":..,"version":..,"value_base64":".."}, the
+  // base64 a slice of the file at a time.
+  int PrintValueJson(ScratchFile& file, uint64_t size, int64_t version) {
+    std::ios::sync_with_stdio(false);
+    json head = {{"ok", true}, {"key", cmd_.key}, {"size", size}, {"version", version}};
+    std::string text = head.dump(-1, ' ', false, json::error_handler_t::replace);
+    text.pop_back();  // the closing brace: value_base64 follows
+    std::cout << text << R"(,"value_base64":")";
+    std::string slice(kBase64SliceBytes, '\0');
+    for (uint64_t done = 0; done < size;) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(slice.size(), size - done));
+      ssize_t got = file.Read(done, slice.data(), want);
+      if (got <= 0) {
+        // Half an object is on stdout already: end the line, say why.
+        std::cout << std::endl;
+        return LocalFail("get failed: reading a scratch file: " +
+                             (got < 0 ? SystemError() : std::string("it ended early")),
+                         kExitServer);
+      }
+      std::cout << Base64(std::string_view(slice.data(), static_cast<size_t>(got)));
+      done += static_cast<uint64_t>(got);
+    }
+    std::cout << "\"}" << std::endl;
+    if (!std::cout) {
+      // Not LocalFail: a second object on the stdout that failed helps no one.
+      std::fprintf(stderr, "error: get failed: cannot write stdout\n");
+      return kExitServer;
+    }
     return kExitOk;
   }
 

@@ -201,6 +201,37 @@ bool OutputFile::Commit() {
   return true;
 }
 
+std::expected<std::unique_ptr<ScratchFile>, std::string> ScratchFile::Create() {
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string dir = tmpdir && *tmpdir ? tmpdir : "/tmp";
+  std::string path = dir + "/mooncake-cli-XXXXXX";
+  int fd = mkostemp(path.data(), O_CLOEXEC);
+  if (fd < 0)
+    return std::unexpected("cannot create a scratch file in " + dir + ": " + SystemError());
+  // The open descriptor keeps the data; nobody else needs the name.
+  unlink(path.c_str());
+  return std::unique_ptr<ScratchFile>(new ScratchFile(fd));
+}
+
+ScratchFile::ScratchFile(int fd) : fd_(fd) { buffer_.set_fd(fd_, /*seekable=*/true); }
+
+ScratchFile::~ScratchFile() { close(fd_); }
+
+bool ScratchFile::Rewind() {
+  out_.clear();
+  out_.seekp(0);
+  return out_ && ftruncate(fd_, 0) == 0;
+}
+
+ssize_t ScratchFile::Read(uint64_t offset, char* into, size_t size) {
+  if (!out_.flush()) return -1;
+  ssize_t got;
+  do {
+    got = pread(fd_, into, size, static_cast<off_t>(offset));
+  } while (got < 0 && errno == EINTR);
+  return got;
+}
+
 std::optional<uint64_t> StdinSize() {
   struct stat st {};
   if (fstat(STDIN_FILENO, &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;

@@ -5,10 +5,13 @@
 //
 // Thread-safety: none of these is shared; each command uses its own.
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <expected>
 #include <fstream>
 #include <istream>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <streambuf>
@@ -83,6 +86,33 @@ class OutputFile {
   FdOutputBuffer buffer_;
   std::ostream out_{&buffer_};
   bool committed_ = false;
+};
+
+// A file under $TMPDIR (or /tmp) with no name, which vanishes with this
+// object: a value is written through stream() and read back with Read(),
+// so a large one never sits in memory.
+class ScratchFile {
+ public:
+  // On failure, why (e.g. "cannot create a scratch file in /tmp: ...").
+  static std::expected<std::unique_ptr<ScratchFile>, std::string> Create();
+  ~ScratchFile();
+  ScratchFile(const ScratchFile&) = delete;
+  ScratchFile& operator=(const ScratchFile&) = delete;
+
+  // Seekable, from offset 0 of the file.
+  std::ostream& stream() { return out_; }
+  // Empties the file for another try; false, with errno set, on failure.
+  bool Rewind();
+  // Flushes stream() and reads up to `size` bytes from `offset`; the number
+  // read (0 at the end), or -1 with errno set.
+  ssize_t Read(uint64_t offset, char* into, size_t size);
+
+ private:
+  explicit ScratchFile(int fd);
+
+  int fd_;
+  FdOutputBuffer buffer_;
+  std::ostream out_{&buffer_};
 };
 
 // The size left to read on stdin when it is a plain file; nullopt for pipes.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <cctype>
 #include <chrono>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,9 +60,9 @@ std::string Show(const CliResult& r) {
 // Runs mooncake-cli with its stdout on `out_fd`, as `mooncake-cli ... > FILE`
 // does (RunCli captures stdout in a pipe), and its stdin on `in_fd` (-1:
 // /dev/null). Returns the exit code, -1 when it died or ran past a minute;
-// its stderr is the test's.
+// its stderr is the test's. `max_rss_kib`, if given, gets its peak RSS.
 int RunCliWithFds(const TestCluster& cluster, const std::vector<std::string>& args, int out_fd,
-                  int in_fd = -1) {
+                  int in_fd = -1, long* max_rss_kib = nullptr) {
   std::vector<std::string> argv = {MOONCAKE_CLI_BIN, "--master", cluster.master_address()};
   argv.insert(argv.end(), args.begin(), args.end());
   // As RunCli: no config file or MOONCAKE_* of the caller's.
@@ -91,7 +93,8 @@ int RunCliWithFds(const TestCluster& cluster, const std::vector<std::string>& ar
   if (spawned != 0) return -1;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
   int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
+  struct rusage usage {};
+  while (wait4(pid, &status, WNOHANG, &usage) == 0) {
     if (std::chrono::steady_clock::now() > deadline) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
@@ -99,7 +102,26 @@ int RunCliWithFds(const TestCluster& cluster, const std::vector<std::string>& ar
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (max_rss_kib) *max_rss_kib = usage.ru_maxrss;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Standard base64 with padding, as get --json carries a value.
+std::string Base64(std::string_view in) {
+  static constexpr char kTable[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < in.size(); i += 3) {
+    uint32_t n = static_cast<unsigned char>(in[i]) << 16;
+    if (i + 1 < in.size()) n |= static_cast<unsigned char>(in[i + 1]) << 8;
+    if (i + 2 < in.size()) n |= static_cast<unsigned char>(in[i + 2]);
+    out += kTable[(n >> 18) & 63];
+    out += kTable[(n >> 12) & 63];
+    out += i + 1 < in.size() ? kTable[(n >> 6) & 63] : '=';
+    out += i + 2 < in.size() ? kTable[n & 63] : '=';
+  }
+  return out;
 }
 
 // Files in `dir` whose name contains `part`: what a get may have left behind.
@@ -334,6 +356,71 @@ TEST_F(CliTest, PutOfAProcFileStoresWhatItReadsThoughItsSizeSaysZero) {
   EXPECT_EQ(empty.exit_code, 2) << Show(empty);
   EXPECT_NE(empty.err.find("an empty value"), std::string::npos) << Show(empty);
   EXPECT_EQ(Cli({"exist", "e"}).exit_code, 1);
+}
+
+// This process's peak RSS in KiB (VmHWM), or -1.
+long PeakRssKib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("VmHWM:")) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+TEST_F(CliTest, GetJsonOfALargeValueIsOneWholeObjectAndNeverHeldInMemory) {
+  const auto dir = cluster_.dir();
+  // Neither a multiple of 3 (base64 padding) nor of a chunk. Written a MiB
+  // at a time: a child's peak RSS starts at ours (posix_spawn shares our
+  // memory until exec), so this test keeps its own small until both runs.
+  constexpr uint64_t kSize = 20 * kMiB + 5;
+  {
+    std::ofstream out(dir / "big.bin", std::ios::binary);
+    for (uint64_t at = 0; at < kSize; at += kMiB) {
+      std::string part = PatternBytes(9, std::min(kMiB, kSize - at), at);
+      out.write(part.data(), static_cast<std::streamsize>(part.size()));
+    }
+  }
+  ASSERT_EQ(Cli({"put", "small", "tiny"}).exit_code, 0);
+  auto put = Cli({"put", "big", "--file", (dir / "big.bin").string()});
+  ASSERT_EQ(put.exit_code, 0) << Show(put);
+
+  // get --json with stdout in a file; `rss` gets the CLI's peak RSS.
+  auto get_json = [&](const std::string& key, long& rss) {
+    const auto out_path = dir / (key + ".json");
+    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    EXPECT_GE(out, 0);
+    EXPECT_EQ(RunCliWithFds(cluster_, {"--json", "get", key}, out, -1, &rss), 0) << key;
+    close(out);
+  };
+  long small_rss = 0, big_rss = 0;
+  get_json("small", small_rss);
+  get_json("big", big_rss);
+  const long own_rss = PeakRssKib();
+
+  // Expect one line holding one object, with the same bytes and the version.
+  const std::string text = ReadFile(dir / "big.json");
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
+  EXPECT_EQ(text.back(), '\n');
+  auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(doc.is_discarded()) << text.substr(0, 200);
+  EXPECT_EQ(doc["ok"], true);
+  EXPECT_EQ(doc["key"], "big");
+  EXPECT_EQ(doc["size"], kSize);
+  ASSERT_TRUE(doc["value_base64"].is_string());
+  EXPECT_TRUE(doc["value_base64"].get<std::string>() == Base64(PatternBytes(9, kSize)))
+      << "different bytes";
+  auto client = cluster_.NewClient();
+  ASSERT_TRUE(client);
+  auto info = client->Inspect("big");
+  ASSERT_TRUE(IsOk(info));
+  EXPECT_EQ(doc["version"], info->version);
+
+  // Expect the large get to need less memory than the value over a tiny
+  // one (holding the value, its base64 and the JSON text took ~3.7x it).
+  EXPECT_LT((big_rss - small_rss) * 1024, static_cast<long>(kSize))
+      << "peak RSS " << small_rss << " KiB for a tiny value, " << big_rss << " KiB for "
+      << kSize / kMiB << " MiB (this test's own: " << own_rss << " KiB)";
 }
 
 TEST_F(CliTest, NodeFlagPlacesTheObjectAndStatsAndNodesReport) {
