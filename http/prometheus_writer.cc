@@ -34,12 +34,55 @@ std::string EscapeHelp(std::string_view help) {
   return out;
 }
 
+// The length of the well-formed UTF-8 sequence at the start of `s` (RFC 3629:
+// no overlong forms, no surrogates, nothing above U+10FFFF), or 0 if none.
+size_t Utf8SequenceLength(std::string_view s) {
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return 1;
+  size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    len = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    len = 3;
+    if (lead == 0xE0) lo = 0xA0;  // overlong
+    if (lead == 0xED) hi = 0x9F;  // surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    len = 4;
+    if (lead == 0xF0) lo = 0x90;  // overlong
+    if (lead == 0xF4) hi = 0x8F;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (s.size() < len || byte(1) < lo || byte(1) > hi) return 0;
+  for (size_t i = 2; i < len; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  }
+  return len;
+}
+
 }  // namespace
 
 std::string PrometheusWriter::EscapeLabelValue(std::string_view value) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   out.reserve(value.size());
-  for (char c : value) {
+  while (!value.empty()) {
+    const char c = value.front();
+    const size_t len = Utf8SequenceLength(value);
+    if (len == 0) {
+      // Prometheus rejects a whole scrape over one label value that is not
+      // UTF-8, and a node id or tier name may be any bytes. The byte becomes
+      // the text \xNN (its backslash escaped): valid UTF-8, readable, and
+      // values that differ in such bytes stay distinct series.
+      const auto b = static_cast<unsigned char>(c);
+      out += "\\\\x";
+      out += kHex[b >> 4];
+      out += kHex[b & 0xF];
+      value.remove_prefix(1);
+      continue;
+    }
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '"') {
@@ -47,8 +90,9 @@ std::string PrometheusWriter::EscapeLabelValue(std::string_view value) {
     } else if (c == '\n') {
       out += "\\n";
     } else {
-      out += c;
+      out.append(value.data(), len);
     }
+    value.remove_prefix(len);
   }
   return out;
 }

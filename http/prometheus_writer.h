@@ -53,7 +53,9 @@ class PrometheusWriter {
   // "text/plain; version=0.0.4; charset=utf-8", what Prometheus expects.
   static constexpr std::string_view kContentType = "text/plain; version=0.0.4; charset=utf-8";
 
-  // Backslash, double quote and newline escaped as the format requires.
+  // Backslash, double quote and newline escaped as the format requires; a
+  // byte that is not part of well-formed UTF-8 becomes the text \xNN (upper
+  // case hex), so the exposition is always valid UTF-8.
   static std::string EscapeLabelValue(std::string_view value);
   // Any character outside [a-zA-Z0-9_:] (or a leading digit) becomes '_'.
   static std::string SanitizeName(std::string_view name);

@@ -24,6 +24,7 @@
 #include "common/metrics.h"
 #include "http/admin_client.h"
 #include "http/admin_server.h"
+#include "http/prometheus_writer.h"
 #include "http/ready_file.h"
 #include "master/admin_routes.h"
 #include "master/master_server.h"
@@ -261,6 +262,30 @@ std::string FamilyOf(const Exposition& doc, const std::string& name) {
   return ::testing::AssertionSuccess();
 }
 
+// Whether `text` is well-formed UTF-8 (RFC 3629), decoded code point by code
+// point: what Prometheus requires of a whole scrape.
+bool IsValidUtf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    const size_t len = lead < 0x80         ? 1
+                       : lead >> 5 == 0x6  ? 2
+                       : lead >> 4 == 0xE  ? 3
+                       : lead >> 3 == 0x1E ? 4
+                                           : 0;
+    if (len == 0 || i + len > text.size()) return false;
+    uint32_t cp = len == 1 ? lead : lead & (0x7F >> len);
+    for (size_t k = 1; k < len; ++k) {
+      const auto cont = static_cast<unsigned char>(text[i + k]);
+      if (cont >> 6 != 0x2) return false;
+      cp = cp << 6 | (cont & 0x3F);
+    }
+    static constexpr uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMinForLength[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
 Exposition ScrapeMetrics(const Api& api) {
   auto reply = api.Get("/metrics");
   EXPECT_EQ(reply.status, 200);
@@ -384,6 +409,38 @@ TEST_F(AdminServerTest, ABusyPortFailsToStartAndStopIsIdempotent) {
   server_->Stop();
   server_->Stop();
   EXPECT_FALSE(HttpCall("127.0.0.1", server_->port(), "GET", "/echo"));
+}
+
+// A node id or tier name is any bytes; Prometheus rejects a whole scrape over
+// one label value that is not UTF-8, so such bytes are written as \xNN text.
+TEST(PrometheusLabelTest, LabelValuesThatAreNotUtf8StayValidUtf8) {
+  PrometheusWriter w;
+  w.SetConstLabels({{"node", "w\xff"}});
+  w.BeginGauge("up", "help");
+  // A lone continuation byte, a truncated sequence, an overlong '/', a
+  // surrogate, above U+10FFFF; then valid two-, three- and four-byte
+  // characters, which pass through unchanged.
+  w.Sample({{"tier",
+             "a\x81"
+             "b\xe2\x82"},
+            {"kind", "\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80"}},
+           1.0);
+  w.Sample({{"tier", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"}, {"kind", "q\"\\"}}, 2.0);
+  const std::string text = w.Take();
+  EXPECT_TRUE(IsValidUtf8(text)) << text;
+  Exposition doc;
+  ASSERT_TRUE(ParseExposition(text, &doc)) << text;
+  EXPECT_EQ(doc.Value("up", {{"node", "w\\xFF"},
+                             {"tier", "a\\x81b\\xE2\\x82"},
+                             {"kind", "\\xC0\\xAF\\xED\\xA0\\x80\\xF4\\x90\\x80\\x80"}}),
+            1.0)
+      << text;
+  EXPECT_EQ(doc.Value("up", {{"node", "w\\xFF"},
+                             {"tier", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"},
+                             {"kind", "q\"\\"}}),
+            2.0)
+      << text;
+  EXPECT_EQ(PrometheusWriter::EscapeLabelValue("w\xfe"), "w\\\\xFE");
 }
 
 TEST(HttpStatusForTest, MapsEveryErrorFamily) {
@@ -573,6 +630,16 @@ TEST_F(MasterAdminTest, MetricsAreWellFormedPrometheus) {
   EXPECT_TRUE(doc.Has("process_virtual_memory_bytes"));
   EXPECT_TRUE(doc.Has("process_max_fds"));
   EXPECT_TRUE(doc.Has("mooncake_build_info"));
+}
+
+TEST_F(MasterAdminTest, MetricsStayValidUtf8WhenANodeIdIsNot) {
+  ASSERT_TRUE(service_->RegisterNode(Node("w\xff", 7003)));
+  auto reply = api_->Get("/metrics");
+  ASSERT_EQ(reply.status, 200);
+  EXPECT_TRUE(IsValidUtf8(reply.body)) << reply.body;
+  Exposition doc;
+  ASSERT_TRUE(ParseExposition(reply.body, &doc)) << reply.body;
+  EXPECT_EQ(doc.Value("mooncake_master_node_up", {{"node", "w\\xFF"}}), 1);
 }
 
 TEST_F(MasterAdminTest, ReadOnlyRoutesRejectOtherMethodsAndUnknownPaths) {
