@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "common/clock.h"
 #include "common/tier_stats_json.h"
@@ -113,6 +114,56 @@ Result<size_t> ParseLimit(const std::string* text) {
   return value;
 }
 
+// A key is any bytes but NUL. next_cursor carries the last key of a page
+// through JSON, which would turn bytes that are not UTF-8 into U+FFFD: a
+// cursor that no longer names the key, so paging after it repeated or
+// skipped keys, or never ended. So the cursor is the key with '%', controls,
+// space and every non-ASCII byte written as %XX: plain ASCII, lossless.
+// Clients treat it as opaque; a key without such bytes is its own cursor,
+// and a cursor taken from a page's last key (how clients paged before) still
+// works unless that key holds '%' and two hex digits.
+std::string EncodeCursor(std::string_view key) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(key.size());
+  for (char c : key) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b > 0x20 && b < 0x7F && b != '%') {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[b >> 4];
+      out += kHex[b & 0xF];
+    }
+  }
+  return out;
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// The key an EncodeCursor cursor names. A '%' not followed by two hex digits
+// stays as it is (an old plain cursor).
+std::string DecodeCursor(std::string_view cursor) {
+  std::string out;
+  out.reserve(cursor.size());
+  for (size_t i = 0; i < cursor.size(); ++i) {
+    const bool escape = cursor[i] == '%' && i + 2 < cursor.size() && HexDigit(cursor[i + 1]) >= 0 &&
+                        HexDigit(cursor[i + 2]) >= 0;
+    if (!escape) {
+      out += cursor[i];
+      continue;
+    }
+    out += static_cast<char>(HexDigit(cursor[i + 1]) << 4 | HexDigit(cursor[i + 2]));
+    i += 2;
+  }
+  return out;
+}
+
 HttpResponse KeyList(const MasterService& service, const HttpRequest& req) {
   auto limit = ParseLimit(req.Query("limit"));
   if (!limit) {
@@ -122,11 +173,12 @@ HttpResponse KeyList(const MasterService& service, const HttpRequest& req) {
   const std::string* prefix = req.Query("prefix");
   const std::string* cursor = req.Query("cursor");
   // One extra key tells whether another page exists without a second scan.
-  auto keys = service.ListKeys(prefix ? *prefix : "", cursor ? *cursor : "", *limit + 1);
+  auto keys =
+      service.ListKeys(prefix ? *prefix : "", cursor ? DecodeCursor(*cursor) : "", *limit + 1);
   bool more = keys.size() > *limit;
   if (more) keys.pop_back();
   json out = {{"keys", keys}, {"count", keys.size()}, {"next_cursor", nullptr}};
-  if (more) out["next_cursor"] = keys.back();
+  if (more) out["next_cursor"] = EncodeCursor(keys.back());
   return JsonResponse(out);
 }
 

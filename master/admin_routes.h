@@ -18,9 +18,12 @@
 //   GET /keys/{key}   {"key","node_id","address","host","port"}; 404 OBJECT_NOT_FOUND,
 //                     400 INVALID_KEY (a key with '/' is sent as %2F)
 //   GET /keys?prefix=&limit=&cursor=
-//                     {"keys":[...sorted...],"count":N,"next_cursor":"<key>"|null};
+//                     {"keys":[...sorted...],"count":N,"next_cursor":"<opaque>"|null};
 //                     limit 1..10000 (default 100); pass next_cursor back as
-//                     cursor for the next page; null means no more keys.
+//                     cursor (URL-encoded) for the next page; null means no more
+//                     keys. The cursor is the page's last key with '%', controls,
+//                     space and non-ASCII bytes as %XX (lossless, unlike the key
+//                     in JSON, where bytes that are not UTF-8 read as U+FFFD).
 //   GET /             the status page (http/status_page.h, docs/status-page.md): HTML that
 //                     refreshes itself from /nodes, /stats and /cluster/stats
 //   GET /stats        {"role":"master","keys":N,"nodes_alive":N,"nodes_dead":N,"get_misses":N,

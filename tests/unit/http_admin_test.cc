@@ -601,6 +601,32 @@ TEST_F(MasterAdminTest, KeysArePagedInOrderWithACursor) {
   EXPECT_EQ(api_->Get("/keys?limit=10000").status, 200);
 }
 
+// Keys are bytes, not UTF-8. Their JSON form replaces invalid bytes with
+// U+FFFD, so "a\xff" and "a\x81" read alike in "keys"; the cursor must still
+// name the exact key, or paging after "a\x81" would return "a\xff" forever.
+TEST_F(MasterAdminTest, KeyCursorsNameKeysThatAreNotUtf8Exactly) {
+  for (const char* key : {"a\xff", "a\x81", "b"}) ASSERT_TRUE(service_->PutOwner(key, "node-a"));
+  std::vector<std::string> seen;
+  std::string cursor;
+  int pages = 0;
+  for (; pages < 10; ++pages) {
+    std::string target = "/keys?limit=1";
+    if (!cursor.empty()) target += "&cursor=" + UrlEncode(cursor);
+    auto reply = api_->Get(target);
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    json doc = JsonOf(reply);
+    for (const auto& k : doc["keys"]) seen.push_back(k.get<std::string>());
+    if (doc["next_cursor"].is_null()) break;
+    cursor = doc["next_cursor"].get<std::string>();
+  }
+  EXPECT_LT(pages, 10) << "paging did not end";
+  const std::string replaced = "a\xef\xbf\xbd";  // "a" and U+FFFD
+  EXPECT_EQ(seen, (std::vector<std::string>{replaced, replaced, "b"}));
+  // A cursor in the old form, a plain key, is still accepted.
+  EXPECT_EQ(JsonOf(api_->Get("/keys?cursor=a"))["count"], 3);
+  EXPECT_EQ(JsonOf(api_->Get("/keys?cursor=" + UrlEncode("a\xff")))["keys"], json::array({"b"}));
+}
+
 TEST_F(MasterAdminTest, MetricsAreWellFormedPrometheus) {
   ASSERT_TRUE(service_->PutOwner("k1", "node-a"));
   ASSERT_TRUE(service_->PutOwner("k2", "node-a"));
