@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "http/bounded_server.h"
 #include "http/json_util.h"
 
 namespace mooncake {
@@ -18,6 +19,10 @@ namespace {
 // character, but httplib caps the request URI at 8 KiB, far below the depth
 // that would exhaust a thread's stack; all real routing happens in Dispatch.
 constexpr const char* kAnyPath = R"([\s\S]*)";
+
+// Connections the kernel may hold before the accept loop takes them; the
+// loop admits or refuses each at once, so this only absorbs bursts.
+constexpr int kListenBacklog = 128;
 
 // Longest a started server may take to enter its accept loop.
 constexpr auto kStartTimeout = std::chrono::seconds(5);
@@ -209,7 +214,14 @@ struct AdminServer::Impl {
     HttpHandler handler;
   };
 
-  explicit Impl(AdminServerOptions opts) : options(std::move(opts)) {}
+  explicit Impl(AdminServerOptions opts)
+      : options(std::move(opts)),
+        server(ConnectionLimits{.max_connections = std::max<size_t>(1, options.max_connections),
+                                .max_head_bytes = options.max_head_bytes,
+                                .head_timeout = options.head_timeout,
+                                .request_timeout = options.read_timeout,
+                                .write_timeout = options.write_timeout,
+                                .threads = options.threads}) {}
 
   HttpResponse Handle(HttpRequest& req) const;
   bool Authorized(const HttpRequest& req) const;
@@ -217,7 +229,7 @@ struct AdminServer::Impl {
 
   const AdminServerOptions options;
   std::vector<RouteEntry> routes;  // written only before Start
-  httplib::Server server;
+  BoundedServer server;
   std::thread thread;
   std::atomic<bool> listen_returned{false};
   std::atomic<int> port{0};
@@ -261,16 +273,12 @@ HttpResponse AdminServer::Impl::Handle(HttpRequest& req) const {
 }
 
 void AdminServer::Impl::Configure() {
-  size_t threads = std::max<size_t>(1, options.threads);
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server.set_payload_max_length(options.max_body_bytes);
-  server.set_read_timeout(options.read_timeout);
-  server.set_write_timeout(options.write_timeout);
-  server.set_keep_alive_timeout(2);
-  // One request per connection: a refused request's unread body (see the
+  // Connections, threads, the request head and the read and write deadlines
+  // are BoundedServer's (set from `options` when Impl was built). It serves
+  // one request per connection: a refused request's unread body (see the
   // pre-routing handler below) must never be parsed as a next request, and
   // admin traffic (scrapes, operators) gains nothing from keep-alive.
-  server.set_keep_alive_max_count(1);
+  server.set_payload_max_length(options.max_body_bytes);
   // httplib's default adds SO_REUSEPORT, which would let a second server
   // bind the same port and silently share its traffic; a busy port must
   // fail instead. SO_REUSEADDR alone still allows a quick restart.
@@ -350,6 +358,9 @@ Result<void> AdminServer::Start(const std::string& host, int port) {
     return Err(ErrorCode::kRpcFail);
   }
   impl_->port = bound;
+  if (!impl_->server.SetListenBacklog(kListenBacklog)) {
+    MC_LOG_WARN("admin server keeps httplib's listen backlog host={} port={}", host, bound);
+  }
   impl_->thread = std::thread([impl = impl_.get()] {
     impl->server.listen_after_bind();
     impl->listen_returned = true;

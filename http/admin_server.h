@@ -7,13 +7,19 @@
 //  * Errors are JSON {"error": "<why>", "code": "<NAME>"} with a 4xx/5xx
 //    status: unknown path 404 ROUTE_NOT_FOUND, known path with another method
 //    405 METHOD_NOT_ALLOWED (with an Allow header), oversized body 413,
-//    malformed HTTP 400, an exception escaping a handler 500 INTERNAL_ERROR.
+//    malformed HTTP 400, an exception escaping a handler 500 INTERNAL_ERROR;
+//    before any parsing: request head over max_head_bytes 431
+//    REQUEST_HEADER_FIELDS_TOO_LARGE, head not in within head_timeout 408
+//    REQUEST_TIMEOUT, max_connections already admitted 503
+//    SERVICE_UNAVAILABLE (each then closes the connection).
 //    Nothing a client sends can crash the process.
 //  * With a token configured, every mutating request (POST, PUT, PATCH,
 //    DELETE) must carry `Authorization: Bearer <token>`, else 401
 //    UNAUTHORIZED; reads (GET, HEAD) stay open so monitoring needs no secret.
-//  * Bounded request bodies and read/write timeouts, so a slow or hostile
-//    client cannot pin a thread or memory.
+//  * Bounded connections, request heads and bodies, and deadlines for a
+//    whole request and a whole response, so a slow or hostile client cannot
+//    pin a thread, fds or memory (see AdminServerOptions); one request per
+//    connection.
 
 #include <chrono>
 #include <cstdint>
@@ -74,8 +80,21 @@ struct AdminServerOptions {
   std::string token;
   // Admin requests carry at most a small JSON document.
   size_t max_body_bytes = 1 << 20;
+  // The request line and headers must end (blank line) within this many
+  // bytes, else 431: above httplib's own 8 KiB URI limit plus a few headers.
+  size_t max_head_bytes = 16 << 10;
+  // ... and within this of the connection's accept, else 408. Short, so a
+  // client that sends its head slowly holds one of the few threads briefly;
+  // real clients send a head in one packet.
+  std::chrono::milliseconds head_timeout{2000};
+  // The whole request, body included, must arrive within this of the
+  // accept; the whole response must be taken within write_timeout.
   std::chrono::seconds read_timeout{5};
   std::chrono::seconds write_timeout{5};
+  // Connections admitted at once (served, or waiting for a thread); one more
+  // is answered 503 and closed at once. Each holds an fd and at most
+  // max_head_bytes until its head arrives or head_timeout passes.
+  size_t max_connections = 64;
   // Admin traffic is light: a few threads keep a scrape and a curl served
   // without competing with the data path for cores.
   size_t threads = 4;

@@ -1300,5 +1300,67 @@ TEST(FuzzTest, AdminServersDoNotBufferBodiesOverTheLimit) {
   }
 }
 
+// Sends `head`, then `filler` repeated for `total` bytes in 1 MiB sends,
+// stopping at the first send the server no longer takes (it closed), then
+// reads until it closes. The reply's status line, "" if none came.
+std::string SendEndlessHead(int port, std::string_view head, std::string_view filler,
+                            uint64_t total) {
+  RawConnection conn(port, kSocketTimeout);
+  if (!conn.connected()) return "(no connection)";
+  std::string chunk;
+  while (chunk.size() < kMiB) chunk += filler;  // whole fillers: lines stay intact
+  bool taken = conn.Send(head);
+  for (uint64_t sent = 0; taken && sent < total; sent += chunk.size()) taken = conn.Send(chunk);
+  std::string reply;
+  conn.ReadUntilClosed(kSocketTimeout, &reply);
+  return reply.substr(0, reply.find('\r'));
+}
+
+// cpp-httplib 0.11 reads a request line or a header line whole before it
+// checks its length, and takes any number of headers, all before routing or
+// the token check: one endless line took a master's peak RSS from 11 MB to
+// 600 MB, endless short headers to 1.2 GB. The admin servers read the head
+// themselves, at most 16 KiB (AdminServerOptions::max_head_bytes). Expect
+// neither flood to raise a process's peak RSS by more than a few MiB, and the
+// process to answer /health after it.
+TEST(FuzzTest, AdminServersBoundTheRequestHead) {
+  constexpr uint64_t kFloodBytes = 32 * kMiB;
+  constexpr uint64_t kGrowthBound = 16 * kMiB;
+  std::signal(SIGPIPE, SIG_IGN);
+  TestCluster cluster;
+  ASSERT_TRUE(cluster.StartMaster({"--admin-token", kToken}));
+  ASSERT_TRUE(cluster.StartWorker(
+      "w1", {.dram = kWorkerDram, .ssd = 0, .extra_args = {"--admin-token", kToken}}));
+  struct Target {
+    std::string name;
+    pid_t pid;
+    int admin_port;
+  };
+  const Target targets[] = {
+      {"master", FindChild(cluster.dir() / "master.port"), cluster.master_admin_port()},
+      {"worker", FindChild(cluster.dir() / "w1.port"), cluster.worker_admin_port("w1")}};
+  struct Flood {
+    std::string name, head, filler;
+  };
+  const Flood floods[] = {{"endless request line", "GET /", "A"},
+                          {"endless headers", "GET /health HTTP/1.1\r\nHost: x\r\n", "a:b\r\n"}};
+  for (const Target& t : targets) {
+    ASSERT_GT(t.pid, 0) << t.name;
+    for (const Flood& f : floods) {
+      const uint64_t before = StatusKib(t.pid, "VmHWM:");
+      const std::string status = SendEndlessHead(t.admin_port, f.head, f.filler, kFloodBytes);
+      const uint64_t after = StatusKib(t.pid, "VmHWM:");
+      std::cout << "fuzz: " << t.name << " " << f.name << " of " << kFloodBytes / kMiB
+                << " MiB: peak_rss_kib " << before << " -> " << after << ", reply \"" << status
+                << "\"" << std::endl;
+      EXPECT_LT((after - std::min(after, before)) * kKiB, kGrowthBound)
+          << t.name << " buffered an " << f.name;
+      EXPECT_TRUE(AliveNotZombie(t.pid)) << t.name;
+      auto health = Http(t.admin_port, "GET", "/health");
+      EXPECT_TRUE(health && health->status == 200) << t.name << " no /health after an " << f.name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mooncake::testing

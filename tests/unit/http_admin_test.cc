@@ -5,9 +5,12 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -19,6 +22,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/metrics.h"
@@ -441,6 +445,111 @@ TEST(PrometheusLabelTest, LabelValuesThatAreNotUtf8StayValidUtf8) {
             2.0)
       << text;
   EXPECT_EQ(PrometheusWriter::EscapeLabelValue("w\xfe"), "w\\\\xFE");
+}
+
+// A blocking TCP connection to 127.0.0.1:port, or -1.
+int ConnectLoopback(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the server answered or closed `fd` (bytes, EOF or a reset are
+// waiting) within `timeout`; nothing is read.
+bool ServerSpoke(int fd, std::chrono::milliseconds timeout) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, static_cast<int>(timeout.count())) > 0;
+}
+
+// Clients that send a request head a byte at a time (every 500 ms, far
+// inside the per-read timeout) on as many connections as the server has
+// threads held them all, for as long as they kept dripping. The head must
+// arrive whole within head_timeout (2 s) of the accept, so they are cut and
+// another client is answered within 3 s.
+TEST_F(AdminServerTest, ClientsDrippingTheirHeadsAreCutAndOthersAnswered) {
+  const int drippers = static_cast<int>(AdminServerOptions{}.threads);
+  std::atomic<bool> done{false};
+  std::atomic<int> cut{0};
+  std::vector<std::jthread> threads;
+  for (int i = 0; i < drippers; ++i) {
+    threads.emplace_back([&, port = server_->port()] {
+      int fd = ConnectLoopback(port);
+      if (fd < 0) return;
+      const std::string head = "GET /echo HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(256, 'p');
+      for (size_t k = 0; !done; ++k) {
+        if (send(fd, &head[k % head.size()], 1, MSG_NOSIGNAL) != 1 ||
+            ServerSpoke(fd, std::chrono::milliseconds(500))) {
+          ++cut;
+          break;
+        }
+      }
+      close(fd);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // they hold the threads
+  const auto start = std::chrono::steady_clock::now();
+  auto reply = HttpCall("127.0.0.1", server_->port(), "GET", "/echo", {}, {},
+                        std::chrono::milliseconds(3000));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(reply && reply->status == 200) << "no answer while clients dripped their heads";
+  EXPECT_LT(waited, std::chrono::seconds(3));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (cut < drippers && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  done = true;
+  threads.clear();  // joins
+  EXPECT_EQ(cut, drippers) << "a client dripping its head was never cut";
+}
+
+// Idle connections beyond max_connections are answered 503 and closed at
+// once, instead of each holding an fd while queued for one of the 4 threads
+// (1,500 of them kept 1,492 fds and starved every request); the admitted
+// ones are closed at the head deadline, so the server answers again while
+// the clients still hold all of them open.
+TEST_F(AdminServerTest, IdleConnectionsOverTheCapAreRefusedAndOthersStillAnswered) {
+  const int cap = static_cast<int>(AdminServerOptions{}.max_connections);
+  const int idle = 3 * cap;
+  std::vector<int> fds;
+  for (int i = 0; i < idle; ++i) {
+    int fd = ConnectLoopback(server_->port());
+    if (fd >= 0) fds.push_back(fd);
+  }
+  ASSERT_EQ(fds.size(), static_cast<size_t>(idle));
+  const auto connected = std::chrono::steady_clock::now();
+  // Well before the 2 s head deadline: only refusals can have closed any.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  int refused = 0;
+  for (int fd : fds) refused += ServerSpoke(fd, std::chrono::milliseconds(0)) ? 1 : 0;
+  EXPECT_GE(refused, idle - cap);
+  // The last to connect came when the first `cap` were still admitted.
+  char reply[12] = {};
+  EXPECT_EQ(recv(fds.back(), reply, sizeof(reply), MSG_DONTWAIT), 12);
+  EXPECT_EQ(std::string_view(reply, sizeof(reply)), "HTTP/1.1 503");
+
+  // Answered again within 3 s of the flood, with every idle socket still
+  // open on this side (a request that meets a full server is refused too).
+  bool answered = false;
+  while (!answered && std::chrono::steady_clock::now() < connected + std::chrono::seconds(3)) {
+    auto reply = HttpCall("127.0.0.1", server_->port(), "GET", "/echo", {}, {},
+                          std::chrono::milliseconds(1000));
+    answered = reply && reply->status == 200;
+    if (!answered) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(answered) << "no answer within 3 s of " << idle << " idle connections";
+  std::this_thread::sleep_until(connected + std::chrono::milliseconds(3500));
+  int closed = 0;
+  for (int fd : fds) closed += ServerSpoke(fd, std::chrono::milliseconds(0)) ? 1 : 0;
+  EXPECT_EQ(closed, idle) << "an idle connection was kept past the head deadline";
+  for (int fd : fds) close(fd);
 }
 
 TEST(HttpStatusForTest, MapsEveryErrorFamily) {

@@ -1,0 +1,260 @@
+#include "http/bounded_server.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "common/log.h"
+#include "http/admin_server.h"
+
+namespace mooncake {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How often a wait for a slow client's head checks whether the server stops,
+// so Stop() does not wait out head_timeout.
+constexpr auto kStopCheck = std::chrono::milliseconds(100);
+
+// Milliseconds until `deadline` for poll(), rounded up so a wait never ends
+// just before it; 0 once it passed; at most `cap`.
+int PollMs(Clock::time_point deadline, std::chrono::milliseconds cap) {
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::clamp(left, std::chrono::milliseconds(0), cap).count());
+}
+
+// Waits until `sock` has `events` (or an error or hang-up, which the next
+// read or write reports) or `deadline` passes; false on the deadline.
+bool WaitFor(socket_t sock, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{sock, events, 0};
+    int ready = poll(&p, 1, PollMs(deadline, std::chrono::hours(1)));
+    if (ready > 0) return true;
+    if (ready == 0 || errno != EINTR) return false;
+  }
+}
+
+// A whole response in the admin API's JSON error shape, written before
+// httplib has parsed anything. Sent once without blocking: a refused or
+// timed-out client gets no more of this thread's time than that.
+void SendErrorAndForget(socket_t sock, int status, std::string_view reason, std::string_view code,
+                        std::string_view message) {
+  const std::string body = HttpResponse::Error(status, code, message).body;
+  const std::string reply =
+      "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason) +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\nConnection: close\r\n\r\n" + body;
+  (void)send(sock, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void CloseSocket(socket_t sock) {
+  shutdown(sock, SHUT_RDWR);
+  close(sock);
+}
+
+enum class HeadOutcome { kComplete, kTooLarge, kTimedOut, kClosed };
+
+// Reads from `sock` into `*head` until what was read holds a blank line
+// ("\r\n\r\n", the end of the headers), or `max_bytes` arrived without one,
+// or `deadline` passes, or the peer closes, or `stop()`. What follows the
+// blank line (a body's start) stays in `*head` too.
+HeadOutcome ReadHead(socket_t sock, size_t max_bytes, Clock::time_point deadline,
+                     const std::function<bool()>& stop, std::string* head) {
+  head->resize(max_bytes);
+  size_t len = 0;
+  for (;;) {
+    ssize_t n = recv(sock, head->data() + len, max_bytes - len, MSG_DONTWAIT);
+    if (n > 0) {
+      const size_t from = len < 3 ? 0 : len - 3;  // a blank line split across reads
+      len += static_cast<size_t>(n);
+      if (std::string_view(head->data(), len).find("\r\n\r\n", from) != std::string_view::npos) {
+        head->resize(len);
+        return HeadOutcome::kComplete;
+      }
+      if (len == max_bytes) return HeadOutcome::kTooLarge;
+      continue;
+    }
+    if (n == 0) return HeadOutcome::kClosed;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return HeadOutcome::kClosed;
+    if (Clock::now() >= deadline) return HeadOutcome::kTimedOut;
+    if (stop()) return HeadOutcome::kClosed;
+    pollfd p{sock, POLLIN, 0};
+    poll(&p, 1, PollMs(deadline, kStopCheck));
+  }
+}
+
+void AddressOf(socket_t sock, bool peer, std::string& ip, int& port) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  auto* sa = reinterpret_cast<sockaddr*>(&addr);
+  if ((peer ? getpeername(sock, sa, &len) : getsockname(sock, sa, &len)) != 0) return;
+  char host[NI_MAXHOST], service[NI_MAXSERV];
+  if (getnameinfo(sa, len, host, sizeof(host), service, sizeof(service),
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return;
+  }
+  ip = host;
+  port = std::atoi(service);
+}
+
+// One admitted connection as httplib reads and writes it: first the bytes
+// ReadHead took, then the socket. Every read waits only until one deadline
+// for the whole request; every write until one deadline for the whole
+// response, set by its first write (a handler's own time does not count).
+class DeadlineStream : public httplib::Stream {
+ public:
+  DeadlineStream(socket_t sock, std::string head, Clock::time_point read_deadline,
+                 std::chrono::milliseconds write_timeout)
+      : sock_(sock),
+        head_(std::move(head)),
+        read_deadline_(read_deadline),
+        write_timeout_(write_timeout) {}
+
+  bool is_readable() const override {
+    return pos_ < head_.size() || WaitFor(sock_, POLLIN, read_deadline_);
+  }
+  bool is_writable() const override { return WaitFor(sock_, POLLOUT, WriteDeadline()); }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (pos_ < head_.size()) {
+      size_t n = std::min(size, head_.size() - pos_);
+      std::memcpy(ptr, head_.data() + pos_, n);
+      pos_ += n;
+      return static_cast<ssize_t>(n);
+    }
+    return Retry(POLLIN, read_deadline_, [&] { return recv(sock_, ptr, size, MSG_DONTWAIT); });
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    return Retry(POLLOUT, WriteDeadline(),
+                 [&] { return send(sock_, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT); });
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    AddressOf(sock_, /*peer=*/true, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    AddressOf(sock_, /*peer=*/false, ip, port);
+  }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  Clock::time_point WriteDeadline() const {
+    if (!write_deadline_) write_deadline_ = Clock::now() + write_timeout_;
+    return *write_deadline_;
+  }
+
+  // Runs the non-blocking `io` until it moves bytes, reaches EOF or fails;
+  // -1 once `deadline` passes while the socket is not ready.
+  template <typename Io>
+  ssize_t Retry(short events, Clock::time_point deadline, Io io) {
+    for (;;) {
+      if (!WaitFor(sock_, events, deadline)) return -1;
+      ssize_t n = io();
+      if (n >= 0) return n;
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+    }
+  }
+
+  const socket_t sock_;
+  const std::string head_;
+  size_t pos_ = 0;  // bytes of head_ already read
+  const Clock::time_point read_deadline_;
+  const std::chrono::milliseconds write_timeout_;
+  mutable std::optional<Clock::time_point> write_deadline_;
+};
+
+// httplib's accept loop hands each accepted socket to its task queue. This
+// one runs the task in place, on the accept thread, so BoundedServer decides
+// there whether to admit or refuse it; httplib's own pool would queue every
+// socket, without bound, until a thread is free.
+class RunInPlace : public httplib::TaskQueue {
+ public:
+  explicit RunInPlace(httplib::TaskQueue* pool) : pool_(pool) {}
+  void enqueue(std::function<void()> fn) override { fn(); }
+  // Called once the accept loop ended: serves what was admitted, joins.
+  void shutdown() override { pool_->shutdown(); }
+
+ private:
+  httplib::TaskQueue* pool_;
+};
+
+}  // namespace
+
+BoundedServer::BoundedServer(ConnectionLimits limits) : limits_(limits) {
+  new_task_queue = [this] {
+    pool_ = std::make_unique<httplib::ThreadPool>(std::max<size_t>(1, limits_.threads));
+    return new RunInPlace(pool_.get());
+  };
+}
+
+bool BoundedServer::SetListenBacklog(int backlog) {
+  const socket_t sock = svr_sock_;
+  return sock != INVALID_SOCKET && ::listen(sock, backlog) == 0;
+}
+
+bool BoundedServer::process_and_close_socket(socket_t sock) {
+  const auto accepted = Clock::now();
+  if (!pool_ || connections_.load() >= limits_.max_connections) {
+    MC_LOG_DEBUG("admin connection refused connections={} max={}", connections_.load(),
+                 limits_.max_connections);
+    SendErrorAndForget(sock, 503, "Service Unavailable", "SERVICE_UNAVAILABLE",
+                       "too many admin connections at once (max " +
+                           std::to_string(limits_.max_connections) + "); retry");
+    CloseSocket(sock);
+    return false;
+  }
+  // Only this thread adds, so the check above cannot be overtaken.
+  connections_.fetch_add(1);
+  pool_->enqueue([this, sock, accepted] {
+    Serve(sock, accepted);
+    connections_.fetch_sub(1);
+  });
+  return true;
+}
+
+void BoundedServer::Serve(socket_t sock, Clock::time_point accepted) {
+  std::string head;
+  const HeadOutcome outcome =
+      stopping() ? HeadOutcome::kClosed
+                 : ReadHead(
+                       sock, limits_.max_head_bytes, accepted + limits_.head_timeout,
+                       [this] { return stopping(); }, &head);
+  switch (outcome) {
+    case HeadOutcome::kComplete: {
+      DeadlineStream stream(sock, std::move(head), accepted + limits_.request_timeout,
+                            limits_.write_timeout);
+      bool closed = false;
+      process_request(stream, /*close_connection=*/true, closed, nullptr);
+      break;
+    }
+    case HeadOutcome::kTooLarge:
+      MC_LOG_DEBUG("admin request head over the limit max_bytes={}", limits_.max_head_bytes);
+      SendErrorAndForget(
+          sock, 431, "Request Header Fields Too Large", "REQUEST_HEADER_FIELDS_TOO_LARGE",
+          "request line and headers over " + std::to_string(limits_.max_head_bytes) + " bytes");
+      break;
+    case HeadOutcome::kTimedOut:
+      MC_LOG_DEBUG("admin request head timed out timeout_ms={}", limits_.head_timeout.count());
+      SendErrorAndForget(sock, 408, "Request Timeout", "REQUEST_TIMEOUT",
+                         "request line and headers did not arrive within " +
+                             std::to_string(limits_.head_timeout.count()) + " ms");
+      break;
+    case HeadOutcome::kClosed:
+      break;
+  }
+  CloseSocket(sock);
+}
+
+}  // namespace mooncake
