@@ -17,12 +17,15 @@
 // Thread-safety: Call() from any number of threads; mu_ guards the current
 // channel and its address, resolve_mu_ serialises etcd lookups.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <concepts>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <ranges>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -54,6 +57,10 @@ struct MasterTarget {
 
 // Whether a reply from the master says "not the leader": a bare code, a
 // result struct with a code, or a batch of them.
+template <typename T>
+concept ErrorCodeRange =
+    std::ranges::range<T> && std::same_as<std::ranges::range_value_t<T>, rpc::ErrorCode::type>;
+
 inline bool SaysNotLeader(rpc::ErrorCode::type code) { return code == rpc::ErrorCode::NOT_LEADER; }
 template <typename T>
 bool SaysNotLeader(const T& reply) {
@@ -64,6 +71,9 @@ bool SaysNotLeader(const T& reply) {
       if (item.code == rpc::ErrorCode::NOT_LEADER) return true;
     }
     return false;
+  } else if constexpr (ErrorCodeRange<T>) {
+    // A batch of bare codes (BatchRemoveOwner).
+    return std::ranges::find(reply, rpc::ErrorCode::NOT_LEADER) != std::ranges::end(reply);
   } else {
     return false;
   }

@@ -180,6 +180,12 @@ TEST(MasterEndpointTest, SeesNotLeaderInEveryReplyShape) {
   batch[1].code = rpc::ErrorCode::NOT_LEADER;
   EXPECT_TRUE(SaysNotLeader(batch));
   EXPECT_FALSE(SaysNotLeader(std::vector<rpc::NodeInfo>{}));
+  // BatchRemoveOwner answers bare codes: a standby's batch must be followed
+  // to the leader like any other reply.
+  std::vector<rpc::ErrorCode::type> codes{rpc::ErrorCode::OK, rpc::ErrorCode::OK};
+  EXPECT_FALSE(SaysNotLeader(codes));
+  codes[1] = rpc::ErrorCode::NOT_LEADER;
+  EXPECT_TRUE(SaysNotLeader(codes));
 }
 
 TEST(MasterEndpointTest, ValidatesStaticAndEtcdTargets) {
