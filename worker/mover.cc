@@ -45,13 +45,15 @@ bool Mover::MakeRoom(size_t tier, uint64_t bytes, bool allow_drop) {
   auto victims = PickVictims(tier, wanted);
   if (victims.empty()) return false;
   bool any = false;
-  for (const std::string& key : victims) any |= EvictOne(key, tier);
+  for (const std::string& key : victims) any |= EvictOne(key, tier, allow_drop);
   return any;
 }
 
-bool Mover::EvictOne(const std::string& key, size_t t) {
-  if (t == ctx_.last_tier()) return EvictFromLastTier(key, t);
-  return MoveObject(key, t + 1, ctx_.last_tier(), /*allow_drop=*/true);
+bool Mover::EvictOne(const std::string& key, size_t t, bool allow_drop) {
+  if (t == ctx_.last_tier()) return allow_drop && EvictFromLastTier(key, t);
+  // The victim's own room is made on the same terms: a promotion that
+  // demotes a DRAM victim must not push an SSD object out of the node.
+  return MoveObject(key, t + 1, ctx_.last_tier(), allow_drop);
 }
 
 std::vector<std::string> Mover::PickVictims(size_t tier, uint64_t bytes) {
@@ -262,7 +264,7 @@ uint64_t Mover::EvictTier(size_t t, double target_ratio) {
   if (before <= target) return 0;
   for (const std::string& key : PickVictims(t, before - target)) {
     if (tier.used() <= target) break;
-    EvictOne(key, t);
+    EvictOne(key, t, /*allow_drop=*/true);
   }
   uint64_t after = tier.used();
   return before > after ? before - after : 0;
@@ -346,7 +348,12 @@ void Mover::Promote(const PromotionTask& task) {
     object->promotion_queued = false;
     tier = object->tier();
   }
-  if (tier == 0) return;
+  if (tier == 0) {
+    // Rewritten into the top tier since it was queued: a started prefetch
+    // still ends counted, so started = succeeded + failed holds.
+    if (task.prefetch) ctx_.counters.prefetch_succeeded.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   // A prefetch for a client on another node moves the object into that
   // node's DRAM, ownership included; if that node has no room, it comes up
   // here instead.

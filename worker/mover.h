@@ -97,8 +97,9 @@ class Mover {
   // the victim scan (its pins, lease and readers may have changed since it
   // was picked).
   bool EvictableNowLocked(const Object& object) const;
-  // Moves a victim of tier `t` one step down the hierarchy.
-  bool EvictOne(const std::string& key, size_t t);
+  // Moves a victim of tier `t` one step down the hierarchy; out of the node
+  // (another node, or dropped) only with `allow_drop`.
+  bool EvictOne(const std::string& key, size_t t, bool allow_drop);
   size_t PrefetchTier() const;
   void RememberMoveLocked(const std::string& key, const std::string& node);
 

@@ -251,6 +251,33 @@ TEST(MoverTest, PromoteBringsAnObjectUpAndAPrefetchGoesToTheRequester) {
   EXPECT_EQ(parts.ctx.counters.prefetch_failed.load(), 1u);
 }
 
+// A promotion may push colder objects down a tier, never out of the node:
+// the DRAM victim it demotes must not, in turn, push an SSD object out.
+TEST(MoverTest, APromotionNeverDropsAnotherKeyToMakeRoom) {
+  BackendParts parts({1 * kMiB, 1 * kMiB});
+  parts.AddComplete("a", std::string(512 * kKiB, 'a'), 0);
+  parts.AddComplete("b", std::string(512 * kKiB, 'b'), 0);
+  parts.AddComplete("c", std::string(512 * kKiB, 'c'), 1);
+  parts.AddComplete("d", std::string(512 * kKiB, 'd'), 1);
+  parts.mover.Promote({.key = "c"});
+  EXPECT_EQ(parts.ctx.counters.dropped.load(), 0u);
+  for (const char* key : {"a", "b", "c", "d"}) {
+    EXPECT_EQ(parts.StateOf(key), ObjectState::kComplete) << key;
+    EXPECT_TRUE(parts.directory.Owns(key)) << key;
+  }
+  EXPECT_EQ(parts.Read("d"), std::string(512 * kKiB, 'd'));
+}
+
+// A prefetch queued before its key was rewritten into the top tier still
+// ends counted.
+TEST(MoverTest, APrefetchOfAnObjectAlreadyOnTopIsCountedAsDone) {
+  BackendParts parts({1 * kMiB, 4 * kMiB});
+  parts.AddComplete("top", "top", 0);
+  parts.mover.Promote({.key = "top", .prefetch = true});
+  EXPECT_EQ(
+      parts.ctx.counters.prefetch_succeeded.load() + parts.ctx.counters.prefetch_failed.load(), 1u);
+}
+
 TEST(MoverTest, DemotionAboveTheHighWatermarkGoesDownToTheLowOne) {
   BackendOptions options;
   options.high_watermark = 0.5;
