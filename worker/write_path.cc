@@ -1,6 +1,7 @@
 #include "worker/write_path.h"
 
 #include <algorithm>
+#include <iterator>
 #include <mutex>
 #include <span>
 #include <string_view>
@@ -27,6 +28,31 @@ void ForEachLocked(std::mutex& mu, size_t n, Step step) {
 }
 
 }  // namespace
+
+bool WrittenRanges::Add(uint64_t offset, uint64_t length) {
+  if (length == 0) return true;
+  uint64_t begin = offset;
+  uint64_t end = offset + length;
+  // Merge every range that overlaps or touches [begin, end).
+  auto it = ranges_.upper_bound(begin);
+  if (it != ranges_.begin() && std::prev(it)->second >= begin) --it;
+  auto first = it;
+  while (it != ranges_.end() && it->first <= end) {
+    begin = std::min(begin, it->first);
+    end = std::max(end, it->second);
+    ++it;
+  }
+  size_t merged = static_cast<size_t>(std::distance(first, it));
+  if (merged == 0 && ranges_.size() >= kMaxRanges) return false;
+  ranges_.erase(first, it);
+  ranges_.emplace(begin, end);
+  return true;
+}
+
+bool WrittenRanges::Covers(uint64_t size) const {
+  if (size == 0) return true;
+  return ranges_.size() == 1 && ranges_.begin()->first == 0 && ranges_.begin()->second >= size;
+}
 
 WritePath::WritePath(BackendContext& ctx, ObjectTable& table, Mover& mover, WorkQueue& work)
     : ctx_(ctx), table_(table), mover_(mover), work_(work) {
@@ -467,7 +493,7 @@ Result<void> WritePath::Chunk(uint64_t handle, uint64_t offset, std::string_view
   std::lock_guard lock(ctx_.mu);
   auto pending = pending_.find(handle);
   if (pending == pending_.end()) return Err(ErrorCode::kIllegalClient);  // pre-empted
-  pending->second.bytes_written += data.size();
+  if (!pending->second.written.Add(offset, data.size())) return Err(ErrorCode::kInvalidParams);
   return {};
 }
 
@@ -519,7 +545,7 @@ Result<void> WritePath::EndPlaced(uint64_t handle) {
       return Err(ErrorCode::kIllegalClient);
     }
     PendingWrite& write = pending->second;
-    write.bytes_written = write.size;
+    write.written.MarkAll(write.size);
     ctx_.CountWritten(write.allocation->tier, write.size);
   }
   return End(handle);
@@ -544,8 +570,8 @@ Result<WritePath::Committing> WritePath::BeginCommitLocked(uint64_t handle, uint
   if (pending == pending_.end() || pending->second.committing) {
     return Err(ErrorCode::kIllegalClient);
   }
-  pending->second.bytes_written += bytes_copied;
-  if (pending->second.bytes_written < pending->second.size) {
+  if (bytes_copied > 0) pending->second.written.Add(0, bytes_copied);
+  if (!pending->second.written.Covers(pending->second.size)) {
     return Err(ErrorCode::kInvalidParams);  // the writer may still send the rest
   }
   pending->second.committing = true;
@@ -809,7 +835,7 @@ Result<void> WritePath::CommitDirect(uint64_t handle, std::string_view key) {
     if (!pending->second.direct && pending->second.mode != WriteMode::kAdopt) {
       return Err(ErrorCode::kInvalidParams);
     }
-    pending->second.bytes_written = pending->second.size;
+    pending->second.written.MarkAll(pending->second.size);
   }
   return End(handle);
 }

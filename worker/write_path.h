@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -33,13 +34,34 @@
 
 namespace mooncake {
 
+// Which bytes of a two-phase write have arrived, as disjoint ranges, so a
+// write commits only once every byte was written: counting bytes would let a
+// writer that sends one chunk twice publish a hole holding whatever the
+// arena held there before (another key's bytes). A writer sends its chunks
+// in order, so this stays one range; a scattered one is refused past
+// kMaxRanges, which bounds what a write can make this process hold.
+class WrittenRanges {
+ public:
+  static constexpr size_t kMaxRanges = 64;
+
+  // Records [offset, offset + length); false (nothing recorded) when it
+  // would leave more than kMaxRanges disjoint ranges.
+  bool Add(uint64_t offset, uint64_t length);
+  // Every byte of [0, size) written.
+  bool Covers(uint64_t size) const;
+  void MarkAll(uint64_t size) { ranges_ = {{0, size}}; }
+
+ private:
+  std::map<uint64_t, uint64_t> ranges_;  // begin -> end, disjoint, not touching
+};
+
 struct PendingWrite {
   std::string key;
   ObjectRef object;  // the record this write fills
   size_t tier = 0;
   AllocationPtr allocation;
   uint64_t size = 0;
-  uint64_t bytes_written = 0;
+  WrittenRanges written;
   bool committing = false;
   WriteMode mode = WriteMode::kCreate;
   bool in_place = false;       // an upsert writing over the object's own bytes

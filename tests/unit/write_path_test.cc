@@ -61,6 +61,41 @@ TEST(WritePathTest, PutStartReservesTheKeyAndPutEndPublishesIt) {
   EXPECT_EQ(parts.writer.End(*handle).error(), ErrorCode::kIllegalClient);  // done already
 }
 
+// A chunk sent twice adds up to the size but leaves a hole: publishing it
+// would serve what the arena held there, another key's freed bytes.
+TEST(WritePathTest, AWriteCommitsOnlyOnceEveryByteWasWritten) {
+  BackendParts parts({1 * kMiB});
+  auto handle = StartPut(parts, "h", 10);
+  ASSERT_TRUE(handle);
+  ASSERT_TRUE(parts.writer.Chunk(*handle, 0, "01234"));
+  ASSERT_TRUE(parts.writer.Chunk(*handle, 0, "01234"));
+  EXPECT_EQ(parts.writer.End(*handle).error(), ErrorCode::kInvalidParams);
+  EXPECT_EQ(parts.StateOf("h"), ObjectState::kWriting);  // the rest may still come
+  // Out of order and overlapping is fine once every byte is there.
+  ASSERT_TRUE(parts.writer.Chunk(*handle, 7, "789"));
+  ASSERT_TRUE(parts.writer.Chunk(*handle, 4, "456"));
+  ASSERT_TRUE(parts.writer.End(*handle));
+  EXPECT_EQ(parts.Read("h"), "0123456789");
+}
+
+// Scattered one-byte chunks are refused past a bound, so a write cannot
+// make the worker keep a record of each of millions of ranges.
+TEST(WritePathTest, AWriteScatteredPastTheBoundIsRefused) {
+  BackendParts parts({1 * kMiB});
+  auto handle = StartPut(parts, "k", 1000);
+  ASSERT_TRUE(handle);
+  for (uint64_t i = 0; i < WrittenRanges::kMaxRanges; ++i) {
+    ASSERT_TRUE(parts.writer.Chunk(*handle, 2 * i, "x")) << i;
+  }
+  EXPECT_EQ(parts.writer.Chunk(*handle, 2 * WrittenRanges::kMaxRanges, "x").error(),
+            ErrorCode::kInvalidParams);
+  // A chunk that joins ranges is still taken, and filling every gap commits.
+  ASSERT_TRUE(parts.writer.Chunk(*handle, 1, "y"));
+  ASSERT_TRUE(parts.writer.Chunk(*handle, 0, std::string(1000, 'z')));
+  ASSERT_TRUE(parts.writer.End(*handle));
+  EXPECT_EQ(parts.Read("k"), std::string(1000, 'z'));
+}
+
 TEST(WritePathTest, RevokeErasesTheRecordAndFreesTheSpace) {
   BackendParts parts({1 * kMiB});
   auto handle = StartPut(parts, "k", 100 * kKiB);
