@@ -785,4 +785,23 @@ std::string Describe(const Result<ObjectInspection>& info) {
   return read;
 }
 
+// /proc/net/tcp: "local rem state tx_queue:rx_queue ...", hex.
+size_t ConnectionsWithUnreadBytes(int port) {
+  std::ifstream table("/proc/net/tcp");
+  std::string line;
+  std::getline(table, line);  // the header
+  size_t count = 0;
+  while (std::getline(table, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, queues;
+    if (!(fields >> slot >> local >> remote >> state >> queues)) continue;
+    auto colon = local.find(':');
+    auto queue_colon = queues.find(':');
+    if (colon == std::string::npos || queue_colon == std::string::npos) continue;
+    if (std::stoi(local.substr(colon + 1), nullptr, 16) != port) continue;
+    if (std::stoul(queues.substr(queue_colon + 1), nullptr, 16) > 0) ++count;
+  }
+  return count;
+}
+
 }  // namespace mooncake::testing

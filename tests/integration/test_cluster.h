@@ -106,6 +106,11 @@ struct CliResult {
   std::string err;
 };
 
+// The loopback TCP connections to `port` whose receive queue holds bytes
+// (/proc/net/tcp): requests sent to a stopped (SIGSTOP) process that it has
+// not read, so a test knows they are on the wire.
+size_t ConnectionsWithUnreadBytes(int port);
+
 // Polls `pred` every `poll` until it returns true or `timeout` passes.
 bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 10s,
                 std::chrono::milliseconds poll = 50ms);
