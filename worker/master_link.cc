@@ -107,9 +107,10 @@ void MasterLink::StopFollowing() { channel_->shards.CancelAll(); }
 MasterLink::~MasterLink() = default;
 
 Result<void> MasterLink::Claim(const std::string& key) {
+  uint64_t seen = registrations();
   auto claimed = claims_.Claim(key);
   if (!claimed && claimed.error() == ErrorCode::kNodeNotFound && on_unknown_node_) {
-    on_unknown_node_();
+    on_unknown_node_(seen);
     claimed = claims_.Claim(key);
   }
   return claimed;
@@ -118,11 +119,12 @@ Result<void> MasterLink::Claim(const std::string& key) {
 void MasterLink::ClaimAsync(const std::string& key, std::function<void(Result<void>)> done) {
   // A thread that may wait (the epoll engine's pool) sends a lone claim
   // itself; a loop thread never waits.
+  uint64_t seen = registrations();
   claims_.ClaimAsync(
       key,
-      [this, key, done = std::move(done)](Result<void> claimed) {
+      [this, key, seen, done = std::move(done)](Result<void> claimed) {
         if (!claimed && claimed.error() == ErrorCode::kNodeNotFound && on_unknown_node_) {
-          on_unknown_node_();
+          on_unknown_node_(seen);
           claimed = claims_.Claim(key);
         }
         done(std::move(claimed));
@@ -133,6 +135,7 @@ void MasterLink::ClaimAsync(const std::string& key, std::function<void(Result<vo
 std::vector<Result<void>> MasterLink::ClaimMany(const std::vector<std::string>& keys) {
   // Through the batcher, so that concurrent batches (and single puts) share
   // master calls.
+  uint64_t seen = registrations();
   std::vector<Result<void>> results = claims_.ClaimMany(keys);
   auto forgotten = [](const Result<void>& r) {
     return !r && r.error() == ErrorCode::kNodeNotFound;
@@ -140,7 +143,7 @@ std::vector<Result<void>> MasterLink::ClaimMany(const std::vector<std::string>& 
   if (!on_unknown_node_ || std::ranges::none_of(results, forgotten)) return results;
   // The master forgot this node: register again, then claim those keys once
   // more.
-  on_unknown_node_();
+  on_unknown_node_(seen);
   std::vector<size_t> again;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (forgotten(results[i])) again.push_back(i);
@@ -236,7 +239,9 @@ Result<void> MasterLink::Register(const NodeRecord& node) {
         [&](rpc::MasterServiceClient& client) { return client.RegisterNode(info); });
     results.push_back(reply ? ToResult(*reply) : Err(reply.error()));
   }
-  return WorstOf(results);
+  Result<void> registered = WorstOf(results);
+  if (registered) registrations_.fetch_add(1, std::memory_order_acq_rel);
+  return registered;
 }
 
 Result<void> MasterLink::Heartbeat(const std::vector<TierUsage>& tiers) {

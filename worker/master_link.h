@@ -5,6 +5,8 @@
 //
 // Thread-safety: all methods are safe to call concurrently (pooled RPC).
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -44,10 +46,15 @@ class MasterLink : public OwnerDirectory {
   void set_node_id(std::string node_id) { node_id_ = std::move(node_id); }
   const std::string& node_id() const { return node_id_; }
   // Called when the master no longer knows this node (it restarted or
-  // declared us dead) before a claim is retried.
-  void set_on_unknown_node(std::function<void()> callback) {
+  // declared us dead) before a claim is retried, with registrations() as it
+  // was before the claim was sent: a registration since then answers that
+  // claim's failure, and registering again would purge the keys claimed
+  // under it (many claims of one batch fail together).
+  void set_on_unknown_node(std::function<void(uint64_t seen_registrations)> callback) {
     on_unknown_node_ = std::move(callback);
   }
+  // How many times Register succeeded.
+  uint64_t registrations() const { return registrations_.load(std::memory_order_acquire); }
 
   // Makes calls waiting for a new master leader give up (shutdown).
   void StopFollowing();
@@ -103,7 +110,8 @@ class MasterLink : public OwnerDirectory {
 
   std::unique_ptr<Channel> channel_;
   std::string node_id_;
-  std::function<void()> on_unknown_node_;
+  std::function<void(uint64_t)> on_unknown_node_;
+  std::atomic<uint64_t> registrations_{0};
   ClaimBatcher claims_{[this](const std::vector<std::string>& keys) { return SendClaims(keys); }};
 };
 

@@ -237,7 +237,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
   int admin_port = EffectiveAdminPort(config.port, config.admin_port, kDefaultWorkerAdminPort);
   if (auto admin = server->StartAdmin(admin_port); !admin) return Err(admin.error());
   WorkerServer* self = server.get();
-  server->master_->set_on_unknown_node([self] { self->RegisterAndAnnounce(); });
+  server->master_->set_on_unknown_node([self](uint64_t seen) { self->RegisterAgain(seen); });
 
   server->heartbeat_thread_ = std::thread([self] { self->HeartbeatLoop(); });
   server->maintenance_thread_ = std::thread([self] { self->MaintenanceLoop(); });
@@ -337,17 +337,32 @@ Result<void> WorkerServer::RegisterAndAnnounce() {
   return {};
 }
 
+Result<void> WorkerServer::RegisterAgain(uint64_t seen) {
+  std::lock_guard lock(register_mu_);
+  if (master_->registrations() != seen && !registration_incomplete_) return {};
+  Result<void> done = RegisterAndAnnounce();
+  registration_incomplete_ = !done;
+  return done;
+}
+
+bool WorkerServer::RegistrationIncomplete() {
+  std::lock_guard lock(register_mu_);
+  return registration_incomplete_;
+}
+
 void WorkerServer::HeartbeatLoop() {
   bool registered = false;
   bool warned = false;
   std::unique_lock lock(mu_);
   while (!stopping_) {
     lock.unlock();
-    Result<void> outcome =
-        registered ? master_->Heartbeat(ToUsages(backend_->Stats())) : RegisterAndAnnounce();
-    if (registered && !outcome && outcome.error() == ErrorCode::kNodeNotFound) {
+    uint64_t seen = master_->registrations();
+    Result<void> outcome = RegistrationIncomplete()
+                               ? RegisterAgain(seen)
+                               : master_->Heartbeat(ToUsages(backend_->Stats()));
+    if (!outcome && outcome.error() == ErrorCode::kNodeNotFound) {
       MC_LOG_WARN("master does not know this node; registering again node={}", config_.node_id);
-      outcome = RegisterAndAnnounce();
+      outcome = RegisterAgain(seen);
     }
     if (outcome && !registered) {
       registered = true;

@@ -68,7 +68,14 @@ class WorkerServer {
   void HeartbeatLoop();
   void MaintenanceLoop();
   // Registers the node and announces every key; drops keys others own.
+  // register_mu_ held.
   Result<void> RegisterAndAnnounce();
+  // Registers again because a call sent when master_->registrations() was
+  // `seen` found the master did not know this node; one registration at a
+  // time. Nothing to do when another one completed since: registering again
+  // would purge the keys claimed under it.
+  Result<void> RegisterAgain(uint64_t seen);
+  bool RegistrationIncomplete();
   // Starts the REST admin server on `port` (0: free port; -1: none).
   Result<void> StartAdmin(int port);
 
@@ -85,6 +92,14 @@ class WorkerServer {
   std::unique_ptr<AdminServer> admin_;
   std::thread heartbeat_thread_;
   std::thread maintenance_thread_;
+
+  // Serialises registrations (the heartbeat thread's and those of claims
+  // the master refused). Taken before mu_, never inside it.
+  std::mutex register_mu_;
+  // The last registration failed, in Register or in Announce: the next
+  // heartbeat registers again rather than trusting a node the master knows
+  // but whose keys it was not told. Guarded by register_mu_.
+  bool registration_incomplete_ = true;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -1,0 +1,100 @@
+// A worker the master declared dead registers again, once, however many of
+// its calls learn it at the same moment, and every key whose put succeeded
+// is known to the master afterwards.
+//
+// The race is forced: the worker is stopped (SIGSTOP) while puts from
+// several clients sit unread in its sockets, and resumed only once the
+// master has restarted (and so forgotten it), so their claims are refused
+// together, before the worker's next heartbeat.
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <future>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "tests/integration/test_cluster.h"
+#include "tests/raw_rpc.h"
+
+namespace mooncake::testing {
+namespace {
+
+constexpr size_t kClients = 24;
+
+std::string KeyOf(size_t i) { return "after-" + std::to_string(i); }
+std::string ValueOf(size_t i) { return std::string(4096, static_cast<char>('a' + i)); }
+
+// One figure of the master's /stats; -1 when it cannot be read.
+int64_t MasterStat(int admin_port, const std::string& request) {
+  auto reply = Http(admin_port, "GET", "/stats");
+  if (!reply || reply->status != 200) return -1;
+  auto body = nlohmann::json::parse(reply->body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object() || !body.contains("requests") || !body["requests"].contains(request)) {
+    return -1;
+  }
+  return body["requests"][request].value("requests", int64_t{-1});
+}
+
+class ReregistrationTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (stopped_) cluster_.Signal("w1", SIGCONT);
+    if (HasFailure()) std::cerr << cluster_.AllLogTails(40);
+  }
+
+  TestCluster cluster_;
+  bool stopped_ = false;
+};
+
+TEST_F(ReregistrationTest, ClaimsRefusedTogetherRegisterOnceAndEveryPutKeyIsKnown) {
+  ASSERT_TRUE(cluster_.StartMaster());
+  // A heartbeat far apart, so the puts' claims, not the heartbeat, are the
+  // first to find that the master forgot this node.
+  ASSERT_TRUE(
+      cluster_.StartWorker("w1", {.dram = 64 << 20, .ssd = 0, .heartbeat_interval_ms = 5000}));
+  std::vector<std::unique_ptr<Client>> clients;
+  for (size_t i = 0; i < kClients; ++i) {
+    clients.push_back(cluster_.NewClient());
+    ASSERT_TRUE(clients.back());
+    // Each client connects to w1 now, while it answers.
+    ASSERT_TRUE(IsOk(clients.back()->Put("before-" + std::to_string(i), "v")));
+  }
+
+  // The puts wait, unread, in the stopped worker's sockets while the master
+  // restarts and so forgets every node.
+  stopped_ = cluster_.Signal("w1", SIGSTOP);
+  ASSERT_TRUE(stopped_);
+  std::vector<std::future<Result<void>>> puts;
+  for (size_t i = 0; i < kClients; ++i) {
+    puts.push_back(
+        std::async(std::launch::async, [&, i] { return clients[i]->Put(KeyOf(i), ValueOf(i)); }));
+  }
+  ASSERT_TRUE(Eventually(
+      [&] { return ConnectionsWithUnreadBytes(cluster_.worker_port("w1")) >= kClients; }));
+  ASSERT_TRUE(cluster_.RestartMaster());
+  ASSERT_TRUE(cluster_.Signal("w1", SIGCONT));
+  stopped_ = false;
+
+  std::vector<size_t> stored;
+  for (size_t i = 0; i < kClients; ++i) {
+    if (IsOk(puts[i].get())) stored.push_back(i);
+  }
+  EXPECT_EQ(stored.size(), kClients);
+  // One registration answers every claim refused with it: each extra one
+  // would purge what was claimed under the one before.
+  const int admin = cluster_.master_admin_port();
+  EXPECT_EQ(MasterStat(admin, "register_node"), 1);
+  for (size_t i : stored) {
+    auto owner = Http(admin, "GET", "/keys/" + KeyOf(i));
+    ASSERT_TRUE(owner);
+    EXPECT_EQ(owner->status, 200) << KeyOf(i) << ": " << owner->body;
+    EXPECT_TRUE(Holds(clients[0]->Get(KeyOf(i)), ValueOf(i))) << KeyOf(i);
+  }
+}
+
+}  // namespace
+}  // namespace mooncake::testing
