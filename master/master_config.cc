@@ -111,9 +111,11 @@ Result<void> ValidateMasterConfig(const MasterConfig& config, std::string* messa
     SetMessage(message, "--host must not be empty");
   } else if (config.port < 0 || config.port > 65535) {
     SetMessage(message, "--port must be in 0..65535, got " + std::to_string(config.port));
-  } else if (config.node_ttl_ms <= 0) {
-    SetMessage(message,
-               "--node-ttl-ms must be positive, got " + std::to_string(config.node_ttl_ms));
+  } else if (config.node_ttl_ms <= 0 || config.node_ttl_ms > kMaxNodeTtlMs) {
+    // Bounded: the reaper compares in nanoseconds, where a larger TTL
+    // overflows and declares every node dead on every pass.
+    SetMessage(message, "--node-ttl-ms must be in 1.." + std::to_string(kMaxNodeTtlMs) +
+                            " (24 h), got " + std::to_string(config.node_ttl_ms));
   } else if (std::ranges::find(kLogLevels, config.log_level) == kLogLevels.end()) {
     SetMessage(message,
                "--log-level must be one of trace, debug, info, warn, error, critical, "

@@ -25,6 +25,8 @@ inline constexpr int kDefaultAdminPort = 50050;
 // nearly every claim. It polls only while a CPU is spare.
 inline constexpr int kDefaultMasterRpcPollUs = 200;
 
+inline constexpr int64_t kMaxNodeTtlMs = 24ll * 3600 * 1000;
+
 struct MasterConfig {
   // Address the Thrift service binds to.
   std::string host = "127.0.0.1";
@@ -35,7 +37,7 @@ struct MasterConfig {
   // Mutual TLS on the Thrift service; off when empty.
   TlsSettings tls;
   // A worker silent for this long is declared dead and its keys dropped.
-  int64_t node_ttl_ms = 10000;
+  int64_t node_ttl_ms = 10000;  // 1..kMaxNodeTtlMs
   // If set, written once the master listens: two lines, the bound RPC port
   // and the bound admin port (-1 when the admin server is disabled).
   std::string ready_file;

@@ -193,8 +193,13 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
   if (!(c.low_watermark > 0 && c.low_watermark < c.high_watermark && c.high_watermark <= 1.0)) {
     return fail("watermarks must satisfy 0 < --low-watermark < --high-watermark <= 1");
   }
-  if (c.heartbeat_interval_ms <= 0) return fail("--heartbeat-interval-ms must be positive");
-  if (c.kv_lease_ttl_ms < 0) return fail("--kv-lease-ttl-ms must not be negative");
+  // Upper bounds keep deadlines (now + interval) from overflowing.
+  if (c.heartbeat_interval_ms <= 0 || c.heartbeat_interval_ms > 3600ll * 1000) {
+    return fail("--heartbeat-interval-ms must be in 1..3600000 (1 h)");
+  }
+  if (c.kv_lease_ttl_ms < 0 || c.kv_lease_ttl_ms > 24ll * 3600 * 1000) {
+    return fail("--kv-lease-ttl-ms must be in 0..86400000 (24 h)");
+  }
   if (c.soft_pin_ttl_ms <= 0 || c.soft_pin_ttl_ms > 24ll * 3600 * 1000) {
     return fail("--soft-pin-ttl-ms must be in 1..86400000 (24 h)");
   }

@@ -109,6 +109,7 @@ TEST(MasterConfigTest, RejectsOutOfRangeValues) {
        {Case{{"--port", "65536"}, "--port"}, Case{{"--port", "-1"}, "--port"},
         Case{{"--port", "abc"}, "--port"}, Case{{"--node-ttl-ms", "0"}, "--node-ttl-ms"},
         Case{{"--node-ttl-ms", "-5"}, "--node-ttl-ms"},
+        Case{{"--node-ttl-ms", "10000000000000"}, "--node-ttl-ms"},
         Case{{"--log-level", "loud"}, "--log-level"}, Case{{"--host", ""}, "--host"},
         Case{{"--admin-port", "-2"}, "--admin-port"},
         Case{{"--admin-port", "65536"}, "--admin-port"},

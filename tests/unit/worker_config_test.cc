@@ -225,6 +225,8 @@ TEST(WorkerConfigTest, RejectsOutOfRangeValues) {
         Case{{"--host", ""}, "--host"},
         Case{{"--heartbeat-interval-ms", "0"}, "--heartbeat-interval-ms"},
         Case{{"--kv-lease-ttl-ms", "-1"}, "--kv-lease-ttl-ms"},
+        Case{{"--kv-lease-ttl-ms", "10000000000000"}, "--kv-lease-ttl-ms"},
+        Case{{"--heartbeat-interval-ms", "10000000000000"}, "--heartbeat-interval-ms"},
         Case{{"--soft-pin-ttl-ms", "0"}, "--soft-pin-ttl-ms"},
         Case{{"--soft-pin-ttl-ms", "86400001"}, "--soft-pin-ttl-ms"},
         Case{{"--adopt-confirm-delay-ms", "0"}, "--adopt-confirm-delay-ms"},
