@@ -1,5 +1,7 @@
 #include "tiers/ssd_format.h"
 
+#include <algorithm>
+
 namespace mooncake::ssd_format {
 namespace {
 
@@ -80,6 +82,22 @@ std::optional<DurableObjectMeta> DecodeMeta(std::string_view in) {
   meta.soft_pinned = (flags & 2) != 0;
   meta.key.assign(p, key_len);
   return meta;
+}
+
+std::array<char, kDeferredSlotBytes> EncodeDeferredSlot(uint64_t id) {
+  std::array<char, kDeferredSlotBytes> slot{};
+  if (id == 0) return slot;  // all zeros: empty
+  std::string bytes;
+  AppendLittleEndian<uint64_t>(bytes, id);
+  AppendLittleEndian<uint64_t>(bytes, ~id);
+  std::copy(bytes.begin(), bytes.end(), slot.begin());
+  return slot;
+}
+
+uint64_t DecodeDeferredSlot(const char* slot) {
+  const uint64_t id = ReadLittleEndian<uint64_t>(slot);
+  const uint64_t check = ReadLittleEndian<uint64_t>(slot);
+  return check == ~id ? id : 0;
 }
 
 }  // namespace mooncake::ssd_format

@@ -8,9 +8,12 @@
 //   data column family:  DataKey(id, chunk) -> the chunk's bytes
 //   "meta" column family: 'm' + id -> EncodeMeta(meta)   (committed object)
 //                         'p' + id -> ""                 (write in progress)
+//   file kDeferredDeletesFile: kDeferredSlots slots of EncodeDeferredSlot(id)
 //
 // Thread-safety: pure functions.
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -40,5 +43,20 @@ uint64_t ReadBigEndian64(const char* p);
 // another format version or a damaged one.
 std::string EncodeMeta(const DurableObjectMeta& meta);
 std::optional<DurableObjectMeta> DecodeMeta(std::string_view in);
+
+// Ids whose delete RocksDB could not take (no room on the disk for the
+// tombstones) are recorded in this file, next to RocksDB's own, so that a
+// restart does not bring the objects back. The file is written in full (zeros)
+// when the tier opens and afterwards only overwritten in place: on a file
+// system that does not copy on write, recording an id then needs no free
+// space. RocksDB ignores files whose names it does not know.
+inline constexpr char kDeferredDeletesFile[] = "MOONCAKE-DEFERRED-DELETES";
+inline constexpr size_t kDeferredSlotBytes = 16;
+inline constexpr size_t kDeferredSlots = 1024;
+// A slot holds the id and its complement (little-endian), so a slot torn by a
+// crash reads as empty rather than as another id. Id 0 encodes an empty slot.
+std::array<char, kDeferredSlotBytes> EncodeDeferredSlot(uint64_t id);
+// The id in a slot, or 0 for an empty or torn one.
+uint64_t DecodeDeferredSlot(const char* slot);
 
 }  // namespace mooncake::ssd_format

@@ -1,5 +1,6 @@
 #include "tiers/ssd_tier.h"
 
+#include <fcntl.h>
 #include <rocksdb/db.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
@@ -16,6 +17,7 @@
 #include <functional>
 #include <optional>
 #include <system_error>
+#include <unordered_set>
 #include <utility>
 
 #include "common/log.h"
@@ -26,8 +28,13 @@ namespace mooncake {
 namespace {
 
 using ssd_format::DataKey;
+using ssd_format::DecodeDeferredSlot;
 using ssd_format::DecodeMeta;
+using ssd_format::EncodeDeferredSlot;
 using ssd_format::EncodeMeta;
+using ssd_format::kDeferredDeletesFile;
+using ssd_format::kDeferredSlotBytes;
+using ssd_format::kDeferredSlots;
 using ssd_format::kMetaCfName;
 using ssd_format::kMetaPrefix;
 using ssd_format::kPendingPrefix;
@@ -196,23 +203,37 @@ Result<void> SsdTier::OpenDb(std::string* error) {
 }
 
 SsdTier::~SsdTier() {
-  if (!db_) return;
-  try {
-    db_->DestroyColumnFamilyHandle(data_cf_);
-    db_->DestroyColumnFamilyHandle(meta_cf_);
-    if (rocksdb::Status s = db_->Close(); !s.ok()) {
-      MC_LOG_ERROR("ssd tier close failed path={} status={}", path_, s.ToString());
+  if (db_) {
+    try {
+      // The last chance in this process for deletes the disk had no room for.
+      // What still fails stays in the deferred-deletes file for the next Open.
+      RetryDeferredDeletes();
+      if (has_deferred_deletes_.load()) {
+        std::lock_guard lock(mu_);
+        MC_LOG_WARN("ssd tier closes with deferred deletes tier={} objects={}", name_,
+                    deferred_deletes_.size());
+      }
+      db_->DestroyColumnFamilyHandle(data_cf_);
+      db_->DestroyColumnFamilyHandle(meta_cf_);
+      if (rocksdb::Status s = db_->Close(); !s.ok()) {
+        MC_LOG_ERROR("ssd tier close failed path={} status={}", path_, s.ToString());
+      }
+      db_.reset();
+    } catch (...) {
+      // A destructor must not throw; the WAL already holds every write.
     }
-    db_.reset();
-  } catch (...) {
-    // A destructor must not throw; the WAL already holds every write.
   }
+  if (deferred_fd_ >= 0) ::close(deferred_fd_);
 }
 
 Result<void> SsdTier::LoadAndCleanUp(std::string* error) {
   std::vector<uint64_t> pending;
   rocksdb::WriteBatch cleanup;
-  uint64_t max_id = 0;
+  // Objects freed before the restart whose delete never landed: not live, and
+  // their ids are never handed out again while the file names them.
+  const std::vector<uint64_t> deferred = OpenDeferredFile();
+  const std::unordered_set<uint64_t> freed(deferred.begin(), deferred.end());
+  uint64_t max_id = deferred.empty() ? 0 : *std::max_element(deferred.begin(), deferred.end());
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(VerifiedReads(), meta_cf_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const rocksdb::Slice key = it->key();
@@ -222,6 +243,7 @@ Result<void> SsdTier::LoadAndCleanUp(std::string* error) {
     }
     const uint64_t id = ReadBigEndian64(key.data() + 1);
     max_id = std::max(max_id, id);
+    if (freed.contains(id)) continue;  // deleted below, with its data
     if (key[0] == kPendingPrefix) {
       pending.push_back(id);
       continue;
@@ -273,7 +295,87 @@ Result<void> SsdTier::LoadAndCleanUp(std::string* error) {
     MC_LOG_WARN("ssd tier recovered more than capacity tier={} used={} capacity={}", name_, used_,
                 capacity_);
   }
+  if (!deferred.empty()) {
+    MC_LOG_INFO("ssd tier retries deferred deletes tier={} objects={}", name_, deferred.size());
+    deferred_deletes_ = deferred;
+    has_deferred_deletes_.store(true);
+    // Failing again is not fatal: the objects stay dead, and the next write
+    // or close retries.
+    RetryDeferredDeletes();
+  }
   return {};
+}
+
+std::vector<uint64_t> SsdTier::OpenDeferredFile() {
+  constexpr size_t kBytes = kDeferredSlots * kDeferredSlotBytes;
+  const std::string file = path_ + "/" + kDeferredDeletesFile;
+  std::lock_guard lock(deferred_file_mu_);
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    MC_LOG_WARN("ssd tier keeps deferred deletes in memory only tier={} file={} error=\"{}\"",
+                name_, file, std::strerror(errno));
+    return {};
+  }
+  std::string bytes(kBytes, '\0');
+  if (::pread(fd, bytes.data(), kBytes, 0) != static_cast<ssize_t>(kBytes)) {
+    // New, or cut short while it was created (nothing is recorded in a file
+    // before it is whole). Written in full so later records need no space.
+    bytes.assign(kBytes, '\0');
+    const int dir = ::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const bool ok = ::pwrite(fd, bytes.data(), kBytes, 0) == static_cast<ssize_t>(kBytes) &&
+                    ::fsync(fd) == 0 && dir >= 0 && ::fsync(dir) == 0;
+    if (dir >= 0) ::close(dir);
+    if (!ok) {
+      MC_LOG_WARN("ssd tier keeps deferred deletes in memory only tier={} file={} error=\"{}\"",
+                  name_, file, std::strerror(errno));
+      ::close(fd);
+      return {};
+    }
+  }
+  deferred_fd_ = fd;
+  deferred_slots_.assign(kDeferredSlots, 0);
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < kDeferredSlots; ++i) {
+    deferred_slots_[i] = DecodeDeferredSlot(bytes.data() + i * kDeferredSlotBytes);
+    if (deferred_slots_[i] != 0) ids.push_back(deferred_slots_[i]);
+  }
+  return ids;
+}
+
+bool SsdTier::RecordDeferred(uint64_t id) {
+  std::lock_guard lock(deferred_file_mu_);
+  if (deferred_fd_ < 0) return false;
+  auto slot = std::find(deferred_slots_.begin(), deferred_slots_.end(), 0);
+  if (slot == deferred_slots_.end()) return false;
+  const auto bytes = EncodeDeferredSlot(id);
+  const off_t at = static_cast<off_t>(slot - deferred_slots_.begin()) * kDeferredSlotBytes;
+  // Overwrites bytes the file already holds: no new blocks needed.
+  if (::pwrite(deferred_fd_, bytes.data(), bytes.size(), at) !=
+          static_cast<ssize_t>(bytes.size()) ||
+      ::fdatasync(deferred_fd_) != 0) {
+    return false;
+  }
+  *slot = id;
+  return true;
+}
+
+void SsdTier::ClearDeferred(uint64_t id) {
+  std::lock_guard lock(deferred_file_mu_);
+  auto slot = std::find(deferred_slots_.begin(), deferred_slots_.end(), id);
+  if (slot == deferred_slots_.end()) return;
+  *slot = 0;
+  const auto bytes = EncodeDeferredSlot(0);
+  const off_t at = static_cast<off_t>(slot - deferred_slots_.begin()) * kDeferredSlotBytes;
+  // A slot left behind only repeats a delete at the next Open.
+  if (::pwrite(deferred_fd_, bytes.data(), bytes.size(), at) !=
+      static_cast<ssize_t>(bytes.size())) {
+    MC_LOG_WARN("ssd tier cannot clear deferred delete tier={} id={}", name_, id);
+  }
+}
+
+bool SsdTier::IsLive(uint64_t id) const {
+  std::lock_guard lock(mu_);
+  return live_.contains(id);
 }
 
 uint64_t SsdTier::used() const {
@@ -315,14 +417,9 @@ void SsdTier::Free(const TierLocation& location) {
       used_ -= it->second;
       live_.erase(it);
     }
-    if (!DeleteObject(id)) {
-      // The meta record is still on disk: retry later, or a restart would
-      // bring back an object the cache already dropped.
-      std::lock_guard lock(mu_);
-      deferred_deletes_.push_back(id);
-      has_deferred_deletes_.store(true);
-      MC_LOG_WARN("ssd tier delete deferred tier={} id={}", name_, id);
-    }
+    // If the delete fails the meta record is still on disk: retry later, or a
+    // restart would bring back an object the cache already dropped.
+    if (!DeleteObject(id)) DeferDelete(id);
     RetryDeferredDeletes();
   } catch (const std::exception& e) {
     MC_LOG_ERROR("ssd tier free failed tier={} id={} error={}", name_, id, e.what());
@@ -337,6 +434,24 @@ Result<void> SsdTier::DeleteObject(uint64_t id) {
   return WriteChecked(batch, id, /*data=*/false);
 }
 
+void SsdTier::DeferDelete(uint64_t id) {
+  const bool recorded = RecordDeferred(id);
+  {
+    std::lock_guard lock(mu_);
+    deferred_deletes_.push_back(id);
+    has_deferred_deletes_.store(true);
+  }
+  if (recorded) {
+    MC_LOG_WARN("ssd tier delete deferred tier={} id={}", name_, id);
+  } else {
+    MC_LOG_ERROR(
+        "ssd tier delete deferred in memory only tier={} id={} "
+        "reason=\"deferred-deletes file missing or full: a restart before the retry brings the "
+        "object back\"",
+        name_, id);
+  }
+}
+
 void SsdTier::RetryDeferredDeletes() {
   if (!has_deferred_deletes_.load()) return;
   std::vector<uint64_t> ids;
@@ -348,7 +463,7 @@ void SsdTier::RetryDeferredDeletes() {
   // The ids are no longer live, so no Persist of them can race these
   // deletes. Stop at the first failure: the rest would fail the same way.
   size_t done = 0;
-  while (done < ids.size() && DeleteObject(ids[done])) ++done;
+  while (done < ids.size() && DeleteObject(ids[done])) ClearDeferred(ids[done++]);
   if (done == ids.size()) return;
   std::lock_guard lock(mu_);
   deferred_deletes_.insert(deferred_deletes_.end(), ids.begin() + done, ids.end());
@@ -549,7 +664,9 @@ std::vector<DurableObjectMeta> SsdTier::Recover() {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(VerifiedReads(), meta_cf_));
     const std::string start(1, kMetaPrefix);
     for (it->Seek(start); it->Valid() && it->key().starts_with(start); it->Next()) {
-      if (auto meta = DecodeMeta(it->value().ToStringView())) metas.push_back(std::move(*meta));
+      auto meta = DecodeMeta(it->value().ToStringView());
+      // A freed object whose delete is deferred still has its meta on disk.
+      if (meta && IsLive(meta->location.offset)) metas.push_back(std::move(*meta));
     }
     if (!it->status().ok()) {
       MC_LOG_ERROR("ssd tier recover scan failed tier={} status={}", name_,

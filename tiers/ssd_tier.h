@@ -14,6 +14,13 @@
 // by chunk), so concurrent Writes to different bytes of one chunk do not lose
 // each other's bytes; Persist and Free of one id are ordered by object_mu_.
 //
+// Deletes: when RocksDB cannot take an object's delete (no room for the
+// tombstones), the id is recorded in a preallocated file beside the database
+// (ssd_format::kDeferredDeletesFile) and the delete is retried before later
+// writes, at close and at the next Open. Until it lands the object is not
+// live: used() does not count it and Recover() does not return it, also after
+// a restart.
+//
 // Faults (docs/design.md, "Tiers"): a write that the disk has no room for fails
 // with kNoAvailableHandle and writes nothing, before RocksDB sees ENOSPC
 // (RocksDB stops all writes after a failed WAL append, and an
@@ -104,7 +111,8 @@ class SsdTier : public CacheTier {
   // Records `meta` for a live object (kInvalidParams if its id is not live or
   // its size does not match the allocation).
   Result<void> Persist(const DurableObjectMeta& meta) override;
-  // Every persisted meta, in id order.
+  // Every persisted meta of a live object, in id order (not those freed
+  // whose delete is still deferred).
   std::vector<DurableObjectMeta> Recover() override;
 
   const std::string& path() const { return path_; }
@@ -125,14 +133,29 @@ class SsdTier : public CacheTier {
   // statvfs fails (the check is then skipped: RocksDB's status decides).
   std::optional<uint64_t> FreeDiskBytes() const;
   // Deletes objects whose delete failed earlier (no room for the tombstones);
-  // until then their meta would bring them back after a restart.
+  // until then only the deferred-deletes file keeps a restart from bringing
+  // them back.
   void RetryDeferredDeletes();
+  // Remembers `id` as freed but not yet deleted, in memory and, if it can, in
+  // the deferred-deletes file.
+  void DeferDelete(uint64_t id);
+  // Opens (creating, zero-filled) the deferred-deletes file and returns the
+  // ids recorded in it. Without the file (it cannot be created) deferred
+  // deletes are kept in memory only, and a warning says so.
+  std::vector<uint64_t> OpenDeferredFile();
+  // Records `id` in a free slot of the file and syncs it; false if there is
+  // no file, no free slot or the write fails.
+  bool RecordDeferred(uint64_t id);
+  // Frees the slot of `id` once its delete landed (not synced: a stale slot
+  // only repeats a delete, and Open never hands out an id found in the file).
+  void ClearDeferred(uint64_t id);
   Result<void> WriteChunk(const TierLocation& location, uint64_t chunk, uint64_t offset_in_chunk,
                           std::span<const std::byte> data);
   Result<void> ReadChunk(const TierLocation& location, uint64_t chunk, uint64_t offset_in_chunk,
                          std::span<std::byte> out) const;
   // Drops all chunks and the meta record of `id` in one atomic batch.
   Result<void> DeleteObject(uint64_t id);
+  bool IsLive(uint64_t id) const;
   std::mutex& RmwMutex(uint64_t id, uint64_t chunk);
   std::mutex& ObjectMutex(uint64_t id);
 
@@ -151,6 +174,13 @@ class SsdTier : public CacheTier {
   uint64_t next_id_ = 1;                         // guarded by mu_
   std::vector<uint64_t> deferred_deletes_;       // guarded by mu_
   std::atomic<bool> has_deferred_deletes_{false};
+
+  // The deferred-deletes file (-1 when it could not be opened) and which id
+  // each of its slots holds (0: free). Guarded by deferred_file_mu_, taken
+  // last: no other lock is taken while it is held.
+  std::mutex deferred_file_mu_;
+  int deferred_fd_ = -1;
+  std::vector<uint64_t> deferred_slots_;
 
   // Bytes of batches being written right now: concurrent writers must not
   // both count the same free space.

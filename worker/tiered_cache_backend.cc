@@ -1,6 +1,8 @@
 #include "worker/tiered_cache_backend.h"
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "common/log.h"
@@ -30,28 +32,64 @@ void TieredCacheBackend::set_peer_transfer(PeerTransfer* peers) { ctx_->peers = 
 
 int TieredCacheBackend::TierIndex(std::string_view name) const { return ctx_->TierIndex(name); }
 
+namespace {
+
+struct RecoveredCopy {
+  size_t tier;
+  DurableObjectMeta meta;
+};
+
+// True if `a` is a newer copy of its key than `b`: the higher version, else
+// (same version, same tier) the higher id, which that tier handed out later.
+bool IsNewer(const RecoveredCopy& a, const RecoveredCopy& b) {
+  if (a.meta.version != b.meta.version) return a.meta.version > b.meta.version;
+  return a.tier == b.tier && a.meta.location.offset > b.meta.location.offset;
+}
+
+// For each key, the index in `copies` of its newest copy. A key has more than
+// one copy when an older copy's delete was lost (e.g. the disk had no room
+// for it); serving the older one would bring back a value overwritten since.
+std::unordered_map<std::string_view, size_t> NewestCopies(
+    const std::vector<RecoveredCopy>& copies) {
+  std::unordered_map<std::string_view, size_t> newest;
+  for (size_t i = 0; i < copies.size(); ++i) {
+    auto [it, added] = newest.try_emplace(copies[i].meta.key, i);
+    if (!added && IsNewer(copies[i], copies[it->second])) it->second = i;
+  }
+  return newest;
+}
+
+}  // namespace
+
 std::vector<std::string> TieredCacheBackend::Recover() {
   std::vector<std::string> keys;
   auto now = SteadyClock::now();
   std::lock_guard lock(ctx_->mu);
+  std::vector<RecoveredCopy> copies;
   for (size_t t = 0; t < ctx_->tiers.size(); ++t) {
     for (DurableObjectMeta& meta : ctx_->tiers[t]->Recover()) {
-      auto allocation = std::make_shared<Allocation>(ctx_->tiers[t].get(), meta.location);
-      if (table_->Contains(meta.key)) continue;  // a duplicate: freed with `allocation`
-      Object object;
-      object.id = table_->NextObjectId();
-      object.allocation = std::move(allocation);
-      object.size = meta.location.size;
-      object.version = meta.version;
-      object.options = {.hard_pin = meta.hard_pinned, .soft_pin = meta.soft_pinned};
-      // The remaining time of a soft pin is not persisted; a restart grants
-      // the default duration again rather than silently dropping the pin.
-      object.soft_pin_until = now + ctx_->options.soft_pin_ttl;
-      table_->ObserveVersion(meta.version);
-      keys.push_back(meta.key);
-      table_->Emplace(meta.key, std::move(object), ObjectState::kComplete, t, /*published=*/true,
-                      now);
+      copies.push_back({.tier = t, .meta = std::move(meta)});
     }
+  }
+  const auto newest = NewestCopies(copies);
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const auto& [t, meta] = copies[i];
+    auto allocation = std::make_shared<Allocation>(ctx_->tiers[t].get(), meta.location);
+    // Older copies are freed (deleted from their tier) with `allocation`.
+    if (newest.at(meta.key) != i || table_->Contains(meta.key)) continue;
+    Object object;
+    object.id = table_->NextObjectId();
+    object.allocation = std::move(allocation);
+    object.size = meta.location.size;
+    object.version = meta.version;
+    object.options = {.hard_pin = meta.hard_pinned, .soft_pin = meta.soft_pinned};
+    // The remaining time of a soft pin is not persisted; a restart grants
+    // the default duration again rather than silently dropping the pin.
+    object.soft_pin_until = now + ctx_->options.soft_pin_ttl;
+    table_->ObserveVersion(meta.version);
+    keys.push_back(meta.key);
+    table_->Emplace(meta.key, std::move(object), ObjectState::kComplete, t, /*published=*/true,
+                    now);
   }
   // Versions only ever rise, also across restarts of this node: DRAM-only
   // objects are not recovered, so start past any version handed out before

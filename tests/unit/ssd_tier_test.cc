@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "tests/disk_faults.h"
+#include "tiers/ssd_format.h"
 
 extern char** environ;
 
@@ -575,6 +579,112 @@ TEST_F(SsdTierFaultTest, FullDiskFailsWritesWithNoSpaceKeepsDataAndRecovers) {
   EXPECT_EQ(metas.size(), stored.size());
   for (const auto& [meta, data] : stored) EXPECT_EQ(ReadAll(*tier, meta.location), data);
   tier.reset();
+}
+
+// The ids recorded in the tier's deferred-deletes file at `db`.
+std::vector<uint64_t> DeferredIds(const std::string& db) {
+  std::ifstream in(db + "/" + ssd_format::kDeferredDeletesFile, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint64_t> ids;
+  for (size_t at = 0; at + ssd_format::kDeferredSlotBytes <= bytes.size();
+       at += ssd_format::kDeferredSlotBytes) {
+    if (uint64_t id = ssd_format::DecodeDeferredSlot(bytes.data() + at)) ids.push_back(id);
+  }
+  return ids;
+}
+
+// A tiny tmpfs holding the database, and a filler file that leaves it less
+// free space than a metadata write (a delete) needs, but enough for RocksDB to
+// open. Skips the test without root.
+class SsdTierFullDiskTest : public SsdTierTest {
+ protected:
+  void SetUp() override {
+    SsdTierTest::SetUp();
+    mnt_.emplace(dir_ + "/mnt", 8 * kMiB);
+    if (!mnt_->mounted()) GTEST_SKIP() << "needs root to mount a tmpfs: " << mnt_->error();
+    path_ = dir_ + "/mnt/db";
+  }
+  void TearDown() override {
+    mnt_.reset();
+    SsdTierTest::TearDown();
+  }
+  void FillDisk() {
+    struct statvfs st {};
+    ASSERT_EQ(statvfs(path_.c_str(), &st), 0);
+    const uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+    ASSERT_GT(free, kLeftFree);
+    ASSERT_NO_FATAL_FAILURE(WriteFile(Filler(), std::string(free - kLeftFree, 'f')));
+  }
+  void FreeDisk() { fs::remove(Filler()); }
+  fs::path Filler() const { return dir_ + "/mnt/filler"; }
+
+  static constexpr uint64_t kLeftFree = 60 * 1024;  // < SsdTier::kMetaWriteReserveBytes
+  std::optional<TmpfsMount> mnt_;
+};
+
+// Remove(K) on a full disk: the delete cannot be written and is deferred. A
+// restart while the disk is still full must not bring K back (it did: the
+// deferred delete lived only in memory and K's meta was recovered); once
+// there is room the delete lands for good.
+TEST_F(SsdTierFullDiskTest, ADeferredDeleteSurvivesARestartOnAFullDisk) {
+  const auto gone_data = RandomBytes(1000, 1);
+  const auto kept_data = RandomBytes(1000, 2);
+  DurableObjectMeta gone;
+  DurableObjectMeta kept;
+  {
+    auto tier = Open();
+    ASSERT_TRUE(tier);
+    gone = Store(*tier, "gone", gone_data);
+    kept = Store(*tier, "kept", kept_data);
+    ASSERT_NO_FATAL_FAILURE(FillDisk());
+    tier->Free(gone.location);
+    EXPECT_EQ(tier->object_count(), 1u);
+    EXPECT_EQ(DeferredIds(path_), std::vector<uint64_t>{gone.location.offset})
+        << "the delete was expected to fail on the full disk";
+  }  // close retries, and fails again
+  {
+    auto tier = Open();
+    ASSERT_TRUE(tier);
+    auto metas = tier->Recover();
+    ASSERT_EQ(metas.size(), 1u);
+    EXPECT_EQ(metas[0].key, "kept");
+    EXPECT_EQ(tier->object_count(), 1u);
+    EXPECT_EQ(tier->used(), kept_data.size());
+    // A new object never reuses the id of one still waiting to be deleted.
+    FreeDisk();
+    auto loc = tier->Allocate(10);
+    ASSERT_TRUE(loc);
+    EXPECT_GT(loc->offset, gone.location.offset);
+    tier->Free(*loc);
+  }
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  EXPECT_TRUE(DeferredIds(path_).empty());
+  ASSERT_EQ(tier->Recover().size(), 1u);
+  std::vector<std::byte> one(1);
+  EXPECT_EQ(tier->Read(gone.location, 0, one).error(), ErrorCode::kInternalError);
+  EXPECT_EQ(ReadAll(*tier, kept.location), kept_data);
+}
+
+// A delete deferred on a full disk is retried when the tier closes: with room
+// again by then, it lands before the process exits.
+TEST_F(SsdTierFullDiskTest, ADeferredDeleteIsRetriedAtClose) {
+  DurableObjectMeta gone;
+  {
+    auto tier = Open();
+    ASSERT_TRUE(tier);
+    gone = Store(*tier, "gone", RandomBytes(1000, 1));
+    ASSERT_NO_FATAL_FAILURE(FillDisk());
+    tier->Free(gone.location);
+    EXPECT_EQ(DeferredIds(path_), std::vector<uint64_t>{gone.location.offset});
+    FreeDisk();
+  }
+  EXPECT_TRUE(DeferredIds(path_).empty()) << "close did not retry the deferred delete";
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  EXPECT_TRUE(tier->Recover().empty());
+  std::vector<std::byte> one(1);
+  EXPECT_EQ(tier->Read(gone.location, 0, one).error(), ErrorCode::kInternalError);
 }
 
 // A new node's --ssd-path may not exist yet, parents included: Open creates

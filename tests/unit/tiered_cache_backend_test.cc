@@ -14,6 +14,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <span>
 #include <thread>
 
 #include "tests/unit/gated_read_tier.h"
@@ -806,6 +807,42 @@ TEST_F(BackendTest, SsdObjectsAndTheirPinsSurviveARestart) {
   EXPECT_EQ(slice->version, version);
   ASSERT_TRUE(backend_->Put("after", "x", {}));
   EXPECT_GT(backend_->Inspect("after")->version, version);
+}
+
+// An SSD tier can hold two copies of a key after a restart (the older copy's
+// delete was lost, e.g. to a full disk). Recovery serves the newest: the
+// higher version, else the one written later (the higher id); the older copy
+// is deleted from the SSD.
+TEST_F(BackendTest, RecoverServesTheNewestSsdCopyOfAKeyAndDeletesTheOlder) {
+  {
+    auto ssd = SsdTier::Open("ssd", dir_ + "/ssd", 32 * kMiB).value();
+    auto store = [&](const std::string& key, const std::string& value, uint64_t version) {
+      auto loc = ssd->Allocate(value.size());
+      ASSERT_TRUE(loc);
+      ASSERT_TRUE(ssd->Write(*loc, 0, std::as_bytes(std::span(value))));
+      ASSERT_TRUE(ssd->Persist({.key = key, .location = *loc, .version = version}));
+    };
+    store("k", "version one", 1);  // id 1
+    store("k", "version two", 2);  // id 2
+    store("tie", "first", 7);
+    store("tie", "second", 7);
+    store("v", "higher version", 9);
+    store("v", "lower version", 4);
+  }
+  Open(8 * kMiB, 32 * kMiB);
+  EXPECT_EQ(std::count(recovered_.begin(), recovered_.end(), "k"), 1);
+  EXPECT_EQ(Tier(1).objects, 3u);
+  // The older copies are gone from the SSD, not just hidden.
+  Open(8 * kMiB, 32 * kMiB);
+  EXPECT_EQ(recovered_.size(), 3u);
+  EXPECT_EQ(Tier(1).objects, 3u);
+
+  auto k = backend_->Get("k", 0, 0);
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->data, "version two");
+  EXPECT_EQ(k->version, 2u);
+  EXPECT_EQ(backend_->Get("tie", 0, 0)->data, "second");
+  EXPECT_EQ(backend_->Get("v", 0, 0)->data, "higher version");
 }
 
 TEST_F(BackendTest, ConcurrentClientsNeverSeeTornOrForeignValues) {
