@@ -220,6 +220,7 @@ HttpResponse Config(const WorkerRoutes& r) {
        {"vram-capacity", c.vram_capacity},
        {"gpu-device", c.gpu_device},
        {"test-crash-at", c.test_crash_at},
+       {"test-announce-delay-ms", c.test_announce_delay_ms},
        {"ready-file", c.ready_file},
        {"admin-host", c.admin_host},
        {"admin-port", c.admin_port},

@@ -118,6 +118,10 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
                  "(after_adopt, after_hand_over), or lose the master's answer to its "
                  "hand-over (hand_over_answer_lost)")
       ->group("");  // hidden from --help: not for production
+  app.add_option("--test-announce-delay-ms", c.test_announce_delay_ms,
+                 "Test hook: wait this long between listing the keys to announce and "
+                 "announcing them")
+      ->group("");  // hidden from --help: not for production
   app.add_option("--ready-file", c.ready_file,
                  "Once registered with the master, write two lines here (atomically): the "
                  "bound RPC port, then the bound admin port (-1 if disabled)");
@@ -209,6 +213,9 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
   if (c.rdma_gid_index < -1) return fail("--rdma-gid-index must be -1 (pick) or >= 0");
   if (!ParseCrashPoint(c.test_crash_at)) {
     return fail("--test-crash-at must be after_adopt, after_hand_over or hand_over_answer_lost");
+  }
+  if (c.test_announce_delay_ms < 0 || c.test_announce_delay_ms > 10000) {
+    return fail("--test-announce-delay-ms must be in 0..10000");
   }
   if (c.put_start_discard_timeout_ms <= 0) {
     return fail("--put-start-discard-timeout-ms must be positive");

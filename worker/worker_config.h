@@ -94,6 +94,10 @@ struct WorkerConfig {
   // Test hook: "after_adopt" or "after_hand_over" kills this worker (SIGKILL)
   // at that step of an outgoing inter-node move. Empty in production.
   std::string test_crash_at;
+  // Test hook: each registration waits this long between taking the list of
+  // keys to announce and sending it, logging "test hook: announcing in",
+  // so a test can act inside that window. 0 in production.
+  int64_t test_announce_delay_ms = 0;
   // If set, two lines are written here once the worker has registered: the
   // bound RPC port and the bound admin port (-1 when disabled).
   std::string ready_file;

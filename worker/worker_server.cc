@@ -325,8 +325,15 @@ Result<void> WorkerServer::RegisterAndAnnounce() {
                   .port = port(),
                   .tiers = ToUsages(backend_->Stats())};
   if (auto registered = master_->Register(node); !registered) return registered;
-  auto rejected = master_->Announce(backend_->Keys());
+  std::vector<std::string> keys = backend_->Keys();
+  if (config_.test_announce_delay_ms > 0) {
+    MC_LOG_WARN("test hook: announcing in {} ms keys={}", config_.test_announce_delay_ms,
+                keys.size());
+    std::this_thread::sleep_for(Millis(config_.test_announce_delay_ms));
+  }
+  auto rejected = master_->Announce(keys);
   if (!rejected) return Err(rejected.error());
+  ReleaseKeysRemovedSince(keys);
   for (const std::string& key : *rejected) {
     MC_LOG_WARN("dropping local copy owned elsewhere key={}", key);
     backend_->DropLocal(key);
@@ -335,6 +342,22 @@ Result<void> WorkerServer::RegisterAndAnnounce() {
   MC_LOG_INFO("registered with master node={} master={} keys_rejected={}", config_.node_id,
               config_.master_description(), rejected->size());
   return {};
+}
+
+void WorkerServer::ReleaseKeysRemovedSince(const std::vector<std::string>& announced) {
+  // A key removed (or dropped) while the announcement was on its way was
+  // released at a master that did not know it yet, and then announced:
+  // release it again, or the master names this node for a key it lacks.
+  // Only this node's ownership is released, so a key put elsewhere since
+  // stays.
+  std::vector<std::string> gone;
+  for (const std::string& key : announced) {
+    auto held = backend_->Inspect(key);
+    if (!held && held.error() == ErrorCode::kObjectNotFound) gone.push_back(key);
+  }
+  if (gone.empty()) return;
+  master_->ReleaseMany(gone);
+  MC_LOG_INFO("released keys removed while announcing count={}", gone.size());
 }
 
 Result<void> WorkerServer::RegisterAgain(uint64_t seen) {

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -75,6 +76,8 @@ class WorkerServer {
   // time. Nothing to do when another one completed since: registering again
   // would purge the keys claimed under it.
   Result<void> RegisterAgain(uint64_t seen);
+  // Releases those of the `announced` keys this node no longer holds.
+  void ReleaseKeysRemovedSince(const std::vector<std::string>& announced);
   bool RegistrationIncomplete();
   // Starts the REST admin server on `port` (0: free port; -1: none).
   Result<void> StartAdmin(int port);
