@@ -104,8 +104,15 @@ std::unique_ptr<WorkerHandler::PlacedPut> WorkerHandler::StartPlacedPut(
     const std::string& key, uint64_t size, const rpc::ReplicateConfig& config) {
   auto options = ToObjectOptions(config);
   if (!options) return nullptr;
+  uint64_t held = placed_bytes_.load();
+  do {
+    if (size > placed_bytes_limit_ - std::min(held, placed_bytes_limit_)) return nullptr;
+  } while (!placed_bytes_.compare_exchange_weak(held, held + size));
   auto started = backend_.StartPlacedPut(key, size, *options);
-  if (!started) return nullptr;
+  if (!started) {
+    placed_bytes_.fetch_sub(size);
+    return nullptr;
+  }
   return std::make_unique<PlacedPut>(*this, std::move(*started), key, config);
 }
 
@@ -118,6 +125,7 @@ WorkerHandler::PlacedPut::PlacedPut(WorkerHandler& handler, PlacedWrite write, s
       timer_(handler.requests_, "put") {}
 
 WorkerHandler::PlacedPut::~PlacedPut() {
+  handler_.placed_bytes_.fetch_sub(write_.bytes.size());
   if (finished_) return;
   // Nothing was published; the key and the space are given back.
   (void)handler_.backend_.PutRevoke(write_.handle);

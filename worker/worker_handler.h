@@ -32,6 +32,14 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   // has since given to another node. Until then reads answer
   // REPLICA_IS_NOT_READY (retryable).
   void set_serving_reads(bool serving) { serving_reads_.store(serving); }
+  // The most bytes placed puts may hold reserved at once. A placed put takes
+  // the object's space when the frame's header arrives, before its value: a
+  // client that declares large values and never sends them would otherwise
+  // reserve (and evict others to make) as much space as it has connections
+  // times the frame limit. Past the budget a value is read into the frame,
+  // as a value the client has sent. Set before serving.
+  void set_placed_bytes_limit(uint64_t limit) { placed_bytes_limit_ = limit; }
+  uint64_t placed_bytes_in_flight() const { return placed_bytes_.load(); }
 
   // The operation names requests are counted under (for RequestMetrics).
   static std::vector<std::string> OperationNames();
@@ -165,7 +173,9 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   std::string node_id_;
   RequestMetrics& requests_;
   std::atomic<bool> serving_reads_{false};
-  RdmaLink* rdma_ = nullptr;  // set before serving, then read-only
+  uint64_t placed_bytes_limit_ = UINT64_MAX;
+  std::atomic<uint64_t> placed_bytes_{0};  // reserved by live PlacedPuts
+  RdmaLink* rdma_ = nullptr;               // set before serving, then read-only
   LogRateLimiter write_failures_{std::chrono::seconds(1)};
 };
 

@@ -218,6 +218,10 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
   auto handler =
       std::make_shared<WorkerHandler>(*server->backend_, config.node_id, *server->requests_);
   handler->set_rdma_link(server->rdma_.get());
+  // A quarter of DRAM, at least 64 MiB: 64 puts of 4 MiB at once on the
+  // benches' 2 GiB worker, while values declared and never sent can hold
+  // no more than that.
+  handler->set_placed_bytes_limit(std::max<uint64_t>(64ull << 20, config.dram_capacity / 4));
   server->handler_ = handler;
   auto rpc = RpcServer::Start(std::make_shared<WorkerProcessor>(handler),
                               {.host = config.host,

@@ -7,6 +7,7 @@
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
 
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -206,6 +207,50 @@ TEST_F(WorkerHandlerTest, AsyncPutsAreCountedOnceWithTheirCode) {
   }
   EXPECT_EQ(puts, 2u);
   EXPECT_EQ(put_errors, 1u);
+}
+
+// A placed put holds its object's space from the frame's header on, before
+// its value: the bytes so held are bounded, and past the bound a value is
+// read into the frame, as a value the client has sent, and stored the same.
+TEST_F(WorkerHandlerTest, PlacedPutsHoldNoMoreSpaceThanTheirBudget) {
+  handler_.set_placed_bytes_limit(1 << 20);
+  const uint64_t used_before = backend_.Stats().tiers[0].used;
+  auto first = handler_.StartPlacedPut("first", 768 << 10, {});
+  ASSERT_TRUE(first);
+  EXPECT_EQ(handler_.placed_bytes_in_flight(), 768u << 10);
+  EXPECT_GE(backend_.Stats().tiers[0].used, used_before + (768 << 10));
+  // Over the budget: nothing reserved, no key taken.
+  EXPECT_FALSE(handler_.StartPlacedPut("second", 512 << 10, {}));
+  EXPECT_EQ(handler_.placed_bytes_in_flight(), 768u << 10);
+  EXPECT_EQ(backend_.Inspect("second").error(), ErrorCode::kObjectNotFound);
+  // A revoked put (its value never all came) gives its share back.
+  first.reset();
+  EXPECT_EQ(handler_.placed_bytes_in_flight(), 0u);
+  auto second = handler_.StartPlacedPut("second", 512 << 10, {});
+  ASSERT_TRUE(second);
+  std::memset(second->bytes().data(), 's', second->bytes().size());
+  EXPECT_EQ(second->Finish(), rpc::ErrorCode::OK);
+  second.reset();
+  EXPECT_EQ(handler_.placed_bytes_in_flight(), 0u);
+}
+
+TEST_F(WorkerHandlerTest, APutOverThePlacedBudgetIsStoredFromTheFrame) {
+  handler_.set_placed_bytes_limit(0);
+  handler_.set_serving_reads(true);
+  auto server = ServeOnEpoll();
+  ASSERT_NE(server, nullptr);
+  RawConnection conn(server->port());
+  const std::string value(2 << 20, 'v');
+  ASSERT_TRUE(conn.Send(PutCall("framed", value, 7)));
+  auto reply = conn.ReadFrame();
+  ASSERT_TRUE(reply);
+  auto decoded = DecodePutReply(*reply);
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(decoded->first, rpc::ErrorCode::OK);
+  rpc::GetResult read;
+  handler_.Get(read, "framed", 0, 0);
+  EXPECT_EQ(read.code, rpc::ErrorCode::OK);
+  EXPECT_EQ(read.data, value);
 }
 
 }  // namespace
