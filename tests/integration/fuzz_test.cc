@@ -75,11 +75,14 @@ constexpr uint64_t kKiB = 1ull << 10;
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kWorkerDram = 32 * kMiB;
 // Bounds on peak RSS (VmHWM). A quiet master uses ~10 MiB and a quiet worker
-// its touched DRAM plus ~15 MiB; a flood adds its connection threads and a
-// few 16 MiB frames. A 2 GiB allocation (a frame or container sized by its
-// header) breaks either bound eight times over.
-constexpr uint64_t kMasterPeakRssBound = 256 * kMiB;
-constexpr uint64_t kWorkerPeakRssBound = kWorkerDram + 256 * kMiB;
+// its touched DRAM plus ~15 MiB; a flood adds its connection threads and the
+// 16 MiB frames held at once, one per thread reading one, and the engines
+// run more threads on more CPUs (on 16 CPUs the epoll worker peaked at
+// 295 MB, past a fixed 288 MiB). A 2 GiB allocation (a frame or container
+// sized by its header) breaks either bound four times over.
+uint64_t FloodRssAllowance() {
+  return std::clamp<uint64_t>(32 * std::thread::hardware_concurrency(), 256, 512) * kMiB;
+}
 // Growth allowed for kStalledFrames stalled 16 MiB frames: a buffer that
 // followed declared sizes would need 50 * 16 MiB = 800 MiB.
 constexpr uint64_t kStalledRssGrowthBound = 64 * kMiB;
@@ -1214,8 +1217,8 @@ void FloodAndExpectNothingChanged(const std::string& engine) {
   const uint64_t worker_peak = StatusKib(worker_pid, "VmHWM:");
   EXPECT_GT(master_peak, 0u);
   EXPECT_GT(worker_peak, 0u);
-  EXPECT_LT(master_peak * kKiB, kMasterPeakRssBound);
-  EXPECT_LT(worker_peak * kKiB, kWorkerPeakRssBound);
+  EXPECT_LT(master_peak * kKiB, FloodRssAllowance());
+  EXPECT_LT(worker_peak * kKiB, kWorkerDram + FloodRssAllowance());
 
   // Nothing changed, the rejections were counted, and the cache still works.
   EXPECT_TRUE(ReadsBack(*client, kKnownKey, known));
