@@ -1263,6 +1263,18 @@ std::string OversizedBody(bool chunked, uint64_t mib) {
   return out + "0\r\n\r\n";
 }
 
+// The master's and worker w1's processes and admin ports, for the admin
+// floods.
+struct AdminTarget {
+  std::string name;
+  pid_t pid;
+  int admin_port;
+};
+std::vector<AdminTarget> AdminTargets(const TestCluster& cluster) {
+  return {{"master", FindChild(cluster.dir() / "master.port"), cluster.master_admin_port()},
+          {"worker", FindChild(cluster.dir() / "w1.port"), cluster.worker_admin_port("w1")}};
+}
+
 // The admin servers limit bodies to 1 MiB (AdminServerOptions::max_body_bytes),
 // but cpp-httplib 0.11 checks the limit only against a Content-Length: a
 // chunked body, or a POST without a length (read until EOF), is buffered
@@ -1276,15 +1288,8 @@ TEST(FuzzTest, AdminServersDoNotBufferBodiesOverTheLimit) {
   ASSERT_TRUE(cluster.StartMaster({"--admin-token", kToken}));
   ASSERT_TRUE(cluster.StartWorker(
       "w1", {.dram = kWorkerDram, .ssd = 0, .extra_args = {"--admin-token", kToken}}));
-  struct Target {
-    std::string name;
-    pid_t pid;
-    int admin_port;
-  };
-  const Target targets[] = {
-      {"master", FindChild(cluster.dir() / "master.port"), cluster.master_admin_port()},
-      {"worker", FindChild(cluster.dir() / "w1.port"), cluster.worker_admin_port("w1")}};
-  for (const Target& t : targets) {
+  const std::vector<AdminTarget> targets = AdminTargets(cluster);
+  for (const AdminTarget& t : targets) {
     ASSERT_GT(t.pid, 0) << t.name;
     for (bool chunked : {true, false}) {
       const uint64_t before = StatusKib(t.pid, "VmHWM:");
@@ -1334,20 +1339,13 @@ TEST(FuzzTest, AdminServersBoundTheRequestHead) {
   ASSERT_TRUE(cluster.StartMaster({"--admin-token", kToken}));
   ASSERT_TRUE(cluster.StartWorker(
       "w1", {.dram = kWorkerDram, .ssd = 0, .extra_args = {"--admin-token", kToken}}));
-  struct Target {
-    std::string name;
-    pid_t pid;
-    int admin_port;
-  };
-  const Target targets[] = {
-      {"master", FindChild(cluster.dir() / "master.port"), cluster.master_admin_port()},
-      {"worker", FindChild(cluster.dir() / "w1.port"), cluster.worker_admin_port("w1")}};
+  const std::vector<AdminTarget> targets = AdminTargets(cluster);
   struct Flood {
     std::string name, head, filler;
   };
   const Flood floods[] = {{"endless request line", "GET /", "A"},
                           {"endless headers", "GET /health HTTP/1.1\r\nHost: x\r\n", "a:b\r\n"}};
-  for (const Target& t : targets) {
+  for (const AdminTarget& t : targets) {
     ASSERT_GT(t.pid, 0) << t.name;
     for (const Flood& f : floods) {
       const uint64_t before = StatusKib(t.pid, "VmHWM:");
