@@ -61,10 +61,10 @@ std::vector<std::string> KeysAt(const std::vector<std::string>& keys,
 template <typename SendFn>
 std::vector<Result<void>> PerShard(MasterShards& shards, const std::vector<std::string>& keys,
                                    SendFn send) {
-  if (!shards.sharded()) return send(shards.Any(), keys);
+  if (!shards.sharded()) return send(0u, shards.Any(), keys);
   std::vector<Result<void>> results(keys.size());
   for (const ShardKeys& group : shards.ForKeys(keys)) {
-    auto answers = send(shards.Shard(group.shard), KeysAt(keys, group.indices));
+    auto answers = send(group.shard, shards.Shard(group.shard), KeysAt(keys, group.indices));
     for (size_t j = 0; j < group.indices.size(); ++j) results[group.indices[j]] = answers[j];
   }
   return results;
@@ -100,7 +100,8 @@ MasterLink::MasterLink(MasterTarget target, std::optional<SlotTable> shards,
                        std::shared_ptr<const RpcTlsContext> tls, int rpc_poll_us)
     : channel_(new Channel{MasterShards(
           std::move(target), std::move(shards),
-          RpcOptions{.io_timeout_ms = 10000, .poll_us = rpc_poll_us, .tls = std::move(tls)})}) {}
+          RpcOptions{.io_timeout_ms = 10000, .poll_us = rpc_poll_us, .tls = std::move(tls)})}),
+      unannounced_(channel_->shards.size(), true) {}
 
 void MasterLink::StopFollowing() { channel_->shards.CancelAll(); }
 
@@ -154,9 +155,12 @@ std::vector<Result<void>> MasterLink::ClaimMany(const std::vector<std::string>& 
 }
 
 std::vector<Result<void>> MasterLink::SendClaims(const std::vector<std::string>& keys) {
-  return PerShard(channel_->shards, keys, [this](MasterEndpoint& master, const auto& share) {
-    return SendShardClaims(master, share);
-  });
+  return PerShard(channel_->shards, keys,
+                  [this](uint32_t shard, MasterEndpoint& master, const auto& share) {
+                    auto answers = SendShardClaims(master, share);
+                    NoteForgotten(shard, answers);
+                    return answers;
+                  });
 }
 
 std::vector<Result<void>> MasterLink::SendShardClaims(MasterEndpoint& master,
@@ -198,9 +202,10 @@ Result<void> MasterLink::ReleaseAt(MasterEndpoint& master, const std::string& ke
 }
 
 std::vector<Result<void>> MasterLink::ReleaseMany(const std::vector<std::string>& keys) {
-  return PerShard(channel_->shards, keys, [this](MasterEndpoint& master, const auto& share) {
-    return SendShardReleases(master, share);
-  });
+  return PerShard(channel_->shards, keys,
+                  [this](uint32_t, MasterEndpoint& master, const auto& share) {
+                    return SendShardReleases(master, share);
+                  });
 }
 
 std::vector<Result<void>> MasterLink::SendShardReleases(MasterEndpoint& master,
@@ -225,6 +230,26 @@ std::vector<Result<void>> MasterLink::SendShardReleases(MasterEndpoint& master,
   return results;
 }
 
+void MasterLink::NoteForgotten(uint32_t shard, const std::vector<Result<void>>& answers) {
+  bool forgotten = std::ranges::any_of(
+      answers, [](const Result<void>& r) { return !r && r.error() == ErrorCode::kNodeNotFound; });
+  if (!forgotten) return;
+  std::lock_guard lock(shards_mu_);
+  unannounced_[shard] = true;
+}
+
+std::vector<uint32_t> MasterLink::ShardsToRegister() {
+  std::lock_guard lock(shards_mu_);
+  std::vector<uint32_t> shards;
+  for (uint32_t shard = 0; shard < unannounced_.size(); ++shard) {
+    if (unannounced_[shard]) shards.push_back(shard);
+  }
+  if (shards.empty()) {  // asked to register with none forgotten: all of them
+    for (uint32_t shard = 0; shard < unannounced_.size(); ++shard) shards.push_back(shard);
+  }
+  return shards;
+}
+
 Result<void> MasterLink::Register(const NodeRecord& node) {
   rpc::NodeInfo info;
   info.node_id = node.node_id;
@@ -233,14 +258,23 @@ Result<void> MasterLink::Register(const NodeRecord& node) {
   info.alive = true;
   info.tiers = ToRpcUsages(node.tiers);
   MasterShards& shards = channel_->shards;
+  // Only the shards that forgot this node: registering with one that knows
+  // it would purge every key of this node there until the announcement
+  // lands, and lose what was claimed there meanwhile.
+  std::vector<uint32_t> round = ShardsToRegister();
   std::vector<Result<void>> results;
-  for (uint32_t shard = 0; shard < shards.size(); ++shard) {
+  for (uint32_t shard : round) {
     auto reply = shards.Shard(shard).Call(
         [&](rpc::MasterServiceClient& client) { return client.RegisterNode(info); });
     results.push_back(reply ? ToResult(*reply) : Err(reply.error()));
   }
   Result<void> registered = WorstOf(results);
-  if (registered) registrations_.fetch_add(1, std::memory_order_acq_rel);
+  if (!registered) return registered;
+  {
+    std::lock_guard lock(shards_mu_);
+    registered_round_ = std::move(round);
+  }
+  registrations_.fetch_add(1, std::memory_order_acq_rel);
   return registered;
 }
 
@@ -252,6 +286,7 @@ Result<void> MasterLink::Heartbeat(const std::vector<TierUsage>& tiers) {
     auto reply = shards.Shard(shard).Call(
         [&](rpc::MasterServiceClient& client) { return client.Heartbeat(node_id_, usages); });
     results.push_back(reply ? ToResult(*reply) : Err(reply.error()));
+    NoteForgotten(shard, {results.back()});
   }
   return WorstOf(results);
 }
@@ -259,16 +294,23 @@ Result<void> MasterLink::Heartbeat(const std::vector<TierUsage>& tiers) {
 Result<std::vector<std::string>> MasterLink::Announce(const std::vector<std::string>& keys) {
   std::vector<std::string> rejected;
   MasterShards& shards = channel_->shards;
+  std::vector<uint32_t> round;
+  {
+    std::lock_guard lock(shards_mu_);
+    round = registered_round_;
+  }
   if (!shards.sharded()) {
     if (auto sent = AnnounceTo(shards.Any(), keys, rejected); !sent) return Err(sent.error());
-    return rejected;
-  }
-  for (const ShardKeys& group : shards.ForKeys(keys)) {
-    if (auto sent = AnnounceTo(shards.Shard(group.shard), KeysAt(keys, group.indices), rejected);
-        !sent) {
-      return Err(sent.error());
+  } else {
+    for (const ShardKeys& group : shards.ForKeys(keys)) {
+      // A shard that kept this node registered kept its keys too.
+      if (std::ranges::find(round, group.shard) == round.end()) continue;
+      auto sent = AnnounceTo(shards.Shard(group.shard), KeysAt(keys, group.indices), rejected);
+      if (!sent) return Err(sent.error());
     }
   }
+  std::lock_guard lock(shards_mu_);
+  for (uint32_t shard : round) unannounced_[shard] = false;
   return rejected;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,12 +75,16 @@ class MasterLink : public OwnerDirectory {
   // One BatchRemoveOwner to each shard the keys belong to.
   std::vector<Result<void>> ReleaseMany(const std::vector<std::string>& keys) override;
 
-  // With several shards: every shard is asked even after one fails; the
-  // first failure is returned, kNodeNotFound before any other, so a shard
-  // that forgot this node triggers registering again with all of them.
+  // Registers with the shards that forgot this node (told by a heartbeat or
+  // a claim answering kNodeNotFound) or were not yet told its keys; every
+  // shard the first time. Each of those is asked even after one fails; the
+  // first failure is returned. Heartbeat asks every shard and returns the
+  // first failure, kNodeNotFound before any other.
   Result<void> Register(const NodeRecord& node);
   Result<void> Heartbeat(const std::vector<TierUsage>& tiers);
-  // Returns the keys another node owns already.
+  // Announces those of `keys` that belong to the shards of the last
+  // Register, which then count as told. Returns the keys another node owns
+  // already.
   Result<std::vector<std::string>> Announce(const std::vector<std::string>& keys);
 
   // The live node with the most free space for `size` bytes, not this one.
@@ -108,10 +113,20 @@ class MasterLink : public OwnerDirectory {
   Result<void> AnnounceTo(MasterEndpoint& master, const std::vector<std::string>& keys,
                           std::vector<std::string>& rejected);
 
+  // Marks `shard` as forgetting this node if one of its `answers` says so.
+  void NoteForgotten(uint32_t shard, const std::vector<Result<void>>& answers);
+  // The shards the next Register registers with.
+  std::vector<uint32_t> ShardsToRegister();
+
   std::unique_ptr<Channel> channel_;
   std::string node_id_;
   std::function<void(uint64_t)> on_unknown_node_;
   std::atomic<uint64_t> registrations_{0};
+  std::mutex shards_mu_;
+  // Per shard: it does not know this node, or was not told its keys since it
+  // last registered it. Guarded by shards_mu_.
+  std::vector<bool> unannounced_;
+  std::vector<uint32_t> registered_round_;  // the last Register's shards; shards_mu_
   ClaimBatcher claims_{[this](const std::vector<std::string>& keys) { return SendClaims(keys); }};
 };
 

@@ -12,7 +12,6 @@
 #include <csignal>
 #include <future>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -27,17 +26,6 @@ constexpr size_t kClients = 24;
 
 std::string KeyOf(size_t i) { return "after-" + std::to_string(i); }
 std::string ValueOf(size_t i) { return std::string(4096, static_cast<char>('a' + i)); }
-
-// One figure of the master's /stats; -1 when it cannot be read.
-int64_t MasterStat(int admin_port, const std::string& request) {
-  auto reply = Http(admin_port, "GET", "/stats");
-  if (!reply || reply->status != 200) return -1;
-  auto body = nlohmann::json::parse(reply->body, nullptr, /*allow_exceptions=*/false);
-  if (!body.is_object() || !body.contains("requests") || !body["requests"].contains(request)) {
-    return -1;
-  }
-  return body["requests"][request].value("requests", int64_t{-1});
-}
 
 class ReregistrationTest : public ::testing::Test {
  protected:
@@ -87,7 +75,7 @@ TEST_F(ReregistrationTest, ClaimsRefusedTogetherRegisterOnceAndEveryPutKeyIsKnow
   // One registration answers every claim refused with it: each extra one
   // would purge what was claimed under the one before.
   const int admin = cluster_.master_admin_port();
-  EXPECT_EQ(MasterStat(admin, "register_node"), 1);
+  EXPECT_EQ(MasterRequestCount(admin, "register_node"), 1);
   for (size_t i : stored) {
     auto owner = Http(admin, "GET", "/keys/" + KeyOf(i));
     ASSERT_TRUE(owner);

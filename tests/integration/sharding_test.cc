@@ -176,6 +176,9 @@ TEST_F(ShardingTest, ARestartedShardGetsItsKeysBackFromTheWorkers) {
     of_second += ShardOf(KeyOf(i)) == 1;
   }
   ASSERT_GT(of_second, 0);
+  const int64_t first_registrations =
+      MasterRequestCount(first_.master_admin_port(), "register_node");
+  ASSERT_EQ(first_registrations, 2);  // w1 and w2, once each
   // When shard 1's master crashes and comes back empty on the same port
   second_.KillMaster(SIGKILL);
   ASSERT_TRUE(second_.RestartMaster());
@@ -185,6 +188,9 @@ TEST_F(ShardingTest, ARestartedShardGetsItsKeysBackFromTheWorkers) {
       << MasterKeys(second_.master_admin_port()) << " of " << of_second << "\n"
       << first_.AllLogTails();
   EXPECT_EQ(MasterKeys(first_.master_admin_port()), kCount - of_second);
+  // Shard 0 never forgot the workers: registering with it again would have
+  // purged their keys there until the announcement landed.
+  EXPECT_EQ(MasterRequestCount(first_.master_admin_port(), "register_node"), first_registrations);
   ClientConfig config = first_.ClientConfigFor();
   config.master_shards = table_;
   auto fresh = first_.NewClient(config);

@@ -16,8 +16,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+
+#include "tests/raw_rpc.h"
 
 extern char** environ;
 
@@ -802,6 +805,16 @@ size_t ConnectionsWithUnreadBytes(int port) {
     if (std::stoul(queues.substr(queue_colon + 1), nullptr, 16) > 0) ++count;
   }
   return count;
+}
+
+int64_t MasterRequestCount(int admin_port, const std::string& operation) {
+  auto reply = Http(admin_port, "GET", "/stats");
+  if (!reply || reply->status != 200) return -1;
+  auto body = nlohmann::json::parse(reply->body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object() || !body.contains("requests") || !body["requests"].contains(operation)) {
+    return -1;
+  }
+  return body["requests"][operation].value("requests", int64_t{-1});
 }
 
 }  // namespace mooncake::testing

@@ -111,6 +111,10 @@ struct CliResult {
 // not read, so a test knows they are on the wire.
 size_t ConnectionsWithUnreadBytes(int port);
 
+// How many `operation` requests (e.g. "register_node") the master whose
+// admin port is `admin_port` has served, from its /stats; -1 when unreadable.
+int64_t MasterRequestCount(int admin_port, const std::string& operation);
+
 // Polls `pred` every `poll` until it returns true or `timeout` passes.
 bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 10s,
                 std::chrono::milliseconds poll = 50ms);
