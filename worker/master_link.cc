@@ -1,6 +1,8 @@
 #include "worker/master_link.h"
 
 #include <algorithm>
+#include <ranges>
+#include <utility>
 
 #include "mooncake_rpc/MasterService.h"
 #include "thrift/master_endpoint.h"
@@ -101,16 +103,29 @@ MasterLink::MasterLink(MasterTarget target, std::optional<SlotTable> shards,
     : channel_(new Channel{MasterShards(
           std::move(target), std::move(shards),
           RpcOptions{.io_timeout_ms = 10000, .poll_us = rpc_poll_us, .tls = std::move(tls)})}),
-      unannounced_(channel_->shards.size(), true) {}
+      forgotten_(channel_->shards.size(), 1),
+      told_(channel_->shards.size(), 0),
+      epoch_(channel_->shards.size(), 0),
+      registering_(channel_->shards.size(), false) {}
 
-void MasterLink::StopFollowing() { channel_->shards.CancelAll(); }
+void MasterLink::StopFollowing() {
+  // From here on a refused claim no longer calls back: the worker is being
+  // torn down, and the batcher's last continuations run in ~MasterLink.
+  stopping_.store(true);
+  channel_->shards.CancelAll();
+}
+
+bool MasterLink::CallBackOnUnknownNode(const Result<void>& claimed) const {
+  return !claimed && claimed.error() == ErrorCode::kNodeNotFound && on_unknown_node_ &&
+         !stopping_.load();
+}
 
 MasterLink::~MasterLink() = default;
 
 Result<void> MasterLink::Claim(const std::string& key) {
   uint64_t seen = registrations();
   auto claimed = claims_.Claim(key);
-  if (!claimed && claimed.error() == ErrorCode::kNodeNotFound && on_unknown_node_) {
+  if (CallBackOnUnknownNode(claimed)) {
     on_unknown_node_(seen);
     claimed = claims_.Claim(key);
   }
@@ -124,7 +139,7 @@ void MasterLink::ClaimAsync(const std::string& key, std::function<void(Result<vo
   claims_.ClaimAsync(
       key,
       [this, key, seen, done = std::move(done)](Result<void> claimed) {
-        if (!claimed && claimed.error() == ErrorCode::kNodeNotFound && on_unknown_node_) {
+        if (CallBackOnUnknownNode(claimed)) {
           on_unknown_node_(seen);
           claimed = claims_.Claim(key);
         }
@@ -141,7 +156,8 @@ std::vector<Result<void>> MasterLink::ClaimMany(const std::vector<std::string>& 
   auto forgotten = [](const Result<void>& r) {
     return !r && r.error() == ErrorCode::kNodeNotFound;
   };
-  if (!on_unknown_node_ || std::ranges::none_of(results, forgotten)) return results;
+  auto first_forgotten = std::ranges::find_if(results, forgotten);
+  if (first_forgotten == results.end() || !CallBackOnUnknownNode(*first_forgotten)) return results;
   // The master forgot this node: register again, then claim those keys once
   // more.
   on_unknown_node_(seen);
@@ -157,8 +173,9 @@ std::vector<Result<void>> MasterLink::ClaimMany(const std::vector<std::string>& 
 std::vector<Result<void>> MasterLink::SendClaims(const std::vector<std::string>& keys) {
   return PerShard(channel_->shards, keys,
                   [this](uint32_t shard, MasterEndpoint& master, const auto& share) {
+                    uint64_t sent_at = ShardEpoch(shard);
                     auto answers = SendShardClaims(master, share);
-                    NoteForgotten(shard, answers);
+                    NoteForgotten(shard, sent_at, answers);
                     return answers;
                   });
 }
@@ -230,22 +247,42 @@ std::vector<Result<void>> MasterLink::SendShardReleases(MasterEndpoint& master,
   return results;
 }
 
-void MasterLink::NoteForgotten(uint32_t shard, const std::vector<Result<void>>& answers) {
+uint64_t MasterLink::ShardEpoch(uint32_t shard) {
+  std::lock_guard lock(shards_mu_);
+  return epoch_[shard];
+}
+
+void MasterLink::NoteForgotten(uint32_t shard, uint64_t sent_at,
+                               const std::vector<Result<void>>& answers) {
   bool forgotten = std::ranges::any_of(
       answers, [](const Result<void>& r) { return !r && r.error() == ErrorCode::kNodeNotFound; });
   if (!forgotten) return;
   std::lock_guard lock(shards_mu_);
-  unannounced_[shard] = true;
+  // A refusal of a call sent before the shard's last registration, or
+  // while one is under way, is about the incarnation that registration
+  // replaces: counting it would register once more and purge the keys
+  // claimed under the new one.
+  if (epoch_[shard] != sent_at || registering_[shard]) return;
+  ++forgotten_[shard];
 }
 
-std::vector<uint32_t> MasterLink::ShardsToRegister() {
+bool MasterLink::NeedsRegistration() {
   std::lock_guard lock(shards_mu_);
-  std::vector<uint32_t> shards;
-  for (uint32_t shard = 0; shard < unannounced_.size(); ++shard) {
-    if (unannounced_[shard]) shards.push_back(shard);
-  }
-  if (shards.empty()) {  // asked to register with none forgotten: all of them
-    for (uint32_t shard = 0; shard < unannounced_.size(); ++shard) shards.push_back(shard);
+  return forgotten_ != told_;
+}
+
+void MasterLink::RegisterAgainLater() {
+  std::lock_guard lock(shards_mu_);
+  for (uint32_t shard : registered_round_ | std::views::keys) ++forgotten_[shard];
+}
+
+std::vector<std::pair<uint32_t, uint64_t>> MasterLink::ShardsToRegister() {
+  std::lock_guard lock(shards_mu_);
+  std::vector<std::pair<uint32_t, uint64_t>> shards;
+  for (uint32_t shard = 0; shard < forgotten_.size(); ++shard) {
+    if (forgotten_[shard] == told_[shard]) continue;
+    shards.emplace_back(shard, forgotten_[shard]);
+    registering_[shard] = true;
   }
   return shards;
 }
@@ -261,19 +298,23 @@ Result<void> MasterLink::Register(const NodeRecord& node) {
   // Only the shards that forgot this node: registering with one that knows
   // it would purge every key of this node there until the announcement
   // lands, and lose what was claimed there meanwhile.
-  std::vector<uint32_t> round = ShardsToRegister();
+  std::vector<std::pair<uint32_t, uint64_t>> round = ShardsToRegister();
   std::vector<Result<void>> results;
-  for (uint32_t shard : round) {
+  for (uint32_t shard : round | std::views::keys) {
     auto reply = shards.Shard(shard).Call(
         [&](rpc::MasterServiceClient& client) { return client.RegisterNode(info); });
     results.push_back(reply ? ToResult(*reply) : Err(reply.error()));
   }
   Result<void> registered = WorstOf(results);
-  if (!registered) return registered;
   {
     std::lock_guard lock(shards_mu_);
-    registered_round_ = std::move(round);
+    for (size_t i = 0; i < round.size(); ++i) {
+      registering_[round[i].first] = false;
+      if (results[i]) ++epoch_[round[i].first];
+    }
+    if (registered) registered_round_ = round;
   }
+  if (!registered) return registered;
   registrations_.fetch_add(1, std::memory_order_acq_rel);
   return registered;
 }
@@ -283,10 +324,11 @@ Result<void> MasterLink::Heartbeat(const std::vector<TierUsage>& tiers) {
   MasterShards& shards = channel_->shards;
   std::vector<Result<void>> results;
   for (uint32_t shard = 0; shard < shards.size(); ++shard) {
+    uint64_t sent_at = ShardEpoch(shard);
     auto reply = shards.Shard(shard).Call(
         [&](rpc::MasterServiceClient& client) { return client.Heartbeat(node_id_, usages); });
     results.push_back(reply ? ToResult(*reply) : Err(reply.error()));
-    NoteForgotten(shard, {results.back()});
+    NoteForgotten(shard, sent_at, {results.back()});
   }
   return WorstOf(results);
 }
@@ -294,23 +336,30 @@ Result<void> MasterLink::Heartbeat(const std::vector<TierUsage>& tiers) {
 Result<std::vector<std::string>> MasterLink::Announce(const std::vector<std::string>& keys) {
   std::vector<std::string> rejected;
   MasterShards& shards = channel_->shards;
-  std::vector<uint32_t> round;
+  std::vector<std::pair<uint32_t, uint64_t>> round;
   {
     std::lock_guard lock(shards_mu_);
     round = registered_round_;
   }
+  auto in_round = [&](uint32_t shard) {
+    return std::ranges::find(round | std::views::keys, shard) != (round | std::views::keys).end();
+  };
   if (!shards.sharded()) {
-    if (auto sent = AnnounceTo(shards.Any(), keys, rejected); !sent) return Err(sent.error());
+    if (in_round(0)) {
+      if (auto sent = AnnounceTo(shards.Any(), keys, rejected); !sent) return Err(sent.error());
+    }
   } else {
     for (const ShardKeys& group : shards.ForKeys(keys)) {
       // A shard that kept this node registered kept its keys too.
-      if (std::ranges::find(round, group.shard) == round.end()) continue;
+      if (!in_round(group.shard)) continue;
       auto sent = AnnounceTo(shards.Shard(group.shard), KeysAt(keys, group.indices), rejected);
       if (!sent) return Err(sent.error());
     }
   }
+  // Told, unless the shard forgot this node again since it was registered
+  // (a claim or heartbeat counted it meanwhile): then it is registered anew.
   std::lock_guard lock(shards_mu_);
-  for (uint32_t shard : round) unannounced_[shard] = false;
+  for (const auto& [shard, count] : round) told_[shard] = std::max(told_[shard], count);
   return rejected;
 }
 

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/node.h"
@@ -56,8 +57,15 @@ class MasterLink : public OwnerDirectory {
   }
   // How many times Register succeeded.
   uint64_t registrations() const { return registrations_.load(std::memory_order_acquire); }
+  // Whether a shard forgot this node (a heartbeat or claim was answered
+  // kNodeNotFound) or was not told its keys since its last registration.
+  bool NeedsRegistration();
+  // Marks the shards of the last Register as needing registration again
+  // (what they were told since could not be made right).
+  void RegisterAgainLater();
 
-  // Makes calls waiting for a new master leader give up (shutdown).
+  // Makes calls waiting for a new master leader give up, and refused claims
+  // stop calling the on_unknown_node callback (shutdown).
   void StopFollowing();
 
   // Concurrent claims travel together (ClaimBatcher): one master call for
@@ -113,20 +121,34 @@ class MasterLink : public OwnerDirectory {
   Result<void> AnnounceTo(MasterEndpoint& master, const std::vector<std::string>& keys,
                           std::vector<std::string>& rejected);
 
-  // Marks `shard` as forgetting this node if one of its `answers` says so.
-  void NoteForgotten(uint32_t shard, const std::vector<Result<void>>& answers);
-  // The shards the next Register registers with.
-  std::vector<uint32_t> ShardsToRegister();
+  // The count of `shard`'s completed registrations, taken as a call to it
+  // is sent.
+  uint64_t ShardEpoch(uint32_t shard);
+  // Marks `shard` as forgetting this node if one of its `answers` (to a
+  // call sent at epoch `sent_at`) says so.
+  void NoteForgotten(uint32_t shard, uint64_t sent_at, const std::vector<Result<void>>& answers);
+  // The shards the next Register registers with, each with its forgotten_
+  // count then.
+  std::vector<std::pair<uint32_t, uint64_t>> ShardsToRegister();
+  // A refused claim's answer that should register again and retry.
+  bool CallBackOnUnknownNode(const Result<void>& claimed) const;
 
   std::unique_ptr<Channel> channel_;
   std::string node_id_;
   std::function<void(uint64_t)> on_unknown_node_;
   std::atomic<uint64_t> registrations_{0};
+  std::atomic<bool> stopping_{false};
   std::mutex shards_mu_;
-  // Per shard: it does not know this node, or was not told its keys since it
-  // last registered it. Guarded by shards_mu_.
-  std::vector<bool> unannounced_;
-  std::vector<uint32_t> registered_round_;  // the last Register's shards; shards_mu_
+  // Per shard: how many times it was found to have forgotten this node (1
+  // at start: it never knew it), and the count its last completed
+  // announcement answered. They differ while the shard needs registering.
+  // Guarded by shards_mu_.
+  std::vector<uint64_t> forgotten_;
+  std::vector<uint64_t> told_;
+  std::vector<uint64_t> epoch_;    // completed registrations per shard
+  std::vector<bool> registering_;  // a Register of the shard under way
+  // The last Register's shards with their forgotten_ counts; shards_mu_.
+  std::vector<std::pair<uint32_t, uint64_t>> registered_round_;
   ClaimBatcher claims_{[this](const std::vector<std::string>& keys) { return SendClaims(keys); }};
 };
 

@@ -218,10 +218,11 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
   auto handler =
       std::make_shared<WorkerHandler>(*server->backend_, config.node_id, *server->requests_);
   handler->set_rdma_link(server->rdma_.get());
-  // A quarter of DRAM, at least 64 MiB: 64 puts of 4 MiB at once on the
-  // benches' 2 GiB worker, while values declared and never sent can hold
-  // no more than that.
-  handler->set_placed_bytes_limit(std::max<uint64_t>(64ull << 20, config.dram_capacity / 4));
+  // A quarter of DRAM, at least 64 MiB but never over half of it: 64 puts
+  // of 4 MiB at once on the benches' 2 GiB worker, while values declared and
+  // never sent can hold no more than that.
+  handler->set_placed_bytes_limit(std::min(
+      config.dram_capacity / 2, std::max<uint64_t>(64ull << 20, config.dram_capacity / 4)));
   server->handler_ = handler;
   auto rpc = RpcServer::Start(std::make_shared<WorkerProcessor>(handler),
                               {.host = config.host,
@@ -324,6 +325,7 @@ WorkerReadiness WorkerServer::readiness() {
 }
 
 Result<void> WorkerServer::RegisterAndAnnounce() {
+  if (!master_->NeedsRegistration()) return {};  // another registration covered it
   NodeRecord node{.node_id = config_.node_id,
                   .host = config_.advertise_host,
                   .port = port(),
@@ -337,7 +339,12 @@ Result<void> WorkerServer::RegisterAndAnnounce() {
   }
   auto rejected = master_->Announce(keys);
   if (!rejected) return Err(rejected.error());
-  ReleaseKeysRemovedSince(keys);
+  if (auto released = ReleaseKeysRemovedSince(keys); !released) {
+    // The master may still name this node for removed keys: registering
+    // again purges them and announces what is here.
+    master_->RegisterAgainLater();
+    return released;
+  }
   for (const std::string& key : *rejected) {
     MC_LOG_WARN("dropping local copy owned elsewhere key={}", key);
     backend_->DropLocal(key);
@@ -348,33 +355,53 @@ Result<void> WorkerServer::RegisterAndAnnounce() {
   return {};
 }
 
-void WorkerServer::ReleaseKeysRemovedSince(const std::vector<std::string>& announced) {
+// Those of `keys` this node holds no record of.
+std::vector<std::string> WorkerServer::NotHeld(const std::vector<std::string>& keys) const {
+  std::vector<std::string> gone;
+  for (const std::string& key : keys) {
+    auto held = backend_->Inspect(key);
+    if (!held && held.error() == ErrorCode::kObjectNotFound) gone.push_back(key);
+  }
+  return gone;
+}
+
+Result<void> WorkerServer::ReleaseKeysRemovedSince(const std::vector<std::string>& announced) {
   // A key removed (or dropped) while the announcement was on its way was
   // released at a master that did not know it yet, and then announced:
   // release it again, or the master names this node for a key it lacks.
   // Only this node's ownership is released, so a key put elsewhere since
   // stays.
-  std::vector<std::string> gone;
-  for (const std::string& key : announced) {
-    auto held = backend_->Inspect(key);
-    if (!held && held.error() == ErrorCode::kObjectNotFound) gone.push_back(key);
+  std::vector<std::string> gone = NotHeld(announced);
+  if (gone.empty()) return {};
+  for (const Result<void>& released : master_->ReleaseMany(gone)) {
+    if (!released && released.error() != ErrorCode::kObjectNotFound &&
+        released.error() != ErrorCode::kNotOwner) {
+      return Err(released.error());
+    }
   }
-  if (gone.empty()) return;
-  master_->ReleaseMany(gone);
-  MC_LOG_INFO("released keys removed while announcing count={}", gone.size());
+  // A key put here again after it was found gone lost its claim to that
+  // release: claim it once more (announced, so one owned elsewhere by now
+  // is dropped here as any announced key would be).
+  std::vector<std::string> back = gone;
+  std::erase_if(back, [gone_again = NotHeld(gone)](const std::string& key) {
+    return std::ranges::find(gone_again, key) != gone_again.end();
+  });
+  if (!back.empty()) {
+    auto rejected = master_->Announce(back);
+    if (!rejected) return Err(rejected.error());
+    for (const std::string& key : *rejected) backend_->DropLocal(key);
+  }
+  MC_LOG_INFO("released keys removed while announcing count={} put_again={}", gone.size(),
+              back.size());
+  return {};
 }
 
 Result<void> WorkerServer::RegisterAgain(uint64_t seen) {
   std::lock_guard lock(register_mu_);
-  if (master_->registrations() != seen && !registration_incomplete_) return {};
-  Result<void> done = RegisterAndAnnounce();
-  registration_incomplete_ = !done;
-  return done;
-}
-
-bool WorkerServer::RegistrationIncomplete() {
-  std::lock_guard lock(register_mu_);
-  return registration_incomplete_;
+  // A registration since the refused call went out answered it, unless a
+  // shard still (or again) does not know this node.
+  if (master_->registrations() != seen && !master_->NeedsRegistration()) return {};
+  return RegisterAndAnnounce();
 }
 
 void WorkerServer::HeartbeatLoop() {
@@ -384,7 +411,7 @@ void WorkerServer::HeartbeatLoop() {
   while (!stopping_) {
     lock.unlock();
     uint64_t seen = master_->registrations();
-    Result<void> outcome = RegistrationIncomplete()
+    Result<void> outcome = master_->NeedsRegistration()
                                ? RegisterAgain(seen)
                                : master_->Heartbeat(ToUsages(backend_->Stats()));
     if (!outcome && outcome.error() == ErrorCode::kNodeNotFound) {

@@ -73,12 +73,13 @@ class WorkerServer {
   Result<void> RegisterAndAnnounce();
   // Registers again because a call sent when master_->registrations() was
   // `seen` found the master did not know this node; one registration at a
-  // time. Nothing to do when another one completed since: registering again
-  // would purge the keys claimed under it.
+  // time. Nothing to do when another one completed since and no shard needs
+  // one: registering again would purge the keys claimed under it.
   Result<void> RegisterAgain(uint64_t seen);
-  // Releases those of the `announced` keys this node no longer holds.
-  void ReleaseKeysRemovedSince(const std::vector<std::string>& announced);
-  bool RegistrationIncomplete();
+  // Releases those of the `announced` keys this node no longer holds, and
+  // claims again those put here anew meanwhile.
+  Result<void> ReleaseKeysRemovedSince(const std::vector<std::string>& announced);
+  std::vector<std::string> NotHeld(const std::vector<std::string>& keys) const;
   // Starts the REST admin server on `port` (0: free port; -1: none).
   Result<void> StartAdmin(int port);
 
@@ -97,12 +98,10 @@ class WorkerServer {
   std::thread maintenance_thread_;
 
   // Serialises registrations (the heartbeat thread's and those of claims
-  // the master refused). Taken before mu_, never inside it.
+  // the master refused). Taken before mu_, never inside it. A registration
+  // that failed, in Register or in Announce, leaves its shards needing one
+  // (MasterLink::NeedsRegistration), so the next heartbeat registers again.
   std::mutex register_mu_;
-  // The last registration failed, in Register or in Announce: the next
-  // heartbeat registers again rather than trusting a node the master knows
-  // but whose keys it was not told. Guarded by register_mu_.
-  bool registration_incomplete_ = true;
 
   std::mutex mu_;
   std::condition_variable cv_;
