@@ -258,16 +258,21 @@ class Runner {
     std::string slice(kBase64SliceBytes, '\0');
     for (uint64_t done = 0; done < size;) {
       size_t want = static_cast<size_t>(std::min<uint64_t>(slice.size(), size - done));
-      ssize_t got = file.Read(done, slice.data(), want);
-      if (got <= 0) {
-        // Half an object is on stdout already: end the line, say why.
-        std::cout << std::endl;
-        return LocalFail("get failed: reading a scratch file: " +
-                             (got < 0 ? SystemError() : std::string("it ended early")),
-                         kExitServer);
+      // The whole slice before encoding it: base64 of a slice that is not a
+      // multiple of 3 bytes pads, and padding mid-value corrupts it.
+      for (size_t have = 0; have < want;) {
+        ssize_t got = file.Read(done + have, slice.data() + have, want - have);
+        if (got <= 0) {
+          // Half an object is on stdout already: end the line, say why.
+          std::cout << std::endl;
+          return LocalFail("get failed: reading a scratch file: " +
+                               (got < 0 ? SystemError() : std::string("it ended early")),
+                           kExitServer);
+        }
+        have += static_cast<size_t>(got);
       }
-      std::cout << Base64(std::string_view(slice.data(), static_cast<size_t>(got)));
-      done += static_cast<uint64_t>(got);
+      std::cout << Base64(std::string_view(slice.data(), want));
+      done += want;
     }
     std::cout << "\"}" << std::endl;
     if (!std::cout) {

@@ -59,10 +59,17 @@ bool IsProcLink(const std::filesystem::path& link) {
 // writing to it would (after `>>`, at the end) and a socket works too.
 int OwnDescriptor(const std::filesystem::path& link) {
   std::filesystem::path dir = link.parent_path();
-  std::string process = dir.parent_path().filename();
-  if (dir.filename() != "fd" || dir.parent_path().parent_path() != "/proc" ||
-      (process != "self" && process != "thread-self" && process != std::to_string(getpid()))) {
-    return -1;
+  auto is_own_fd_dir = [](const std::filesystem::path& d) {
+    std::string process = d.parent_path().filename();
+    return d.filename() == "fd" && d.parent_path().parent_path() == "/proc" &&
+           (process == "self" || process == "thread-self" || process == std::to_string(getpid()));
+  };
+  if (!is_own_fd_dir(dir)) {
+    // Reached through another link (/dev/fd is /proc/self/fd): the
+    // directory it resolves to decides.
+    std::error_code ec;
+    dir = std::filesystem::canonical(dir, ec);
+    if (ec || !is_own_fd_dir(dir)) return -1;
   }
   std::string name = link.filename();
   int fd = -1;

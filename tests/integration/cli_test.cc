@@ -258,11 +258,11 @@ TEST_F(CliTest, GetToStdoutByNameWritesWhereStdoutGoes) {
 
   // stdout a file, as `get k -o /dev/stdout > out.bin`. /dev/stdout itself
   // is not named: a CLI that renamed a file over it would break this
-  // machine. /proc/self/fd/1, and a link of our own to it, take the same
-  // path through /proc.
+  // machine. /proc/self/fd/1, /dev/fd/1 (through the /dev/fd link) and a
+  // link of our own to it take the same path through /proc.
   std::filesystem::create_symlink("/proc/self/fd/1", dir / "stdout-link");
   for (const std::string& target :
-       {std::string("/proc/self/fd/1"), (dir / "stdout-link").string()}) {
+       {std::string("/proc/self/fd/1"), std::string("/dev/fd/1"), (dir / "stdout-link").string()}) {
     const auto out_path = dir / "stdout.bin";
     int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     ASSERT_GE(out, 0);
