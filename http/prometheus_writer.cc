@@ -74,8 +74,10 @@ std::string PrometheusWriter::EscapeLabelValue(std::string_view value) {
     if (len == 0) {
       // Prometheus rejects a whole scrape over one label value that is not
       // UTF-8, and a node id or tier name may be any bytes. The byte becomes
-      // the text \xNN (its backslash escaped): valid UTF-8, readable, and
-      // values that differ in such bytes stay distinct series.
+      // the text \xNN (its backslash escaped): valid UTF-8 and readable.
+      // A value that holds that text itself reads the same (node ids are
+      // chosen by the operator; telling them apart is not worth a stranger
+      // escape).
       const auto b = static_cast<unsigned char>(c);
       out += "\\\\x";
       out += kHex[b >> 4];
