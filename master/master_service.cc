@@ -339,6 +339,14 @@ Result<std::vector<std::string>> MasterService::AnnounceKeys(const std::string& 
       if (owners[i] != me) rejected.push_back(keys[i]);
     }
   }
+  // An announcement is a sign of life: a worker announcing millions of keys
+  // sends no heartbeat until it is done, and must not be declared dead (its
+  // keys purged, its announcement refused) halfway through.
+  {
+    std::lock_guard lock(state_->nodes_mu);
+    auto it = state_->nodes.find(node_id);
+    if (it != state_->nodes.end() && it->second.record.alive) it->second.last_seen = options_.now();
+  }
   MC_LOG_INFO("keys announced node={} keys={} rejected={}", node_id, keys.size(), rejected.size());
   return rejected;
 }

@@ -315,6 +315,19 @@ TEST_F(MasterServiceTest, NodeDeathDropsExactlyItsKeys) {
   EXPECT_EQ(service_.ExpireDeadNodes(), 0u);  // dies only once
 }
 
+// A worker announcing a large key set in many batches sends no heartbeat
+// meanwhile: each batch keeps it alive.
+TEST_F(MasterServiceTest, AnnouncingKeepsANodeAlive) {
+  for (int batch = 0; batch < 5; ++batch) {
+    clock_.Advance(Millis(600));
+    for (const char* other : {"b", "c"}) ASSERT_TRUE(service_.Heartbeat(other, {}));
+    ASSERT_TRUE(service_.AnnounceKeys("a", {"batch" + std::to_string(batch)}));
+  }
+  EXPECT_EQ(service_.ExpireDeadNodes(), 0u);  // 3 s, past the 1 s TTL, alive
+  EXPECT_EQ(OwnerOf("batch0"), "a");
+  KillNode("a");  // silent past the TTL: dead as before
+}
+
 TEST_F(MasterServiceTest, ReRegisterRevivesDeadNode) {
   ASSERT_TRUE(service_.PutOwner("k", "a"));
   KillNode("a");
