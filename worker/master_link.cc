@@ -271,6 +271,19 @@ bool MasterLink::NeedsRegistration() {
   return forgotten_ != told_;
 }
 
+std::vector<std::string> MasterLink::OfLastRound(const std::vector<std::string>& keys) {
+  std::lock_guard lock(shards_mu_);
+  std::vector<std::string> ours;
+  for (const std::string& key : keys) {
+    uint32_t shard = channel_->shards.ShardOf(key);
+    if (std::ranges::find(registered_round_ | std::views::keys, shard) !=
+        (registered_round_ | std::views::keys).end()) {
+      ours.push_back(key);
+    }
+  }
+  return ours;
+}
+
 void MasterLink::RegisterAgainLater() {
   std::lock_guard lock(shards_mu_);
   for (uint32_t shard : registered_round_ | std::views::keys) ++forgotten_[shard];
@@ -305,18 +318,22 @@ Result<void> MasterLink::Register(const NodeRecord& node) {
         [&](rpc::MasterServiceClient& client) { return client.RegisterNode(info); });
     results.push_back(reply ? ToResult(*reply) : Err(reply.error()));
   }
-  Result<void> registered = WorstOf(results);
+  // The shards that took the registration are announced to even when
+  // another refused it: that one stays pending and is retried alone.
+  std::vector<std::pair<uint32_t, uint64_t>> took;
   {
     std::lock_guard lock(shards_mu_);
     for (size_t i = 0; i < round.size(); ++i) {
       registering_[round[i].first] = false;
-      if (results[i]) ++epoch_[round[i].first];
+      if (!results[i]) continue;
+      ++epoch_[round[i].first];
+      took.push_back(round[i]);
     }
-    if (registered) registered_round_ = round;
+    registered_round_ = took;
   }
-  if (!registered) return registered;
+  if (took.empty()) return WorstOf(results);
   registrations_.fetch_add(1, std::memory_order_acq_rel);
-  return registered;
+  return {};
 }
 
 Result<void> MasterLink::Heartbeat(const std::vector<TierUsage>& tiers) {
@@ -324,7 +341,14 @@ Result<void> MasterLink::Heartbeat(const std::vector<TierUsage>& tiers) {
   MasterShards& shards = channel_->shards;
   std::vector<Result<void>> results;
   for (uint32_t shard = 0; shard < shards.size(); ++shard) {
-    uint64_t sent_at = ShardEpoch(shard);
+    // A shard awaiting registration is the registration's to settle; the
+    // others must go on hearing from this node meanwhile.
+    uint64_t sent_at = 0;
+    {
+      std::lock_guard lock(shards_mu_);
+      if (forgotten_[shard] != told_[shard] || registering_[shard]) continue;
+      sent_at = epoch_[shard];
+    }
     auto reply = shards.Shard(shard).Call(
         [&](rpc::MasterServiceClient& client) { return client.Heartbeat(node_id_, usages); });
     results.push_back(reply ? ToResult(*reply) : Err(reply.error()));
@@ -344,22 +368,34 @@ Result<std::vector<std::string>> MasterLink::Announce(const std::vector<std::str
   auto in_round = [&](uint32_t shard) {
     return std::ranges::find(round | std::views::keys, shard) != (round | std::views::keys).end();
   };
-  if (!shards.sharded()) {
-    if (in_round(0)) {
-      if (auto sent = AnnounceTo(shards.Any(), keys, rejected); !sent) return Err(sent.error());
+  Result<void> outcome;
+  std::vector<uint32_t> failed;
+  auto send = [&](uint32_t shard, const std::vector<std::string>& share) {
+    if (auto sent = AnnounceTo(shards.Shard(shard), share, rejected); !sent) {
+      failed.push_back(shard);
+      if (outcome) outcome = Err(sent.error());
     }
+  };
+  if (!shards.sharded()) {
+    if (in_round(0)) send(0, keys);
   } else {
     for (const ShardKeys& group : shards.ForKeys(keys)) {
       // A shard that kept this node registered kept its keys too.
-      if (!in_round(group.shard)) continue;
-      auto sent = AnnounceTo(shards.Shard(group.shard), KeysAt(keys, group.indices), rejected);
-      if (!sent) return Err(sent.error());
+      if (in_round(group.shard)) send(group.shard, KeysAt(keys, group.indices));
     }
   }
-  // Told, unless the shard forgot this node again since it was registered
-  // (a claim or heartbeat counted it meanwhile): then it is registered anew.
-  std::lock_guard lock(shards_mu_);
-  for (const auto& [shard, count] : round) told_[shard] = std::max(told_[shard], count);
+  {
+    // Told, unless the shard forgot this node again since it was registered
+    // (a claim or heartbeat counted it meanwhile): then it is registered
+    // anew, as is a shard whose announcement failed.
+    std::lock_guard lock(shards_mu_);
+    for (const auto& [shard, count] : round) {
+      if (std::ranges::find(failed, shard) == failed.end()) {
+        told_[shard] = std::max(told_[shard], count);
+      }
+    }
+  }
+  if (!outcome) return Err(outcome.error());
   return rejected;
 }
 

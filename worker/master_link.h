@@ -60,6 +60,8 @@ class MasterLink : public OwnerDirectory {
   // Whether a shard forgot this node (a heartbeat or claim was answered
   // kNodeNotFound) or was not told its keys since its last registration.
   bool NeedsRegistration();
+  // Those of `keys` whose shard the last Register registered with.
+  std::vector<std::string> OfLastRound(const std::vector<std::string>& keys);
   // Marks the shards of the last Register as needing registration again
   // (what they were told since could not be made right).
   void RegisterAgainLater();
@@ -86,8 +88,10 @@ class MasterLink : public OwnerDirectory {
   // Registers with the shards that forgot this node (told by a heartbeat or
   // a claim answering kNodeNotFound) or were not yet told its keys; every
   // shard the first time. Each of those is asked even after one fails; the
-  // first failure is returned. Heartbeat asks every shard and returns the
-  // first failure, kNodeNotFound before any other.
+  // ones that took it are the next Announce's, and a failure is returned
+  // only when none did. Heartbeat asks every shard not awaiting
+  // registration and returns the first failure, kNodeNotFound before any
+  // other.
   Result<void> Register(const NodeRecord& node);
   Result<void> Heartbeat(const std::vector<TierUsage>& tiers);
   // Announces those of `keys` that belong to the shards of the last

@@ -1,6 +1,8 @@
 #include "worker/worker_server.h"
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_set>
 
 #include "common/etcd_client.h"
 #include "common/log.h"
@@ -224,6 +226,9 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
   handler->set_placed_bytes_limit(std::min(
       config.dram_capacity / 2, std::max<uint64_t>(64ull << 20, config.dram_capacity / 4)));
   server->handler_ = handler;
+  // Set before the port serves: a put arriving at once reads it.
+  WorkerServer* self = server.get();
+  server->master_->set_on_unknown_node([self](uint64_t seen) { self->RegisterAgain(seen); });
   auto rpc = RpcServer::Start(std::make_shared<WorkerProcessor>(handler),
                               {.host = config.host,
                                .port = config.port,
@@ -241,8 +246,6 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerConfig config,
   server->master_->set_node_id(server->config_.node_id);
   int admin_port = EffectiveAdminPort(config.port, config.admin_port, kDefaultWorkerAdminPort);
   if (auto admin = server->StartAdmin(admin_port); !admin) return Err(admin.error());
-  WorkerServer* self = server.get();
-  server->master_->set_on_unknown_node([self](uint64_t seen) { self->RegisterAgain(seen); });
 
   server->heartbeat_thread_ = std::thread([self] { self->HeartbeatLoop(); });
   server->maintenance_thread_ = std::thread([self] { self->MaintenanceLoop(); });
@@ -339,7 +342,7 @@ Result<void> WorkerServer::RegisterAndAnnounce() {
   }
   auto rejected = master_->Announce(keys);
   if (!rejected) return Err(rejected.error());
-  if (auto released = ReleaseKeysRemovedSince(keys); !released) {
+  if (auto released = ReleaseKeysRemovedSince(master_->OfLastRound(keys)); !released) {
     // The master may still name this node for removed keys: registering
     // again purges them and announces what is here.
     master_->RegisterAgainLater();
@@ -355,12 +358,14 @@ Result<void> WorkerServer::RegisterAndAnnounce() {
   return {};
 }
 
-// Those of `keys` this node holds no record of.
 std::vector<std::string> WorkerServer::NotHeld(const std::vector<std::string>& keys) const {
+  // Held as Keys() counts it: complete and published. One being removed or
+  // dropped is as good as gone, and an unfinished put makes its own claim.
+  std::vector<std::string> now = backend_->Keys();
+  std::unordered_set<std::string_view> held(now.begin(), now.end());
   std::vector<std::string> gone;
   for (const std::string& key : keys) {
-    auto held = backend_->Inspect(key);
-    if (!held && held.error() == ErrorCode::kObjectNotFound) gone.push_back(key);
+    if (!held.contains(key)) gone.push_back(key);
   }
   return gone;
 }
@@ -396,6 +401,13 @@ Result<void> WorkerServer::ReleaseKeysRemovedSince(const std::vector<std::string
   return {};
 }
 
+std::optional<Result<void>> WorkerServer::TryRegisterAgain(uint64_t seen) {
+  std::unique_lock lock(register_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return std::nullopt;
+  if (master_->registrations() != seen && !master_->NeedsRegistration()) return Result<void>{};
+  return RegisterAndAnnounce();
+}
+
 Result<void> WorkerServer::RegisterAgain(uint64_t seen) {
   std::lock_guard lock(register_mu_);
   // A registration since the refused call went out answered it, unless a
@@ -411,12 +423,18 @@ void WorkerServer::HeartbeatLoop() {
   while (!stopping_) {
     lock.unlock();
     uint64_t seen = master_->registrations();
-    Result<void> outcome = master_->NeedsRegistration()
-                               ? RegisterAgain(seen)
-                               : master_->Heartbeat(ToUsages(backend_->Stats()));
+    // Heartbeats go to every shard that knows this node, whatever happens
+    // to the registration of another: waiting for it would let them all
+    // declare this node dead.
+    Result<void> outcome = master_->Heartbeat(ToUsages(backend_->Stats()));
     if (!outcome && outcome.error() == ErrorCode::kNodeNotFound) {
       MC_LOG_WARN("master does not know this node; registering again node={}", config_.node_id);
-      outcome = RegisterAgain(seen);
+    }
+    if (master_->NeedsRegistration()) {
+      // Left to the thread registering already, if one is.
+      std::optional<Result<void>> registered_again = TryRegisterAgain(seen);
+      if (registered_again) outcome = *registered_again;
+      if (outcome && master_->NeedsRegistration()) outcome = Err(ErrorCode::kNodeNotFound);
     }
     if (outcome && !registered) {
       registered = true;

@@ -76,6 +76,9 @@ class WorkerServer {
   // time. Nothing to do when another one completed since and no shard needs
   // one: registering again would purge the keys claimed under it.
   Result<void> RegisterAgain(uint64_t seen);
+  // RegisterAgain unless another thread is registering (nullopt): the
+  // heartbeat thread's, which must not wait.
+  std::optional<Result<void>> TryRegisterAgain(uint64_t seen);
   // Releases those of the `announced` keys this node no longer holds, and
   // claims again those put here anew meanwhile.
   Result<void> ReleaseKeysRemovedSince(const std::vector<std::string>& announced);
