@@ -1270,7 +1270,15 @@ struct AdminTarget {
   pid_t pid;
   int admin_port;
 };
-std::vector<AdminTarget> AdminTargets(const TestCluster& cluster) {
+// Starts a master and worker w1 with the admin token; empty if either fails.
+std::vector<AdminTarget> StartForAdminFloods(TestCluster& cluster) {
+  std::signal(SIGPIPE, SIG_IGN);
+  if (!cluster.StartMaster({"--admin-token", kToken}) ||
+      !cluster.StartWorker(
+          "w1", {.dram = kWorkerDram, .ssd = 0, .extra_args = {"--admin-token", kToken}})) {
+    ADD_FAILURE() << "cluster did not start\n" << cluster.AllLogTails();
+    return {};
+  }
   return {{"master", FindChild(cluster.dir() / "master.port"), cluster.master_admin_port()},
           {"worker", FindChild(cluster.dir() / "w1.port"), cluster.worker_admin_port("w1")}};
 }
@@ -1283,12 +1291,9 @@ std::vector<AdminTarget> AdminTargets(const TestCluster& cluster) {
 TEST(FuzzTest, AdminServersDoNotBufferBodiesOverTheLimit) {
   constexpr uint64_t kBodyMiB = 48;
   constexpr uint64_t kGrowthBound = 16 * kMiB;
-  std::signal(SIGPIPE, SIG_IGN);
   TestCluster cluster;
-  ASSERT_TRUE(cluster.StartMaster({"--admin-token", kToken}));
-  ASSERT_TRUE(cluster.StartWorker(
-      "w1", {.dram = kWorkerDram, .ssd = 0, .extra_args = {"--admin-token", kToken}}));
-  const std::vector<AdminTarget> targets = AdminTargets(cluster);
+  const std::vector<AdminTarget> targets = StartForAdminFloods(cluster);
+  ASSERT_EQ(targets.size(), 2u);
   for (const AdminTarget& t : targets) {
     ASSERT_GT(t.pid, 0) << t.name;
     for (bool chunked : {true, false}) {
@@ -1334,12 +1339,9 @@ std::string SendEndlessHead(int port, std::string_view head, std::string_view fi
 TEST(FuzzTest, AdminServersBoundTheRequestHead) {
   constexpr uint64_t kFloodBytes = 32 * kMiB;
   constexpr uint64_t kGrowthBound = 16 * kMiB;
-  std::signal(SIGPIPE, SIG_IGN);
   TestCluster cluster;
-  ASSERT_TRUE(cluster.StartMaster({"--admin-token", kToken}));
-  ASSERT_TRUE(cluster.StartWorker(
-      "w1", {.dram = kWorkerDram, .ssd = 0, .extra_args = {"--admin-token", kToken}}));
-  const std::vector<AdminTarget> targets = AdminTargets(cluster);
+  const std::vector<AdminTarget> targets = StartForAdminFloods(cluster);
+  ASSERT_EQ(targets.size(), 2u);
   struct Flood {
     std::string name, head, filler;
   };

@@ -87,6 +87,13 @@ class PlanWriteTest : public ::testing::Test {
     backend_ = std::make_unique<TieredCacheBackend>(std::move(tiers), &directory_, options);
     backend_->Recover();
   }
+  // 8 MiB of DRAM, whose abandoned writes are discarded (and their space
+  // quarantined) 100 ms after they stop.
+  void OpenWithQuickDiscard() {
+    BackendOptions options;
+    options.put_start_discard_timeout = Millis(100);
+    Open(8 * kMiB, 32 * kMiB, options);
+  }
 
   // Writes `value` into the plan's space the way a producer process does.
   void Produce(const DirectWritePlan& plan, const std::string& value) {
@@ -171,9 +178,7 @@ TEST_F(PlanWriteTest, APlanSkipsAFasterTierThatCannotShare) {
 }
 
 TEST_F(PlanWriteTest, AnAbandonedPlanIsDiscardedAndItsSpaceQuarantined) {
-  BackendOptions options;
-  options.put_start_discard_timeout = Millis(100);
-  Open(8 * kMiB, 32 * kMiB, options);
+  OpenWithQuickDiscard();
   auto plan = backend_->OpenForWrite("late", kMiB, {});
   ASSERT_TRUE(plan);
   std::this_thread::sleep_for(Millis(150));
@@ -195,9 +200,7 @@ TEST_F(PlanWriteTest, AnAbandonedPlanIsDiscardedAndItsSpaceQuarantined) {
 // A peer's RDMA WRITE into an adopted allocation may still land after the
 // adopt was dropped, so its space waits out a timeout like a plan's.
 TEST_F(PlanWriteTest, AnAbandonedAdoptIsQuarantinedLikeAPlan) {
-  BackendOptions options;
-  options.put_start_discard_timeout = Millis(100);
-  Open(8 * kMiB, 32 * kMiB, options);
+  OpenWithQuickDiscard();
   auto adopt = backend_->PutStart("moved", kMiB, {}, WriteMode::kAdopt, /*adopted_version=*/9);
   ASSERT_TRUE(adopt);
   std::this_thread::sleep_for(Millis(150));
@@ -213,9 +216,7 @@ TEST_F(PlanWriteTest, AnAbandonedAdoptIsQuarantinedLikeAPlan) {
 // still be writing through its mapping: the space waits out the timeout as
 // an abandoned plan's does, and is never handed to the next write at once.
 TEST_F(PlanWriteTest, ARemovedPlansSpaceIsQuarantinedLikeAnAbandonedOnes) {
-  BackendOptions options;
-  options.put_start_discard_timeout = Millis(100);
-  Open(8 * kMiB, 32 * kMiB, options);
+  OpenWithQuickDiscard();
   auto plan = backend_->OpenForWrite("gone", kMiB, {});
   ASSERT_TRUE(plan);
   ASSERT_TRUE(backend_->Remove("gone", /*force=*/true));
