@@ -43,6 +43,13 @@ class OwnerDirectory {
   virtual void ClaimAsync(const std::string& key, std::function<void(Result<void>)> done) {
     done(Claim(key));
   }
+  // How many times this node registered with the directory. A registration
+  // forgets the claims made before it and re-announces the keys published
+  // by then, so a claim answered under one count and published under
+  // another must be made again. It moves once the registration has purged
+  // and before it lists the keys to announce. Constant for a directory that
+  // never forgets.
+  virtual uint64_t registrations() const { return 0; }
   // Gives up ownership of `key` (only if this node owns it).
   virtual Result<void> Release(const std::string& key) = 0;
   // Release for each key, one result each in order. A directory that can

@@ -55,8 +55,8 @@ class MasterLink : public OwnerDirectory {
   void set_on_unknown_node(std::function<void(uint64_t seen_registrations)> callback) {
     on_unknown_node_ = std::move(callback);
   }
-  // How many times Register succeeded.
-  uint64_t registrations() const { return registrations_.load(std::memory_order_acquire); }
+  // How many times Register succeeded (with one shard or more).
+  uint64_t registrations() const override { return registrations_.load(std::memory_order_acquire); }
   // Whether a shard forgot this node (a heartbeat or claim was answered
   // kNodeNotFound) or was not told its keys since its last registration.
   bool NeedsRegistration();

@@ -416,10 +416,15 @@ void Mover::ConfirmAdoptedObjects() {
     // Claim is idempotent for the owner: it succeeds if the sender's
     // UpdateOwner named us, or if nobody owns the key any more (sender died
     // and was purged); it fails if the sender still owns it (its swap failed).
+    const uint64_t registrations = ctx_.directory->registrations();
     auto claimed = ctx_.directory->Claim(key);
     std::lock_guard lock(ctx_.mu);
-    if (!claimed && claimed.error() != ErrorCode::kObjectAlreadyExists) {
-      unconfirmed_adopts_.emplace_back(key, object_id);  // the master is away: retry later
+    // Retried later while the master is away, and after this node registered
+    // again since the claim was sent: that registration may have purged the
+    // claim and listed the keys to announce without this one.
+    if ((!claimed && claimed.error() != ErrorCode::kObjectAlreadyExists) ||
+        ctx_.directory->registrations() != registrations) {
+      unconfirmed_adopts_.emplace_back(key, object_id);
       continue;
     }
     Object* object = table_.FindSame(key, object_id);

@@ -220,6 +220,7 @@ void WritePath::PublishWave(std::vector<std::optional<CommittedWrite>> committed
   }
   // A lone claim goes through Claim, which group-commits it with the claims
   // of concurrent puts; a batch's claims are one call of their own.
+  const uint64_t registrations = ctx_.directory->registrations();
   std::vector<Result<void>> claims = keys.size() == 1
                                          ? std::vector<Result<void>>{ctx_.directory->Claim(keys[0])}
                                          : ctx_.directory->ClaimMany(keys);
@@ -227,12 +228,46 @@ void WritePath::PublishWave(std::vector<std::optional<CommittedWrite>> committed
     if (claim_of[i] != SIZE_MAX) committed[i]->write.key = std::move(keys[claim_of[i]]);
   }
   std::vector<std::string> release;
+  std::vector<size_t> claim_again;
   ForEachLocked(ctx_.mu, committed.size(), [&](size_t i) {
     if (!committed[i]) return;
-    Result<void> claimed = claim_of[i] == SIZE_MAX ? Result<void>{} : claims[claim_of[i]];
-    results[i] = FinishPublishLocked(committed[i]->write, committed[i]->version, claimed, release);
+    if (claim_of[i] == SIZE_MAX) {
+      results[i] = FinishPublishLocked(committed[i]->write, committed[i]->version, {}, release);
+    } else if (auto published = PublishUnlessRegisteredLocked(registrations, *committed[i],
+                                                              claims[claim_of[i]], release)) {
+      results[i] = *published;
+    } else {
+      claim_again.push_back(i);
+    }
   });
   ReleaseAbandonedOwnership(release);
+  for (size_t i : claim_again) results[i] = ClaimThenPublish(*committed[i]);
+}
+
+std::optional<Result<void>> WritePath::PublishUnlessRegisteredLocked(
+    uint64_t registrations, const CommittedWrite& committed, const Result<void>& claimed,
+    std::vector<std::string>& release) {
+  if (ctx_.directory->registrations() != registrations) return std::nullopt;
+  return FinishPublishLocked(committed.write, committed.version, claimed, release);
+}
+
+Result<void> WritePath::ClaimThenPublish(const CommittedWrite& committed) {
+  // Registrations come one at a time and seconds apart, so one more round
+  // nearly always settles it; the last round publishes regardless.
+  constexpr int kMaxClaimRounds = 3;
+  for (int round = 1;; ++round) {
+    const uint64_t registrations = ctx_.directory->registrations();
+    Result<void> claimed = ctx_.directory->Claim(committed.write.key);
+    auto published = LockedThenRelease([&](std::vector<std::string>& release) {
+      if (round == kMaxClaimRounds) {
+        return std::optional(
+            FinishPublishLocked(committed.write, committed.version, claimed, release));
+      }
+      return PublishUnlessRegisteredLocked(registrations, committed, claimed, release);
+    });
+    if (published) return *published;
+    MC_LOG_INFO("claiming again after this node registered key={}", committed.write.key);
+  }
 }
 
 bool WritePath::TryWriteWholeAsync(const std::string& key, std::string_view value,
@@ -284,12 +319,15 @@ bool WritePath::TryWriteWholeAsync(const std::string& key, std::string_view valu
     done(committed ? Result<void>{} : Err(committed.error()));
     return true;
   }
-  ctx_.directory->ClaimAsync(
-      key, [this, write = std::move(**committed), done = std::move(done)](Result<void> claimed) {
-        done(LockedThenRelease([&](std::vector<std::string>& release) {
-          return FinishPublishLocked(write.write, write.version, claimed, release);
-        }));
-      });
+  const uint64_t registrations = ctx_.directory->registrations();
+  ctx_.directory->ClaimAsync(key, [this, registrations, write = std::move(**committed),
+                                   done = std::move(done)](Result<void> claimed) {
+    auto published = LockedThenRelease([&](std::vector<std::string>& release) {
+      return PublishUnlessRegisteredLocked(registrations, write, claimed, release);
+    });
+    // Claimed again on the directory's thread: rare, as registrations are.
+    done(published ? *published : ClaimThenPublish(write));
+  });
   return true;
 }
 
@@ -501,11 +539,10 @@ Result<void> WritePath::End(uint64_t handle) {
   auto committed = Commit(handle);
   if (!committed) return Err(committed.error());
   if (!*committed) return {};  // an adopted object: its sender's claim stands
-  const auto& [write, version] = **committed;
   // An upsert of a key this node already owns needs no new claim.
-  auto claimed = write.was_published ? Result<void>{} : ctx_.directory->Claim(write.key);
+  if (!(*committed)->write.was_published) return ClaimThenPublish(**committed);
   return LockedThenRelease([&](std::vector<std::string>& release) {
-    return FinishPublishLocked(write, version, claimed, release);
+    return FinishPublishLocked((*committed)->write, (*committed)->version, {}, release);
   });
 }
 

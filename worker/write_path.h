@@ -221,6 +221,20 @@ class WritePath {
   // key is left here, to `release`, for the master once ctx_.mu is let go.
   Result<void> FinishPublishLocked(const PendingWrite& write, uint64_t version,
                                    const Result<void>& claimed, std::vector<std::string>& release);
+  // FinishPublishLocked, unless this node registered again since the claim
+  // was sent, when the directory counted `registrations` (nullopt then).
+  // That registration may have purged the claim at the master and listed
+  // the keys to announce before this publish; the key is then to be
+  // claimed again, still unpublished, so a remove keeps off it meanwhile.
+  // A registration lists its keys under ctx_.mu after counting itself, so
+  // an unchanged count read here, under ctx_.mu, rules that out.
+  std::optional<Result<void>> PublishUnlessRegisteredLocked(uint64_t registrations,
+                                                            const CommittedWrite& committed,
+                                                            const Result<void>& claimed,
+                                                            std::vector<std::string>& release);
+  // Claims a committed write's key and publishes it, claiming again after
+  // each registration that intervenes (a few times at most).
+  Result<void> ClaimThenPublish(const CommittedWrite& committed);
   // Writes a hard-pinned object's bytes to the durable tier as well.
   AllocationPtr WriteThrough(const std::string& key, const AllocationPtr& primary, uint64_t size,
                              uint64_t version, const ObjectOptions& options);

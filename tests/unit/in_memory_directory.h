@@ -5,6 +5,7 @@
 //
 // Thread-safety: all methods are safe to call concurrently (one mutex).
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -24,12 +25,37 @@ class InMemoryDirectory : public OwnerDirectory {
   // one another node owns (ClaimElsewhere) is not.
   // With LoseClaimAnswers, a claim is applied and then answered with that
   // error, as when the master's answer is lost.
+  // With RegisterAfterNextClaim, that registration runs once the claim is
+  // applied and before it is answered.
   Result<void> Claim(const std::string& key) override {
+    Result<void> claimed = ClaimNow(key);
+    std::function<std::vector<std::string>()> registration;
+    {
+      std::lock_guard lock(mu_);
+      registration.swap(register_after_claim_);
+    }
+    if (registration) Register(registration);
+    return claimed;
+  }
+  uint64_t registrations() const override { return registrations_.load(); }
+  // As the worker's registration with a master that had forgotten it: this
+  // node's keys are purged, the count moves, and the keys `held` lists then
+  // are announced (another node's stay theirs).
+  void Register(const std::function<std::vector<std::string>()>& held) {
+    {
+      std::lock_guard lock(mu_);
+      std::erase_if(owned_, [](const auto& entry) { return entry.second == kHere; });
+    }
+    registrations_.fetch_add(1);
+    std::vector<std::string> keys = held();
     std::lock_guard lock(mu_);
-    auto [owner, inserted] = owned_.emplace(key, kHere);
-    if (!inserted && owner->second != kHere) return Err(ErrorCode::kObjectAlreadyExists);
-    if (lost_claim_answer_ != ErrorCode::kOk) return Err(lost_claim_answer_);
-    return {};
+    for (const std::string& key : keys) owned_.emplace(key, kHere);
+  }
+  // The next claim is applied, then Register(held) runs, then the claim is
+  // answered: the window between a claim's answer and its publish.
+  void RegisterAfterNextClaim(std::function<std::vector<std::string>()> held) {
+    std::lock_guard lock(mu_);
+    register_after_claim_ = std::move(held);
   }
   // Claims are applied but answered with `code` (kOk: answered again).
   void LoseClaimAnswers(ErrorCode code) {
@@ -131,6 +157,11 @@ class InMemoryDirectory : public OwnerDirectory {
     std::lock_guard lock(mu_);
     return owned_.contains(key);
   }
+  // How many claims were made, answered or not.
+  int claims() {
+    std::lock_guard lock(mu_);
+    return claims_;
+  }
   // Simulates another node owning a key.
   void ClaimElsewhere(const std::string& key) {
     std::lock_guard lock(mu_);
@@ -139,6 +170,15 @@ class InMemoryDirectory : public OwnerDirectory {
 
  private:
   enum Owner { kHere, kElsewhere };
+  Result<void> ClaimNow(const std::string& key) {
+    std::lock_guard lock(mu_);
+    ++claims_;
+    auto [owner, inserted] = owned_.emplace(key, kHere);
+    if (!inserted && owner->second != kHere) return Err(ErrorCode::kObjectAlreadyExists);
+    if (lost_claim_answer_ != ErrorCode::kOk) return Err(lost_claim_answer_);
+    return {};
+  }
+
   std::mutex mu_;
   std::map<std::string, Owner> owned_;            // guarded by mu_
   int claim_many_calls_ = 0;                      // guarded by mu_
@@ -149,6 +189,9 @@ class InMemoryDirectory : public OwnerDirectory {
   bool hold_releases_ = false;                    // guarded by mu_
   size_t releases_waiting_ = 0;                   // guarded by mu_
   std::condition_variable releases_go_, releases_arrived_;
+  int claims_ = 0;  // guarded by mu_
+  std::atomic<uint64_t> registrations_{0};
+  std::function<std::vector<std::string>()> register_after_claim_;               // guarded by mu_
   bool hold_async_ = false;                                                      // guarded by mu_
   std::vector<std::pair<std::string, std::function<void(Result<void>)>>> held_;  // guarded by mu_
 };

@@ -238,6 +238,70 @@ TEST_F(BackendTest, APutWhoseClaimAnswerIsLostLeavesTheMasterNotPointingHere) {
   EXPECT_TRUE(directory_.Owns("theirs"));
 }
 
+// A master that forgot this node (it restarted, or declared the node dead)
+// is registered with again, which purges the node's keys there and announces
+// those published by then. A put whose claim was answered just before the
+// purge and published just after the announcement's list was taken would be
+// acknowledged and unknown to the master. However the put was sent, its key
+// is claimed again.
+TEST_F(BackendTest, APutClaimedJustBeforeARegistrationIsClaimedAgain) {
+  Open(8 * kMiB, 32 * kMiB);
+  auto held = [this] { return backend_->Keys(); };
+  ASSERT_TRUE(backend_->Put("before", "published before", {}));
+  // Each registration announces the keys published before it, so each way
+  // of putting is checked before the next registration.
+  auto known_to_the_master = [&](const std::string& key) {
+    EXPECT_TRUE(directory_.Owns(key)) << key;
+    EXPECT_TRUE(backend_->Get(key, 0, 0)) << key;
+  };
+
+  directory_.RegisterAfterNextClaim(held);
+  ASSERT_TRUE(backend_->Put("lone", Pattern("lone", 4096), {}));
+  known_to_the_master("lone");
+  known_to_the_master("before");
+
+  directory_.RegisterAfterNextClaim(held);
+  const std::string a = "batch-a", b = "batch-b";
+  std::vector<WholeWrite> writes = {{a, "a", {}, WriteMode::kCreate},
+                                    {b, "b", {}, WriteMode::kCreate}};
+  for (const auto& result : backend_->PutMany(writes)) EXPECT_TRUE(result);
+  known_to_the_master(a);
+  known_to_the_master(b);
+
+  directory_.RegisterAfterNextClaim(held);
+  auto handle = backend_->PutStart("phased", 5, {});
+  ASSERT_TRUE(handle);
+  ASSERT_TRUE(backend_->PutChunk(*handle, 0, "bytes"));
+  ASSERT_TRUE(backend_->PutEnd(*handle));
+  known_to_the_master("phased");
+
+  directory_.RegisterAfterNextClaim(held);
+  std::optional<Result<void>> async;
+  ASSERT_TRUE(backend_->TryPutAsync("async", "async value", {},
+                                    [&](Result<void> r) { async = std::move(r); }));
+  ASSERT_TRUE(async.has_value());
+  EXPECT_TRUE(*async);
+  known_to_the_master("async");
+  EXPECT_EQ(directory_.registrations(), 4u);
+}
+
+// The key a registration purged may be put by another node before this one
+// claims it again: the put is refused as any put of a key owned elsewhere,
+// and its copy here is freed.
+TEST_F(BackendTest, AKeyTakenElsewhereDuringARegistrationFailsThePutClaimedBeforeIt) {
+  Open(8 * kMiB, 32 * kMiB);
+  uint64_t used_before = Tier(0).used;
+  directory_.RegisterAfterNextClaim([this] {
+    directory_.ClaimElsewhere("contested");
+    return backend_->Keys();
+  });
+  auto put = backend_->Put("contested", Pattern("contested", 4096), {});
+  ASSERT_FALSE(put);
+  EXPECT_EQ(put.error(), ErrorCode::kObjectAlreadyExists);
+  EXPECT_EQ(backend_->Get("contested", 0, 0).error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(Tier(0).used, used_before);
+}
+
 // An upsert that pre-empts a put whose claim is still on the wire takes the
 // key over; if the upsert is then revoked, or removed while it is written,
 // the key is gone here, and the master must not keep pointing here once the
