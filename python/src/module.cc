@@ -43,17 +43,30 @@ namespace {
 
 // ---- Values and buffers -----------------------------------------------
 
+// A sequence's __getitem__ may make a new object per access (a row of a
+// numpy or ctypes 2-D array, a custom sequence's fresh bytearray), owned by
+// nobody else: each item is held as an object until its view is taken,
+// and the view's own reference keeps it alive after that. (Iterating with
+// py::handle would borrow from a temporary that frees the item at once.)
 std::vector<ValueView> ValueViews(const py::sequence& values) {
   std::vector<ValueView> views;
-  views.reserve(values.size());
-  for (py::handle v : values) views.emplace_back(v);
+  const size_t n = values.size();
+  views.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    py::object item = values[i];
+    views.emplace_back(item);
+  }
   return views;
 }
 
 std::vector<BufferView> WritableViews(const py::sequence& buffers) {
   std::vector<BufferView> views;
-  views.reserve(buffers.size());
-  for (py::handle b : buffers) views.emplace_back(b, /*writable=*/true);
+  const size_t n = buffers.size();
+  views.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    py::object item = buffers[i];
+    views.emplace_back(item, /*writable=*/true);
+  }
   return views;
 }
 

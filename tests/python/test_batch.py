@@ -1,6 +1,8 @@
 """Batch calls: one entry per key in input order, partial failures as
 mooncake.Error instances (ours) or integer codes (Mooncake-named calls)."""
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -91,3 +93,51 @@ def test_batch_calls_check_their_arguments(client, keys):
     with pytest.raises(BufferError):
         client.batch_get_into(keys(1), [b"read-only bytes"])
     assert client.batch_get([]) == [] and client.batch_put([], []) == []
+
+
+class FreshItems:
+    """A sequence whose items are made on each access, so that the caller
+    holds the only reference to each (as numpy's and ctypes' 2-D arrays do)."""
+
+    def __init__(self, make, n):
+        self.make, self.n = make, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return self.make(i)
+
+
+def test_batch_calls_keep_items_made_on_access_alive(client, keys):
+    # Every batch call that takes buffers reads or writes the item it was
+    # given, even when the sequence makes a new object per access.
+    n, size = 16, 4096
+    values = [pattern(size, seed=100 + i) for i in range(n)]
+    stored, upserted, from_buffers = keys(n), keys(n), keys(n)
+    assert client.batch_put(stored, FreshItems(lambda i: bytearray(values[i]), n)) == [None] * n
+    assert client.batch_upsert(upserted, FreshItems(lambda i: bytearray(values[i]), n)) == \
+        [None] * n
+    assert client.batch_put_from(from_buffers, FreshItems(lambda i: bytearray(values[i]), n)) == \
+        [0] * n
+    assert client.batch_upsert_from(from_buffers, FreshItems(lambda i: bytes(values[i]), n)) == \
+        [0] * n
+    assert client.batch_get(stored + upserted + from_buffers) == values * 3
+    out = [bytearray(size) for _ in range(n)]
+    assert client.batch_get_into(stored, FreshItems(lambda i: memoryview(out[i]), n)) == \
+        [size] * n
+    assert [bytes(b) for b in out] == values
+
+
+def test_batch_calls_take_a_ctypes_array_of_arrays(client, keys):
+    n, size = 4, 16
+    src = (ctypes.c_char * size * n)()
+    for i in range(n):
+        src[i].raw = pattern(size, seed=200 + i)
+    names = keys(n)
+    assert client.batch_put_from(names, src) == [0] * n
+    dst = (ctypes.c_char * size * n)()
+    assert client.batch_get_into(names, dst) == [size] * n
+    assert bytes(dst) == bytes(src)
