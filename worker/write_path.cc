@@ -214,7 +214,7 @@ void WritePath::PublishWave(std::vector<std::optional<CommittedWrite>> committed
   std::vector<std::string> keys;
   std::vector<size_t> claim_of(committed.size(), SIZE_MAX);
   for (size_t i = 0; i < committed.size(); ++i) {
-    if (!committed[i] || committed[i]->write.was_published) continue;
+    if (!committed[i] || !committed[i]->write.NeedsClaim()) continue;
     claim_of[i] = keys.size();
     keys.push_back(std::move(committed[i]->write.key));
   }
@@ -455,6 +455,7 @@ Result<void> WritePath::ClearForUpsertLocked(const std::string& key, PendingWrit
     auto previous = pending_.find(old.write_handle);
     if (previous != pending_.end()) {
       pending.was_published |= previous->second.was_published;
+      pending.claim_uncertain |= previous->second.claim_uncertain;
       if (previous->second.written_from_outside()) {
         QuarantineLocked(previous->second.allocation);
       } else {
@@ -540,7 +541,7 @@ Result<void> WritePath::End(uint64_t handle) {
   if (!committed) return Err(committed.error());
   if (!*committed) return {};  // an adopted object: its sender's claim stands
   // An upsert of a key this node already owns needs no new claim.
-  if (!(*committed)->write.was_published) return ClaimThenPublish(**committed);
+  if ((*committed)->write.NeedsClaim()) return ClaimThenPublish(**committed);
   return LockedThenRelease([&](std::vector<std::string>& release) {
     return FinishPublishLocked((*committed)->write, (*committed)->version, {}, release);
   });
@@ -641,6 +642,7 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(
   // A put's claim that landed while this committed may have handed the key
   // to this write (FinishPublishLocked).
   c.write.was_published = pending->second.was_published;
+  c.write.claim_uncertain = pending->second.claim_uncertain;
   pending_.erase(pending);
   Object* object = table_.Resolve(write.object, write.key);
   if (object == nullptr) return Err(ErrorCode::kIllegalClient);
@@ -681,7 +683,7 @@ Result<void> WritePath::FinishPublishLocked(const PendingWrite& write, uint64_t 
     // have been applied, and the master would then point here at nothing.
     // The release removes the key only where this node owns it, so it is
     // sent for any failure but another node's ownership.
-    if (claimed.error() != ErrorCode::kObjectAlreadyExists) ReleaseLaterLocked(write.key, release);
+    if (claimed.error() != ErrorCode::kObjectAlreadyExists) MayOwnLocked(write.key, release);
     return claimed;
   }
   if (object != nullptr) {
@@ -704,6 +706,23 @@ Result<void> WritePath::FinishPublishLocked(const PendingWrite& write, uint64_t 
   if (mover_.AnyTierAboveHighWatermark()) work_.SignalLocked();
   MC_LOG_DEBUG("published key={} version={} in_place={}", write.key, version, write.in_place);
   return {};
+}
+
+void WritePath::MayOwnLocked(const std::string& key, std::vector<std::string>& release) {
+  Object* current = table_.Find(key);
+  if (current == nullptr) {
+    ReleaseLaterLocked(key, release);
+    return;
+  }
+  // Another write of the key took over while the claim was out: a release
+  // now could land after that write's own claim and take the key from it.
+  // One still being written claims on commit as it would have, and
+  // releases if dropped; a committed one's claim decides on its own.
+  auto writer = pending_.find(current->write_handle);
+  if (current->complete() || writer == pending_.end()) return;
+  writer->second.was_published = true;
+  writer->second.claim_uncertain = true;
+  table_.MarkPublished(*current);
 }
 
 AllocationPtr WritePath::WriteThrough(const std::string& key, const AllocationPtr& primary,

@@ -66,6 +66,9 @@ struct PendingWrite {
   WriteMode mode = WriteMode::kCreate;
   bool in_place = false;       // an upsert writing over the object's own bytes
   bool was_published = false;  // the key was owned here before this write
+  // A claim of the key answered with an error may have landed: the write
+  // claims on commit, yet releases the key if dropped (was_published too).
+  bool claim_uncertain = false;
   uint64_t adopted_version = 0;
   bool direct = false;  // a producer writes the bytes itself (plan-based write)
   ObjectOptions options;
@@ -75,6 +78,9 @@ struct PendingWrite {
   // last call here: a producer's mapping, or a peer's RDMA WRITE (adopts).
   // Such space is quarantined, not reused at once, when the write is dropped.
   bool written_from_outside() const { return direct || mode == WriteMode::kAdopt; }
+  // Whether the commit claims the key: an upsert of a key owned here needs
+  // no claim of its own.
+  bool NeedsClaim() const { return !was_published || claim_uncertain; }
 };
 
 class WritePath {
@@ -235,6 +241,9 @@ class WritePath {
   // Claims a committed write's key and publishes it, claiming again after
   // each registration that intervenes (a few times at most).
   Result<void> ClaimThenPublish(const CommittedWrite& committed);
+  // After a claim of `key` failed in a way that may have landed: releases
+  // the key at the master unless another write of it here took over.
+  void MayOwnLocked(const std::string& key, std::vector<std::string>& release);
   // Writes a hard-pinned object's bytes to the durable tier as well.
   AllocationPtr WriteThrough(const std::string& key, const AllocationPtr& primary, uint64_t size,
                              uint64_t version, const ObjectOptions& options);

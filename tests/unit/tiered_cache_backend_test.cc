@@ -238,6 +238,51 @@ TEST_F(BackendTest, APutWhoseClaimAnswerIsLostLeavesTheMasterNotPointingHere) {
   EXPECT_TRUE(directory_.Owns("theirs"));
 }
 
+// A put's claim answered with an error (its answer lost) may have landed,
+// so its key is released at the master. If an upsert of the key took over
+// while that claim was out, that release could land after the upsert's own
+// claim and take the key from it: the upsert, committed, must stay owned;
+// revoked, it must leave the key released.
+TEST_F(BackendTest, ALostPutClaimLeavesTheKeyToTheUpsertThatTookItOver) {
+  Open(8 * kMiB, 32 * kMiB);
+  for (bool commit : {true, false}) {
+    const std::string key = commit ? "committed" : "revoked";
+    SCOPED_TRACE(key);
+    directory_.HoldAsyncClaims();
+    std::optional<Result<void>> put;
+    ASSERT_TRUE(backend_->TryPutAsync(key, Pattern(key, 4096), {},
+                                      [&](Result<void> r) { put = std::move(r); }));
+    auto upsert = backend_->PutStart(key, 8192, {}, WriteMode::kUpsert);
+    ASSERT_TRUE(upsert) << ToString(upsert.error());
+    // The put's claim lands and its answer is lost; a release sent for it
+    // stays on the wire until the upsert has ended.
+    directory_.LoseClaimAnswers(ErrorCode::kRpcTimeout);
+    directory_.HoldReleases();
+    const int claims_before = directory_.claims();
+    std::thread answer([&] { directory_.RunHeldClaims(); });
+    for (int i = 0; i < 5000 && directory_.claims() == claims_before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ(directory_.claims(), claims_before + 1);
+    directory_.LoseClaimAnswers(ErrorCode::kOk);
+    if (commit) {
+      ASSERT_TRUE(backend_->PutChunk(*upsert, 0, Pattern(key, 8192, 1)));
+      ASSERT_TRUE(backend_->PutEnd(*upsert));
+      directory_.LetReleasesGo();
+    } else {
+      directory_.LetReleasesGo();  // a revoke waits for its own release
+      ASSERT_TRUE(backend_->PutRevoke(*upsert));
+    }
+    answer.join();
+    ASSERT_TRUE(put.has_value());
+    EXPECT_EQ(put->error(), ErrorCode::kRpcTimeout);
+    EXPECT_EQ(directory_.Owns(key), commit);
+    auto got = backend_->Get(key, 0, 0);
+    ASSERT_EQ(got.has_value(), commit);
+    if (commit) EXPECT_EQ(got->data, Pattern(key, 8192, 1));
+  }
+}
+
 // A master that forgot this node (it restarted, or declared the node dead)
 // is registered with again, which purges the node's keys there and announces
 // those published by then. A put whose claim was answered just before the
