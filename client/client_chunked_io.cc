@@ -122,11 +122,17 @@ class ChunkedRead {
     return {};
   }
 
+  // The node no longer has the key: the read goes on at whichever node has
+  // it now, from the start if bytes were already taken. A version is a
+  // per-node counter, so the same version and size at the new node do not
+  // prove it is the same object (it may have been removed and put again
+  // there); going on at offset_ could splice the old value and the new.
   Result<void> Follow(const std::string& hint, ErrorCode code) {
     if (moves_++ >= kMaxRelocations) return Err(Settle(code));
     auto moved = router_.Relocate(key_, hint, owner_.node_id);
     if (!moved) return Err(Settle(moved.error()));
     owner_ = std::move(*moved);
+    if (started_) return Restart();
     return {};
   }
 

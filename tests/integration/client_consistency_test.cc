@@ -1,0 +1,84 @@
+// What a client reads is one value, never pieces of two: a read that
+// follows its key to another node mid-way starts over there.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+
+#include "client/client.h"
+#include "common/status.h"
+#include "tests/integration/test_cluster.h"
+
+namespace mooncake::testing {
+namespace {
+
+class ClientConsistencyTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (HasFailure()) std::cerr << cluster_.AllLogTails(30);
+  }
+
+  TestCluster cluster_;
+};
+
+// Versions count per worker, so a value put again on another node can carry
+// the old one's version and size. A read that had taken the first chunk of
+// the old value must not finish with the new value's remaining chunks.
+TEST_F(ClientConsistencyTest, AReadThatFollowsARePutKeyReturnsOnlyTheNewValue) {
+  // Given w2, then w1: each starts its versions at its start time, so w1's
+  // are not below w2's.
+  ASSERT_TRUE(cluster_.StartMaster());
+  ASSERT_TRUE(cluster_.StartWorker("w2", {.dram = 32 << 20, .ssd = 0}));
+  ASSERT_TRUE(cluster_.StartWorker("w1", {.dram = 32 << 20, .ssd = 64 << 20}));
+  auto reader = cluster_.NewClient();
+  auto writer = cluster_.NewClient();
+  auto on_w2 = cluster_.NewClient("w2");
+  ASSERT_TRUE(reader && writer && on_w2);
+
+  // And on w1 a seed object (version s) on SSD, then "k" (version s + 1):
+  // two chunks, so a read of it takes two calls.
+  const std::string old_value(2 * kRpcChunkBytes, 'o');
+  const std::string new_value(2 * kRpcChunkBytes, 'n');
+  ASSERT_TRUE(IsOk(writer->Put("seed", "s", {.preferred_node = "w1", .preferred_tier = "ssd"})));
+  ASSERT_TRUE(IsOk(writer->Put("k", old_value, {.preferred_node = "w1"})));
+  auto old_info = writer->Inspect("k");
+  ASSERT_TRUE(IsOk(old_info));
+  // And the seed moved to w2 by a prefetch from there: a move keeps the
+  // version, and w2 numbers its next object past it, s + 1.
+  ASSERT_TRUE(IsOk(on_w2->Exist("seed", /*prefetch=*/true)));
+  ASSERT_TRUE(Eventually([&] {
+    auto info = writer->Inspect("seed");
+    return info && info->node_id == "w2";
+  })) << "the prefetch did not move the seed to w2";
+
+  // When, after the reader took the first chunk from w1, the key is removed
+  // and put again on w2, with the old value's version and size.
+  bool replaced = false;
+  int64_t new_version = -1;
+  auto replace = [&](uint64_t done, uint64_t total) {
+    if (replaced || done >= total) return;
+    replaced = true;
+    ASSERT_TRUE(IsOk(writer->Remove("k", /*force=*/true)));
+    ASSERT_TRUE(IsOk(writer->Put("k", new_value, {.preferred_node = "w2"})));
+    auto info = writer->Inspect("k");
+    ASSERT_TRUE(IsOk(info));
+    EXPECT_EQ(info->node_id, "w2");
+    new_version = info->version;
+  };
+  std::stringstream out;
+  auto read = reader->GetStream("k", out, replace);
+
+  // Expect the read to deliver the new value whole.
+  ASSERT_TRUE(replaced);
+  ASSERT_EQ(new_version, old_info->version) << "the case needs equal versions";
+  ASSERT_TRUE(IsOk(read));
+  EXPECT_EQ(*read, new_value.size());
+  const std::string got = out.str();
+  EXPECT_TRUE(got == new_value) << "bytes of the old value: "
+                                << std::count(got.begin(), got.end(), 'o');
+}
+
+}  // namespace
+}  // namespace mooncake::testing
