@@ -16,9 +16,24 @@ std::unordered_set<PyClient*>& LiveClients() {
   return *clients;
 }
 
+// The deleter of every shared_ptr<Client>. Whichever thread drops the last
+// reference destroys the client, and that can be a Python thread inside a
+// call, holding the GIL, whose copy became the last when another thread
+// closed the client. ~Client joins the client's threads, and those wait for
+// the GIL to complete the futures of calls in flight: the GIL is let go
+// meanwhile.
+void DestroyClient(Client* client) {
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release nogil;
+    delete client;
+  } else {
+    delete client;
+  }
+}
+
 }  // namespace
 
-PyClient::PyClient(std::unique_ptr<Client> client) : client_(std::move(client)) {
+PyClient::PyClient(std::unique_ptr<Client> client) : client_(client.release(), &DestroyClient) {
   LiveClients().insert(this);
 }
 
@@ -34,8 +49,9 @@ std::shared_ptr<Client> PyClient::get() const {
 
 void PyClient::close() {
   if (!client_) return;
+  // When this is the last reference, the deleter lets go of the GIL while
+  // the client is destroyed.
   std::shared_ptr<Client> last = std::move(client_);
-  pybind11::gil_scoped_release nogil;
   last.reset();
 }
 

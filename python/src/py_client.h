@@ -16,7 +16,9 @@
 namespace mooncake::python {
 
 // mooncake.Client. Holds the C++ client by shared_ptr, so close() in one
-// thread leaves a call running in another thread its client until it ends.
+// thread leaves a call running in another thread its client until it ends;
+// whichever thread drops the last reference destroys the client without
+// the GIL (the shared_ptr's deleter lets go of it).
 // client_ is read and replaced only with the GIL held; the Client itself
 // is thread-safe.
 class PyClient {

@@ -84,13 +84,13 @@ def test_closing_a_client_completes_its_calls_in_flight(master, keys):
         c.get_async(names[0])
 
 
-def run_script(master, body):
+def run_script(master, body, timeout=60):
     """Runs `body` in a fresh interpreter against the test cluster; a hang
-    fails after 60 s instead of stalling the suite."""
+    fails after `timeout` seconds instead of stalling the suite."""
     script = "import gc, mooncake\nc = mooncake.Client(master=%r)\n" % master
     script += textwrap.dedent(body)
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=60, env=dict(os.environ))
+                          timeout=timeout, env=dict(os.environ))
 
 
 def test_a_client_collected_with_calls_in_flight_completes_them(master, keys):
@@ -121,3 +121,38 @@ def test_an_interpreter_exiting_with_calls_in_flight_completes_them(master, keys
         """ % (prefix, prefix))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "." * 1000
+
+
+def test_closing_while_another_thread_is_in_a_call_does_not_hang(master, keys):
+    # Thread T reads a large value in a loop while the main thread starts
+    # gets and closes the client: T's call then holds the last reference to
+    # the client, and destroying it must not wait, with the GIL held, for
+    # the client's threads that complete the gets (they need the GIL).
+    prefix = keys()
+    done = run_script(master, """
+        import threading
+        for round in range(5):
+            key = "%s/%%d" %% round
+            c.put(key, b"v" * (8 << 20))
+            started = threading.Event()
+
+            def loop():
+                started.set()
+                while True:
+                    try:
+                        c.get(key)
+                    except mooncake.Error:
+                        return
+
+            t = threading.Thread(target=loop)
+            t.start()
+            started.wait()
+            futures = [c.get_async(key) for _ in range(64)]
+            c.close()
+            t.join()
+            assert all(f.done() for f in futures), "a future was left pending"
+            c = mooncake.Client(master=%r)
+        print("ok")
+        """ % (prefix, master), timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
