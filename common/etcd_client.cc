@@ -4,10 +4,13 @@
 
 #include <array>
 #include <charconv>
+#include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace mooncake {
@@ -250,6 +253,56 @@ std::string MasterLeaderKey(std::string_view cluster_name) {
   return "/mooncake/" + std::string(cluster_name) + "/leader";
 }
 
+namespace {
+
+// The largest reply read. Every call here reads or writes one key, and etcd
+// takes requests of at most 1.5 MiB by default (--max-request-bytes), so the
+// largest legitimate reply (one such key, base64 in JSON) is near 2 MiB; the
+// leader key itself is a HOST:PORT, under 1 KiB. httplib alone would read a
+// body of any size into memory.
+constexpr size_t kMaxReplyBytes = size_t{4} << 20;
+
+// Ends an exchange at `deadline` whatever the peer does (a reply trickled a
+// byte at a time passes every per-recv timeout): past it, it shuts the
+// client's socket down until Finish(). Client::stop() is httplib's
+// thread-safe way to do that; it is repeated because a stop() that comes
+// while the client is still connecting finds no socket to shut.
+class ExchangeDeadline {
+ public:
+  ExchangeDeadline(httplib::Client& http, SteadyClock::time_point deadline)
+      : thread_([this, &http, deadline] {
+          std::unique_lock lock(mu_);
+          if (cv_.wait_until(lock, deadline, [this] { return done_; })) return;
+          fired_ = true;
+          do {
+            http.stop();
+          } while (!cv_.wait_for(lock, Millis(10), [this] { return done_; }));
+        }) {}
+  ~ExchangeDeadline() { Finish(); }
+  ExchangeDeadline(const ExchangeDeadline&) = delete;
+  ExchangeDeadline& operator=(const ExchangeDeadline&) = delete;
+
+  // Ends the watch; whether the deadline passed first.
+  bool Finish() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    return fired_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;   // guarded by mu_
+  bool fired_ = false;  // guarded by mu_; read after the join
+  std::thread thread_;  // last: it uses the members above
+};
+
+}  // namespace
+
 struct EtcdClient::Impl {
   std::vector<std::string> endpoints;
   int timeout_ms = 1000;
@@ -279,24 +332,69 @@ Result<std::string> EtcdClient::Post(const std::string& path, const std::string&
   const size_t n = impl_->endpoints.size();
   for (size_t tried = 0; tried < n; ++tried) {
     size_t index = (impl_->current + tried) % n;
+    const std::string& endpoint = impl_->endpoints[index];
     // A fresh connection per call: calls are rare, and a connection to an
     // etcd member that restarted must not linger.
-    httplib::Client http(impl_->endpoints[index]);
+    httplib::Client http(endpoint);
     const time_t sec = impl_->timeout_ms / 1000;
     const time_t usec = (impl_->timeout_ms % 1000) * 1000;
     http.set_connection_timeout(sec, usec);
     http.set_read_timeout(sec, usec);
     http.set_write_timeout(sec, usec);
-    auto reply = http.Post(path, body, "application/json");
+
+    httplib::Request request;
+    request.method = "POST";
+    request.path = path;
+    request.body = body;
+    request.set_header("Content-Type", "application/json");
+    // The reply goes into `reply_body`, never past kMaxReplyBytes: a
+    // declared length over it is refused before the body is read.
+    std::string reply_body;
+    bool too_large = false;
+    request.response_handler = [&](const httplib::Response& response) {
+      if (response.has_header("Content-Length") &&
+          response.get_header_value<uint64_t>("Content-Length") > kMaxReplyBytes) {
+        too_large = true;
+        return false;
+      }
+      return true;
+    };
+    request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+      if (size > kMaxReplyBytes - reply_body.size()) {
+        too_large = true;
+        return false;
+      }
+      reply_body.append(data, size);
+      return true;
+    };
+    // The whole exchange with this endpoint, connecting included, ends
+    // within the timeout; a call ends within it per endpoint tried.
+    ExchangeDeadline deadline(http,
+                              SteadyClock::now() + Millis(static_cast<int64_t>(impl_->timeout_ms)));
+    auto reply = http.send(request);
+    const bool timed_out = deadline.Finish();
+
+    if (too_large) {
+      // An answer, but not etcd's (a proxy or another service on the port).
+      impl_->current = index;
+      MC_LOG_WARN("etcd reply too large endpoint={} path={} limit_bytes={}", endpoint, path,
+                  kMaxReplyBytes);
+      return Err(ErrorCode::kInternalError);
+    }
     if (!reply) {
-      MC_LOG_DEBUG("etcd unreachable endpoint={} path={} error={}", impl_->endpoints[index], path,
-                   httplib::to_string(reply.error()));
+      if (timed_out) {
+        MC_LOG_DEBUG("etcd reply not complete within {} ms endpoint={} path={}", impl_->timeout_ms,
+                     endpoint, path);
+      } else {
+        MC_LOG_DEBUG("etcd unreachable endpoint={} path={} error={}", endpoint, path,
+                     httplib::to_string(reply.error()));
+      }
       continue;
     }
     impl_->current = index;
-    if (reply->status == 200) return reply->body;
-    MC_LOG_DEBUG("etcd refused endpoint={} path={} status={} body={}", impl_->endpoints[index],
-                 path, reply->status, reply->body);
+    if (reply->status == 200) return reply_body;
+    MC_LOG_DEBUG("etcd refused endpoint={} path={} status={} body={}", endpoint, path,
+                 reply->status, reply_body.substr(0, 512));
     // A lease or key etcd does not know is an answer, not an outage.
     return Err(reply->status == 404 ? ErrorCode::kObjectNotFound : ErrorCode::kInternalError);
   }

@@ -9,6 +9,10 @@
 //
 // Every call tries the endpoints in turn, starting with the one that last
 // answered, and gives up with kRpcFail when none answers within the timeout.
+// The timeout bounds each endpoint's whole exchange (connecting, sending,
+// the full reply), not each read, so a call ends within it per endpoint
+// tried; a reply over 4 MiB (far above any etcd reply to these calls) is
+// not read further and fails the call with kInternalError.
 //
 // Thread-safety: every method is safe from any thread; calls are serialised
 // on one internal lock (they are short: tens per second at most).

@@ -1,0 +1,318 @@
+// EtcdClient and LeaderElection against HTTP servers in the test (httplib on
+// 127.0.0.1, a free port): a misbehaving peer (a reply too large, a reply
+// trickled a byte at a time) and a fake etcd whose answers the test picks
+// (the leader key read failing while the lease refresh succeeds, the key
+// taken by another master's lease).
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/etcd_client.h"
+#include "master/leader_election.h"
+
+namespace mooncake {
+namespace {
+
+using nlohmann::json;
+
+// Serves `routes` on 127.0.0.1 at a free port until destroyed.
+class TestHttpServer {
+ public:
+  explicit TestHttpServer(const std::function<void(httplib::Server&)>& routes) {
+    routes(server_);
+    server_.set_keep_alive_timeout(1);
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // stop() before the accept loop runs would be lost.
+    while (!server_.is_running()) std::this_thread::sleep_for(Millis(1));
+  }
+  ~TestHttpServer() {
+    server_.stop();
+    thread_.join();
+  }
+  bool ok() const { return port_ > 0; }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  httplib::Server server_;
+  int port_ = -1;
+  std::thread thread_;
+};
+
+bool WaitFor(const std::function<bool()>& done, Millis bound) {
+  auto until = SteadyClock::now() + bound;
+  while (!done()) {
+    if (SteadyClock::now() >= until) return false;
+    std::this_thread::sleep_for(Millis(10));
+  }
+  return true;
+}
+
+constexpr size_t kHugeBytes = size_t{64} << 20;
+
+// A range reply of one key whose value is ~64 MiB of base64 (valid: read
+// whole, it parses), streamed without a Content-Length.
+TEST(EtcdReplyBoundTest, OverLargeReplyIsCutOffNotReadWhole) {
+  std::atomic<size_t> sent{0};
+  std::atomic<bool> finished{false};
+  TestHttpServer server([&](httplib::Server& s) {
+    s.Post("/v3/kv/range", [&](const httplib::Request&, httplib::Response& res) {
+      res.set_chunked_content_provider(
+          "application/json",
+          [&](size_t, httplib::DataSink& sink) {
+            static const std::string kChunk(64 << 10, 'A');
+            const std::string head = R"({"kvs":[{"key":"L2s=","value":")";
+            if (sent == 0) {
+              if (!sink.write(head.data(), head.size())) return false;
+              sent += head.size();
+            }
+            if (sent < kHugeBytes) {
+              if (!sink.write(kChunk.data(), kChunk.size())) return false;
+              sent += kChunk.size();
+              return true;
+            }
+            const std::string tail = R"("}]})";
+            sink.write(tail.data(), tail.size());
+            sent += tail.size();
+            sink.done();
+            return true;
+          },
+          [&](bool) { finished = true; });
+    });
+  });
+  ASSERT_TRUE(server.ok());
+  // A timeout far past the time to read it all: only the size bound stops it.
+  auto etcd = EtcdClient::Create({server.endpoint()}, 20000);
+  ASSERT_TRUE(etcd.has_value());
+  auto got = (*etcd)->Get("/k");
+  ASSERT_FALSE(got.has_value()) << "a " << (got && *got ? (*got)->value.size() : 0)
+                                << "-byte value was read whole";
+  EXPECT_EQ(got.error(), ErrorCode::kInternalError);
+  // The client hung up early: the server's writes failed long before the end
+  // (what it sent past the bound sat in socket buffers, not in the client).
+  ASSERT_TRUE(WaitFor([&] { return finished.load(); }, Millis(30000)));
+  EXPECT_LT(sent.load(), kHugeBytes * 3 / 4);
+}
+
+// The same with a Content-Length that announces ~64 MiB: refused before the
+// body is read.
+TEST(EtcdReplyBoundTest, DeclaredOverLargeReplyIsRefused) {
+  std::atomic<size_t> sent{0};
+  std::atomic<bool> finished{false};
+  TestHttpServer server([&](httplib::Server& s) {
+    s.Post("/v3/lease/grant", [&](const httplib::Request&, httplib::Response& res) {
+      res.set_content_provider(
+          kHugeBytes, "application/json",
+          [&](size_t offset, size_t length, httplib::DataSink& sink) {
+            static const std::string kChunk(64 << 10, ' ');
+            size_t n = std::min(length, kChunk.size());
+            if (offset + n == kHugeBytes) {
+              std::string last(n, ' ');
+              last.replace(n - 2, 2, "{}");
+              if (!sink.write(last.data(), n)) return false;
+            } else if (!sink.write(kChunk.data(), n)) {
+              return false;
+            }
+            sent += n;
+            return true;
+          },
+          [&](bool) { finished = true; });
+    });
+  });
+  ASSERT_TRUE(server.ok());
+  auto etcd = EtcdClient::Create({server.endpoint()}, 20000);
+  ASSERT_TRUE(etcd.has_value());
+  auto lease = (*etcd)->Grant(3);
+  ASSERT_FALSE(lease.has_value());
+  EXPECT_EQ(lease.error(), ErrorCode::kInternalError);
+  ASSERT_TRUE(WaitFor([&] { return finished.load(); }, Millis(30000)));
+  EXPECT_LT(sent.load(), kHugeBytes * 3 / 4);
+}
+
+// A reply trickled a byte every 50 ms passes every per-read timeout; the
+// call still ends near its 300 ms timeout (bounded generously here).
+TEST(EtcdReplyBoundTest, TrickledReplyEndsWithinTheTimeout) {
+  std::atomic<bool> release{false};
+  TestHttpServer server([&](httplib::Server& s) {
+    s.Post("/v3/kv/range", [&](const httplib::Request&, httplib::Response& res) {
+      res.set_chunked_content_provider("application/json",
+                                       [&](size_t offset, httplib::DataSink& sink) {
+                                         if (release) return false;  // drop the connection
+                                         if (offset > 0) std::this_thread::sleep_for(Millis(50));
+                                         const char* byte = offset == 0 ? "{" : " ";
+                                         return sink.write(byte, 1);
+                                       });
+    });
+  });
+  ASSERT_TRUE(server.ok());
+  auto etcd = EtcdClient::Create({server.endpoint()}, 300);
+  ASSERT_TRUE(etcd.has_value());
+  auto started = SteadyClock::now();
+  auto call = std::async(std::launch::async, [&] { return (*etcd)->Get("/k"); });
+  bool ended = call.wait_for(std::chrono::seconds(15)) == std::future_status::ready;
+  release = true;  // lets a stuck call end so the test can finish
+  auto got = call.get();
+  ASSERT_TRUE(ended) << "the call was still reading the trickle after 15 s";
+  EXPECT_LT(SteadyClock::now() - started, std::chrono::seconds(15));
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error(), ErrorCode::kRpcFail);
+}
+
+// Enough of etcd's gateway for one LeaderElection: a single lease (id 100,
+// TTL 1 s), the leader key, and knobs for what the range read answers.
+class FakeEtcd {
+ public:
+  enum class RangeMode { kNormal, kStatus500, kGarbage };
+
+  FakeEtcd()
+      : server_([this](httplib::Server& s) {
+          s.Post("/v3/lease/grant", [](const httplib::Request&, httplib::Response& res) {
+            res.set_content(R"({"ID":"100","TTL":"1"})", "application/json");
+          });
+          s.Post("/v3/lease/keepalive", [this](const httplib::Request&, httplib::Response& res) {
+            ++keepalives_;
+            res.set_content(R"({"result":{"ID":"100","TTL":"1"}})", "application/json");
+          });
+          s.Post("/v3/lease/revoke", [this](const httplib::Request&, httplib::Response& res) {
+            std::lock_guard lock(mu_);
+            ++revokes_;
+            if (key_lease_ == 100) key_present_ = false;
+            res.set_content("{}", "application/json");
+          });
+          s.Post("/v3/kv/txn", [this](const httplib::Request& req, httplib::Response& res) {
+            // CreateIfAbsent only.
+            json body = json::parse(req.body);
+            const json& put = body["success"][0]["request_put"];
+            std::lock_guard lock(mu_);
+            if (key_present_) {
+              res.set_content(
+                  json{{"responses", json::array({json{{"response_range", RangeLocked()}}})}}
+                      .dump(),
+                  "application/json");
+              return;
+            }
+            key_present_ = true;
+            key_value_ = put["value"];
+            key_lease_ = std::stoll(put["lease"].get<std::string>());
+            res.set_content(R"({"succeeded":true})", "application/json");
+          });
+          s.Post("/v3/kv/range", [this](const httplib::Request&, httplib::Response& res) {
+            std::lock_guard lock(mu_);
+            switch (range_mode_) {
+              case RangeMode::kStatus500:
+                res.status = 500;
+                res.set_content(R"({"error":"etcdserver: request timed out"})", "application/json");
+                return;
+              case RangeMode::kGarbage:
+                res.set_content("<html>proxy error</html>", "text/html");
+                return;
+              case RangeMode::kNormal:
+                res.set_content(RangeLocked().dump(), "application/json");
+                return;
+            }
+          });
+        }) {}
+
+  bool ok() const { return server_.ok(); }
+  std::string endpoint() const { return server_.endpoint(); }
+  int keepalives() const { return keepalives_; }
+  int revokes() {
+    std::lock_guard lock(mu_);
+    return revokes_;
+  }
+  void set_range_mode(RangeMode mode) {
+    std::lock_guard lock(mu_);
+    range_mode_ = mode;
+  }
+  // As if the key was deleted by hand and another master took it.
+  void GiveKeyTo(int64_t lease, const std::string& address) {
+    std::lock_guard lock(mu_);
+    key_present_ = true;
+    key_lease_ = lease;
+    key_value_ = etcd_json::Base64Encode(address);
+  }
+
+ private:
+  json RangeLocked() const {
+    if (!key_present_) return json::object();
+    return json{{"kvs", json::array({json{{"key", etcd_json::Base64Encode("/mooncake/c/leader")},
+                                          {"value", key_value_},
+                                          {"lease", std::to_string(key_lease_)}}})}};
+  }
+
+  std::atomic<int> keepalives_{0};
+  std::mutex mu_;
+  bool key_present_ = false;  // guarded by mu_, as are the fields below
+  std::string key_value_;     // base64
+  int64_t key_lease_ = 0;
+  int revokes_ = 0;
+  RangeMode range_mode_ = RangeMode::kNormal;
+  TestHttpServer server_;  // last: its handlers use the fields above
+};
+
+ElectionOptions QuickElection(const FakeEtcd& etcd) {
+  return ElectionOptions{.etcd_endpoints = {etcd.endpoint()},
+                         .cluster_name = "c",
+                         .self_address = "127.0.0.1:7",
+                         .lease_ttl_s = 1,
+                         .poll_interval = Millis(50)};
+}
+
+// The lease refresh keeps succeeding but the read that checks the leader key
+// still names our lease fails: leadership cannot be confirmed, so the gate
+// is not extended and runs out within the lease (1 s here), and the master
+// gives leadership up. Another master may hold the key meanwhile.
+TEST(LeaderElectionEtcdTest, UnconfirmedLeaderKeyIsNotExtended) {
+  for (auto mode : {FakeEtcd::RangeMode::kStatus500, FakeEtcd::RangeMode::kGarbage}) {
+    SCOPED_TRACE(mode == FakeEtcd::RangeMode::kStatus500 ? "range answers 500"
+                                                         : "range answers garbage");
+    FakeEtcd etcd;
+    ASSERT_TRUE(etcd.ok());
+    RoleGate gate("c", Millis(0));
+    std::atomic<bool> lost{false};
+    auto election = LeaderElection::Start(QuickElection(etcd), gate, [&] { lost = true; });
+    ASSERT_TRUE(election.has_value());
+    ASSERT_TRUE(WaitFor([&] { return gate.leader(); }, Millis(5000)));
+
+    etcd.set_range_mode(mode);
+    const int keepalives = etcd.keepalives();
+    EXPECT_TRUE(WaitFor([&] { return !gate.leader(); }, Millis(5000)))
+        << "still leading with its leader key unconfirmed";
+    EXPECT_GT(etcd.keepalives(), keepalives);  // the lease refresh went on
+    EXPECT_TRUE(WaitFor([&] { return lost.load(); }, Millis(5000)));
+    EXPECT_FALSE(gate.leader());
+    (*election)->Stop();
+  }
+}
+
+// The key deleted by hand and taken by another master's lease while ours
+// lives on: the leader steps down within a refresh period and gives its
+// lease back.
+TEST(LeaderElectionEtcdTest, LeaderKeyTakenByAnotherLeaseEndsLeadership) {
+  FakeEtcd etcd;
+  ASSERT_TRUE(etcd.ok());
+  RoleGate gate("c", Millis(0));
+  std::atomic<bool> lost{false};
+  auto election = LeaderElection::Start(QuickElection(etcd), gate, [&] { lost = true; });
+  ASSERT_TRUE(election.has_value());
+  ASSERT_TRUE(WaitFor([&] { return gate.leader(); }, Millis(5000)));
+
+  etcd.GiveKeyTo(200, "127.0.0.1:8");
+  EXPECT_TRUE(WaitFor([&] { return !gate.leader(); }, Millis(5000)));
+  EXPECT_TRUE(WaitFor([&] { return lost.load(); }, Millis(5000)));
+  EXPECT_GE(etcd.revokes(), 1);
+  (*election)->Stop();
+  EXPECT_FALSE(gate.leader());
+}
+
+}  // namespace
+}  // namespace mooncake
