@@ -169,26 +169,33 @@ void LeaderElection::StandbyRound() {
 bool LeaderElection::LeaderRound() {
   auto started = SteadyClock::now();
   auto ttl = etcd_->KeepAlive(lease_);
+  if (!ttl && ttl.error() == ErrorCode::kObjectNotFound) {
+    Lose("the lease expired");
+    return false;
+  }
   if (ttl) {
-    lease_expiry_ = started + std::chrono::seconds(*ttl);
-    gate_.ExtendLeadership(lease_expiry_ - LeaseMargin(options_.lease_ttl_s));
-    // The key may have been deleted by hand (etcdctl del) while the lease
-    // lives on: then another master may lead already.
+    // A live lease is not enough: the key may have been deleted by hand
+    // (etcdctl del) while the lease lives on, and another master may lead
+    // already under its own lease. Leadership is extended only once the key
+    // is read naming our lease; when it cannot be read, the gate runs out by
+    // itself at the bound last confirmed.
     auto current = etcd_->Get(key_);
     if (current && (!*current || (*current)->lease != lease_)) {
       Lose("the leader key is no longer ours");
       return false;
     }
-    return true;
+    if (current) {
+      lease_expiry_ = started + std::chrono::seconds(*ttl);
+      gate_.ExtendLeadership(lease_expiry_ - LeaseMargin(options_.lease_ttl_s));
+      return true;
+    }
   }
-  if (ttl.error() == ErrorCode::kObjectNotFound) {
-    Lose("the lease expired");
-    return false;
-  }
-  // etcd unreachable: keep leading only while the lease surely lives (the
-  // gate already stops answering at the same bound by itself).
+  // etcd unreachable, or the leader key unreadable: keep leading only while
+  // the lease surely lives as last confirmed (the gate already stops
+  // answering at the same bound by itself).
   if (SteadyClock::now() + LeaseMargin(options_.lease_ttl_s) >= lease_expiry_) {
-    Lose("etcd unreachable for most of the lease");
+    Lose(ttl ? "the leader key unreadable for most of the lease"
+             : "etcd unreachable for most of the lease");
     return false;
   }
   return true;

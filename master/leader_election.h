@@ -110,8 +110,10 @@ class LeaderElection {
   void Run();
   // One standby round: reads the key, campaigns when it is absent.
   void StandbyRound();
-  // One leader round: refreshes the lease and checks the key is still ours;
-  // false when leadership is lost.
+  // One leader round: refreshes the lease, then reads the key and extends
+  // the gate only when it still names our lease; false when leadership is
+  // lost (the key names another lease or none, the lease is gone, or it
+  // could not be confirmed for most of the lease).
   bool LeaderRound();
   void Lose(const char* why);
   // Waits up to `period` or until Stop; false when stopping.
@@ -127,6 +129,7 @@ class LeaderElection {
   bool leading_ = false;
   bool retired_ = false;
   int64_t lease_ = 0;
+  // The lease's end as last confirmed together with the key being ours.
   SteadyClock::time_point lease_expiry_;
   bool etcd_warned_ = false;
 
