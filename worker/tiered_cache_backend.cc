@@ -404,9 +404,11 @@ Result<bool> TieredCacheBackend::Exist(const std::string& key, bool prefetch,
   std::lock_guard lock(ctx_->mu);
   Object* object = table_->Find(key);
   if (object == nullptr || !object->complete()) {
-    // Absent, or being written: a prefetch has nothing to do.
+    // Absent, or being written: a prefetch has nothing to do. A key owned
+    // here and being rewritten (an upsert) still exists: a get of it waits
+    // for the new value.
     if (prefetch && object != nullptr) counters.prefetch_skipped.fetch_add(1);
-    return false;
+    return object != nullptr && object->published();
   }
   table_->GrantLease(*object, SteadyClock::now(), ctx_->options.kv_lease_ttl);
   if (!prefetch) return true;

@@ -1037,6 +1037,24 @@ TEST_F(BackendTest, InPlaceUpsertHidesTheObjectUntilItCommits) {
   EXPECT_EQ(backend_->Get("h", 0, 0)->data, "bbbb");
 }
 
+// A framework probing which blocks exist must not be told that one being
+// rewritten is gone: it would compute the block again and find its put
+// refused. A key whose first put is still being written does not exist yet.
+TEST_F(BackendTest, AKeyBeingUpsertedStillExists) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("k", Pattern("k", 4096), {}));
+  auto upsert = backend_->PutStart("k", 4096, {}, WriteMode::kUpsert);
+  ASSERT_TRUE(upsert);
+  EXPECT_EQ(backend_->Exist("k"), Result<bool>(true));
+  auto first_put = backend_->PutStart("new", 4096, {});
+  ASSERT_TRUE(first_put);
+  EXPECT_EQ(backend_->Exist("new"), Result<bool>(false));
+  ASSERT_TRUE(backend_->PutChunk(*upsert, 0, Pattern("k", 4096, 1)));
+  ASSERT_TRUE(backend_->PutEnd(*upsert));
+  EXPECT_EQ(backend_->Exist("k"), Result<bool>(true));
+  EXPECT_EQ(backend_->Get("k", 0, 0)->data, Pattern("k", 4096, 1));
+}
+
 TEST_F(BackendTest, UpsertWithANewSizeFreesTheOldSpace) {
   Open(8 * kMiB, 32 * kMiB);
   ASSERT_TRUE(backend_->Put("g", Pattern("g", 2 * kMiB), {}));
