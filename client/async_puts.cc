@@ -1,9 +1,12 @@
 #include "client/async_puts.h"
 
 #include <algorithm>
+#include <exception>
 #include <iterator>
 #include <string>
 #include <utility>
+
+#include "common/log.h"
 
 namespace mooncake {
 namespace {
@@ -70,7 +73,18 @@ void AsyncPuts::SendBatch(Queue& queue) {
     }
     batches_.fetch_add(1, std::memory_order_relaxed);
     puts_.fetch_add(items.size(), std::memory_order_relaxed);
-    std::vector<Result<void>> results = write_batch_(items, queue.options);
+    // A helper thread has nobody to catch for it: an exception (no memory,
+    // a bug) fails these puts, not the process.
+    std::vector<Result<void>> results;
+    try {
+      results = write_batch_(items, queue.options);
+    } catch (const std::exception& e) {
+      MC_LOG_ERROR("async put batch failed puts={} error={}", items.size(), e.what());
+      results.clear();
+    } catch (...) {
+      MC_LOG_ERROR("async put batch failed puts={}", items.size());
+      results.clear();
+    }
     for (size_t i = 0; i < dones.size(); ++i) {
       dones[i](i < results.size() ? results[i] : Err(ErrorCode::kInternalError));
     }

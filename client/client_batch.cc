@@ -78,7 +78,13 @@ void RunParallel(HelperThreads& helpers, std::vector<std::function<void()>>& tas
   if (tasks.empty()) return;
   auto run = std::make_shared<ParallelRun>(tasks);
   size_t offered = std::min(tasks.size(), kMaxBatchParallelism) - 1;
-  for (size_t h = 0; h < offered; ++h) helpers.Run([run] { run->Drain(); });
+  // The helpers' copies may outlive this call, `tasks` must not be left to
+  // them: whatever happens while offering, this thread drains and waits.
+  try {
+    for (size_t h = 0; h < offered; ++h) helpers.Run([run] { run->Drain(); });
+  } catch (...) {
+    // Fewer helpers (no memory for another task): this thread does the rest.
+  }
   run->Drain();
   run->all_done.Wait();
   std::exception_ptr failure;

@@ -21,8 +21,21 @@ void HelperThreads::Run(std::function<void()> task) {
       queue_.push_back(std::move(task));
       // No thread is idle: start one while the bound allows; otherwise the
       // task waits for the first thread to finish its own.
-      if (threads_.size() < max_threads_) threads_.emplace_back([this] { Loop(); });
-      return;
+      if (threads_.size() >= max_threads_) return;
+      try {
+        threads_.reserve(threads_.size() + 1);
+        std::function<void()> body = [this] { Loop(); };
+        threads_.push_back(start_thread_ ? start_thread_(std::move(body))
+                                         : std::thread(std::move(body)));
+        return;
+      } catch (...) {
+        // No thread to be had (the process is at its limit). A running
+        // thread takes the task when it finishes its own; with none, it
+        // must not wait for a thread that never comes.
+        if (!threads_.empty()) return;
+        task = std::move(queue_.back());
+        queue_.pop_back();
+      }
     }
   }
   task();

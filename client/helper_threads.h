@@ -20,6 +20,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/wake_word.h"
@@ -28,11 +29,19 @@ namespace mooncake {
 
 class HelperThreads {
  public:
-  explicit HelperThreads(size_t max_threads) : max_threads_(max_threads) {}
+  // Starts a thread running `body`; may throw (std::system_error when the
+  // process has no threads left). Tests substitute one that fails.
+  using StartThread = std::function<std::thread(std::function<void()> body)>;
+
+  explicit HelperThreads(size_t max_threads, StartThread start_thread = {})
+      : max_threads_(max_threads), start_thread_(std::move(start_thread)) {}
   ~HelperThreads() { Stop(); }
   HelperThreads(const HelperThreads&) = delete;
   HelperThreads& operator=(const HelperThreads&) = delete;
 
+  // Never throws for want of a thread: when none can be started, the task
+  // waits for a running one, or runs on the caller's thread if there is
+  // none.
   void Run(std::function<void()> task);
   void Stop();
   // Threads started so far, and those waiting for work now.
@@ -52,6 +61,7 @@ class HelperThreads {
   void Loop();
 
   const size_t max_threads_;
+  const StartThread start_thread_;  // empty: std::thread
   mutable std::mutex mu_;
   std::deque<std::function<void()>> queue_;  // guarded by mu_: no idle thread took these
   std::vector<std::thread> threads_;         // guarded by mu_

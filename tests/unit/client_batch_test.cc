@@ -12,15 +12,21 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <numeric>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "client/async_puts.h"
 
 namespace mooncake {
 namespace {
@@ -164,6 +170,64 @@ TEST(ClientBatchTest, RunParallelRethrowsATasksExceptionAfterAllRan) {
   }
   EXPECT_THROW(RunParallel(helpers, tasks), std::runtime_error);
   EXPECT_EQ(ran.load(), 8);
+}
+
+// A process at its thread limit: the helpers' first `allowed` threads
+// start, the rest fail as std::thread does then.
+HelperThreads::StartThread StartAtMost(int allowed) {
+  auto started = std::make_shared<std::atomic<int>>(0);
+  return [started, allowed](std::function<void()> body) {
+    if (started->fetch_add(1) >= allowed) {
+      throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+    }
+    return std::thread(std::move(body));
+  };
+}
+
+TEST(ClientBatchTest, HelperThreadsRunATaskOnTheCallerWhenNoThreadStarts) {
+  HelperThreads helpers(4, StartAtMost(0));
+  std::thread::id ran_on;
+  EXPECT_NO_THROW(helpers.Run([&] { ran_on = std::this_thread::get_id(); }));
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
+// A fan-out whose helpers cannot all start still runs every task once, and
+// returns only when they have run: its tasks live on the caller's stack.
+TEST(ClientBatchTest, RunParallelRunsEveryTaskWhenHelperThreadsCannotStart) {
+  for (int allowed : {0, 1}) {
+    HelperThreads helpers(kMaxBatchParallelism - 1, StartAtMost(allowed));
+    constexpr size_t kTasks = 64;
+    std::vector<std::atomic<int>> runs(kTasks);
+    std::vector<std::function<void()>> tasks;
+    for (size_t i = 0; i < kTasks; ++i) tasks.emplace_back([&runs, i] { runs[i]++; });
+    EXPECT_NO_THROW(RunParallel(helpers, tasks)) << allowed << " threads";
+    for (size_t i = 0; i < kTasks; ++i) {
+      EXPECT_EQ(runs[i].load(), 1) << "task " << i << ", " << allowed << " threads";
+    }
+    helpers.Stop();  // before `tasks` goes, should a helper still hold one
+  }
+}
+
+// A batch writer that throws (no memory, a bug) fails its puts: each done
+// hears of it, and the process goes on.
+TEST(ClientBatchTest, AsyncPutsReportAThrowingBatchToEachPut) {
+  HelperThreads helpers(2);
+  AsyncPuts puts(helpers, [](const Items&, const PutOptions&) -> std::vector<Result<void>> {
+    throw std::bad_alloc();
+  });
+  constexpr int kPuts = 3;
+  std::vector<std::promise<Result<void>>> results(kPuts);
+  for (int i = 0; i < kPuts; ++i) {
+    puts.Put("key-" + std::to_string(i), "value", {},
+             [&results, i](Result<void> result) { results[i].set_value(result); });
+  }
+  for (int i = 0; i < kPuts; ++i) {
+    Result<void> result = results[i].get_future().get();
+    ASSERT_FALSE(result) << "put " << i;
+    EXPECT_EQ(result.error(), ErrorCode::kInternalError) << "put " << i;
+  }
+  puts.Close();
+  helpers.Stop();
 }
 
 // Each task fills only its own positions, so results come back in input
