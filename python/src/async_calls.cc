@@ -7,6 +7,7 @@
 
 #include "python/src/buffer_view.h"
 #include "python/src/errors.h"
+#include "python/src/py_client.h"
 
 namespace py = pybind11;
 
@@ -37,9 +38,15 @@ class PendingFuture {
   // every client before that, so only a client kept alive by a call
   // still running in a daemon thread can get here, and then the future
   // is left as it is.
+  //
+  // The user's done-callbacks run here, and may drop the last reference to
+  // the client (or close it): OnClientThread, declared first so that it
+  // also covers the future's release at the end, has the client destroyed
+  // on another thread then.
   template <typename Fn>
   void Complete(Fn&& complete) const {
     if (InterpreterFinalizing()) return;
+    OnClientThread client_thread;
     py::gil_scoped_acquire gil;
     py::object future = py::reinterpret_steal<py::object>(future_);
     try {

@@ -1,9 +1,15 @@
 #include "python/src/py_client.h"
 
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "common/log.h"
 #include "python/src/errors.h"
 
 namespace mooncake::python {
@@ -16,13 +22,61 @@ std::unordered_set<PyClient*>& LiveClients() {
   return *clients;
 }
 
+// Clients being destroyed on threads of their own (DestroyElsewhere): the
+// exit hook waits for them, so that none is still running when the process
+// exits. Never destroyed, like LiveClients.
+struct Destructions {
+  std::mutex mu;
+  std::condition_variable done;
+  size_t running = 0;
+};
+
+Destructions& ClientDestructions() {
+  static auto* destructions = new Destructions();
+  return *destructions;
+}
+
+void DestroyElsewhere(Client* client) {
+  Destructions& d = ClientDestructions();
+  {
+    std::lock_guard lock(d.mu);
+    ++d.running;
+  }
+  try {
+    std::thread([client, &d] {
+      delete client;
+      std::lock_guard lock(d.mu);
+      --d.running;
+      d.done.notify_all();
+    }).detach();
+  } catch (const std::system_error& e) {
+    // No thread to be had: leaking the client beats aborting the process.
+    MC_LOG_ERROR(
+        "mooncake python: a client dropped on its own thread is leaked, no thread to "
+        "destroy it on reason=\"{}\"",
+        e.what());
+    std::lock_guard lock(d.mu);
+    --d.running;
+    d.done.notify_all();
+  }
+}
+
 // The deleter of every shared_ptr<Client>. Whichever thread drops the last
 // reference destroys the client, and that can be a Python thread inside a
 // call, holding the GIL, whose copy became the last when another thread
 // closed the client. ~Client joins the client's threads, and those wait for
 // the GIL to complete the futures of calls in flight: the GIL is let go
 // meanwhile.
+//
+// On one of the client's own threads (running a completion: a done-callback
+// that held the last reference to the client, or closed it) ~Client would
+// join the very thread it runs on, and std::terminate: the client is then
+// destroyed on a thread of its own instead.
 void DestroyClient(Client* client) {
+  if (OnClientThread::active()) {
+    DestroyElsewhere(client);
+    return;
+  }
   if (Py_IsInitialized() && PyGILState_Check()) {
     pybind11::gil_scoped_release nogil;
     delete client;
@@ -32,6 +86,8 @@ void DestroyClient(Client* client) {
 }
 
 }  // namespace
+
+thread_local bool OnClientThread::active_ = false;
 
 PyClient::PyClient(std::unique_ptr<Client> client) : client_(client.release(), &DestroyClient) {
   LiveClients().insert(this);
@@ -61,6 +117,12 @@ void CloseAllClients() {
   for (PyClient* client : open) {
     if (LiveClients().contains(client)) client->close();
   }
+  // Clients dropped on their own threads complete their calls in flight
+  // on another one, which may need the GIL meanwhile.
+  Destructions& d = ClientDestructions();
+  pybind11::gil_scoped_release nogil;
+  std::unique_lock lock(d.mu);
+  d.done.wait(lock, [&d] { return d.running == 0; });
 }
 
 }  // namespace mooncake::python

@@ -41,9 +41,27 @@ class PyClient {
   std::shared_ptr<Client> client_;
 };
 
-// Closes every live client: registered with atexit by the module, since a
-// completion that takes the GIL once the interpreter is finalizing would
-// end its thread mid-call.
+// Set for its scope on a thread that runs Python code for a client (a
+// future's completion, done-callbacks included): the last reference to a
+// client dropped there is destroyed on another thread, since ~Client joins
+// the client's threads, this one among them.
+class OnClientThread {
+ public:
+  OnClientThread() : previous_(active_) { active_ = true; }
+  ~OnClientThread() { active_ = previous_; }
+  OnClientThread(const OnClientThread&) = delete;
+  OnClientThread& operator=(const OnClientThread&) = delete;
+  static bool active() { return active_; }
+
+ private:
+  static thread_local bool active_;
+  bool previous_;
+};
+
+// Closes every live client, and waits for the clients still being
+// destroyed on threads of their own: registered with atexit by the module,
+// since a completion that takes the GIL once the interpreter is finalizing
+// would end its thread mid-call.
 void CloseAllClients();
 
 }  // namespace mooncake::python

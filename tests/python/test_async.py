@@ -156,3 +156,55 @@ def test_closing_while_another_thread_is_in_a_call_does_not_hang(master, keys):
         """ % (prefix, master), timeout=30)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_a_done_callback_may_hold_the_last_reference_to_the_client(master, keys):
+    # The callback keeps the client alive; once the future is done the
+    # client's own completion thread drops the last reference. That thread
+    # cannot destroy the client (it would join itself: std::terminate).
+    prefix = keys()
+    done = run_script(master, """
+        import time
+        c.put("%s", b"v" * (8 << 20))
+        del c
+        for _ in range(10):
+            c = mooncake.Client(master=%r)
+            f = c.get_async("%s")
+            f.add_done_callback(lambda f, c=c: None)
+            del c, f
+        time.sleep(1)
+        gc.collect()
+        print("ok")
+        """ % (prefix, master, prefix), timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_a_done_callback_may_close_the_client(master, keys):
+    prefix = keys()
+    done = run_script(master, """
+        import threading
+        c.put("%s", b"v" * (8 << 20))
+        for _ in range(10):
+            closed = threading.Event()
+
+            def close(f, c=c):
+                c.close()
+                closed.set()
+
+            futures = [c.get_async("%s") for _ in range(8)]
+            futures[0].add_done_callback(close)
+            assert closed.wait(20), "the callback did not run"
+            assert c.closed
+            try:
+                c.get_async("%s")
+                raise AssertionError("a closed client took a call")
+            except mooncake.Error:
+                pass
+            for f in futures:
+                assert f.result(timeout=20) == b"v" * (8 << 20) or f.exception() is not None
+            c = mooncake.Client(master=%r)
+        print("ok")
+        """ % (prefix, prefix, prefix, master), timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
