@@ -8,6 +8,13 @@
 #include "common/log.h"
 
 namespace mooncake {
+namespace {
+
+// The pipeline whose completion this thread is running (its reader thread),
+// if any.
+thread_local const void* t_completing_for = nullptr;
+
+}  // namespace
 
 AsyncReads::AsyncReads(ClientRouter& router, RdmaReads* rdma, HelperThreads& helpers,
                        ReadInFull read_in_full, bool pipelined)
@@ -25,8 +32,14 @@ AsyncReads::~AsyncReads() { Close(); }
 void AsyncReads::Close() {
   std::map<const WorkerChannel*, Link> links;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     closing_ = true;
+    // A get still running (a completion's, on a reader thread) uses this
+    // and may hold the last copy of a pipeline: it must be done before the
+    // helpers stop, or that copy would be destroyed on its own thread.
+    close_waits_ = gets_in_progress_ > 0;
+    gets_done_.wait(lock, [&] { return gets_in_progress_ == 0; });
+    close_waits_ = false;
     links.swap(links_);
   }
   // Gets waiting for a connection go the ordinary way; each pipeline
@@ -36,6 +49,7 @@ void AsyncReads::Close() {
     for (PendingGet& get : link.waiting) ReadSlowly(std::move(get.key), std::move(get.done));
   }
   links.clear();
+  DestroyDropped();
 }
 
 void AsyncReads::AddCounters(TransportCounters& counters) const {
@@ -46,16 +60,24 @@ void AsyncReads::AddCounters(TransportCounters& counters) const {
 }
 
 void AsyncReads::Get(std::string key, Done done) {
-  if (closing_.load()) {
+  bool closed = false;
+  {
+    std::lock_guard lock(mu_);
+    closed = closing_;
+    if (!closed) ++gets_in_progress_;
+  }
+  if (closed) {
     done(Err(ErrorCode::kRpcFail));
     return;
   }
   std::optional<Owner> owner = pipelined_ ? router_.LocateCached(key) : std::nullopt;
   if (!owner) {
     ReadSlowly(std::move(key), std::move(done));
-    return;
+  } else {
+    SendOrWait(PendingGet{std::move(key), std::move(*owner), std::move(done)});
   }
-  SendOrWait(PendingGet{std::move(key), std::move(*owner), std::move(done)});
+  std::lock_guard lock(mu_);
+  if (--gets_in_progress_ == 0 && closing_) gets_done_.notify_all();
 }
 
 void AsyncReads::SendOrWait(PendingGet get) {
@@ -75,6 +97,7 @@ void AsyncReads::SendOrWait(PendingGet get) {
     }
   }
   if (pipeline) {
+    if (test_hook_holding_pipeline) test_hook_holding_pipeline(*this);
     Send(*pipeline, std::move(get));
   } else if (open_to) {
     helpers_.Run([this, owner = std::move(*open_to)] { Open(owner); });
@@ -89,7 +112,12 @@ void AsyncReads::Send(Pipeline& pipeline, PendingGet get) {
         c.send_Get(state->key, 0, static_cast<int64_t>(kRpcChunkBytes));
       },
       [](rpc::WorkerServiceClient& c, rpc::GetResult& reply) { c.recv_Get(reply); },
-      [this, state](Result<rpc::GetResult> reply) { Finish(std::move(*state), std::move(reply)); });
+      [this, state, self = &pipeline](Result<rpc::GetResult> reply) {
+        const void* outer = t_completing_for;
+        t_completing_for = self;
+        Finish(std::move(*state), std::move(reply));
+        t_completing_for = outer;
+      });
   // Refused: the connection broke since it was looked up. The get waits
   // for the new one, which the broken one's refusal lets SendOrWait open.
   if (!sent) SendOrWait(std::move(*state));
@@ -132,6 +160,7 @@ void AsyncReads::Open(const Owner& owner) {
   std::shared_ptr<Pipeline> replaced;  // the broken one, let go after the lock
   std::vector<PendingGet> waiting;
   std::vector<Link> unreachable;  // let go after the lock
+  DestroyDropped();
   {
     std::lock_guard lock(mu_);
     Link& link = LinkTo(owner, unreachable);
@@ -155,10 +184,36 @@ void AsyncReads::Open(const Owner& owner) {
 std::shared_ptr<AsyncReads::Pipeline> AsyncReads::Shared(std::unique_ptr<Pipeline> pipeline) {
   // A pipeline's destructor joins its reader thread, and the last copy may
   // be let go on that very thread (a completion that issued a get while
-  // the pipeline broke): so it is always destroyed on a helper thread.
+  // the pipeline broke): so it is destroyed on a helper thread. Run() may
+  // run a task on the caller (stopped, or no thread to be had), so on the
+  // reader thread itself it is only set aside.
   return std::shared_ptr<Pipeline>(pipeline.release(), [this](Pipeline* dropped) {
+    if (t_completing_for == dropped) {
+      std::lock_guard lock(mu_);
+      dropped_.push_back(dropped);
+      return;
+    }
     helpers_.Run([dropped] { delete dropped; });
   });
+}
+
+void AsyncReads::DestroyDropped() {
+  std::vector<Pipeline*> dropped;
+  {
+    std::lock_guard lock(mu_);
+    dropped.swap(dropped_);
+  }
+  std::vector<Pipeline*> keep;
+  for (Pipeline* pipeline : dropped) {
+    if (pipeline == t_completing_for) {
+      keep.push_back(pipeline);  // a slow path run on this reader thread
+    } else {
+      delete pipeline;
+    }
+  }
+  if (keep.empty()) return;
+  std::lock_guard lock(mu_);
+  dropped_.insert(dropped_.end(), keep.begin(), keep.end());
 }
 
 void AsyncReads::Finish(PendingGet get, Result<rpc::GetResult> reply) {

@@ -17,6 +17,7 @@
 // Thread-safety: Get() is safe from any thread, also from a completion.
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -58,6 +59,12 @@ class AsyncReads {
   // Adds the async_gets_* counters.
   void AddCounters(TransportCounters& counters) const;
 
+  // Tests only. Called by a get that holds a pipeline, before it sends on
+  // it, so a test can hold a get there while the client closes.
+  static inline std::function<void(AsyncReads&)> test_hook_holding_pipeline;
+  // Whether Close() is waiting for gets in progress.
+  bool close_waits_for_gets() const { return close_waits_.load(); }
+
  private:
   using Pipeline = RpcPipeline<rpc::WorkerServiceClient>;
 
@@ -89,8 +96,12 @@ class AsyncReads {
   // Slow path: connects to `owner`'s address and sends the gets that
   // waited; they go the ordinary way when the connection cannot be made.
   void Open(const Owner& owner);
-  // Shares `pipeline`, to be destroyed on a helper thread.
+  // Shares `pipeline`, to be destroyed on a helper thread, or, when its
+  // last copy goes on its own reader thread, kept in dropped_ until Open or
+  // Close destroys it on another thread.
   std::shared_ptr<Pipeline> Shared(std::unique_ptr<Pipeline> pipeline);
+  // Destroys the pipelines in dropped_; never on a pipeline's reader thread.
+  void DestroyDropped();
   // On the reader thread: the reply, or why none came.
   void Finish(PendingGet get, Result<rpc::GetResult> reply);
   void ReadSlowly(std::string key, Done done);
@@ -107,6 +118,14 @@ class AsyncReads {
   std::map<const WorkerChannel*, Link> links_;
   // Set under mu_ (so Open adds nothing after it), read without.
   std::atomic<bool> closing_{false};
+  // Get() calls past their closing_ check; Close() waits for them (on
+  // gets_done_), since they use this and may hold a pipeline. Guarded by mu_.
+  int gets_in_progress_ = 0;
+  std::condition_variable gets_done_;
+  std::atomic<bool> close_waits_{false};
+  // Pipelines whose last copy went on their own reader thread, which cannot
+  // join itself. Guarded by mu_.
+  std::vector<Pipeline*> dropped_;
   std::atomic<uint64_t> slow_gets_{0};
   std::atomic<uint64_t> pipelined_gets_{0};
 };

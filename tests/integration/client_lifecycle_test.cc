@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/async_reads.h"
 #include "client/client.h"
 #include "tests/integration/test_cluster.h"
 
@@ -162,6 +164,45 @@ TEST_F(ClientLifecycleTest, ExistWithPrefetchReturnsAtOnceAndPromotesAnSsdObject
   auto got = client_->Get("cold");
   ASSERT_TRUE(IsOk(got));
   EXPECT_TRUE(got->data == PatternBytes(5, 1 * kMiB));
+}
+
+// A get issued from a get's completion (on the connection's reader thread)
+// may be on its way when the client is destroyed. ~Client waits for it: it
+// completes before ~Client returns, and the connection it holds is not
+// destroyed on its own reader thread (which would std::terminate).
+TEST_F(ClientLifecycleTest, DestroyingTheClientWaitsForAGetIssuedFromACompletion) {
+  ASSERT_TRUE(IsOk(client_->Put("k", "value", On("w1"))));  // remembered: pipelined
+  std::atomic<bool> in_hook{false};
+  std::atomic<bool> destroyed{false};
+  // Given the inner get held with the connection in hand until ~Client is
+  // under way: until Close waits for it, or (were it not to) has returned.
+  AsyncReads::test_hook_holding_pipeline = [&](AsyncReads& reads) {
+    in_hook = true;
+    in_hook.notify_all();
+    while (!reads.close_waits_for_gets() && !destroyed.load()) std::this_thread::yield();
+  };
+  std::atomic<bool> inner_done{false};
+  Result<ObjectValue> inner = Err(ErrorCode::kInternalError);
+  Client* client = client_.get();
+  client->GetAsync("k", [&, client](Result<ObjectValue> outer) {
+    EXPECT_TRUE(IsOk(outer));
+    client->GetAsync("k", [&](Result<ObjectValue> result) {
+      inner = std::move(result);
+      inner_done = true;
+    });
+  });
+  in_hook.wait(false);
+
+  // When the client is destroyed meanwhile.
+  client_.reset();
+  const bool completed_before_destroyed = inner_done.load();
+  destroyed = true;
+
+  // Expect the inner get completed (the value, or kRpcFail for a get the
+  // closing client no longer sends) before ~Client returned.
+  EXPECT_TRUE(completed_before_destroyed);
+  if (completed_before_destroyed && !inner) EXPECT_EQ(inner.error(), ErrorCode::kRpcFail);
+  AsyncReads::test_hook_holding_pipeline = nullptr;
 }
 
 class HotCacheStalenessTest : public ClientLifecycleTest {
