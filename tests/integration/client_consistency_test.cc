@@ -1,5 +1,7 @@
-// What a client reads is one value, never pieces of two: a read that
-// follows its key to another node mid-way starts over there.
+// What a client is told matches what the cluster holds: a read that follows
+// its key to another node mid-way starts over there (one value, never pieces
+// of two), and a put whose answer was lost is not reported failed when it
+// was stored.
 
 #include <gtest/gtest.h>
 
@@ -8,6 +10,9 @@
 #include <string>
 
 #include "client/client.h"
+#include "client/client_chunked_io.h"
+#include "client/client_router.h"
+#include "client/client_writes.h"
 #include "common/status.h"
 #include "tests/integration/test_cluster.h"
 
@@ -78,6 +83,40 @@ TEST_F(ClientConsistencyTest, AReadThatFollowsARePutKeyReturnsOnlyTheNewValue) {
   const std::string got = out.str();
   EXPECT_TRUE(got == new_value) << "bytes of the old value: "
                                 << std::count(got.begin(), got.end(), 'o');
+}
+
+// RPC_FAIL also covers a node that took the put and hung up before it
+// answered. The retry on another node then finds the key taken; the put
+// went through, and the caller is told so.
+TEST_F(ClientConsistencyTest, APutWhoseAnswerWasLostAfterItWasStoredIsReportedDone) {
+  ASSERT_TRUE(cluster_.StartMaster());
+  ASSERT_TRUE(cluster_.StartWorker("w1", {.dram = 16 << 20, .ssd = 0}));
+  ASSERT_TRUE(cluster_.StartWorker("w2", {.dram = 16 << 20, .ssd = 0}));
+  ClientRouter router(cluster_.ClientConfigFor());
+  const std::string value = "stored once";
+  int attempts = 0;
+  std::string first_node;
+  // Given a first attempt that stores the value and then loses the answer.
+  WriteAttempt attempt = [&](const Owner& owner) -> Result<void> {
+    Result<void> put = PutValue(owner, "k", value, ToRpcConfig({}));
+    if (attempts++ > 0) return put;
+    first_node = owner.node_id;
+    EXPECT_TRUE(IsOk(put));
+    return Err(ErrorCode::kRpcFail);
+  };
+
+  // When the put is placed (and retried elsewhere).
+  auto put = PutPlaced(router, "k", value.size(), {}, attempt, [] { return true; });
+
+  // Expect OK, and the value where the first attempt stored it.
+  EXPECT_GE(attempts, 2) << "the put was not retried";
+  EXPECT_TRUE(IsOk(put));
+  auto client = cluster_.NewClient();
+  ASSERT_TRUE(client);
+  auto got = client->Get("k");
+  ASSERT_TRUE(IsOk(got));
+  EXPECT_EQ(got->data, value);
+  EXPECT_EQ(client->Inspect("k")->node_id, first_node);
 }
 
 }  // namespace
