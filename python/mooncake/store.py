@@ -8,7 +8,10 @@ few edits:
 * calls return integer codes (0 or a byte count on success, a negative
   ErrorCode on failure) instead of raising; ``get`` returns b"" on failure;
 * buffers are given as raw host addresses and sizes (``buffer_ptr``,
-  ``size``), as in Mooncake; any buffer-protocol object works too. The
+  ``size``), as in Mooncake; any buffer-protocol object works too. An
+  address is an int or any integer type (a numpy integer) and needs its
+  size (ValueError without one); with a buffer object, a size other than 0
+  takes its first ``size`` bytes (ValueError if it has fewer). The
   memory must be host memory this process can read or write: a device
   pointer would crash the process (use the GPU tier's open_for_write for
   device-resident data).
@@ -20,6 +23,7 @@ them and why.
 """
 
 import ctypes
+import operator
 import socket
 
 from ._mooncake import Client, Error, error_codes
@@ -53,16 +57,54 @@ def _options(config):
     return config.options() if config is not None else {}
 
 
+def _address(ptr):
+    """`ptr` as an int when it is a host address: an int, or any integer
+    type (numpy's np.uint64 from ``array.ctypes.data`` arithmetic, ...)
+    defining __index__. None when it is a buffer-protocol object to read or
+    write in place. Numpy integer scalars are 0-d buffers too, and numpy
+    arrays define __index__: a 0-d buffer that is an integer is an address,
+    any other buffer is a buffer."""
+    if isinstance(ptr, int):
+        return int(ptr)
+    if not hasattr(type(ptr), "__index__"):
+        return None
+    try:
+        view = memoryview(ptr)
+    except TypeError:
+        return operator.index(ptr)
+    with view:
+        if view.ndim != 0:
+            return None
+    try:
+        return operator.index(ptr)
+    except TypeError:
+        return None
+
+
 def _buffer(ptr, size):
-    """A writable view of `size` bytes at host address `ptr`, or `ptr`
-    itself when it already is a buffer-protocol object."""
-    if not isinstance(ptr, int):
-        return ptr
-    if size < 0 or (ptr == 0 and size > 0):
-        raise ValueError("bad buffer address or size")
-    if size == 0:
-        return bytearray()
-    return (ctypes.c_char * size).from_address(ptr)
+    """What a Mooncake-style (buffer_ptr, size) pair names, as a buffer:
+
+    * a host address (see _address) and its size: a view of the `size`
+      bytes there. A size of 0 (or None) is refused: the call would read or
+      write nothing at all rather than the memory meant;
+    * a buffer-protocol object: all of it when `size` is 0 or None, else its
+      first `size` bytes, which it must have.
+    """
+    address = _address(ptr)
+    size = 0 if size is None else operator.index(size)
+    if address is None:
+        if size == 0:
+            return ptr
+        view = memoryview(ptr)
+        if size < 0 or size > view.nbytes:
+            raise ValueError("size %d for a buffer of %d bytes" % (size, view.nbytes))
+        return ptr if size == view.nbytes else view.cast("B")[:size]
+    if size <= 0:
+        raise ValueError("buffer_ptr %#x is a host address: give its size in bytes "
+                         "(size=%d)" % (address, size))
+    if address <= 0:
+        raise ValueError("bad buffer address %#x" % address)
+    return (ctypes.c_char * size).from_address(address)
 
 
 def _code(call, *args, **kwargs):
@@ -197,7 +239,7 @@ class MooncakeDistributedStore:
         if len(buffer_ptrs) != len(keys) or (sizes is not None and len(sizes) != len(keys)):
             return None
         if sizes is None:
-            return list(buffer_ptrs)
+            sizes = [None] * len(keys)
         return [_buffer(p, s) for p, s in zip(buffer_ptrs, sizes)]
 
     # ---- memory registration -------------------------------------------

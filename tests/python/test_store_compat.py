@@ -4,8 +4,10 @@ conventions (integer codes, raw host pointers) over mooncake.Client."""
 import ctypes
 
 import numpy as np
+import pytest
 
 import mooncake
+from conftest import pattern
 from mooncake.store import MooncakeDistributedStore, ReplicateConfig
 
 E = mooncake.ErrorCode
@@ -62,4 +64,64 @@ def test_raw_pointer_calls_like_mooncake(master, keys):
     assert store.batch_get_into(ks, ptrs[:1], sizes) == [E.INVALID_PARAMS] * 3
     assert store.put_batch(keys(2), [b"a", b"b"]) == 0
     assert store.get_batch([ks[0], keys()]) == [src[0].tobytes(), b""]
+    store.close()
+
+
+class Address:
+    """An integer type that is not int, as numpy's integers are."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+def test_addresses_of_any_integer_type_are_addresses(master, keys):
+    store = make_store(master)
+    src = np.frombuffer(pattern(4096, seed=3), dtype=np.uint8).copy()
+    one, two, three = keys(3)
+    assert store.put_from(one, Address(src.ctypes.data), src.nbytes) == 0
+    assert store.upsert_from(two, np.uint64(src.ctypes.data), src.nbytes) == 0
+    assert store.get(one) == src.tobytes() and store.get(two) == src.tobytes()
+    dst = np.zeros(4096, dtype=np.uint8)
+    assert store.get_into(one, Address(dst.ctypes.data), dst.nbytes) == 4096
+    assert dst.tobytes() == src.tobytes()
+    halves = [np.zeros(2048, dtype=np.uint8) for _ in range(2)]
+    assert store.batch_put_from([three], [np.uint64(src.ctypes.data)], [2048]) == [0]
+    assert store.batch_get_into([three, two], [Address(h.ctypes.data) for h in halves],
+                                [2048, 2048]) == [2048, E.INVALID_PARAMS]
+    assert halves[0].tobytes() == src.tobytes()[:2048]
+    store.close()
+
+
+def test_a_size_given_with_a_buffer_object_is_honoured(master, keys):
+    store = make_store(master)
+    first, second = keys(2)
+    buffer = bytearray(b"0123456789")
+    assert store.put_from(first, buffer, 4) == 0
+    assert store.get(first) == b"0123"
+    assert store.batch_put_from([second], [buffer], [10]) == [0]
+    assert store.get(second) == b"0123456789"
+    with pytest.raises(ValueError):
+        store.put_from(keys(), buffer, 11)
+    with pytest.raises(ValueError):
+        store.get_into(first, bytearray(3), 4)
+    out = bytearray(10)
+    assert store.get_into(second, out, 4) == E.INVALID_PARAMS  # 10 bytes do not fit in 4
+    assert out == bytearray(10)
+    store.close()
+
+
+def test_a_host_address_without_a_size_is_refused(master, keys):
+    store = make_store(master)
+    src = ctypes.create_string_buffer(b"value", 5)
+    key = keys()
+    with pytest.raises(ValueError, match="size"):
+        store.put_from(key, ctypes.addressof(src))
+    with pytest.raises(ValueError, match="size"):
+        store.upsert_from(key, ctypes.addressof(src))
+    with pytest.raises(ValueError, match="size"):
+        store.batch_put_from([key], [ctypes.addressof(src)])
+    assert store.is_exist(key) == 0
     store.close()
