@@ -187,7 +187,7 @@ std::vector<Result<void>> MasterLink::SendShardClaims(MasterEndpoint& master,
   if (keys.size() == 1) {
     auto reply = master.Call([&](rpc::MasterServiceClient& client) {
       rpc::PutOwnerResult result;
-      client.PutOwner(result, keys.front(), node_id_);
+      client.PutOwner(result, keys.front(), *node_id_.load());
       return result;
     });
     results.push_back(reply ? ToResult(reply->code) : Err(reply.error()));
@@ -195,7 +195,7 @@ std::vector<Result<void>> MasterLink::SendShardClaims(MasterEndpoint& master,
   }
   auto reply = master.Call([&](rpc::MasterServiceClient& client) {
     std::vector<rpc::PutOwnerResult> answers;
-    client.BatchPutOwner(answers, keys, node_id_);
+    client.BatchPutOwner(answers, keys, *node_id_.load());
     return answers;
   });
   if (reply && reply->size() != keys.size()) reply = Err(ErrorCode::kInternalError);
@@ -213,7 +213,7 @@ Result<void> MasterLink::Release(const std::string& key) {
 
 Result<void> MasterLink::ReleaseAt(MasterEndpoint& master, const std::string& key) {
   auto reply = master.Call(
-      [&](rpc::MasterServiceClient& client) { return client.RemoveOwner(key, node_id_); });
+      [&](rpc::MasterServiceClient& client) { return client.RemoveOwner(key, *node_id_.load()); });
   if (!reply) return Err(reply.error());
   return ToResult(*reply);
 }
@@ -236,7 +236,7 @@ std::vector<Result<void>> MasterLink::SendShardReleases(MasterEndpoint& master,
     std::vector<std::string> batch(keys.begin() + begin, keys.begin() + end);
     auto reply = master.Call([&](rpc::MasterServiceClient& client) {
       std::vector<rpc::ErrorCode::type> codes;
-      client.BatchRemoveOwner(codes, batch, node_id_);
+      client.BatchRemoveOwner(codes, batch, *node_id_.load());
       return codes;
     });
     if (reply && reply->size() != batch.size()) reply = Err(ErrorCode::kInternalError);
@@ -349,8 +349,9 @@ Result<void> MasterLink::Heartbeat(const std::vector<TierUsage>& tiers) {
       if (forgotten_[shard] != told_[shard] || registering_[shard]) continue;
       sent_at = epoch_[shard];
     }
-    auto reply = shards.Shard(shard).Call(
-        [&](rpc::MasterServiceClient& client) { return client.Heartbeat(node_id_, usages); });
+    auto reply = shards.Shard(shard).Call([&](rpc::MasterServiceClient& client) {
+      return client.Heartbeat(*node_id_.load(), usages);
+    });
     results.push_back(reply ? ToResult(*reply) : Err(reply.error()));
     NoteForgotten(shard, sent_at, {results.back()});
   }
@@ -406,7 +407,7 @@ Result<void> MasterLink::AnnounceTo(MasterEndpoint& master, const std::vector<st
     std::vector<std::string> batch(keys.begin() + begin, keys.begin() + end);
     auto reply = master.Call([&](rpc::MasterServiceClient& client) {
       rpc::AnnounceResult result;
-      client.AnnounceKeys(result, node_id_, batch);
+      client.AnnounceKeys(result, *node_id_.load(), batch);
       return result;
     });
     if (!reply) return Err(reply.error());
@@ -419,7 +420,7 @@ Result<void> MasterLink::AnnounceTo(MasterEndpoint& master, const std::vector<st
 Result<NodeRecord> MasterLink::PickNode(uint64_t size) {
   auto reply = channel_->shards.Any().Call([&](rpc::MasterServiceClient& client) {
     rpc::PickNodeResult result;
-    client.PickNode(result, static_cast<int64_t>(size), {node_id_});
+    client.PickNode(result, static_cast<int64_t>(size), {*node_id_.load()});
     return result;
   });
   if (!reply) return Err(reply.error());
@@ -442,7 +443,7 @@ Result<NodeRecord> MasterLink::FindNode(const std::string& node_id) {
 
 Result<void> MasterLink::HandOver(const std::string& key, const std::string& new_owner) {
   auto reply = channel_->shards.ForKey(key).Call([&](rpc::MasterServiceClient& client) {
-    return client.UpdateOwner(key, node_id_, new_owner);
+    return client.UpdateOwner(key, *node_id_.load(), new_owner);
   });
   if (!reply) return Err(reply.error());
   return ToResult(*reply);

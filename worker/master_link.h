@@ -44,9 +44,12 @@ class MasterLink : public OwnerDirectory {
              int rpc_poll_us = kDefaultRpcPollUs);
   ~MasterLink() override;
 
-  // Set once the node id is known (after the port is bound).
-  void set_node_id(std::string node_id) { node_id_ = std::move(node_id); }
-  const std::string& node_id() const { return node_id_; }
+  // Set once the node id is known (after the port is bound, so while calls
+  // may already be made: hence atomic).
+  void set_node_id(std::string node_id) {
+    node_id_.store(std::make_shared<const std::string>(std::move(node_id)));
+  }
+  std::string node_id() const { return *node_id_.load(); }
   // Called when the master no longer knows this node (it restarted or
   // declared us dead) before a claim is retried, with registrations() as it
   // was before the claim was sent: a registration since then answers that
@@ -138,7 +141,7 @@ class MasterLink : public OwnerDirectory {
   bool CallBackOnUnknownNode(const Result<void>& claimed) const;
 
   std::unique_ptr<Channel> channel_;
-  std::string node_id_;
+  std::atomic<std::shared_ptr<const std::string>> node_id_{std::make_shared<const std::string>()};
   std::function<void(uint64_t)> on_unknown_node_;
   std::atomic<uint64_t> registrations_{0};
   std::atomic<bool> stopping_{false};

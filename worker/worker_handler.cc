@@ -232,7 +232,7 @@ void WorkerHandler::OpenForWriteUntimed(rpc::WritePlan& result, const std::strin
     return;
   }
   result.code = rpc::ErrorCode::OK;
-  result.node_id = node_id_;
+  result.node_id = *node_id_.load();
   result.tier = plan->target.tier_name;
   result.memory = ToRpc(plan->region);
   result.offset = static_cast<int64_t>(plan->target.location.offset);
@@ -273,7 +273,7 @@ void WorkerHandler::GetPlacementUntimed(rpc::Placement& result, const std::strin
     return;
   }
   result.code = rpc::ErrorCode::OK;
-  result.node_id = node_id_;
+  result.node_id = *node_id_.load();
   result.tier = placement->where.tier_name;
   if (placement->region) result.memory = ToRpc(*placement->region);
   result.offset = static_cast<int64_t>(placement->where.location.offset);
@@ -386,7 +386,7 @@ int32_t WorkerHandler::Exist(const std::string& key, bool prefetch,
   if (!serving_reads_.load()) return static_cast<int32_t>(ErrorCode::kReplicaIsNotReady);
   // A prefetch for this very node is an ordinary local promotion.
   RequestTimer timer(requests_, "exist");
-  const std::string& target = requester_node == node_id_ ? std::string() : requester_node;
+  const std::string& target = requester_node == *node_id_.load() ? std::string() : requester_node;
   int32_t answer = ToExistCode(backend_.Exist(key, prefetch, target));
   timer.Finish(CodeOfExist(answer));
   return answer;
@@ -541,7 +541,7 @@ void WorkerHandler::Inspect(rpc::ObjectInfo& result, const std::string& key) {
 void WorkerHandler::Stats(rpc::WorkerStats& result) {
   RequestTimer timer(requests_, "stats");
   BackendStats stats = backend_.Stats();
-  result.node_id = node_id_;
+  result.node_id = *node_id_.load();
   for (const TierSnapshot& tier : stats.tiers) {
     rpc::TierStats out;
     out.usage.name = tier.name;

@@ -25,7 +25,9 @@ class RdmaLink;
 class WorkerHandler : public rpc::WorkerServiceIf {
  public:
   WorkerHandler(TieredCacheBackend& backend, std::string node_id, RequestMetrics& requests)
-      : backend_(backend), node_id_(std::move(node_id)), requests_(requests) {}
+      : backend_(backend),
+        node_id_(std::make_shared<const std::string>(std::move(node_id))),
+        requests_(requests) {}
 
   // Reads are answered only once the node has announced its keys to the
   // master: before that, a recovered copy may belong to a key the cluster
@@ -43,9 +45,11 @@ class WorkerHandler : public rpc::WorkerServiceIf {
 
   // The operation names requests are counted under (for RequestMetrics).
   static std::vector<std::string> OperationNames();
-  // Set once the port is bound, before the node registers: until then no
-  // client can know this node, so no call reads the id concurrently.
-  void set_node_id(std::string node_id) { node_id_ = std::move(node_id); }
+  // Set once the port is bound, before the node registers; a call that
+  // comes first (nobody can know the node yet) answers with the old id.
+  void set_node_id(std::string node_id) {
+    node_id_.store(std::make_shared<const std::string>(std::move(node_id)));
+  }
   // The RDMA side RdmaConnect answers from (null or disabled: TIER_NOT_FOUND,
   // and AdoptEnd refuses written_directly). Set before serving; `rdma` must
   // outlive the handler's calls.
@@ -170,7 +174,7 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   void HintMovedKey(rpc::GetResult& result, const std::string& key) const;
 
   TieredCacheBackend& backend_;
-  std::string node_id_;
+  std::atomic<std::shared_ptr<const std::string>> node_id_;
   RequestMetrics& requests_;
   std::atomic<bool> serving_reads_{false};
   uint64_t placed_bytes_limit_ = UINT64_MAX;

@@ -388,8 +388,10 @@ Result<void> WorkerServer::ReleaseKeysRemovedSince(const std::vector<std::string
   // release: claim it once more (announced, so one owned elsewhere by now
   // is dropped here as any announced key would be).
   std::vector<std::string> back = gone;
-  std::erase_if(back, [gone_again = NotHeld(gone)](const std::string& key) {
-    return std::ranges::find(gone_again, key) != gone_again.end();
+  std::vector<std::string> still_gone = NotHeld(gone);
+  std::erase_if(back, [gone_again = std::unordered_set<std::string_view>(
+                           still_gone.begin(), still_gone.end())](const std::string& key) {
+    return gone_again.contains(key);
   });
   if (!back.empty()) {
     auto rejected = master_->Announce(back);
@@ -404,12 +406,15 @@ Result<void> WorkerServer::ReleaseKeysRemovedSince(const std::vector<std::string
 std::optional<Result<void>> WorkerServer::TryRegisterAgain(uint64_t seen) {
   std::unique_lock lock(register_mu_, std::try_to_lock);
   if (!lock.owns_lock()) return std::nullopt;
-  if (master_->registrations() != seen && !master_->NeedsRegistration()) return Result<void>{};
-  return RegisterAndAnnounce();
+  return RegisterUnlessAnsweredLocked(seen);
 }
 
 Result<void> WorkerServer::RegisterAgain(uint64_t seen) {
   std::lock_guard lock(register_mu_);
+  return RegisterUnlessAnsweredLocked(seen);
+}
+
+Result<void> WorkerServer::RegisterUnlessAnsweredLocked(uint64_t seen) {
   // A registration since the refused call went out answered it, unless a
   // shard still (or again) does not know this node.
   if (master_->registrations() != seen && !master_->NeedsRegistration()) return {};

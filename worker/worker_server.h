@@ -79,6 +79,10 @@ class WorkerServer {
   // RegisterAgain unless another thread is registering (nullopt): the
   // heartbeat thread's, which must not wait.
   std::optional<Result<void>> TryRegisterAgain(uint64_t seen);
+  // What both do holding register_mu_: RegisterAndAnnounce, unless a
+  // registration since `seen` answered the refusal and no shard forgot this
+  // node meanwhile.
+  Result<void> RegisterUnlessAnsweredLocked(uint64_t seen);
   // Releases those of the `announced` keys this node no longer holds, and
   // claims again those put here anew meanwhile.
   Result<void> ReleaseKeysRemovedSince(const std::vector<std::string>& announced);
