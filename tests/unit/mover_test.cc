@@ -212,6 +212,23 @@ TEST(MoverTest, AnAdoptedObjectBecomesOursWhenTheMasterNamesUs) {
   EXPECT_EQ(parts.StateOf("theirs"), ObjectState::kRemoved);
 }
 
+// A registration between an adopted object's claim and its confirmation
+// may have purged the claim and announced without the key (unpublished
+// then): the object stays adopted, and the next pass claims it again.
+TEST(MoverTest, AnAdoptedObjectClaimedJustBeforeARegistrationIsConfirmedAfterIt) {
+  BackendParts parts({1 * kMiB}, NoConfirmDelay());
+  AddAdopted(parts, "k");
+  parts.directory.RegisterAfterNextClaim([&] {
+    std::lock_guard lock(parts.ctx.mu);
+    return parts.table.Keys();
+  });
+  parts.mover.ConfirmAdoptedObjects();
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kAdopted);
+  parts.mover.ConfirmAdoptedObjects();
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kComplete);
+  EXPECT_TRUE(parts.directory.Owns("k"));
+}
+
 TEST(MoverTest, AnAdoptedObjectWaitsForTheConfirmDelay) {
   BackendParts parts({1 * kMiB});  // 30 s delay
   AddAdopted(parts, "k");
