@@ -495,13 +495,7 @@ std::vector<Result<void>> Client::BatchPutViews(std::span<const ValueView> items
       forgotten = true;
     }
     if (!explicit_choice || results[i].error() == ErrorCode::kRpcFail) {
-      const bool rpc_failed = results[i].error() == ErrorCode::kRpcFail;
       results[i] = PutAlone(items[i].key, items[i].value, options);
-      // The batch may have reached the node that hung up: then it is there.
-      if (rpc_failed && !results[i] && results[i].error() == ErrorCode::kObjectAlreadyExists &&
-          LandedDespiteRpcFailure(impl_->router, std::string(items[i].key), target->node_id)) {
-        results[i] = {};
-      }
     }
   }
   // As in PutAlone: a key put now was absent, so a cached copy is stale.

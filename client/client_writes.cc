@@ -27,14 +27,6 @@ rpc::ReplicateConfig ToRpcConfig(const PutOptions& options) {
   return config;
 }
 
-bool LandedDespiteRpcFailure(ClientRouter& router, const std::string& key,
-                             const std::string& first_node) {
-  auto owner = router.LocateAtMaster(key);
-  if (!owner || owner->node_id != first_node) return false;
-  MC_LOG_DEBUG("put answered RPC_FAIL but stored key={} node={}", key, first_node);
-  return true;
-}
-
 Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t size,
                        const PutOptions& options, const WriteAttempt& attempt,
                        const CanRetry& can_retry) {
@@ -42,17 +34,6 @@ Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t si
   auto target = router.PickTarget(size, options, explicit_choice);
   if (!target) return Err(target.error());
   Result<void> result = attempt(*target);
-  // kRpcFail may mean the node took the put and hung up before answering:
-  // a retry that then finds the key taken asks whether that node has it.
-  const std::string first_node = target->node_id;
-  const bool first_rpc_failed = !result && result.error() == ErrorCode::kRpcFail;
-  auto settle = [&](Result<void> retried) -> Result<void> {
-    if (first_rpc_failed && !retried && retried.error() == ErrorCode::kObjectAlreadyExists &&
-        LandedDespiteRpcFailure(router, key, first_node)) {
-      return {};
-    }
-    return retried;
-  };
   if (result) router.RememberOwner(key, target->node_id);
   if (!result && IsRefusedPlacement(result.error()))
     router.ForgetPick(target->node_id, result.error());
@@ -63,7 +44,7 @@ Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t si
       auto refreshed = router.PickTarget(size, options, explicit_choice);
       if (refreshed && refreshed->channel != target->channel) {
         target = refreshed;
-        result = settle(attempt(*target));
+        result = attempt(*target);
         if (result) router.RememberOwner(key, target->node_id);
       }
     }
@@ -80,7 +61,7 @@ Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t si
                other->node_id);
   auto placed = attempt(*other);
   if (placed) router.RememberOwner(key, other->node_id);
-  return settle(std::move(placed));
+  return placed;
 }
 
 Result<void> UpsertRouted(ClientRouter& router, const std::string& key, uint64_t size,

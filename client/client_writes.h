@@ -27,19 +27,10 @@ using CanRetry = std::function<bool()>;
 // Runs `attempt` on the chosen target. When the client chose the node itself
 // and that node has no room or is unreachable, the master gets one chance to
 // name another, provided `attempt` can still be repeated (its input was not
-// consumed). Remembers the node that took the object as its owner. A retry
-// after kRpcFail that finds the key taken is OK when the master names the
-// first node as owner (LandedDespiteRpcFailure).
+// consumed). Remembers the node that took the object as its owner.
 Result<void> PutPlaced(ClientRouter& router, const std::string& key, uint64_t size,
                        const PutOptions& options, const WriteAttempt& attempt,
                        const CanRetry& can_retry);
-
-// After a put to `first_node` failed with kRpcFail (the node may have taken
-// the request and hung up before answering) and a retry elsewhere found the
-// key taken (kObjectAlreadyExists): whether the master names `first_node` as
-// the owner, i.e. the put went through after all.
-bool LandedDespiteRpcFailure(ClientRouter& router, const std::string& key,
-                             const std::string& first_node);
 
 // Upsert routing. A key with an owner is replaced AT its owner, whatever
 // options.preferred_node says. If the owner denies it (the object moved or

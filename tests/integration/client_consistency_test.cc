@@ -1,7 +1,7 @@
 // What a client is told matches what the cluster holds: a read that follows
 // its key to another node mid-way starts over there (one value, never pieces
-// of two), and a put whose answer was lost is not reported failed when it
-// was stored.
+// of two), and a put of a key that exists is refused, even when its first
+// attempt failed and it was retried elsewhere.
 
 #include <gtest/gtest.h>
 
@@ -85,38 +85,44 @@ TEST_F(ClientConsistencyTest, AReadThatFollowsARePutKeyReturnsOnlyTheNewValue) {
                                 << std::count(got.begin(), got.end(), 'o');
 }
 
-// RPC_FAIL also covers a node that took the put and hung up before it
-// answered. The retry on another node then finds the key taken; the put
-// went through, and the caller is told so.
-TEST_F(ClientConsistencyTest, APutWhoseAnswerWasLostAfterItWasStoredIsReportedDone) {
+// Puts never overwrite. A put whose first attempt failed with RPC_FAIL
+// before reaching its node is retried elsewhere; when the key already exists
+// on that first node, the retry finds it taken and the caller is told so,
+// not OK: its value was stored nowhere.
+TEST_F(ClientConsistencyTest, APutOfAnExistingKeyRetriedAfterRpcFailIsRefused) {
   ASSERT_TRUE(cluster_.StartMaster());
   ASSERT_TRUE(cluster_.StartWorker("w1", {.dram = 16 << 20, .ssd = 0}));
   ASSERT_TRUE(cluster_.StartWorker("w2", {.dram = 16 << 20, .ssd = 0}));
-  ClientRouter router(cluster_.ClientConfigFor());
-  const std::string value = "stored once";
-  int attempts = 0;
-  std::string first_node;
-  // Given a first attempt that stores the value and then loses the answer.
-  WriteAttempt attempt = [&](const Owner& owner) -> Result<void> {
-    Result<void> put = PutValue(owner, "k", value, ToRpcConfig({}));
-    if (attempts++ > 0) return put;
-    first_node = owner.node_id;
-    EXPECT_TRUE(IsOk(put));
-    return Err(ErrorCode::kRpcFail);
-  };
-
-  // When the put is placed (and retried elsewhere).
-  auto put = PutPlaced(router, "k", value.size(), {}, attempt, [] { return true; });
-
-  // Expect OK, and the value where the first attempt stored it.
-  EXPECT_GE(attempts, 2) << "the put was not retried";
-  EXPECT_TRUE(IsOk(put));
   auto client = cluster_.NewClient();
   ASSERT_TRUE(client);
+  // Given "k" already on w1, put there earlier.
+  ASSERT_TRUE(IsOk(client->Put("k", "first", {.preferred_node = "w1"})));
+  // And a router co-located with w1, so w1 is the node it picks first, whose
+  // first attempt fails with RPC_FAIL without reaching any node.
+  ClientRouter router(cluster_.ClientConfigFor("w1"));
+  const std::string value = "second";
+  int attempts = 0;
+  std::string first_node;
+  WriteAttempt attempt = [&](const Owner& owner) -> Result<void> {
+    if (attempts++ == 0) {
+      first_node = owner.node_id;
+      return Err(ErrorCode::kRpcFail);
+    }
+    return PutValue(owner, "k", value, ToRpcConfig({}));
+  };
+
+  // When the put is placed (and retried).
+  auto put = PutPlaced(router, "k", value.size(), {}, attempt, [] { return true; });
+
+  // Expect OBJECT_ALREADY_EXISTS, and the first value still on w1.
+  EXPECT_EQ(first_node, "w1");
+  EXPECT_GE(attempts, 2) << "the put was not retried";
+  ASSERT_FALSE(IsOk(put));
+  EXPECT_EQ(put.error(), ErrorCode::kObjectAlreadyExists);
   auto got = client->Get("k");
   ASSERT_TRUE(IsOk(got));
-  EXPECT_EQ(got->data, value);
-  EXPECT_EQ(client->Inspect("k")->node_id, first_node);
+  EXPECT_EQ(got->data, "first");
+  EXPECT_EQ(client->Inspect("k")->node_id, "w1");
 }
 
 }  // namespace
