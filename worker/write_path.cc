@@ -253,17 +253,19 @@ std::optional<Result<void>> WritePath::PublishUnlessRegisteredLocked(
 
 Result<void> WritePath::ClaimThenPublish(const CommittedWrite& committed) {
   // Registrations come one at a time and seconds apart, so one more round
-  // nearly always settles it; the last round publishes regardless.
+  // nearly always settles it. Past the last, the master may not know the
+  // key: the put fails as one whose claim went unanswered.
   constexpr int kMaxClaimRounds = 3;
   for (int round = 1;; ++round) {
     const uint64_t registrations = ctx_.directory->registrations();
     Result<void> claimed = ctx_.directory->Claim(committed.write.key);
     auto published = LockedThenRelease([&](std::vector<std::string>& release) {
-      if (round == kMaxClaimRounds) {
-        return std::optional(
-            FinishPublishLocked(committed.write, committed.version, claimed, release));
+      if (round < kMaxClaimRounds) {
+        return PublishUnlessRegisteredLocked(registrations, committed, claimed, release);
       }
-      return PublishUnlessRegisteredLocked(registrations, committed, claimed, release);
+      if (ctx_.directory->registrations() != registrations) claimed = Err(ErrorCode::kRpcFail);
+      return std::optional(
+          FinishPublishLocked(committed.write, committed.version, claimed, release));
     });
     if (published) return *published;
     MC_LOG_INFO("claiming again after this node registered key={}", committed.write.key);

@@ -32,7 +32,10 @@ class InMemoryDirectory : public OwnerDirectory {
     std::function<std::vector<std::string>()> registration;
     {
       std::lock_guard lock(mu_);
-      registration.swap(register_after_claim_);
+      if (registrations_after_claims_ > 0) {
+        --registrations_after_claims_;
+        registration = register_after_claim_;
+      }
     }
     if (registration) Register(registration);
     return claimed;
@@ -51,11 +54,13 @@ class InMemoryDirectory : public OwnerDirectory {
     std::lock_guard lock(mu_);
     for (const std::string& key : keys) owned_.emplace(key, kHere);
   }
-  // The next claim is applied, then Register(held) runs, then the claim is
-  // answered: the window between a claim's answer and its publish.
-  void RegisterAfterNextClaim(std::function<std::vector<std::string>()> held) {
+  // The next `claims` claims are each applied, then Register(held) runs,
+  // then the claim is answered: the window between a claim's answer and its
+  // publish.
+  void RegisterAfterNextClaim(std::function<std::vector<std::string>()> held, int claims = 1) {
     std::lock_guard lock(mu_);
     register_after_claim_ = std::move(held);
+    registrations_after_claims_ = claims;
   }
   // Claims are applied but answered with `code` (kOk: answered again).
   void LoseClaimAnswers(ErrorCode code) {
@@ -192,6 +197,7 @@ class InMemoryDirectory : public OwnerDirectory {
   int claims_ = 0;  // guarded by mu_
   std::atomic<uint64_t> registrations_{0};
   std::function<std::vector<std::string>()> register_after_claim_;               // guarded by mu_
+  int registrations_after_claims_ = 0;                                           // guarded by mu_
   bool hold_async_ = false;                                                      // guarded by mu_
   std::vector<std::pair<std::string, std::function<void(Result<void>)>>> held_;  // guarded by mu_
 };

@@ -330,6 +330,22 @@ TEST_F(BackendTest, APutClaimedJustBeforeARegistrationIsClaimedAgain) {
   EXPECT_EQ(directory_.registrations(), 4u);
 }
 
+// A node registering again with every claim (a flapping master) cannot be
+// sure the master knows a key: after a few rounds the put fails, as one
+// whose claim went unanswered would, rather than being acknowledged.
+TEST_F(BackendTest, APutWhoseEveryClaimMeetsARegistrationFails) {
+  Open(8 * kMiB, 32 * kMiB);
+  uint64_t used_before = Tier(0).used;
+  directory_.RegisterAfterNextClaim([this] { return backend_->Keys(); }, /*claims=*/100);
+  auto put = backend_->Put("flapping", Pattern("flapping", 4096), {});
+  ASSERT_FALSE(put);
+  EXPECT_EQ(put.error(), ErrorCode::kRpcFail);
+  EXPECT_FALSE(directory_.Owns("flapping"));
+  EXPECT_EQ(backend_->Get("flapping", 0, 0).error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(Tier(0).used, used_before);
+  EXPECT_EQ(directory_.claims(), 4);  // the put's own and three more
+}
+
 // The key a registration purged may be put by another node before this one
 // claims it again: the put is refused as any put of a key owned elsewhere,
 // and its copy here is freed.
