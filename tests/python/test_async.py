@@ -202,7 +202,8 @@ def test_a_done_callback_may_close_the_client(master, keys):
             except mooncake.Error:
                 pass
             for f in futures:
-                assert f.result(timeout=20) == b"v" * (8 << 20) or f.exception() is not None
+                error = f.exception(timeout=20)
+                assert error is not None or f.result() == b"v" * (8 << 20)
             c = mooncake.Client(master=%r)
         print("ok")
         """ % (prefix, prefix, prefix, master), timeout=30)
