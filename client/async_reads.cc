@@ -182,15 +182,20 @@ void AsyncReads::Open(const Owner& owner) {
 }
 
 std::shared_ptr<AsyncReads::Pipeline> AsyncReads::Shared(std::unique_ptr<Pipeline> pipeline) {
-  // A pipeline's destructor joins its reader thread, and the last copy may
-  // be let go on that very thread (a completion that issued a get while
-  // the pipeline broke): so it is destroyed on a helper thread. Run() may
-  // run a task on the caller (stopped, or no thread to be had), so on the
-  // reader thread itself it is only set aside.
+  // A pipeline's destructor joins its reader thread, so no reader thread
+  // destroys one: its own would join itself, and two reader threads each
+  // destroying the other's pipeline would wait for each other for ever. The
+  // last copy let go on a reader thread (a completion that issued a get
+  // while a pipeline broke) is set aside for a helper thread. Run() may run
+  // a task on the caller (stopped, or no thread to be had): DestroyDropped
+  // then leaves it set aside, for the next Open or Close on another thread.
   return std::shared_ptr<Pipeline>(pipeline.release(), [this](Pipeline* dropped) {
-    if (t_completing_for == dropped) {
-      std::lock_guard lock(mu_);
-      dropped_.push_back(dropped);
+    if (t_completing_for != nullptr) {
+      {
+        std::lock_guard lock(mu_);
+        dropped_.push_back(dropped);
+      }
+      helpers_.Run([this] { DestroyDropped(); });
       return;
     }
     helpers_.Run([dropped] { delete dropped; });
@@ -198,22 +203,15 @@ std::shared_ptr<AsyncReads::Pipeline> AsyncReads::Shared(std::unique_ptr<Pipelin
 }
 
 void AsyncReads::DestroyDropped() {
+  // On a reader thread (a slow path or an Open run on it): everything stays
+  // set aside, see Shared.
+  if (t_completing_for != nullptr) return;
   std::vector<Pipeline*> dropped;
   {
     std::lock_guard lock(mu_);
     dropped.swap(dropped_);
   }
-  std::vector<Pipeline*> keep;
-  for (Pipeline* pipeline : dropped) {
-    if (pipeline == t_completing_for) {
-      keep.push_back(pipeline);  // a slow path run on this reader thread
-    } else {
-      delete pipeline;
-    }
-  }
-  if (keep.empty()) return;
-  std::lock_guard lock(mu_);
-  dropped_.insert(dropped_.end(), keep.begin(), keep.end());
+  for (Pipeline* pipeline : dropped) delete pipeline;
 }
 
 void AsyncReads::Finish(PendingGet get, Result<rpc::GetResult> reply) {

@@ -97,10 +97,13 @@ class AsyncReads {
   // waited; they go the ordinary way when the connection cannot be made.
   void Open(const Owner& owner);
   // Shares `pipeline`, to be destroyed on a helper thread, or, when its
-  // last copy goes on its own reader thread, kept in dropped_ until Open or
-  // Close destroys it on another thread.
+  // last copy goes on a reader thread (its own or another pipeline's), kept
+  // in dropped_ until a helper thread, Open or Close destroys it on a thread
+  // that is no pipeline's reader.
   std::shared_ptr<Pipeline> Shared(std::unique_ptr<Pipeline> pipeline);
-  // Destroys the pipelines in dropped_; never on a pipeline's reader thread.
+  // Destroys the pipelines in dropped_; on any pipeline's reader thread it
+  // does nothing (a destructor joins a reader thread: two reader threads
+  // destroying each other's pipelines would deadlock).
   void DestroyDropped();
   // On the reader thread: the reply, or why none came.
   void Finish(PendingGet get, Result<rpc::GetResult> reply);
@@ -123,8 +126,8 @@ class AsyncReads {
   int gets_in_progress_ = 0;
   std::condition_variable gets_done_;
   std::atomic<bool> close_waits_{false};
-  // Pipelines whose last copy went on their own reader thread, which cannot
-  // join itself. Guarded by mu_.
+  // Pipelines whose last copy went on a reader thread, which must not join
+  // one. Guarded by mu_.
   std::vector<Pipeline*> dropped_;
   std::atomic<uint64_t> slow_gets_{0};
   std::atomic<uint64_t> pipelined_gets_{0};
