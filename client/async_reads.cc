@@ -97,7 +97,7 @@ void AsyncReads::SendOrWait(PendingGet get) {
     }
   }
   if (pipeline) {
-    if (test_hook_holding_pipeline) test_hook_holding_pipeline(*this);
+    if (auto* hook = test_hook_holding_pipeline.load(std::memory_order_acquire)) (*hook)(*this);
     Send(*pipeline, std::move(get));
   } else if (open_to) {
     helpers_.Run([this, owner = std::move(*open_to)] { Open(owner); });

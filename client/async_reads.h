@@ -60,8 +60,12 @@ class AsyncReads {
   void AddCounters(TransportCounters& counters) const;
 
   // Tests only. Called by a get that holds a pipeline, before it sends on
-  // it, so a test can hold a get there while the client closes.
-  static inline std::function<void(AsyncReads&)> test_hook_holding_pipeline;
+  // it (often on a reader thread), so a test can hold a get there while the
+  // client closes. The test owns the function: it stores its address here
+  // and clears it once no client is left that could call it, so the
+  // function outlives every call; the pointer itself is atomic.
+  using HoldingPipelineHook = std::function<void(AsyncReads&)>;
+  static inline std::atomic<const HoldingPipelineHook*> test_hook_holding_pipeline{nullptr};
   // Whether Close() is waiting for gets in progress.
   bool close_waits_for_gets() const { return close_waits_.load(); }
 

@@ -6,9 +6,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -172,17 +175,34 @@ TEST_F(ClientLifecycleTest, ExistWithPrefetchReturnsAtOnceAndPromotesAnSsdObject
 // destroyed on its own reader thread (which would std::terminate).
 TEST_F(ClientLifecycleTest, DestroyingTheClientWaitsForAGetIssuedFromACompletion) {
   ASSERT_TRUE(IsOk(client_->Put("k", "value", On("w1"))));  // remembered: pipelined
-  std::atomic<bool> in_hook{false};
+  std::mutex mu;
+  std::condition_variable hook_reached;
+  bool in_hook = false;  // guarded by mu
   std::atomic<bool> destroyed{false};
-  // Given the inner get held with the connection in hand until ~Client is
-  // under way: until Close waits for it, or (were it not to) has returned.
-  AsyncReads::test_hook_holding_pipeline = [&](AsyncReads& reads) {
-    in_hook = true;
-    in_hook.notify_all();
-    while (!reads.close_waits_for_gets() && !destroyed.load()) std::this_thread::yield();
-  };
   std::atomic<bool> inner_done{false};
   Result<ObjectValue> inner = Err(ErrorCode::kInternalError);
+  // Given the inner get held with the connection in hand until ~Client is
+  // under way: until Close waits for it, or (were it not to) has returned.
+  const AsyncReads::HoldingPipelineHook hook = [&](AsyncReads& reads) {
+    {
+      std::lock_guard lock(mu);
+      in_hook = true;
+    }
+    hook_reached.notify_all();
+    while (!reads.close_waits_for_gets() && !destroyed.load()) std::this_thread::yield();
+  };
+  // However the test ends: the hook lets go, the client (and with it every
+  // reader thread that could call the hook or a completion) is gone, then
+  // the hook is cleared, all before the state they use goes.
+  struct OnExit {
+    std::function<void()> run;
+    ~OnExit() { run(); }
+  } release{[&] {
+    destroyed = true;
+    client_.reset();
+    AsyncReads::test_hook_holding_pipeline.store(nullptr, std::memory_order_release);
+  }};
+  AsyncReads::test_hook_holding_pipeline.store(&hook, std::memory_order_release);
   Client* client = client_.get();
   client->GetAsync("k", [&, client](Result<ObjectValue> outer) {
     EXPECT_TRUE(IsOk(outer));
@@ -191,7 +211,11 @@ TEST_F(ClientLifecycleTest, DestroyingTheClientWaitsForAGetIssuedFromACompletion
       inner_done = true;
     });
   });
-  in_hook.wait(false);
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(hook_reached.wait_for(lock, 30s, [&] { return in_hook; }))
+        << "the inner get did not reach the pipeline within 30 s";
+  }
 
   // When the client is destroyed meanwhile.
   client_.reset();
@@ -201,8 +225,9 @@ TEST_F(ClientLifecycleTest, DestroyingTheClientWaitsForAGetIssuedFromACompletion
   // Expect the inner get completed (the value, or kRpcFail for a get the
   // closing client no longer sends) before ~Client returned.
   EXPECT_TRUE(completed_before_destroyed);
-  if (completed_before_destroyed && !inner) EXPECT_EQ(inner.error(), ErrorCode::kRpcFail);
-  AsyncReads::test_hook_holding_pipeline = nullptr;
+  if (completed_before_destroyed && !inner) {
+    EXPECT_EQ(inner.error(), ErrorCode::kRpcFail);
+  }
 }
 
 class HotCacheStalenessTest : public ClientLifecycleTest {
