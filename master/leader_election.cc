@@ -15,6 +15,9 @@ int64_t Ticks(SteadyClock::time_point t) { return t.time_since_epoch().count(); 
 // knows it, leaving room for clock rates and the standby's poll.
 Millis LeaseMargin(int64_t ttl_s) { return std::min(Millis(500), Millis(ttl_s * 1000 / 4)); }
 
+// Pause between reads of the leader key after a read failed.
+constexpr Millis kReadRetry{50};
+
 }  // namespace
 
 RoleGate::RoleGate(std::string cluster_name, Millis rebuild_window)
@@ -160,6 +163,7 @@ void LeaderElection::StandbyRound() {
   }
   lease_ = *lease;
   lease_expiry_ = started + std::chrono::seconds(ttl_s);
+  alive_until_ = lease_expiry_;
   leading_ = true;
   gate_.BecomeLeader(lease_expiry_ - LeaseMargin(options_.lease_ttl_s));
   MC_LOG_INFO("master became leader cluster={} address={} lease={} ttl_s={}", options_.cluster_name,
@@ -167,6 +171,7 @@ void LeaderElection::StandbyRound() {
 }
 
 bool LeaderElection::LeaderRound() {
+  const Millis margin = LeaseMargin(options_.lease_ttl_s);
   auto started = SteadyClock::now();
   auto ttl = etcd_->KeepAlive(lease_);
   if (!ttl && ttl.error() == ErrorCode::kObjectNotFound) {
@@ -174,28 +179,40 @@ bool LeaderElection::LeaderRound() {
     return false;
   }
   if (ttl) {
+    // etcd keeps the lease at least this long.
+    alive_until_ = started + std::chrono::seconds(*ttl);
     // A live lease is not enough: the key may have been deleted by hand
     // (etcdctl del) while the lease lives on, and another master may lead
     // already under its own lease. Leadership is extended only once the key
-    // is read naming our lease; when it cannot be read, the gate runs out by
-    // itself at the bound last confirmed.
-    auto current = etcd_->Get(key_);
-    if (current && (!*current || (*current)->lease != lease_)) {
-      Lose("the leader key is no longer ours");
-      return false;
-    }
-    if (current) {
-      lease_expiry_ = started + std::chrono::seconds(*ttl);
-      gate_.ExtendLeadership(lease_expiry_ - LeaseMargin(options_.lease_ttl_s));
-      return true;
+    // is read naming our lease. A read that fails (a timeout, an error, an
+    // unparseable reply) is retried at once, without extending anything,
+    // while the lease end last confirmed lasts: the gate runs out by itself
+    // meanwhile, but one slow read must not turn into a failover.
+    for (;;) {
+      auto current = etcd_->Get(key_);
+      if (current) {
+        if (!*current || (*current)->lease != lease_) {
+          Lose("the leader key is no longer ours");
+          return false;
+        }
+        lease_expiry_ = alive_until_;
+        gate_.ExtendLeadership(lease_expiry_ - margin);
+        return true;
+      }
+      auto left = lease_expiry_ - SteadyClock::now();
+      if (left <= SteadyClock::duration::zero()) break;
+      if (!Sleep(std::min(kReadRetry, std::chrono::ceil<Millis>(left)))) return true;  // stopping
     }
   }
-  // etcd unreachable, or the leader key unreadable: keep leading only while
-  // the lease surely lives as last confirmed (the gate already stops
-  // answering at the same bound by itself).
-  if (SteadyClock::now() + LeaseMargin(options_.lease_ttl_s) >= lease_expiry_) {
-    Lose(ttl ? "the leader key unreadable for most of the lease"
-             : "etcd unreachable for most of the lease");
+  // Keep leading (the gate stops answering by itself at the end last
+  // confirmed, less the margin) unless etcd may let the lease lapse, or the
+  // key has not been read naming our lease for a whole lease: such a master
+  // holds the key without serving, so it gives it up for a standby.
+  auto now = SteadyClock::now();
+  if (now >= lease_expiry_ || now + margin >= alive_until_) {
+    Lose(!ttl                   ? "etcd unreachable for most of the lease"
+         : now >= lease_expiry_ ? "the leader key not read naming our lease for a whole lease"
+                                : "etcd too slow to refresh the lease in time");
     return false;
   }
   return true;

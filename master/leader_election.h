@@ -11,9 +11,11 @@
 // of its TTL while it leads, and flips the gate.
 //
 // A leader that loses its lease (etcd unreachable for most of a TTL, the
-// lease gone, the key taken) turns standby at once, never campaigns again
-// and reports the loss through `on_lost`: its directory may be stale, so the
-// process exits and its supervisor restarts it as a fresh standby.
+// lease gone, the key taken, the key not readable for a whole TTL: a failed
+// read is retried at once and only delays extending the gate) turns standby
+// at once, never campaigns again and reports the loss through `on_lost`: its
+// directory may be stale, so the process exits and its supervisor restarts
+// it as a fresh standby.
 //
 // Thread-safety: RoleGate is safe from any thread (atomics for the hot
 // checks, mu_ for the addresses). LeaderElection runs one thread; Stop()
@@ -111,9 +113,10 @@ class LeaderElection {
   // One standby round: reads the key, campaigns when it is absent.
   void StandbyRound();
   // One leader round: refreshes the lease, then reads the key and extends
-  // the gate only when it still names our lease; false when leadership is
-  // lost (the key names another lease or none, the lease is gone, or it
-  // could not be confirmed for most of the lease).
+  // the gate only when it still names our lease, retrying a failed read
+  // while the lease end last confirmed lasts; false when leadership is lost
+  // (the key names another lease or none, the lease is gone or etcd may let
+  // it lapse, or the key was not read naming our lease for a whole lease).
   bool LeaderRound();
   void Lose(const char* why);
   // Waits up to `period` or until Stop; false when stopping.
@@ -129,8 +132,12 @@ class LeaderElection {
   bool leading_ = false;
   bool retired_ = false;
   int64_t lease_ = 0;
-  // The lease's end as last confirmed together with the key being ours.
+  // The lease's end as last confirmed together with the key being ours
+  // (the gate leads until it, less a margin).
   SteadyClock::time_point lease_expiry_;
+  // The lease's end as dated from the last successful refresh, whether or
+  // not the key could be read after it (never before lease_expiry_).
+  SteadyClock::time_point alive_until_;
   bool etcd_warned_ = false;
 
   std::mutex mu_;

@@ -1,8 +1,8 @@
 // EtcdClient and LeaderElection against HTTP servers in the test (httplib on
 // 127.0.0.1, a free port): a misbehaving peer (a reply too large, a reply
 // trickled a byte at a time) and a fake etcd whose answers the test picks
-// (the leader key read failing while the lease refresh succeeds, the key
-// taken by another master's lease).
+// (the leader key read failing while the lease refresh succeeds, one read
+// hanging past the call timeout, the key taken by another master's lease).
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -168,19 +168,22 @@ TEST(EtcdReplyBoundTest, TrickledReplyEndsWithinTheTimeout) {
 }
 
 // Enough of etcd's gateway for one LeaderElection: a single lease (id 100,
-// TTL 1 s), the leader key, and knobs for what the range read answers.
+// TTL `ttl_s`), the leader key, and knobs for what the range read answers
+// and how slowly the lease refresh and the range read answer.
 class FakeEtcd {
  public:
   enum class RangeMode { kNormal, kStatus500, kGarbage };
 
-  FakeEtcd()
-      : server_([this](httplib::Server& s) {
-          s.Post("/v3/lease/grant", [](const httplib::Request&, httplib::Response& res) {
-            res.set_content(R"({"ID":"100","TTL":"1"})", "application/json");
+  explicit FakeEtcd(int ttl_s = 1)
+      : ttl_(std::to_string(ttl_s)), server_([this](httplib::Server& s) {
+          s.Post("/v3/lease/grant", [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(json{{"ID", "100"}, {"TTL", ttl_}}.dump(), "application/json");
           });
           s.Post("/v3/lease/keepalive", [this](const httplib::Request&, httplib::Response& res) {
             ++keepalives_;
-            res.set_content(R"({"result":{"ID":"100","TTL":"1"}})", "application/json");
+            std::this_thread::sleep_for(Millis(keepalive_delay_ms_.load()));
+            res.set_content(json{{"result", {{"ID", "100"}, {"TTL", ttl_}}}}.dump(),
+                            "application/json");
           });
           s.Post("/v3/lease/revoke", [this](const httplib::Request&, httplib::Response& res) {
             std::lock_guard lock(mu_);
@@ -206,6 +209,11 @@ class FakeEtcd {
             res.set_content(R"({"succeeded":true})", "application/json");
           });
           s.Post("/v3/kv/range", [this](const httplib::Request&, httplib::Response& res) {
+            if (hang_next_range_.exchange(false)) {
+              ++range_hangs_;
+              // Answers (normally) long after the client gave up.
+              std::this_thread::sleep_for(Millis(hang_ms_.load()));
+            }
             std::lock_guard lock(mu_);
             switch (range_mode_) {
               case RangeMode::kStatus500:
@@ -225,6 +233,14 @@ class FakeEtcd {
   bool ok() const { return server_.ok(); }
   std::string endpoint() const { return server_.endpoint(); }
   int keepalives() const { return keepalives_; }
+  int range_hangs() const { return range_hangs_; }
+  // Every lease refresh answers after `delay`.
+  void set_keepalive_delay(Millis delay) { keepalive_delay_ms_ = delay.count(); }
+  // The next range read answers only after `hang`; later ones at once.
+  void HangNextRange(Millis hang) {
+    hang_ms_ = hang.count();
+    hang_next_range_ = true;
+  }
   int revokes() {
     std::lock_guard lock(mu_);
     return revokes_;
@@ -249,7 +265,12 @@ class FakeEtcd {
                                           {"lease", std::to_string(key_lease_)}}})}};
   }
 
+  const std::string ttl_;
   std::atomic<int> keepalives_{0};
+  std::atomic<int64_t> keepalive_delay_ms_{0};
+  std::atomic<bool> hang_next_range_{false};
+  std::atomic<int64_t> hang_ms_{0};
+  std::atomic<int> range_hangs_{0};
   std::mutex mu_;
   bool key_present_ = false;  // guarded by mu_, as are the fields below
   std::string key_value_;     // base64
@@ -292,6 +313,40 @@ TEST(LeaderElectionEtcdTest, UnconfirmedLeaderKeyIsNotExtended) {
     EXPECT_FALSE(gate.leader());
     (*election)->Stop();
   }
+}
+
+// One read of the leader key hangs past the call timeout while the lease
+// refreshes succeed (slowly): the gate is not extended by that round, the
+// read is retried and the master keeps leading. With the TTL of 2 s (call
+// timeout ~667 ms, margin 500 ms) and refreshes taking 250 ms, the hung read
+// ends ~250 ms past the gate's end last confirmed and ~250 ms before the
+// lease's end last confirmed: a leader that stepped down as soon as a read
+// failed past the gate's end reported a loss here (a spurious failover).
+TEST(LeaderElectionEtcdTest, OneHungLeaderKeyReadDoesNotEndLeadership) {
+  FakeEtcd etcd(2);
+  ASSERT_TRUE(etcd.ok());
+  etcd.set_keepalive_delay(Millis(250));
+  RoleGate gate("c", Millis(0));
+  std::atomic<bool> lost{false};
+  ElectionOptions options = QuickElection(etcd);
+  options.lease_ttl_s = 2;
+  auto election = LeaderElection::Start(options, gate, [&] { lost = true; });
+  ASSERT_TRUE(election.has_value());
+  ASSERT_TRUE(WaitFor([&] { return gate.leader(); }, Millis(5000)));
+  // Past the first refresh: the rounds run at their steady pace.
+  ASSERT_TRUE(WaitFor([&] { return etcd.keepalives() >= 2; }, Millis(10000)));
+
+  etcd.HangNextRange(Millis(1500));
+  ASSERT_TRUE(WaitFor([&] { return etcd.range_hangs() == 1; }, Millis(10000)));
+  const int keepalives = etcd.keepalives();
+  // A few more rounds, or the loss.
+  WaitFor([&] { return lost.load() || etcd.keepalives() >= keepalives + 3; }, Millis(20000));
+  EXPECT_FALSE(lost.load()) << "one hung read of the leader key ended leadership";
+  EXPECT_EQ(etcd.revokes(), 0);
+  EXPECT_GE(etcd.keepalives(), keepalives + 3);
+  EXPECT_TRUE(WaitFor([&] { return gate.leader(); }, Millis(5000)));
+  (*election)->Stop();
+  EXPECT_FALSE(gate.leader());
 }
 
 // The key deleted by hand and taken by another master's lease while ours
