@@ -288,6 +288,28 @@ ElectionOptions QuickElection(const FakeEtcd& etcd) {
                          .poll_interval = Millis(50)};
 }
 
+// A master elected over a FakeEtcd: the gate it leads through, and whether
+// it has reported the loss of leadership.
+struct ElectedMaster {
+  RoleGate gate{"c", Millis(0)};
+  std::atomic<bool> lost{false};
+  std::unique_ptr<LeaderElection> election;
+
+  // Starts the election with `options` and waits until it leads.
+  ::testing::AssertionResult Lead(ElectionOptions options) {
+    auto started = LeaderElection::Start(std::move(options), gate, [this] { lost = true; });
+    if (!started) return ::testing::AssertionFailure() << "the election did not start";
+    election = std::move(*started);
+    if (!WaitFor([&] { return gate.leader(); }, Millis(5000))) {
+      return ::testing::AssertionFailure() << "it never led";
+    }
+    return ::testing::AssertionSuccess();
+  }
+  ~ElectedMaster() {
+    if (election) election->Stop();
+  }
+};
+
 // The lease refresh keeps succeeding but the read that checks the leader key
 // still names our lease fails: leadership cannot be confirmed, so the gate
 // is not extended and runs out within the lease (1 s here), and the master
@@ -298,20 +320,17 @@ TEST(LeaderElectionEtcdTest, UnconfirmedLeaderKeyIsNotExtended) {
                                                          : "range answers garbage");
     FakeEtcd etcd;
     ASSERT_TRUE(etcd.ok());
-    RoleGate gate("c", Millis(0));
-    std::atomic<bool> lost{false};
-    auto election = LeaderElection::Start(QuickElection(etcd), gate, [&] { lost = true; });
-    ASSERT_TRUE(election.has_value());
-    ASSERT_TRUE(WaitFor([&] { return gate.leader(); }, Millis(5000)));
+    ElectedMaster master;
+    ASSERT_TRUE(master.Lead(QuickElection(etcd)));
 
     etcd.set_range_mode(mode);
     const int keepalives = etcd.keepalives();
-    EXPECT_TRUE(WaitFor([&] { return !gate.leader(); }, Millis(5000)))
+    EXPECT_TRUE(WaitFor([&] { return !master.gate.leader(); }, Millis(5000)))
         << "still leading with its leader key unconfirmed";
     EXPECT_GT(etcd.keepalives(), keepalives);  // the lease refresh went on
-    EXPECT_TRUE(WaitFor([&] { return lost.load(); }, Millis(5000)));
-    EXPECT_FALSE(gate.leader());
-    (*election)->Stop();
+    EXPECT_TRUE(WaitFor([&] { return master.lost.load(); }, Millis(5000)));
+    EXPECT_FALSE(master.gate.leader());
+    master.election->Stop();
   }
 }
 
@@ -326,13 +345,10 @@ TEST(LeaderElectionEtcdTest, OneHungLeaderKeyReadDoesNotEndLeadership) {
   FakeEtcd etcd(2);
   ASSERT_TRUE(etcd.ok());
   etcd.set_keepalive_delay(Millis(250));
-  RoleGate gate("c", Millis(0));
-  std::atomic<bool> lost{false};
   ElectionOptions options = QuickElection(etcd);
   options.lease_ttl_s = 2;
-  auto election = LeaderElection::Start(options, gate, [&] { lost = true; });
-  ASSERT_TRUE(election.has_value());
-  ASSERT_TRUE(WaitFor([&] { return gate.leader(); }, Millis(5000)));
+  ElectedMaster master;
+  ASSERT_TRUE(master.Lead(options));
   // Past the first refresh: the rounds run at their steady pace.
   ASSERT_TRUE(WaitFor([&] { return etcd.keepalives() >= 2; }, Millis(10000)));
 
@@ -340,13 +356,13 @@ TEST(LeaderElectionEtcdTest, OneHungLeaderKeyReadDoesNotEndLeadership) {
   ASSERT_TRUE(WaitFor([&] { return etcd.range_hangs() == 1; }, Millis(10000)));
   const int keepalives = etcd.keepalives();
   // A few more rounds, or the loss.
-  WaitFor([&] { return lost.load() || etcd.keepalives() >= keepalives + 3; }, Millis(20000));
-  EXPECT_FALSE(lost.load()) << "one hung read of the leader key ended leadership";
+  WaitFor([&] { return master.lost.load() || etcd.keepalives() >= keepalives + 3; }, Millis(20000));
+  EXPECT_FALSE(master.lost.load()) << "one hung read of the leader key ended leadership";
   EXPECT_EQ(etcd.revokes(), 0);
   EXPECT_GE(etcd.keepalives(), keepalives + 3);
-  EXPECT_TRUE(WaitFor([&] { return gate.leader(); }, Millis(5000)));
-  (*election)->Stop();
-  EXPECT_FALSE(gate.leader());
+  EXPECT_TRUE(WaitFor([&] { return master.gate.leader(); }, Millis(5000)));
+  master.election->Stop();
+  EXPECT_FALSE(master.gate.leader());
 }
 
 // The key deleted by hand and taken by another master's lease while ours
@@ -355,18 +371,15 @@ TEST(LeaderElectionEtcdTest, OneHungLeaderKeyReadDoesNotEndLeadership) {
 TEST(LeaderElectionEtcdTest, LeaderKeyTakenByAnotherLeaseEndsLeadership) {
   FakeEtcd etcd;
   ASSERT_TRUE(etcd.ok());
-  RoleGate gate("c", Millis(0));
-  std::atomic<bool> lost{false};
-  auto election = LeaderElection::Start(QuickElection(etcd), gate, [&] { lost = true; });
-  ASSERT_TRUE(election.has_value());
-  ASSERT_TRUE(WaitFor([&] { return gate.leader(); }, Millis(5000)));
+  ElectedMaster master;
+  ASSERT_TRUE(master.Lead(QuickElection(etcd)));
 
   etcd.GiveKeyTo(200, "127.0.0.1:8");
-  EXPECT_TRUE(WaitFor([&] { return !gate.leader(); }, Millis(5000)));
-  EXPECT_TRUE(WaitFor([&] { return lost.load(); }, Millis(5000)));
+  EXPECT_TRUE(WaitFor([&] { return !master.gate.leader(); }, Millis(5000)));
+  EXPECT_TRUE(WaitFor([&] { return master.lost.load(); }, Millis(5000)));
   EXPECT_GE(etcd.revokes(), 1);
-  (*election)->Stop();
-  EXPECT_FALSE(gate.leader());
+  master.election->Stop();
+  EXPECT_FALSE(master.gate.leader());
 }
 
 }  // namespace
