@@ -93,9 +93,16 @@ def run_script(master, body, timeout=60):
                           timeout=timeout, env=dict(os.environ))
 
 
+def assert_prints_ok(master, body, timeout=60):
+    """run_script, which must exit 0 having printed just "ok"."""
+    done = run_script(master, body, timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
 def test_a_client_collected_with_calls_in_flight_completes_them(master, keys):
     prefix = keys()
-    done = run_script(master, """
+    assert_prints_ok(master, """
         futures = [c.put_async("%s/%%d" %% i, b"x" * 4096) for i in range(500)]
         futures += [c.get_async("%s/%%d" %% i) for i in range(500)]
         del c
@@ -103,8 +110,6 @@ def test_a_client_collected_with_calls_in_flight_completes_them(master, keys):
         assert all(f.done() for f in futures), "a future was left pending"
         print("ok")
         """ % (prefix, prefix))
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
 
 
 def test_an_interpreter_exiting_with_calls_in_flight_completes_them(master, keys):
@@ -129,7 +134,7 @@ def test_closing_while_another_thread_is_in_a_call_does_not_hang(master, keys):
     # the client, and destroying it must not wait, with the GIL held, for
     # the client's threads that complete the gets (they need the GIL).
     prefix = keys()
-    done = run_script(master, """
+    assert_prints_ok(master, """
         import threading
         for round in range(5):
             key = "%s/%%d" %% round
@@ -154,8 +159,6 @@ def test_closing_while_another_thread_is_in_a_call_does_not_hang(master, keys):
             c = mooncake.Client(master=%r)
         print("ok")
         """ % (prefix, master), timeout=30)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
 
 
 def test_a_done_callback_may_hold_the_last_reference_to_the_client(master, keys):
@@ -163,7 +166,7 @@ def test_a_done_callback_may_hold_the_last_reference_to_the_client(master, keys)
     # client's own completion thread drops the last reference. That thread
     # cannot destroy the client (it would join itself: std::terminate).
     prefix = keys()
-    done = run_script(master, """
+    assert_prints_ok(master, """
         import time
         c.put("%s", b"v" * (8 << 20))
         del c
@@ -176,13 +179,11 @@ def test_a_done_callback_may_hold_the_last_reference_to_the_client(master, keys)
         gc.collect()
         print("ok")
         """ % (prefix, master, prefix), timeout=30)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
 
 
 def test_a_done_callback_may_close_the_client(master, keys):
     prefix = keys()
-    done = run_script(master, """
+    assert_prints_ok(master, """
         import threading
         c.put("%s", b"v" * (8 << 20))
         for _ in range(10):
@@ -207,5 +208,3 @@ def test_a_done_callback_may_close_the_client(master, keys):
             c = mooncake.Client(master=%r)
         print("ok")
         """ % (prefix, prefix, prefix, master), timeout=30)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
