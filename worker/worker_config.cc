@@ -89,7 +89,7 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
   app.add_option("--kv-lease-ttl-ms", c.kv_lease_ttl_ms, "Lease each read grants")
       ->capture_default_str();
   app.add_option("--put-start-discard-timeout-ms", c.put_start_discard_timeout_ms,
-                 "Discard two-phase writes not committed within this")
+                 "Discard two-phase writes not committed within this (max 24 h)")
       ->capture_default_str();
   app.add_option("--soft-pin-ttl-ms", c.soft_pin_ttl_ms, "Default soft pin duration (max 24 h)")
       ->capture_default_str();
@@ -100,7 +100,7 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
                  "Move cold objects to other nodes when the last tier is full")
       ->capture_default_str();
   app.add_option("--adopt-confirm-delay-ms", c.adopt_confirm_delay_ms,
-                 "Check an adopted object's owner at the master after this long")
+                 "Check an adopted object's owner at the master after this long (max 24 h)")
       ->capture_default_str();
   app.add_option("--rdma", c.rdma,
                  "RDMA for inter-node moves: auto (use a device if present), on (require "
@@ -207,7 +207,10 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
   if (c.soft_pin_ttl_ms <= 0 || c.soft_pin_ttl_ms > 24ll * 3600 * 1000) {
     return fail("--soft-pin-ttl-ms must be in 1..86400000 (24 h)");
   }
-  if (c.adopt_confirm_delay_ms <= 0) return fail("--adopt-confirm-delay-ms must be positive");
+  if (c.adopt_confirm_delay_ms <= 0 || c.adopt_confirm_delay_ms > 24ll * 3600 * 1000) {
+    return fail("--adopt-confirm-delay-ms must be in 1..86400000 (24 h), got " +
+                std::to_string(c.adopt_confirm_delay_ms));
+  }
   if (!ParseRdmaMode(c.rdma)) return fail("--rdma must be auto, on or off");
   if (c.rdma_port < 1 || c.rdma_port > 255) return fail("--rdma-port must be in 1..255");
   if (c.rdma_gid_index < -1) return fail("--rdma-gid-index must be -1 (pick) or >= 0");
@@ -217,8 +220,11 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
   if (c.test_announce_delay_ms < 0 || c.test_announce_delay_ms > 10000) {
     return fail("--test-announce-delay-ms must be in 0..10000");
   }
-  if (c.put_start_discard_timeout_ms <= 0) {
-    return fail("--put-start-discard-timeout-ms must be positive");
+  // A larger value overflowed the write path's deadline into the past: every
+  // two-phase write was discarded as soon as it started.
+  if (c.put_start_discard_timeout_ms <= 0 || c.put_start_discard_timeout_ms > 24ll * 3600 * 1000) {
+    return fail("--put-start-discard-timeout-ms must be in 1..86400000 (24 h), got " +
+                std::to_string(c.put_start_discard_timeout_ms));
   }
   if (auto problem = AdminSettingsProblem(c.admin_host, c.admin_port, c.port, c.admin_token);
       !problem.empty()) {

@@ -248,6 +248,27 @@ TEST(WorkerConfigTest, RejectsOutOfRangeValues) {
   }
 }
 
+// A "never" value such as INT64_MAX used to be accepted and then overflow the
+// write path's deadline (now + timeout) into the past, so every chunked put
+// was discarded as soon as it started. Both delays are capped at 24 h, like
+// the other TTLs, and the message names the flag and the limit.
+TEST(WorkerConfigTest, DiscardTimeoutAndAdoptDelayAreCappedAt24Hours) {
+  for (const char* flag : {"--put-start-discard-timeout-ms", "--adopt-confirm-delay-ms"}) {
+    for (const char* value : {"86400001", "9223372036854775807"}) {
+      std::string message;
+      auto config = Parse({flag, value}, &message);
+      ASSERT_FALSE(config) << flag << " " << value;
+      EXPECT_EQ(config.error(), ErrorCode::kInvalidParams);
+      EXPECT_NE(message.find(std::string(flag) + " must be in 1..86400000 (24 h), got " + value),
+                std::string::npos)
+          << message;
+    }
+    std::string message;
+    auto edge = Parse({flag, "86400000"}, &message);
+    ASSERT_TRUE(edge) << flag << ": " << message;
+  }
+}
+
 TEST(WorkerConfigTest, EdgeValuesAreAccepted) {
   std::string message;
   auto config = Parse({"--soft-pin-ttl-ms", "86400000", "--port", "65535", "--admin-port", "-1",
