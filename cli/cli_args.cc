@@ -72,6 +72,8 @@ struct Subcommands {
   CLI::Option* etcd = nullptr;
   CLI::Option* shards = nullptr;
   CLI::Option* config = nullptr;
+  CLI::Option* node = nullptr;
+  CLI::Option* json = nullptr;
   WriteCommand put;
   WriteCommand upsert;
   CLI::App* get = nullptr;
@@ -126,10 +128,10 @@ Subcommands Define(CLI::App& app, RawArgs& raw) {
                             "(even split); each key goes to its slot's master");
   s.config = app.add_option("--config", raw.config,
                             "CLI config file (default ~/.config/mooncake/cli.toml)");
-  app.add_option("--node", raw.node,
-                 "Node id: this client's local node, the put target, "
-                 "the node for stats");
-  app.add_flag("--json", raw.json, "Machine-readable output");
+  s.node = app.add_option("--node", raw.node,
+                          "Node id: this client's local node, the put target, "
+                          "the node for stats");
+  s.json = app.add_flag("--json", raw.json, "Machine-readable output");
   AddTlsOptions(app, raw.tls);
   // Lets global options follow the subcommand: `mooncake-cli stats --node n1`.
   app.fallthrough();
@@ -338,7 +340,9 @@ ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironmen
   std::string problem;
   auto file = LoadConfig(s, raw, env, problem);
   if (!file) return Usage(problem, raw.json);
-  bool json = raw.json || file->json.value_or(false);
+  // A flag given on the command line wins over the file either way:
+  // --json=false turns off the file's json = true, --node "" clears its node.
+  bool json = s.json->count() > 0 ? raw.json : file->json.value_or(false);
   auto Usage = [json](std::string message) { return cli::Usage(std::move(message), json); };
   auto kind = Chosen(s);
   if (!kind) return Usage("a subcommand is required");
@@ -371,7 +375,7 @@ ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironmen
   auto address = ParseHostPort(*master);
   if (!address) return Usage("--master must be HOST:PORT, got '" + *master + "'");
   std::tie(cmd.master_host, cmd.master_port) = *address;
-  cmd.node = raw.node.empty() ? file->node.value_or("") : raw.node;
+  cmd.node = s.node->count() > 0 ? raw.node : file->node.value_or("");
   cmd.json = json;
   if (TakesKey(cmd.kind)) {
     if (!ValidateKey(raw.key)) return Usage("the key must be 1..4096 bytes with no NUL byte");
@@ -428,6 +432,49 @@ bool GivenAsOption(const std::vector<std::string>& args, std::string_view flag,
     }
   }
   return false;
+}
+
+// The value of the last `option VALUE` or `option=VALUE` among `args`, read
+// as GivenAsOption reads them; nullopt when the option is not there.
+std::optional<std::string> OptionValue(const std::vector<std::string>& args,
+                                       std::string_view option,
+                                       const std::vector<std::string>& taking_a_value) {
+  std::optional<std::string> value;
+  const std::string with_equals = std::string(option) + "=";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") break;
+    if (args[i] == option && i + 1 < args.size()) {
+      value = args[i + 1];
+    } else if (args[i].starts_with(with_equals)) {
+      value = args[i].substr(with_equals.size());
+      continue;
+    }
+    if (std::find(taking_a_value.begin(), taking_a_value.end(), args[i]) != taking_a_value.end()) {
+      ++i;  // skip the option's value
+    }
+  }
+  return value;
+}
+
+// Whether a usage error that CLI11 found (so Build never ran) is answered in
+// JSON: --json (or --json=BOOL) among the arguments, else the json key of
+// the config file Build would have read (--config FILE, else the default
+// one). A config file that cannot be read or parsed asks for nothing here;
+// the usage error found first is what gets reported.
+bool UsageErrorWantsJson(const std::vector<std::string>& args, const CliEnvironment& env,
+                         const std::vector<std::string>& taking_a_value) {
+  if (GivenAsOption(args, "--json", taking_a_value)) return true;
+  if (auto flag = OptionValue(args, "--json", taking_a_value)) {
+    return *flag == "true" || *flag == "1" || *flag == "yes" || *flag == "on";
+  }
+  std::string path =
+      OptionValue(args, "--config", taking_a_value).value_or(env.default_config_path);
+  if (path.empty() || !env.read_file) return false;
+  std::optional<std::string> text = env.read_file(path);
+  if (!text) return false;
+  std::string problem;
+  auto config = ParseCliConfig(*text, &problem);
+  return config && config->json.value_or(false);
 }
 
 // The first word that is not a global option, when it names no subcommand:
@@ -495,9 +542,6 @@ ParseOutcome ParseCli(const std::vector<std::string>& args, const CliEnvironment
   if (GivenAsOption(args, "--version", taking_a_value)) {
     return ParseOutcome{std::nullopt, kExitOk, VersionLine("mooncake-cli") + "\n", ""};
   }
-  // Before CLI11 has parsed, --json among the options decides the form of
-  // a usage error.
-  bool json = GivenAsOption(args, "--json", taking_a_value);
   // CLI11 consumes arguments from the back.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -508,6 +552,7 @@ ParseOutcome ParseCli(const std::vector<std::string>& args, const CliEnvironment
     app.exit(e, out, err);
     return ParseOutcome{std::nullopt, kExitOk, out.str(), err.str()};
   } catch (const CLI::ParseError& e) {
+    const bool json = UsageErrorWantsJson(args, env, taking_a_value);
     if (std::find(args.begin(), args.end(), "-h") != args.end()) {
       return Usage("-h is not an option: use --master HOST:PORT; --help for help", json);
     }

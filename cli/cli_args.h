@@ -64,7 +64,8 @@ struct CliCommand {
 
 // Where the master address may come from besides --master. Precedence:
 // --master flag > MOONCAKE_MASTER > config file > kDefaultMaster; --node,
-// --json and the TLS flags likewise win over the file's keys. The config
+// --json and the TLS flags likewise win over the file's keys (--json=false
+// and --node "" included). The config
 // file is --config FILE (must be readable) or else `default_config_path`
 // (~/.config/mooncake/cli.toml; skipped when absent). It is TOML with the
 // keys of CliFileConfig; an unknown key, a [section] or a line that is not
@@ -87,7 +88,8 @@ struct CliEnvironment {
 // What parsing produced: a command to run, or text to print and an exit code
 // (help and --version are exit 0, usage errors exit 2). A usage error always
 // has its human line in `err`; with --json among the arguments (or json =
-// true in the config file) `out` also holds UsageJson(...) for stdout.
+// true in the config file, which is read for this even when the arguments
+// are too wrong to parse) `out` also holds UsageJson(...) for stdout.
 struct ParseOutcome {
   std::optional<CliCommand> command;
   int exit_code = kExitOk;

@@ -281,6 +281,57 @@ TEST(CliArgsTest, ConfigFileNodeAndJsonYieldToFlags) {
   EXPECT_NE(usage.out.find("\"code\":\"USAGE\""), std::string::npos) << usage.out;
 }
 
+TEST(CliArgsTest, JsonInTheConfigFileMakesEveryUsageErrorJson) {
+  // Given json = true in the default file or in a file named by --config,
+  // when the arguments are wrong in any way the parser itself catches
+  // (no key, an unknown flag or subcommand, a bad --tier, a duplicated
+  // option), expect one JSON object on stdout, as README promises scripts.
+  const std::map<std::string, std::string> files = {
+      {"/home/u/.config/mooncake/cli.toml", "json = true\n"}, {"/etc/json.toml", "json = true\n"}};
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"exist"},
+                                             {"--bogus", "exist", "k"},
+                                             {"frob"},
+                                             {"put", "k", "v", "--tier", "tape"},
+                                             {"get", "k", "-o", "a", "-o", "b"},
+                                             {"--config", "/etc/json.toml", "exist"},
+                                             {"--config=/etc/json.toml", "frob"}}) {
+    CliEnvironment env = EnvWithFiles(nullptr, files);
+    if (args.front().starts_with("--config")) env.default_config_path.clear();
+    auto outcome = ParseCli(args, env);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_FALSE(outcome.command) << joined;
+    EXPECT_EQ(outcome.exit_code, kExitUsage) << joined;
+    EXPECT_TRUE(outcome.out.starts_with("{\"code\":\"USAGE\",\"error\":\""))
+        << joined << ": stdout " << outcome.out;
+    EXPECT_NE(outcome.err.find("error: usage:"), std::string::npos) << outcome.err;
+  }
+  // No file, or one without json = true: no JSON.
+  EXPECT_EQ(ParseCli({"exist"}, EnvWithFiles(nullptr, {})).out, "");
+  EXPECT_EQ(
+      ParseCli({"exist"},
+               EnvWithFiles(nullptr, {{"/home/u/.config/mooncake/cli.toml", "json = false\n"}}))
+          .out,
+      "");
+}
+
+TEST(CliArgsTest, FlagsOnTheCommandLineOverrideTheFilesJsonAndNode) {
+  auto env = EnvWithFiles(nullptr, {{"/home/u/.config/mooncake/cli.toml",
+                                     "master = \"h:1\"\nnode = \"w-file\"\njson = true\n"}});
+  // --json=false turns the file's json = true off, for a command and for a
+  // usage error alike.
+  auto plain = ParseCli({"--json=false", "nodes"}, env);
+  ASSERT_TRUE(plain.command) << plain.err;
+  EXPECT_FALSE(plain.command->json);
+  EXPECT_EQ(ParseCli({"--json=false", "exist"}, env).out, "");
+  EXPECT_EQ(ParseCli({"--json=false", "put", "k"}, env).out, "");
+  // --node "" clears the file's node: stats then covers every node.
+  auto all_nodes = ParseCli({"--node", "", "stats"}, env);
+  ASSERT_TRUE(all_nodes.command) << all_nodes.err;
+  EXPECT_EQ(all_nodes.command->node, "");
+}
+
 TEST(CliArgsTest, UsageErrorsWithJsonPrintOneJsonObject) {
   for (const auto& args :
        std::vector<std::vector<std::string>>{{"--json"},
