@@ -525,15 +525,19 @@ Result<void> WritePath::Chunk(uint64_t handle, uint64_t offset, std::string_view
       return Err(ErrorCode::kInvalidParams);
     }
     allocation = pending->second.allocation;
+    ++pending->second.chunks_in_flight;
   }
   auto bytes = std::as_bytes(std::span(data.data(), data.size()));
-  if (auto written = allocation->tier->Write(allocation->location, offset, bytes); !written) {
-    return written;
-  }
-  ctx_.CountWritten(allocation->tier, bytes.size());
+  auto written = allocation->tier->Write(allocation->location, offset, bytes);
+  if (written) ctx_.CountWritten(allocation->tier, bytes.size());
   std::lock_guard lock(ctx_.mu);
   auto pending = pending_.find(handle);
-  if (pending == pending_.end()) return Err(ErrorCode::kIllegalClient);  // pre-empted
+  if (pending == pending_.end()) {
+    chunks_landed_.notify_all();            // a commit waiting for this chunk looks again
+    return Err(ErrorCode::kIllegalClient);  // pre-empted
+  }
+  if (--pending->second.chunks_in_flight == 0) chunks_landed_.notify_all();
+  if (!written) return written;
   if (!pending->second.written.Add(offset, data.size())) return Err(ErrorCode::kInvalidParams);
   return {};
 }
@@ -595,7 +599,12 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::Commit(uint64_t hand
                                                                    uint64_t bytes_copied) {
   Result<Committing> committing = Err(ErrorCode::kInternalError);
   {
-    std::lock_guard lock(ctx_.mu);
+    std::unique_lock lock(ctx_.mu);
+    // A chunk still being copied would land on the complete object.
+    chunks_landed_.wait(lock, [&] {
+      auto pending = pending_.find(handle);
+      return pending == pending_.end() || pending->second.chunks_in_flight == 0;
+    });
     committing = BeginCommitLocked(handle, bytes_copied);
   }
   if (!committing) return Err(committing.error());

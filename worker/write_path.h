@@ -15,6 +15,7 @@
 // themselves and must be called without it; "Locked" ones need it held.
 // pending_, quarantine_ and next_handle_ are guarded by it.
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -62,6 +63,10 @@ struct PendingWrite {
   AllocationPtr allocation;
   uint64_t size = 0;
   WrittenRanges written;
+  // Chunks being copied into `allocation` outside ctx_.mu. The commit waits
+  // for them: a duplicate chunk (a client resending after a timeout) must
+  // not land on the object once it is complete and readable.
+  uint32_t chunks_in_flight = 0;
   bool committing = false;
   WriteMode mode = WriteMode::kCreate;
   bool in_place = false;       // an upsert writing over the object's own bytes
@@ -275,8 +280,10 @@ class WritePath {
   Mover& mover_;
   WorkQueue& work_;
   std::unordered_map<uint64_t, PendingWrite> pending_;  // guarded by ctx_.mu
-  std::deque<QuarantinedSpace> quarantine_;             // guarded by ctx_.mu
-  uint64_t next_handle_ = 1;                            // guarded by ctx_.mu
+  // Signalled when a write's last chunk in flight has landed (with ctx_.mu).
+  std::condition_variable chunks_landed_;
+  std::deque<QuarantinedSpace> quarantine_;  // guarded by ctx_.mu
+  uint64_t next_handle_ = 1;                 // guarded by ctx_.mu
   // Keys being released at the master, with how many releases are out. The
   // master answers this node's claim of a key it already owns with "yes", so
   // a put that claimed such a key before the release landed would be left

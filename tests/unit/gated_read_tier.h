@@ -1,7 +1,7 @@
 #pragma once
 
 // GatedReadTier: a CacheTier for tests that forwards to a real tier but can
-// hold its reads and its Persists open, to pin an interleaving instead of
+// hold its reads, a write and its Persists open, to pin an interleaving instead of
 // hoping for it, and fail its Persist on demand, as a full or broken disk
 // would.
 
@@ -63,6 +63,25 @@ class GatedReadTier : public CacheTier {
     std::unique_lock lock(mu_);
     return cv_.wait_for(lock, timeout, [&] { return waiting_persists_ >= n; });
   }
+  // The next Write waits (bounded by kMaxHold) until LetWritesGo; later
+  // ones go through: one copy of a chunk held in flight while others land.
+  void HoldNextWrite() {
+    std::lock_guard lock(mu_);
+    hold_next_write_ = true;
+    writes_let_go_ = false;
+  }
+  void LetWritesGo() {
+    {
+      std::lock_guard lock(mu_);
+      writes_let_go_ = true;
+    }
+    cv_.notify_all();
+  }
+  // Waits up to `timeout` until a write is held.
+  bool WaitForHeldWrite(Millis timeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return held_writes_ > 0; });
+  }
   // Waits up to `timeout` until `n` reads are held at the gate.
   bool WaitForHeldReads(int n, Millis timeout) {
     std::unique_lock lock(mu_);
@@ -78,6 +97,16 @@ class GatedReadTier : public CacheTier {
   void Free(const TierLocation& location) override { inner_->Free(location); }
   Result<void> Write(const TierLocation& location, uint64_t offset,
                      std::span<const std::byte> data) override {
+    {
+      std::unique_lock lock(mu_);
+      if (hold_next_write_) {
+        hold_next_write_ = false;
+        ++held_writes_;
+        cv_.notify_all();
+        cv_.wait_for(lock, kMaxHold, [&] { return writes_let_go_; });
+        --held_writes_;
+      }
+    }
     return inner_->Write(location, offset, data);
   }
   Result<void> Read(const TierLocation& location, uint64_t offset,
@@ -121,6 +150,9 @@ class GatedReadTier : public CacheTier {
   ErrorCode persist_failure_ = ErrorCode::kOk;  // guarded by mu_
   bool persists_held_ = false;                  // guarded by mu_
   int waiting_persists_ = 0;                    // guarded by mu_
+  bool hold_next_write_ = false;                // guarded by mu_
+  bool writes_let_go_ = false;                  // guarded by mu_
+  int held_writes_ = 0;                         // guarded by mu_
 };
 
 }  // namespace mooncake::testing

@@ -1386,5 +1386,48 @@ TEST_F(BackendTest, AnAdoptedCopyOwnedElsewhereIsDroppedOnConfirmation) {
   ASSERT_TRUE(backend_->PutStart("aborted", 1, {}, WriteMode::kAdopt, 1));
 }
 
+// A client that resends a chunk after a timeout can have two copies of it in
+// flight. The commit must wait for the one still being copied: landing on
+// the complete object, it would change a value readers already saw, under
+// the same version, and on the SSD tier it would write the write-pending
+// marker again, so that the next open dropped the committed object.
+TEST_F(BackendTest, ACommitWaitsForADuplicateChunkStillInFlight) {
+  OpenWithGatedSsd(8 * kMiB, 32 * kMiB);
+  ObjectOptions on_ssd;
+  on_ssd.preferred_tier = 1;
+  auto handle = backend_->PutStart("resent", 4096, on_ssd);
+  ASSERT_TRUE(handle);
+  ssd_gate_->HoldNextWrite();
+  std::thread first_copy([&] { (void)backend_->PutChunk(*handle, 0, Pattern("late", 4096)); });
+  ASSERT_TRUE(ssd_gate_->WaitForHeldWrite(Millis(10000)));
+  ASSERT_TRUE(backend_->PutChunk(*handle, 0, Pattern("resent", 4096)));
+
+  std::atomic<bool> ended{false};
+  std::optional<ReadSlice> seen_at_end;
+  std::thread end([&] {
+    EXPECT_TRUE(backend_->PutEnd(*handle));
+    seen_at_end = backend_->Get("resent", 0, 0).value();
+    ended = true;
+  });
+  // Without the wait, the commit and the read run now, before the first copy.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(ended.load()) << "the commit did not wait for the chunk in flight";
+  ssd_gate_->LetWritesGo();
+  first_copy.join();
+  end.join();
+
+  auto after = backend_->Get("resent", 0, 0);
+  ASSERT_TRUE(after);
+  ASSERT_TRUE(seen_at_end.has_value());
+  EXPECT_EQ(after->version, seen_at_end->version);
+  EXPECT_TRUE(after->data == seen_at_end->data) << "a complete object's bytes changed";
+
+  Open(8 * kMiB, 32 * kMiB);  // a restart
+  EXPECT_EQ(recovered_, std::vector<std::string>{"resent"});
+  auto reopened = backend_->Get("resent", 0, 0);
+  ASSERT_TRUE(reopened);
+  EXPECT_TRUE(reopened->data == after->data);
+}
+
 }  // namespace
 }  // namespace mooncake
