@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <sstream>
+#include <utility>
 
 #include "common/etcd_client.h"
 #include "common/flag_parsing.h"
@@ -151,6 +152,18 @@ bool ParseHostPort(const std::string& text, std::string* host, int* port) {
   return true;
 }
 
+// Why a tier of `bytes` is too small to be meant; empty when it is fine. 0
+// (no tier) is checked elsewhere.
+std::string TierCapacityProblem(const std::string& flag, uint64_t bytes) {
+  if (bytes == 0 || bytes >= kMinTierCapacity) return "";
+  std::string text = flag + " " + std::to_string(bytes) + " is " + std::to_string(bytes) +
+                     " bytes; a tier must hold at least " + FormatBytes(kMinTierCapacity);
+  if (flag != "--dram-capacity") text += " (or be 0 for none)";
+  // A small bare number is most likely a count of MiB without its unit.
+  if (bytes < 1024) text += "; did you mean " + std::to_string(bytes) + "MiB?";
+  return text;
+}
+
 }  // namespace
 
 std::string WorkerConfig::master_description() const {
@@ -192,6 +205,13 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
     if (!ParseMasterShards(c.master_shards, &why)) return fail("--master-shards: " + why);
   }
   if (c.dram_capacity == 0) return fail("--dram-capacity must be positive");
+  // A bare number is bytes: "--dram-capacity 64" would start a worker that
+  // is ready but cannot store anything.
+  for (auto [flag, bytes] :
+       {std::pair{"--dram-capacity", c.dram_capacity}, std::pair{"--ssd-capacity", c.ssd_capacity},
+        std::pair{"--vram-capacity", c.vram_capacity}}) {
+    if (auto problem = TierCapacityProblem(flag, bytes); !problem.empty()) return fail(problem);
+  }
   if (c.ssd_capacity > 0 && c.ssd_path.empty()) return fail("--ssd-path must not be empty");
   if (c.gpu_device < 0) return fail("--gpu-device must not be negative");
   if (!(c.low_watermark > 0 && c.low_watermark < c.high_watermark && c.high_watermark <= 1.0)) {

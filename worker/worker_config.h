@@ -17,6 +17,11 @@ namespace mooncake {
 
 inline constexpr int kDefaultWorkerAdminPort = 50060;
 
+// The smallest non-zero tier size (--dram-capacity, --ssd-capacity,
+// --vram-capacity) the worker accepts: a bare number is bytes, so a smaller
+// one is almost always a forgotten unit ("64" meant 64MiB).
+inline constexpr uint64_t kMinTierCapacity = 1ull << 20;
+
 struct WorkerConfig {
   // Cluster-wide name of this node; empty means "<advertise-host>:<port>".
   std::string node_id;

@@ -153,7 +153,7 @@ TEST(WorkerConfigTest, SizesAcceptBinaryAndDecimalSuffixes) {
   };
   for (const Case& c : {Case{"64MiB", 64 * kMiB}, Case{"1GiB", kGiB}, Case{"512MB", 512'000'000},
                         Case{"1GB", 1'000'000'000}, Case{"64M", 64 * kMiB},
-                        Case{"64mib", 64 * kMiB}, Case{"4096", 4096}}) {
+                        Case{"64mib", 64 * kMiB}, Case{"4194304", 4 * kMiB}}) {
     std::string message;
     auto config = Parse({"--dram-capacity", c.text, "--ssd-capacity", c.text}, &message);
     ASSERT_TRUE(config) << c.text << ": " << message;
@@ -165,6 +165,45 @@ TEST(WorkerConfigTest, SizesAcceptBinaryAndDecimalSuffixes) {
   auto no_ssd = Parse({"--ssd-capacity", "0"}, &message);
   ASSERT_TRUE(no_ssd) << message;
   EXPECT_EQ(no_ssd->ssd_capacity, 0u);
+}
+
+// A bare number is bytes; "--dram-capacity 64" used to start a worker that
+// reported ready and then failed every put with NO_AVAILABLE_HANDLE. A tier
+// below 1 MiB is now rejected, with the unit the number most likely lacked.
+TEST(WorkerConfigTest, TierCapacityBelowOneMiBIsRejectedWithAUnitHint) {
+  struct Case {
+    std::initializer_list<const char*> args;
+    const char* says;
+  };
+  for (const Case& c : {
+           Case{{"--dram-capacity", "64"},
+                "--dram-capacity 64 is 64 bytes; a tier must hold at least 1.0 MiB; did you "
+                "mean 64MiB?"},
+           Case{{"--ssd-capacity", "1"},
+                "--ssd-capacity 1 is 1 bytes; a tier must hold at least 1.0 MiB (or be 0 for "
+                "none); did you mean 1MiB?"},
+           Case{{"--vram-capacity", "512"}, "--vram-capacity 512 is 512 bytes"},
+           Case{{"--dram-capacity", "1048575"}, "--dram-capacity 1048575 is 1048575 bytes"},
+           Case{{"--ssd-capacity", "512KiB"}, "--ssd-capacity 524288 is 524288 bytes"},
+       }) {
+    std::string message;
+    auto config = Parse(c.args, &message);
+    ASSERT_FALSE(config) << *c.args.begin() << " " << *(c.args.begin() + 1);
+    EXPECT_EQ(config.error(), ErrorCode::kInvalidParams);
+    EXPECT_NE(message.find(c.says), std::string::npos) << message;
+  }
+  // In a config file too.
+  TempFile file("ssd-capacity = 1\n");
+  std::string message;
+  EXPECT_FALSE(Parse({"--config", file.path().c_str()}, &message));
+  EXPECT_NE(message.find("did you mean 1MiB?"), std::string::npos) << message;
+  // 1 MiB is enough, and 0 still means "no SSD / VRAM tier".
+  auto edge =
+      Parse({"--dram-capacity", "1048576", "--ssd-capacity", "1MiB", "--vram-capacity", "1MiB"},
+            &message);
+  ASSERT_TRUE(edge) << message;
+  auto none = Parse({"--ssd-capacity", "0", "--vram-capacity", "0"}, &message);
+  ASSERT_TRUE(none) << message;
 }
 
 TEST(WorkerConfigTest, BadSizeTextIsRejectedNamingTheFlag) {
