@@ -23,7 +23,8 @@ namespace mooncake {
 // CLI11's message for `e`, reworded where it is terse: an unknown key in a
 // config file names the file, the key and the key form ("node_id" ->
 // `config file w.toml: unknown key "node_id" (keys are the long flag names
-// without dashes, e.g. node-id)`), and a value that does not convert names
+// without dashes, e.g. node-id)`; a "[section]" or "a.b" key says sections are
+// not supported), and a value that does not convert names
 // the flag, the expected form and the value (`--port: expected an integer,
 // got "abc"`). Other messages pass through.
 inline std::string ExplainParseError(const CLI::App& app, const CLI::ParseError& e) {
@@ -35,6 +36,17 @@ inline std::string ExplainParseError(const CLI::App& app, const CLI::ParseError&
     std::string file = "(--config)";
     if (const CLI::Option* config = app.get_config_ptr(); config && config->count() > 0) {
       file = config->as<std::string>();
+    }
+    // CLI11 reads "[worker]" as the key "worker.++" (and its end as
+    // "worker.--"), and "worker.port = 1" as "worker.port": all keys live at
+    // the top level of the file.
+    if (auto dot = key.find('.'); dot != std::string::npos && dot > 0) {
+      std::string section = key.substr(0, dot);
+      std::string rest = key.substr(dot + 1);
+      if (rest == "++" || rest == "--") rest = "";
+      return "config file " + file + ": sections are not supported (found [" + section + "]" +
+             (rest.empty() ? std::string() : " with key \"" + rest + "\"") +
+             "); put every key at the top level of the file, before any [section] line";
     }
     // Suggest the flag the key most likely meant: '_' for '-', lower case.
     std::string guess = key;

@@ -78,6 +78,31 @@ TEST(ConfigErrorsTest, UnknownKeyWithoutALikelyFlagStillShowsTheForm) {
   EXPECT_NE(message.find("e.g. log-level"), std::string::npos) << message;
 }
 
+// A "[worker]" line used to give `unknown key "worker.++"`, CLI11's internal
+// name for a section start, which told the user nothing.
+TEST(ConfigErrorsTest, ASectionInAConfigFileSaysSectionsAreNotSupported) {
+  TempConfig worker_file("[worker]\ndram-capacity = \"32MiB\"\n");
+  std::string message;
+  ASSERT_FALSE(ParseWorker({"--config", worker_file.path().c_str()}, &message));
+  EXPECT_NE(message.find("config file " + worker_file.path() +
+                         ": sections are not supported (found [worker]); put every key at the "
+                         "top level of the file"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("++"), std::string::npos) << message;
+
+  TempConfig master_file("port = 0\n[master]\nlog-level = \"debug\"\n");
+  ASSERT_FALSE(ParseMaster({"--config", master_file.path().c_str()}, &message));
+  EXPECT_NE(message.find("sections are not supported (found [master])"), std::string::npos)
+      << message;
+
+  TempConfig dotted("worker.port = 7000\n");
+  ASSERT_FALSE(ParseWorker({"--config", dotted.path().c_str()}, &message));
+  EXPECT_NE(message.find("sections are not supported (found [worker] with key \"port\")"),
+            std::string::npos)
+      << message;
+}
+
 TEST(ConfigErrorsTest, BadSizeNamesTheFlagTheFormAndTheValue) {
   std::string message;
   ASSERT_FALSE(ParseWorker({"--dram-capacity", "lots"}, &message));
