@@ -5,8 +5,6 @@
 namespace mooncake::ssd_format {
 namespace {
 
-constexpr uint8_t kMetaFormatVersion = 1;
-
 void AppendBigEndian64(std::string& out, uint64_t v) {
   for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>(v >> shift));
 }
@@ -66,9 +64,13 @@ std::string EncodeMeta(const DurableObjectMeta& meta) {
   return out;
 }
 
-std::optional<DurableObjectMeta> DecodeMeta(std::string_view in) {
+std::expected<DurableObjectMeta, MetaDecodeError> DecodeMeta(std::string_view in) {
+  // Only the version byte is read from a newer record: its layout may differ.
+  if (!in.empty() && static_cast<uint8_t>(in[0]) > kMetaFormatVersion) {
+    return std::unexpected(MetaDecodeError::kNewerFormat);
+  }
   if (in.size() < kMetaFixedBytes || static_cast<uint8_t>(in[0]) != kMetaFormatVersion) {
-    return std::nullopt;
+    return std::unexpected(MetaDecodeError::kMalformed);
   }
   const char* p = in.data() + 1;
   DurableObjectMeta meta;
@@ -77,7 +79,7 @@ std::optional<DurableObjectMeta> DecodeMeta(std::string_view in) {
   meta.version = ReadLittleEndian<uint64_t>(p);
   const auto flags = ReadLittleEndian<uint8_t>(p);
   const auto key_len = ReadLittleEndian<uint32_t>(p);
-  if (in.size() != kMetaFixedBytes + key_len) return std::nullopt;
+  if (in.size() != kMetaFixedBytes + key_len) return std::unexpected(MetaDecodeError::kMalformed);
   meta.hard_pinned = (flags & 1) != 0;
   meta.soft_pinned = (flags & 2) != 0;
   meta.key.assign(p, key_len);

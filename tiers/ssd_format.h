@@ -15,7 +15,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
+#include <expected>
 #include <string>
 #include <string_view>
 
@@ -39,10 +39,21 @@ std::string PrefixedKey(char prefix, uint64_t id);
 // The big-endian uint64 at `p` (8 bytes).
 uint64_t ReadBigEndian64(const char* p);
 
-// Versioned metadata record; DecodeMeta answers nullopt for a record of
-// another format version or a damaged one.
+// The format version EncodeMeta writes (the first byte of a meta record).
+inline constexpr uint8_t kMetaFormatVersion = 1;
+
+// Why DecodeMeta could not read a record. A record of a newer format is
+// well-formed data this release cannot interpret (left after a rollback): it
+// must be kept, not treated as damage. Any other record that does not decode
+// (cut short, trailing bytes, a format version never written) is damaged.
+enum class MetaDecodeError {
+  kMalformed,
+  kNewerFormat,
+};
+
+// Versioned metadata record: the first byte is the format version.
 std::string EncodeMeta(const DurableObjectMeta& meta);
-std::optional<DurableObjectMeta> DecodeMeta(std::string_view in);
+std::expected<DurableObjectMeta, MetaDecodeError> DecodeMeta(std::string_view in);
 
 // Ids whose delete RocksDB could not take (no room on the disk for the
 // tombstones) are recorded in this file, next to RocksDB's own, so that a

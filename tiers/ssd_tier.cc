@@ -228,6 +228,8 @@ SsdTier::~SsdTier() {
 
 Result<void> SsdTier::LoadAndCleanUp(std::string* error) {
   std::vector<uint64_t> pending;
+  // Ids whose meta a newer release wrote: left untouched, not live.
+  std::unordered_set<uint64_t> newer;
   rocksdb::WriteBatch cleanup;
   // Objects freed before the restart whose delete never landed: not live, and
   // their ids are never handed out again while the file names them.
@@ -249,8 +251,15 @@ Result<void> SsdTier::LoadAndCleanUp(std::string* error) {
       continue;
     }
     auto meta = DecodeMeta(it->value().ToStringView());
+    if (!meta && meta.error() == ssd_format::MetaDecodeError::kNewerFormat) {
+      // Written by a newer release (this is a rollback): well-formed, only
+      // not readable here. Keep everything of the id for that release; its
+      // id stays counted in max_id, so it is never handed out again.
+      newer.insert(id);
+      continue;
+    }
     if (!meta || meta->location.offset != id) {
-      // Unreadable meta: the object cannot be served, so treat it as
+      // Damaged meta: the object cannot be served, so treat it as
       // uncommitted and drop it with its data.
       MC_LOG_ERROR("ssd tier drops corrupt meta tier={} id={}", name_, id);
       cleanup.Delete(meta_cf_, key);
@@ -267,8 +276,17 @@ Result<void> SsdTier::LoadAndCleanUp(std::string* error) {
   }
   it.reset();
 
+  if (!newer.empty()) {
+    MC_LOG_WARN(
+        "ssd tier skips objects of a newer format tier={} path={} objects={} known_format={} "
+        "reason=\"written by a newer release: kept on disk untouched but not served or counted "
+        "in used; that release serves them again\"",
+        name_, path_, newer.size(), ssd_format::kMetaFormatVersion);
+  }
   uint64_t orphans = 0;
   for (uint64_t id : pending) {
+    // Next to a newer release's meta: that release decides what it means.
+    if (newer.contains(id)) continue;
     cleanup.Delete(meta_cf_, PrefixedKey(kPendingPrefix, id));
     // A committed object written again (an in-place upsert) that was not
     // persisted again may hold a mix of old and new bytes: drop it whole, as

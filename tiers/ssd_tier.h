@@ -73,8 +73,10 @@ class SsdTier : public CacheTier {
 
   // Opens (creating if needed) the database at `path`, deletes chunks of
   // objects that were never persisted, and recomputes used() from the
-  // persisted metas. `capacity` (> 0) limits the logical bytes allocated.
-  // A missing or empty directory is a fresh, empty tier: the directory and
+  // persisted metas. Objects whose meta a newer release wrote (a rollback)
+  // are left on disk untouched, neither live nor counted, and their ids are
+  // not reused; a damaged meta is deleted with its object's data. `capacity` (> 0) limits the
+  // logical bytes allocated. A missing or empty directory is a fresh, empty tier: the directory and
   // its parents are created. On failure `error` (if given) gets one line
   // naming the path and the reason, e.g.
   // "path=/var/ssd status=Corruption: CURRENT file corrupted" or

@@ -1,5 +1,6 @@
 // The SSD tier's on-disk format: keys sort by (object, chunk) and metadata
-// records survive a round trip; damaged or foreign records are refused.
+// records survive a round trip; damaged records and those of a newer format
+// are refused, each with its own reason.
 
 #include "tiers/ssd_format.h"
 
@@ -47,14 +48,28 @@ TEST(SsdFormatTest, MetaRoundTripsEveryField) {
   EXPECT_FALSE(decoded->soft_pinned);
 }
 
-TEST(SsdFormatTest, DamagedOrForeignMetaIsRefused) {
+// A damaged record and one of a newer format are both refused, but told
+// apart: Open deletes the first and must keep the second (a rollback).
+TEST(SsdFormatTest, DamagedMetaIsMalformedAndANewerFormatIsToldApart) {
   const std::string encoded = EncodeMeta(SampleMeta());
-  EXPECT_FALSE(DecodeMeta(encoded.substr(0, encoded.size() - 1)));  // truncated
-  EXPECT_FALSE(DecodeMeta(encoded + "x"));                          // trailing bytes
-  std::string other_version = encoded;
-  other_version[0] = static_cast<char>(other_version[0] + 1);
-  EXPECT_FALSE(DecodeMeta(other_version));
-  EXPECT_FALSE(DecodeMeta(""));
+  ASSERT_EQ(static_cast<uint8_t>(encoded[0]), kMetaFormatVersion);
+  auto error_of = [](std::string_view in) {
+    auto decoded = DecodeMeta(in);
+    EXPECT_FALSE(decoded);
+    return decoded ? MetaDecodeError{} : decoded.error();
+  };
+  EXPECT_EQ(error_of(encoded.substr(0, encoded.size() - 1)), MetaDecodeError::kMalformed);
+  EXPECT_EQ(error_of(encoded + "x"), MetaDecodeError::kMalformed);  // trailing bytes
+  EXPECT_EQ(error_of(""), MetaDecodeError::kMalformed);
+  std::string never_written = encoded;
+  never_written[0] = 0;
+  EXPECT_EQ(error_of(never_written), MetaDecodeError::kMalformed);
+  // A newer release may change the layout after the version byte entirely.
+  std::string newer = encoded;
+  newer[0] = static_cast<char>(kMetaFormatVersion + 1);
+  EXPECT_EQ(error_of(newer), MetaDecodeError::kNewerFormat);
+  EXPECT_EQ(error_of(newer.substr(0, 1)), MetaDecodeError::kNewerFormat);
+  EXPECT_EQ(error_of("\xff"), MetaDecodeError::kNewerFormat);
 }
 
 }  // namespace

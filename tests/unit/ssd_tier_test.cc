@@ -1,6 +1,7 @@
 #include "tiers/ssd_tier.h"
 
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 #include <spawn.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -707,6 +708,109 @@ TEST_F(SsdTierTest, OpenCreatesMissingParentsAndNamesAnUncreatablePath) {
   EXPECT_NE(error.find("path=" + under_file), std::string::npos) << error;
   EXPECT_NE(error.find("cannot create directory"), std::string::npos) << error;
   EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+}
+
+// ---------------------------------------------------------------------------
+// Records Open cannot use as they are: written by a newer release, damaged,
+// or naming impossible ids.
+
+// The tier's database opened directly through RocksDB (the tier must be
+// closed), to plant or inspect records as another release would leave them.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path) {
+    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+        {ssd_format::kMetaCfName, rocksdb::ColumnFamilyOptions()}};
+    rocksdb::DB* raw = nullptr;
+    status_ = rocksdb::DB::Open(rocksdb::DBOptions(), path, families, &handles_, &raw);
+    db_.reset(raw);
+  }
+  ~RawDb() {
+    for (auto* handle : handles_) db_->DestroyColumnFamilyHandle(handle);
+  }
+  RawDb(const RawDb&) = delete;
+  RawDb& operator=(const RawDb&) = delete;
+
+  const rocksdb::Status& status() const { return status_; }
+  // The value of `key` in the meta (or data) column family, nullopt if absent.
+  std::optional<std::string> Meta(const std::string& key) { return Get(handles_[1], key); }
+  std::optional<std::string> Data(const std::string& key) { return Get(handles_[0], key); }
+  bool PutMeta(const std::string& key, const std::string& value) {
+    return db_->Put(rocksdb::WriteOptions(), handles_[1], key, value).ok();
+  }
+
+ private:
+  std::optional<std::string> Get(rocksdb::ColumnFamilyHandle* cf, const std::string& key) {
+    std::string value;
+    if (!db_->Get(rocksdb::ReadOptions(), cf, key, &value).ok()) return std::nullopt;
+    return value;
+  }
+
+  rocksdb::Status status_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+};
+
+// A rollback: a release that writes meta format 2 stored an object, then this
+// release (format 1) opened the directory. It must leave the object on disk
+// (Open used to delete it with its data, as if damaged), serve nothing of it,
+// never reuse its id, and the release that can read it serves it again. A damaged record is still
+// deleted with its data.
+TEST_F(SsdTierTest, AnObjectOfANewerFormatSurvivesARollbackUntouched) {
+  const auto newer_data = RandomBytes(kChunk + 77, 91);
+  const auto damaged_data = RandomBytes(500, 92);
+  DurableObjectMeta newer;
+  DurableObjectMeta damaged;
+  std::string newer_record;
+  {
+    auto tier = Open();
+    ASSERT_TRUE(tier);
+    newer = Store(*tier, "newer", newer_data);
+    damaged = Store(*tier, "damaged", damaged_data);
+  }
+  const std::string newer_key =
+      ssd_format::PrefixedKey(ssd_format::kMetaPrefix, newer.location.offset);
+  const std::string damaged_key =
+      ssd_format::PrefixedKey(ssd_format::kMetaPrefix, damaged.location.offset);
+  {
+    RawDb raw(path_);
+    ASSERT_TRUE(raw.status().ok()) << raw.status().ToString();
+    auto record = raw.Meta(newer_key);
+    ASSERT_TRUE(record);
+    newer_record = *record;
+    std::string as_format_2 = newer_record;
+    as_format_2[0] = 2;  // the format byte of a newer release
+    ASSERT_TRUE(raw.PutMeta(newer_key, as_format_2));
+    ASSERT_TRUE(raw.PutMeta(damaged_key, "\x01short"));  // version 1, cut short
+  }
+  {
+    auto tier = Open();
+    ASSERT_TRUE(tier);
+    EXPECT_EQ(tier->object_count(), 0u);
+    EXPECT_EQ(tier->used(), 0u);
+    EXPECT_TRUE(tier->Recover().empty());
+    auto loc = tier->Allocate(10);
+    ASSERT_TRUE(loc);
+    EXPECT_GT(loc->offset, newer.location.offset) << "the newer object's id was reused";
+    EXPECT_GT(loc->offset, damaged.location.offset);
+  }
+  {
+    RawDb raw(path_);
+    ASSERT_TRUE(raw.status().ok()) << raw.status().ToString();
+    EXPECT_TRUE(raw.Meta(newer_key)) << "the newer release's record was deleted";
+    EXPECT_TRUE(raw.Data(ssd_format::DataKey(newer.location.offset, 0)))
+        << "the newer release's data was deleted";
+    EXPECT_FALSE(raw.Meta(damaged_key)) << "a damaged record was kept";
+    EXPECT_FALSE(raw.Data(ssd_format::DataKey(damaged.location.offset, 0)));
+    ASSERT_TRUE(raw.PutMeta(newer_key, newer_record));  // read as the newer release would
+  }
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  auto metas = tier->Recover();
+  ASSERT_EQ(metas.size(), 1u);
+  EXPECT_EQ(metas[0].key, "newer");
+  EXPECT_EQ(ReadAll(*tier, metas[0].location), newer_data);
 }
 
 }  // namespace
