@@ -1,9 +1,19 @@
 #include "master/master_service.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -11,6 +21,7 @@
 #include "master/master_config.h"
 #include "master/master_server.h"
 #include "mooncake_rpc/MasterService.h"
+#include "tests/raw_rpc.h"
 #include "thrift/rpc_channel.h"
 
 namespace mooncake {
@@ -732,6 +743,79 @@ TEST(MasterServerTest, StartRejectsBadConfigAndBusyPort) {
   clash.port = (*server)->port();
   clash.admin_port = 0;
   EXPECT_EQ(MasterServer::Start(clash).error(), ErrorCode::kRpcFail);
+}
+
+// ---- What an operator sees over HTTP, from a real MasterServer ----
+
+// A started master (RPC and admin on free ports, admin token kToken) and a
+// Thrift channel to it.
+class MasterAdminHttpTest : public ::testing::Test {
+ protected:
+  static constexpr const char* kToken = "secret-token";
+
+  void Start(int64_t node_ttl_ms = 60000) {
+    MasterConfig config;
+    config.port = 0;  // never a default port
+    config.admin_port = 0;
+    config.node_ttl_ms = node_ttl_ms;
+    config.admin_token = kToken;
+    auto server = MasterServer::Start(config);
+    ASSERT_TRUE(server);
+    server_ = std::move(*server);
+    channel_ = std::make_unique<RpcChannel<rpc::MasterServiceClient>>("127.0.0.1", server_->port());
+  }
+
+  std::optional<testing::HttpReply> Http(std::string_view method, std::string_view target,
+                                         std::string_view token = {}) {
+    return testing::Http(server_->admin_port(), method, target, {}, token);
+  }
+
+  nlohmann::json GetJson(std::string_view target) {
+    auto reply = Http("GET", target);
+    EXPECT_TRUE(reply);
+    if (!reply) return {};
+    EXPECT_EQ(reply->status, 200) << reply->body;
+    return nlohmann::json::parse(reply->body);
+  }
+
+  // Whether a node id appears in /nodes.
+  bool Listed(const std::string& id) {
+    for (const auto& node : GetJson("/nodes")["nodes"]) {
+      if (node["node_id"] == id) return true;
+    }
+    return false;
+  }
+
+  // Waits (bounded) until the reaper has declared `id` dead.
+  bool WaitDead(const std::string& id) {
+    auto deadline = SteadyClock::now() + std::chrono::seconds(5);
+    while (SteadyClock::now() < deadline) {
+      for (const auto& node : server_->service().ListNodes()) {
+        if (node.node_id == id && !node.alive) return true;
+      }
+      std::this_thread::sleep_for(Millis(10));
+    }
+    return false;
+  }
+
+  std::unique_ptr<MasterServer> server_;
+  std::unique_ptr<RpcChannel<rpc::MasterServiceClient>> channel_;
+};
+
+// Tier sizes come from workers, up to INT64_MAX each over Thrift: their sum
+// saturates instead of wrapping, so the node with the most room still wins.
+TEST_F(MasterServiceTest, FreeBytesSaturatesInsteadOfWrapping) {
+  constexpr uint64_t kMax = static_cast<uint64_t>(INT64_MAX);
+  NodeRecord huge = Node("h");
+  huge.tiers = {TierUsage{"a", "dram", kMax, 0, 0}, TierUsage{"b", "ssd", kMax, 0, 0},
+                TierUsage{"c", "ssd", 3, 0, 0}};
+  EXPECT_EQ(huge.free_bytes(), UINT64_MAX);
+  ASSERT_TRUE(service_.RegisterNode(huge));
+  for (uint64_t size : {uint64_t{1000}, UINT64_MAX}) {
+    auto pick = service_.PickNode(size, {});
+    ASSERT_TRUE(pick) << size;
+    EXPECT_EQ(pick->node_id, "h") << size;
+  }
 }
 
 }  // namespace
