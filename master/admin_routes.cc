@@ -276,7 +276,7 @@ class WorkerStatsCollector {
     size_t queried = 0;
     for (const auto& node : nodes) {
       json head = {{"node_id", node.node_id},
-                   {"address", node.host + ":" + std::to_string(node.port)},
+                   {"address", Address(node.host, node.port)},
                    {"ok", false},
                    {"error", nullptr}};
       if (!node.alive) {

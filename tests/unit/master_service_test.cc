@@ -802,6 +802,22 @@ class MasterAdminHttpTest : public ::testing::Test {
   std::unique_ptr<RpcChannel<rpc::MasterServiceClient>> channel_;
 };
 
+// /cluster/stats names a node by the same address /nodes does, brackets
+// around an IPv6 literal included, so the status page can join the two.
+TEST_F(MasterAdminHttpTest, ClusterStatsAndNodesAgreeOnAnIpv6Address) {
+  Start();
+  NodeRecord node = Node("v6");
+  node.host = "::1";
+  node.port = 1;  // nothing listens there: the Stats call fails fast
+  ASSERT_TRUE(server_->service().RegisterNode(node));
+  nlohmann::json nodes = GetJson("/nodes");
+  nlohmann::json cluster = GetJson("/cluster/stats");
+  ASSERT_EQ(nodes["nodes"].size(), 1u);
+  ASSERT_EQ(cluster["nodes"].size(), 1u);
+  EXPECT_EQ(nodes["nodes"][0]["address"], "[::1]:1");
+  EXPECT_EQ(cluster["nodes"][0]["address"], "[::1]:1");
+}
+
 // Tier sizes come from workers, up to INT64_MAX each over Thrift: their sum
 // saturates instead of wrapping, so the node with the most room still wins.
 TEST_F(MasterServiceTest, FreeBytesSaturatesInsteadOfWrapping) {
