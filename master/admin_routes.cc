@@ -209,9 +209,12 @@ void WriteNodeMetrics(PrometheusWriter& w, const std::vector<NodeRecord>& nodes)
   }
 }
 
-// get_location answers that found no owner: client gets of absent keys.
-uint64_t GetMisses(const RequestMetrics& requests) {
-  uint64_t misses = 0;
+// Keys looked up at the master that had no owner: get_location answers
+// OBJECT_NOT_FOUND plus every such key of a batch_get_location. Clients look
+// a key up the same way before a get, exist, remove or inspect, and the RPC
+// does not say which, so misses of all four are counted.
+uint64_t GetMisses(const MasterService& service, const RequestMetrics& requests) {
+  uint64_t misses = service.batch_lookup_misses();
   for (const auto& op : requests.Snapshot()) {
     if (op.op != "get_location") continue;
     for (const auto& [code, n] : op.codes) {
@@ -228,7 +231,7 @@ HttpResponse MasterStats(const MasterService& service, const RequestMetrics* req
                        {"keys", service.key_count()},
                        {"nodes_alive", alive},
                        {"nodes_dead", dead},
-                       {"get_misses", requests ? GetMisses(*requests) : 0},
+                       {"get_misses", requests ? GetMisses(service, *requests) : 0},
                        {"requests", requests ? RequestsJson(*requests) : json::object()}});
 }
 
@@ -391,11 +394,13 @@ HttpResponse Metrics(const MasterService& service, const RequestMetrics* request
   w.Sample({{"state", "dead"}}, static_cast<uint64_t>(dead));
   WriteNodeMetrics(w, nodes);
   if (requests) {
-    // A client's get of an absent key ends at the master (get_location finds
+    // A client's get of an absent key ends at the master (the lookup finds
     // no owner) and never reaches a worker, so the master counts it.
-    uint64_t misses = GetMisses(*requests);
+    uint64_t misses = GetMisses(service, *requests);
     w.Counter("mooncake_master_get_misses",
-              "Lookups (get_location) of keys with no owner: client gets of absent keys", misses);
+              "Keys looked up (get_location, batch_get_location) with no owner: client gets, "
+              "exists, removes and inspects of absent keys",
+              misses);
     WriteRequestMetrics(w, "mooncake_master", *requests);
   }
   if (rpc) WriteRpcServerMetrics(w, rpc());

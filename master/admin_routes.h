@@ -29,7 +29,10 @@
 //   GET /stats        {"role":"master","keys":N,"nodes_alive":N,"nodes_dead":N,"get_misses":N,
 //                       "requests":{"<op>":{"requests","errors","codes":{"OK":n,..},"p50_ms",
 //                       "p90_ms","p99_ms","p999_ms","mean_ms"}}}: the master's own RPCs
-//                     ("requests" is {} when no RequestMetrics is given)
+//                     ("requests" is {} when no RequestMetrics is given); get_misses:
+//                     keys looked up with no owner (get_location OBJECT_NOT_FOUND answers
+//                     and absent keys of batch_get_location: client gets, exists, removes
+//                     and inspects alike, which the RPC does not tell apart)
 //   GET /cluster/stats
 //                     {"nodes":[{"node_id","address","ok":bool,"error":"<why>"|null,
 //                       "tiers":[{"name","kind","capacity","used","objects","hits",

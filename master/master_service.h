@@ -54,7 +54,13 @@ class MasterService {
   Result<void> Heartbeat(const std::string& node_id, std::vector<TierUsage> tiers);
 
   Result<KeyLocation> GetLocation(const std::string& key) const;
+  // One result per key, in order; counts each OBJECT_NOT_FOUND answer in
+  // batch_lookup_misses().
   std::vector<Result<KeyLocation>> BatchGetLocation(const std::vector<std::string>& keys) const;
+  // Keys BatchGetLocation found no owner for, since start (for the
+  // get_misses metric; a single GetLocation's misses are counted by its
+  // caller, per request).
+  uint64_t batch_lookup_misses() const;
 
   // Compare-and-set: sets the owner only if the key has none. On conflict
   // returns kObjectAlreadyExists and, if `winner` is given, the owner.

@@ -802,6 +802,31 @@ class MasterAdminHttpTest : public ::testing::Test {
   std::unique_ptr<RpcChannel<rpc::MasterServiceClient>> channel_;
 };
 
+// Every key a client looks up and the master finds no owner for is a miss,
+// whether it came alone (GetLocation) or in a batch (BatchGetLocation, which
+// every BatchGet and every combined Get uses): 3 + 1 here, not 1.
+TEST_F(MasterAdminHttpTest, GetMissesCountEveryAbsentKeyOfABatch) {
+  Start();
+  ASSERT_TRUE(server_->service().RegisterNode(Node("a")));
+  ASSERT_TRUE(server_->service().PutOwner("present", "a"));
+  auto batch = channel_->Call([](auto& c) {
+    std::vector<rpc::LocationResult> r;
+    c.BatchGetLocation(r, {"absent1", "present", "absent2", "", "absent3"});
+    return r;
+  });
+  ASSERT_TRUE(batch);
+  ASSERT_EQ(batch->size(), 5u);
+  auto single = channel_->Call([](auto& c) {
+    rpc::LocationResult r;
+    c.GetLocation(r, "absent4");
+    return r;
+  });
+  ASSERT_TRUE(single);
+  EXPECT_EQ(single->code, rpc::ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(GetJson("/stats")["get_misses"], 4);
+  EXPECT_EQ(testing::AdminMetric(server_->admin_port(), "mooncake_master_get_misses_total"), 4);
+}
+
 // /cluster/stats names a node by the same address /nodes does, brackets
 // around an IPv6 literal included, so the status page can join the two.
 TEST_F(MasterAdminHttpTest, ClusterStatsAndNodesAgreeOnAnIpv6Address) {
