@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <fstream>
 #include <sstream>
 #include <string_view>
@@ -70,6 +71,17 @@ std::string AdminConfigProblem(const MasterConfig& config) {
                               config.admin_token);
 }
 
+// "HOST:PORT" with a non-empty host and a port of 1..65535 in digits only.
+bool IsHostPort(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  int port = 0;
+  const char* begin = text.data() + colon + 1;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(begin, end, port);
+  return ec == std::errc() && ptr == end && port >= 1 && port <= 65535;
+}
+
 // Checks of the HA settings; empty when they are fine.
 std::string HaConfigProblem(const MasterConfig& config) {
   if (config.cluster_name.empty() || config.cluster_name.find('/') != std::string::npos) {
@@ -81,16 +93,15 @@ std::string HaConfigProblem(const MasterConfig& config) {
   if (config.ha_rebuild_ms < 0 || config.ha_rebuild_ms > 60000) {
     return "--ha-rebuild-ms must be in 0..60000, got " + std::to_string(config.ha_rebuild_ms);
   }
+  if (!config.advertise_address.empty() && !IsHostPort(config.advertise_address)) {
+    return "--advertise-address must be HOST:PORT with a port in 1..65535, got \"" +
+           config.advertise_address + "\"";
+  }
   if (config.etcd.empty()) return "";
   if (!ParseEtcdEndpoints(config.etcd)) {
     return "--etcd must be http://HOST:PORT[,http://HOST:PORT...], got \"" + config.etcd + "\"";
   }
-  if (!config.advertise_address.empty()) {
-    auto colon = config.advertise_address.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == config.advertise_address.size()) {
-      return "--advertise-address must be HOST:PORT, got \"" + config.advertise_address + "\"";
-    }
-  } else if (config.host == "0.0.0.0" || config.host == "::") {
+  if (config.advertise_address.empty() && (config.host == "0.0.0.0" || config.host == "::")) {
     return "--etcd with a wildcard --host needs --advertise-address HOST:PORT";
   }
   return "";

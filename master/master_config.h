@@ -82,7 +82,7 @@ struct MasterConfig {
 // Checks ranges: port in 0..65535, admin_port in -1..65535 and not equal to
 // port, node_ttl_ms > 0, a known log level, parseable etcd endpoints, a
 // cluster name without '/', a lease TTL of 1..60 s, a rebuild window of
-// 0..60000 ms, an advertise address of HOST:PORT, a token of visible ASCII without
+// 0..60000 ms, an advertise address of HOST:PORT (port 1..65535), a token of visible ASCII without
 // spaces, positive RPC limits, and all three TLS files or none. On failure returns kInvalidParams
 // and, if `message` is given, says why.
 Result<void> ValidateMasterConfig(const MasterConfig& config, std::string* message);

@@ -125,6 +125,29 @@ TEST(MasterConfigTest, RejectsOutOfRangeValues) {
   }
 }
 
+// The address published in etcd as the leader's: "host:abc" used to pass (only
+// a colon was checked) and would have sent every worker to a port that does
+// not exist.
+TEST(MasterConfigTest, AdvertiseAddressNeedsANumericPort) {
+  for (const char* bad :
+       {"host:abc", "host:0", "host:65536", "host:5x", "host:", ":7000", "host", "host:-1"}) {
+    std::string message;
+    auto config = Parse({"--etcd", "http://127.0.0.1:2379", "--advertise-address", bad}, &message);
+    ASSERT_FALSE(config) << bad;
+    EXPECT_EQ(config.error(), ErrorCode::kInvalidParams);
+    EXPECT_NE(message.find("--advertise-address must be HOST:PORT with a port in 1..65535, got \"" +
+                           std::string(bad) + "\""),
+              std::string::npos)
+        << message;
+  }
+  for (const char* good : {"10.0.0.5:7000", "[::1]:1", "master-1.example:65535"}) {
+    std::string message;
+    auto config = Parse({"--etcd", "http://127.0.0.1:2379", "--advertise-address", good}, &message);
+    ASSERT_TRUE(config) << good << ": " << message;
+    EXPECT_EQ(config->advertise_address, good);
+  }
+}
+
 TEST(MasterConfigTest, RejectsUnknownFlagsAndPositionals) {
   std::string message;
   EXPECT_FALSE(Parse({"--bogus", "1"}, &message));
