@@ -31,8 +31,12 @@ inline constexpr char kMetaCfName[] = "meta";
 inline constexpr char kMetaPrefix = 'm';
 inline constexpr char kPendingPrefix = 'p';
 
+// Object ids are below this, so id + 1 never wraps: a record naming a larger
+// id is damaged (Open deletes it) and Allocate never hands one out.
+inline constexpr uint64_t kIdLimit = 1ull << 63;
+
 // Big-endian keys sort by (id, chunk) numerically, so one object's chunks are
-// contiguous and DeleteRange(DataKey(id, 0), DataKey(id + 1, 0)) covers them.
+// contiguous, from DataKey(id, 0) to DataKey(id, 2^64 - 1).
 std::string DataKey(uint64_t id, uint64_t chunk);
 // `prefix` followed by the big-endian id: 9 bytes.
 std::string PrefixedKey(char prefix, uint64_t id);

@@ -35,6 +35,7 @@ using ssd_format::EncodeMeta;
 using ssd_format::kDeferredDeletesFile;
 using ssd_format::kDeferredSlotBytes;
 using ssd_format::kDeferredSlots;
+using ssd_format::kIdLimit;
 using ssd_format::kMetaCfName;
 using ssd_format::kMetaPrefix;
 using ssd_format::kPendingPrefix;
@@ -53,6 +54,13 @@ bool InObject(uint64_t size, uint64_t offset, uint64_t len) {
 // Length of chunk `chunk` of an object: kChunkBytes except for the last one.
 uint64_t ChunkLength(uint64_t object_size, uint64_t chunk) {
   return std::min(SsdTier::kChunkBytes, object_size - chunk * SsdTier::kChunkBytes);
+}
+
+// Adds the deletion of every chunk of object `id` to `batch`. The range ends
+// inside the id, not at DataKey(id + 1, 0), so it holds for any id.
+void DeleteChunks(rocksdb::WriteBatch& batch, rocksdb::ColumnFamilyHandle* data_cf, uint64_t id) {
+  batch.DeleteRange(data_cf, DataKey(id, 0), DataKey(id, UINT64_MAX));
+  batch.Delete(data_cf, DataKey(id, UINT64_MAX));
 }
 
 rocksdb::Slice AsSlice(std::span<const std::byte> data) {
@@ -244,6 +252,14 @@ Result<void> SsdTier::LoadAndCleanUp(std::string* error) {
       continue;
     }
     const uint64_t id = ReadBigEndian64(key.data() + 1);
+    if (id >= kIdLimit) {
+      // No release hands out such an id: damaged (or foreign) but passing
+      // the checksums. Counting it would wrap the next id onto live objects.
+      MC_LOG_ERROR("ssd tier drops a record with an impossible id tier={} id={}", name_, id);
+      cleanup.Delete(meta_cf_, key);
+      DeleteChunks(cleanup, data_cf_, id);
+      continue;
+    }
     max_id = std::max(max_id, id);
     if (freed.contains(id)) continue;  // deleted below, with its data
     if (key[0] == kPendingPrefix) {
@@ -296,7 +312,7 @@ Result<void> SsdTier::LoadAndCleanUp(std::string* error) {
       used_ -= live->second;
       live_.erase(live);
     }
-    cleanup.DeleteRange(data_cf_, DataKey(id, 0), DataKey(id + 1, 0));
+    DeleteChunks(cleanup, data_cf_, id);
     ++orphans;
   }
   if (cleanup.Count() > 0) {
@@ -354,8 +370,15 @@ std::vector<uint64_t> SsdTier::OpenDeferredFile() {
   deferred_slots_.assign(kDeferredSlots, 0);
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < kDeferredSlots; ++i) {
-    deferred_slots_[i] = DecodeDeferredSlot(bytes.data() + i * kDeferredSlotBytes);
-    if (deferred_slots_[i] != 0) ids.push_back(deferred_slots_[i]);
+    uint64_t id = DecodeDeferredSlot(bytes.data() + i * kDeferredSlotBytes);
+    if (id >= kIdLimit) {
+      // Never recorded by a tier (see kIdLimit): the slot is free again.
+      MC_LOG_ERROR("ssd tier ignores a deferred delete with an impossible id tier={} id={}", name_,
+                   id);
+      id = 0;
+    }
+    deferred_slots_[i] = id;
+    if (id != 0) ids.push_back(id);
   }
   return ids;
 }
@@ -384,10 +407,14 @@ void SsdTier::ClearDeferred(uint64_t id) {
   *slot = 0;
   const auto bytes = EncodeDeferredSlot(0);
   const off_t at = static_cast<off_t>(slot - deferred_slots_.begin()) * kDeferredSlotBytes;
-  // A slot left behind only repeats a delete at the next Open.
+  // Synced, so that a restart after an OS crash does not find the slot again
+  // naming an id it may already have reissued. A slot left behind only
+  // repeats a delete at the next Open.
   if (::pwrite(deferred_fd_, bytes.data(), bytes.size(), at) !=
-      static_cast<ssize_t>(bytes.size())) {
-    MC_LOG_WARN("ssd tier cannot clear deferred delete tier={} id={}", name_, id);
+          static_cast<ssize_t>(bytes.size()) ||
+      ::fdatasync(deferred_fd_) != 0) {
+    MC_LOG_WARN("ssd tier cannot clear deferred delete tier={} id={} error=\"{}\"", name_, id,
+                std::strerror(errno));
   }
 }
 
@@ -412,7 +439,16 @@ Result<TierLocation> SsdTier::Allocate(uint64_t size) {
     std::lock_guard lock(mu_);
     // used_ may exceed capacity_ after recovering into a smaller tier.
     if (used_ > capacity_ || size > capacity_ - used_) return Err(ErrorCode::kNoAvailableHandle);
-    const uint64_t id = next_id_++;
+    // Ids come from max + 1 at Open, so none is live; skipping one that is
+    // anyway keeps a new object from ever sharing the id of a live one.
+    uint64_t id = next_id_;
+    while (id < kIdLimit && live_.contains(id)) ++id;
+    if (id >= kIdLimit) {
+      MC_LOG_ERROR("ssd tier allocate failed tier={} size={} reason=\"object ids exhausted\"",
+                   name_, size);
+      return Err(ErrorCode::kNoAvailableHandle);
+    }
+    next_id_ = id + 1;
     live_.emplace(id, size);
     used_ += size;
     return TierLocation{.offset = id, .size = size};
@@ -446,7 +482,7 @@ void SsdTier::Free(const TierLocation& location) {
 
 Result<void> SsdTier::DeleteObject(uint64_t id) {
   rocksdb::WriteBatch batch;
-  batch.DeleteRange(data_cf_, DataKey(id, 0), DataKey(id + 1, 0));
+  DeleteChunks(batch, data_cf_, id);
   batch.Delete(meta_cf_, PrefixedKey(kMetaPrefix, id));
   batch.Delete(meta_cf_, PrefixedKey(kPendingPrefix, id));
   return WriteChecked(batch, id, /*data=*/false);
@@ -481,7 +517,21 @@ void SsdTier::RetryDeferredDeletes() {
   // The ids are no longer live, so no Persist of them can race these
   // deletes. Stop at the first failure: the rest would fail the same way.
   size_t done = 0;
-  while (done < ids.size() && DeleteObject(ids[done])) ClearDeferred(ids[done++]);
+  while (done < ids.size() && DeleteObject(ids[done])) ++done;
+  // Slots are cleared only once the deletes are in the synced WAL (and each
+  // clear is synced): an OS crash can then neither keep a cleared slot but
+  // lose the delete (the object would come back), nor lose the clear after a
+  // restart reissued the id (the next Open would delete the new object).
+  if (done > 0) {
+    if (rocksdb::Status s = db_->SyncWAL(); s.ok()) {
+      for (size_t i = 0; i < done; ++i) ClearDeferred(ids[i]);
+    } else {
+      MC_LOG_WARN(
+          "ssd tier keeps deferred-delete slots until the next open tier={} objects={} "
+          "status={}",
+          name_, done, s.ToString());
+    }
+  }
   if (done == ids.size()) return;
   std::lock_guard lock(mu_);
   deferred_deletes_.insert(deferred_deletes_.end(), ids.begin() + done, ids.end());

@@ -148,8 +148,10 @@ class SsdTier : public CacheTier {
   // Records `id` in a free slot of the file and syncs it; false if there is
   // no file, no free slot or the write fails.
   bool RecordDeferred(uint64_t id);
-  // Frees the slot of `id` once its delete landed (not synced: a stale slot
-  // only repeats a delete, and Open never hands out an id found in the file).
+  // Frees the slot of `id` once its delete landed and the WAL holding it is
+  // synced, and syncs the slot: a stale slot would only repeat a delete (Open
+  // never hands out an id found in the file), but a slot cleared before the
+  // delete is durable could let a crash bring the object back.
   void ClearDeferred(uint64_t id);
   Result<void> WriteChunk(const TierLocation& location, uint64_t chunk, uint64_t offset_in_chunk,
                           std::span<const std::byte> data);

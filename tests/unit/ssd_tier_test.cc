@@ -813,5 +813,78 @@ TEST_F(SsdTierTest, AnObjectOfANewerFormatSurvivesARollbackUntouched) {
   EXPECT_EQ(ReadAll(*tier, metas[0].location), newer_data);
 }
 
+// A meta record and a deferred-deletes slot naming id 2^64-1 (foreign or
+// damaged, yet passing RocksDB's checksums). The next id was max + 1, which
+// wrapped to 0: new objects got the ids of live ones, and freeing one deleted
+// the live object's data. Such ids are now damage: dropped, never counted.
+TEST_F(SsdTierTest, AStrayHugeIdDoesNotWrapNewIdsOntoLiveObjects) {
+  const auto kept_data = RandomBytes(3000, 101);
+  DurableObjectMeta kept;
+  {
+    auto tier = Open();
+    ASSERT_TRUE(tier);
+    kept = Store(*tier, "kept", kept_data);
+  }
+  constexpr uint64_t kHuge = UINT64_MAX;
+  const std::string stray_key = ssd_format::PrefixedKey(ssd_format::kMetaPrefix, kHuge);
+  {
+    RawDb raw(path_);
+    ASSERT_TRUE(raw.status().ok()) << raw.status().ToString();
+    const DurableObjectMeta stray{.key = "stray", .location = {.offset = kHuge, .size = 10}};
+    ASSERT_TRUE(raw.PutMeta(stray_key, ssd_format::EncodeMeta(stray)));
+  }
+  {
+    std::fstream file(path_ + "/" + ssd_format::kDeferredDeletesFile,
+                      std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(file);
+    const auto slot = ssd_format::EncodeDeferredSlot(kHuge);
+    file.write(slot.data(), slot.size());
+    ASSERT_TRUE(file);
+  }
+  {
+    auto tier = Open();
+    ASSERT_TRUE(tier);
+    auto metas = tier->Recover();
+    ASSERT_EQ(metas.size(), 1u);
+    EXPECT_EQ(metas[0].key, "kept");
+    EXPECT_EQ(tier->used(), kept_data.size());
+    std::set<uint64_t> ids{kept.location.offset};
+    std::vector<TierLocation> fresh;
+    for (int i = 0; i < 3; ++i) {
+      auto loc = tier->Allocate(16);
+      ASSERT_TRUE(loc);
+      EXPECT_TRUE(ids.insert(loc->offset).second) << "id handed out twice: " << loc->offset;
+      EXPECT_LT(loc->offset, 1ull << 63);
+      fresh.push_back(*loc);
+    }
+    for (const auto& loc : fresh) tier->Free(loc);
+    EXPECT_EQ(ReadAll(*tier, kept.location), kept_data) << "a new object's Free hit the live one";
+  }
+  RawDb raw(path_);
+  ASSERT_TRUE(raw.status().ok()) << raw.status().ToString();
+  EXPECT_FALSE(raw.Meta(stray_key)) << "the record with the impossible id was kept";
+}
+
+// Ids stay below 2^63 (so id + 1 never wraps and the next Open never takes
+// an object for damage): once the highest id is 2^63 - 1, Allocate refuses.
+TEST_F(SsdTierTest, AllocateNeverHandsOutAnIdOf2To63OrMore) {
+  constexpr uint64_t kLast = (1ull << 63) - 1;
+  { ASSERT_TRUE(Open()); }
+  {
+    RawDb raw(path_);
+    ASSERT_TRUE(raw.status().ok()) << raw.status().ToString();
+    const DurableObjectMeta last{.key = "last", .location = {.offset = kLast, .size = 10}};
+    ASSERT_TRUE(raw.PutMeta(ssd_format::PrefixedKey(ssd_format::kMetaPrefix, kLast),
+                            ssd_format::EncodeMeta(last)));
+  }
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  EXPECT_EQ(tier->object_count(), 1u);
+  auto loc = tier->Allocate(16);
+  ASSERT_FALSE(loc) << "handed out id " << loc->offset;
+  EXPECT_EQ(loc.error(), ErrorCode::kNoAvailableHandle);
+  EXPECT_EQ(tier->used(), 10u);
+}
+
 }  // namespace
 }  // namespace mooncake
