@@ -6,8 +6,11 @@
 
 #include "cli/commands.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -34,6 +37,35 @@ constexpr int kJsonGetAttempts = 3;
 // Bytes of the value base64-encoded at a time by `get --json`: a multiple
 // of 3, so the slices' base64 joins up into the whole value's.
 constexpr size_t kBase64SliceBytes = 3 << 18;
+
+// std::cout for one command's run: a buffer of our own on descriptor 1, which
+// keeps the errno of a write that failed, so that a failure to write stdout
+// (a full disk, a closed pipe) is reported with its cause however many
+// calls came after it.
+class StdoutBuffer {
+ public:
+  StdoutBuffer() {
+    buffer_.set_fd(STDOUT_FILENO, /*seekable=*/false);
+    previous_ = std::cout.rdbuf(&buffer_);
+  }
+  ~StdoutBuffer() {
+    std::cout.flush();
+    std::cout.rdbuf(previous_);
+  }
+  StdoutBuffer(const StdoutBuffer&) = delete;
+  StdoutBuffer& operator=(const StdoutBuffer&) = delete;
+
+ private:
+  FdOutputBuffer buffer_;
+  std::streambuf* previous_ = nullptr;
+};
+
+// Why writing std::cout failed, when it goes through a StdoutBuffer.
+std::string StdoutError() {
+  auto* buffer = dynamic_cast<FdOutputBuffer*>(std::cout.rdbuf());
+  int error = buffer != nullptr ? buffer->error() : 0;
+  return error != 0 ? std::strerror(error) : std::string("the write failed");
+}
 
 // Runs one command; owns the output conventions and the exit code.
 // Thread-safety: one runner per process, on one thread.
@@ -135,7 +167,6 @@ class Runner {
   }
 
   int PutStdin() {
-    std::ios::sync_with_stdio(false);
     if (auto size = StdinSize()) return PutReportedSize(std::cin, *size);
     return PutUnsized(std::cin);
   }
@@ -209,11 +240,14 @@ class Runner {
   }
 
   int GetToStdout() {
-    std::ios::sync_with_stdio(false);
     ProgressBar bar("get " + cmd_.key);
     auto got = client_.GetStream(
         cmd_.key, std::cout, [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); });
     bar.Finish();
+    // A local write error (a full disk under `> FILE`), not the transfer's.
+    if (!got && !std::cout) {
+      return LocalFail("get failed: writing stdout: " + StdoutError(), kExitServer);
+    }
     if (!got) return Fail("get", got.error());
     return kExitOk;
   }
@@ -250,7 +284,6 @@ class Runner {
   // {"key":..,"ok":true,"size":..,"version":..,"value_base64":".."}, the
   // base64 a slice of the file at a time.
   int PrintValueJson(ScratchFile& file, uint64_t size, int64_t version) {
-    std::ios::sync_with_stdio(false);
     json head = {{"ok", true}, {"key", cmd_.key}, {"size", size}, {"version", version}};
     std::string text = head.dump(-1, ' ', false, json::error_handler_t::replace);
     text.pop_back();  // the closing brace: value_base64 follows
@@ -277,7 +310,7 @@ class Runner {
     std::cout << "\"}" << std::endl;
     if (!std::cout) {
       // Not LocalFail: a second object on the stdout that failed helps no one.
-      std::fprintf(stderr, "error: get failed: cannot write stdout\n");
+      std::fprintf(stderr, "error: get failed: writing stdout: %s\n", StdoutError().c_str());
       return kExitServer;
     }
     return kExitOk;
@@ -442,6 +475,9 @@ std::string_view CommandName(CommandKind kind) {
 }  // namespace
 
 int RunCommand(const CliCommand& command) {
+  // Before any I/O: std::cin and std::cout without stdio's locks.
+  std::ios::sync_with_stdio(false);
+  StdoutBuffer stdout_buffer;
   ClientConfig config;
   config.master_host = command.master_host;
   config.master_port = command.master_port;

@@ -30,6 +30,7 @@ bool WriteAll(int fd, const char* data, size_t size) {
   while (size > 0) {
     ssize_t wrote = write(fd, data, size);
     if (wrote < 0 && errno == EINTR) continue;
+    if (wrote == 0) errno = EIO;  // no progress and no errno: say so
     if (wrote <= 0) return false;
     data += wrote;
     size -= static_cast<size_t>(wrote);
@@ -117,6 +118,7 @@ FdOutputBuffer::FdOutputBuffer() : buffer_(kOutputBufferBytes) {
 
 bool FdOutputBuffer::Drain() {
   bool wrote = WriteAll(fd_, pbase(), static_cast<size_t>(pptr() - pbase()));
+  if (!wrote && error_ == 0) error_ = errno;
   setp(buffer_.data(), buffer_.data() + buffer_.size());
   return wrote;
 }
@@ -133,7 +135,11 @@ FdOutputBuffer::int_type FdOutputBuffer::overflow(int_type ch) {
 std::streamsize FdOutputBuffer::xsputn(const char* data, std::streamsize size) {
   if (static_cast<size_t>(size) < buffer_.size()) return std::streambuf::xsputn(data, size);
   // A chunk of a value: straight to the file, not through the buffer.
-  if (!Drain() || !WriteAll(fd_, data, static_cast<size_t>(size))) return 0;
+  if (!Drain()) return 0;
+  if (!WriteAll(fd_, data, static_cast<size_t>(size))) {
+    if (error_ == 0) error_ = errno;
+    return 0;
+  }
   return size;
 }
 

@@ -35,6 +35,8 @@ class FdOutputBuffer : public std::streambuf {
     fd_ = fd;
     seekable_ = seekable;
   }
+  // The errno of the first write that failed; 0 while none has.
+  int error() const { return error_; }
 
  protected:
   int_type overflow(int_type ch) override;
@@ -50,6 +52,7 @@ class FdOutputBuffer : public std::streambuf {
 
   int fd_ = -1;
   bool seekable_ = false;
+  int error_ = 0;
   std::vector<char> buffer_;
 };
 

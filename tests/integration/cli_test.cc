@@ -61,9 +61,10 @@ std::string Show(const CliResult& r) {
 // Runs mooncake-cli with its stdout on `out_fd`, as `mooncake-cli ... > FILE`
 // does (RunCli captures stdout in a pipe), and its stdin on `in_fd` (-1:
 // /dev/null). Returns the exit code, -1 when it died or ran past a minute;
-// its stderr is the test's. `max_rss_kib`, if given, gets its peak RSS.
+// its stderr goes to `err_fd`, or is the test's when -1. `max_rss_kib`, if
+// given, gets its peak RSS.
 int RunCliWithFds(const TestCluster& cluster, const std::vector<std::string>& args, int out_fd,
-                  int in_fd = -1, long* max_rss_kib = nullptr) {
+                  int in_fd = -1, long* max_rss_kib = nullptr, int err_fd = -1) {
   std::vector<std::string> argv = {MOONCAKE_CLI_BIN, "--master", cluster.master_address()};
   argv.insert(argv.end(), args.begin(), args.end());
   // As RunCli: no config file or MOONCAKE_* of the caller's.
@@ -82,6 +83,7 @@ int RunCliWithFds(const TestCluster& cluster, const std::vector<std::string>& ar
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
+  if (err_fd >= 0) posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
   if (in_fd >= 0) {
     posix_spawn_file_actions_adddup2(&actions, in_fd, STDIN_FILENO);
   } else {
@@ -115,6 +117,24 @@ std::vector<std::string> FilesNamed(const std::filesystem::path& dir, std::strin
     if (name.find(part) != std::string::npos) found.push_back(name);
   }
   return found;
+}
+
+// Runs mooncake-cli with its stdout on /dev/full, as `mooncake-cli ... >
+// FILE` on a full disk: every write to it fails with ENOSPC.
+CliResult RunCliIntoAFullDisk(const TestCluster& cluster, const std::vector<std::string>& args) {
+  CliResult result;
+  const auto err_path = cluster.dir() / "full-disk.err";
+  int out = open("/dev/full", O_WRONLY | O_CLOEXEC);
+  int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0 || err < 0) {
+    ADD_FAILURE() << "cannot open /dev/full or " << err_path;
+  } else {
+    result.exit_code = RunCliWithFds(cluster, args, out, -1, nullptr, err);
+  }
+  if (out >= 0) close(out);
+  if (err >= 0) close(err);
+  result.err = ReadFile(err_path);
+  return result;
 }
 
 class CliTest : public ::testing::Test {
@@ -308,6 +328,25 @@ TEST_F(CliTest, GetToStdoutByNameWritesWhereStdoutGoes) {
   EXPECT_TRUE(from_fifo == value) << from_fifo.size() << " bytes came through the fifo";
   EXPECT_TRUE(std::filesystem::is_fifo(fifo));
   EXPECT_TRUE(FilesNamed(dir, "mooncake-part").empty());
+}
+
+TEST_F(CliTest, GetToAFullStdoutIsALocalWriteErrorNotATransferFailure) {
+  // Given a small value and one of several chunks.
+  ASSERT_EQ(Cli({"put", "small", "hello"}).exit_code, 0);
+  WriteFile(cluster_.dir() / "big.bin", PatternBytes(7, 2 * kRpcChunkBytes + 3));
+  ASSERT_EQ(Cli({"put", "big", "--file", (cluster_.dir() / "big.bin").string()}).exit_code, 0);
+
+  // When each is read to a stdout on a full disk (`get k > FILE`), expect
+  // exit 3 and a message about writing stdout, never a cluster error that
+  // sends the user to debug the network.
+  for (const std::string key : {"small", "big"}) {
+    auto r = RunCliIntoAFullDisk(cluster_, {"get", key});
+    EXPECT_EQ(r.exit_code, 3) << key << "\n" << Show(r);
+    EXPECT_NE(r.err.find("get failed: writing stdout: No space left on device"), std::string::npos)
+        << key << "\n"
+        << Show(r);
+    EXPECT_EQ(r.err.find("TRANSFER_FAIL"), std::string::npos) << key << "\n" << Show(r);
+  }
 }
 
 TEST_F(CliTest, PutOfAProcFileStoresWhatItReadsThoughItsSizeSaysZero) {
