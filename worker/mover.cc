@@ -314,14 +314,18 @@ void Mover::DemoteAboveWatermarks() {
   // needs the space, never ahead of time.
   for (size_t t = 0; t < ctx_.last_tier(); ++t) {
     CacheTier& tier = *ctx_.tiers[t];
-    double high = ctx_.options.high_watermark * tier.capacity();
-    double low = ctx_.options.low_watermark * tier.capacity();
-    if (tier.used() <= high) continue;
-    auto victims = PickVictims(t, tier.used() - static_cast<uint64_t>(low));
-    for (const std::string& key : victims) {
-      if (tier.used() <= low) break;
-      MoveObject(key, t + 1, ctx_.last_tier(), /*allow_drop=*/true);
+    auto low = static_cast<uint64_t>(ctx_.options.low_watermark * tier.capacity());
+    // Read once: frees meanwhile could take a second reading below `low`.
+    uint64_t used = tier.used();
+    bool above_high = used > ctx_.options.high_watermark * tier.capacity();
+    if (above_high) {
+      for (const std::string& key : PickVictims(t, used - std::min(used, low))) {
+        if (tier.used() <= low) break;
+        MoveObject(key, t + 1, ctx_.last_tier(), /*allow_drop=*/true);
+      }
     }
+    std::lock_guard lock(ctx_.mu);
+    came_short_[t] = above_high && tier.used() > low;
   }
 }
 
@@ -329,6 +333,16 @@ bool Mover::AnyTierAboveHighWatermark() const {
   for (size_t t = 0; t < ctx_.last_tier(); ++t) {
     const CacheTier& tier = *ctx_.tiers[t];
     if (tier.used() > ctx_.options.high_watermark * tier.capacity()) return true;
+  }
+  return false;
+}
+
+bool Mover::DemotionDueLocked() const {
+  for (size_t t = 0; t < ctx_.last_tier(); ++t) {
+    const CacheTier& tier = *ctx_.tiers[t];
+    if (!came_short_[t] && tier.used() > ctx_.options.high_watermark * tier.capacity()) {
+      return true;
+    }
   }
   return false;
 }

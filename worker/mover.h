@@ -38,7 +38,8 @@ struct PromotionTask {
 
 class Mover {
  public:
-  Mover(BackendContext& ctx, ObjectTable& table) : ctx_(ctx), table_(table) {}
+  Mover(BackendContext& ctx, ObjectTable& table)
+      : ctx_(ctx), table_(table), came_short_(ctx.tiers.size(), false) {}
 
   // Allocates `size` bytes in the first of [first_tier, last_tier] that can
   // take them, demoting (or, with `allow_drop`, moving out of the last tier)
@@ -60,6 +61,12 @@ class Mover {
   // Demotes from every tier above its high watermark down to its low one.
   void DemoteAboveWatermarks();
   bool AnyTierAboveHighWatermark() const;
+  // Whether a demotion pass is worth starting now (ctx_.mu held): some tier
+  // is above its high watermark and its last pass did not come up short.
+  // A pass that found too few victims (everything leased, pinned or being
+  // read) scanned the tier's whole recency order under the lock; the next
+  // one waits for the periodic pass instead of following every publish.
+  bool DemotionDueLocked() const;
   // Runs one queued promotion or prefetch.
   void Promote(const PromotionTask& task);
   // Checks adopted objects that are due against the master: kept (and now
@@ -118,6 +125,8 @@ class Mover {
   // Adopted copies awaiting confirmation, (key, object id) in adoption order:
   // the ones due are always at the front, so no pass scans every object.
   std::deque<std::pair<std::string, uint64_t>> unconfirmed_adopts_;  // guarded by ctx_.mu
+  // Per tier: its last demotion pass left it above its low watermark.
+  std::vector<bool> came_short_;  // guarded by ctx_.mu
 };
 
 }  // namespace mooncake

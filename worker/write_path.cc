@@ -714,7 +714,7 @@ Result<void> WritePath::FinishPublishLocked(const PendingWrite& write, uint64_t 
   mover_.ForgetMoveLocked(write.key);  // owned here again
   auto& counter = write.mode == WriteMode::kUpsert ? ctx_.counters.upserts : ctx_.counters.puts;
   counter.fetch_add(1, std::memory_order_relaxed);
-  if (mover_.AnyTierAboveHighWatermark()) work_.SignalLocked();
+  if (mover_.DemotionDueLocked()) work_.SignalLocked();
   MC_LOG_DEBUG("published key={} version={} in_place={}", write.key, version, write.in_place);
   return {};
 }

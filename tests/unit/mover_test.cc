@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <mutex>
 #include <string>
 
 #include "tests/unit/backend_parts.h"
@@ -293,6 +294,41 @@ TEST(MoverTest, APrefetchOfAnObjectAlreadyOnTopIsCountedAsDone) {
   parts.mover.Promote({.key = "top", .prefetch = true});
   EXPECT_EQ(
       parts.ctx.counters.prefetch_succeeded.load() + parts.ctx.counters.prefetch_failed.load(), 1u);
+}
+
+// With every object leased, a demotion pass scans the tier's whole recency
+// order under the lock and moves nothing. Such a pass is not started again
+// by every put (each publish signals the maintenance thread while a tier is
+// above its high watermark): the periodic pass retries it. Once one comes
+// through, puts start passes again.
+TEST(MoverTest, APassThatFoundNoVictimIsNotRestartedByEveryPut) {
+  BackendOptions options;
+  options.high_watermark = 0.5;
+  options.low_watermark = 0.2;
+  BackendParts parts({1 * kMiB, 4 * kMiB}, options);
+  for (const char* key : {"a", "b", "c"}) {
+    parts.AddComplete(key, std::string(250 * kKiB, 'x'), 0);
+    parts.With(key, [](Object& o) { o.lease_until = SteadyClock::now() + std::chrono::hours(1); });
+  }
+  parts.mover.DemoteAboveWatermarks();
+  EXPECT_TRUE(parts.mover.AnyTierAboveHighWatermark());
+  {
+    std::lock_guard lock(parts.ctx.mu);
+    EXPECT_FALSE(parts.mover.DemotionDueLocked());
+  }
+  ASSERT_TRUE(parts.writer.WriteWhole("new", "v", {}, WriteMode::kCreate));
+  auto start = SteadyClock::now();
+  parts.work.Wait(Millis{50});  // returns at once if the put signalled
+  EXPECT_GE(SteadyClock::now() - start, std::chrono::milliseconds(50));
+
+  for (const char* key : {"a", "b", "c"}) {
+    parts.With(key, [](Object& o) { o.lease_until = SteadyClock::time_point{}; });
+  }
+  parts.mover.DemoteAboveWatermarks();  // the periodic pass
+  EXPECT_FALSE(parts.mover.AnyTierAboveHighWatermark());
+  parts.AddComplete("d", std::string(600 * kKiB, 'x'), 0);
+  std::lock_guard lock(parts.ctx.mu);
+  EXPECT_TRUE(parts.mover.DemotionDueLocked());
 }
 
 TEST(MoverTest, DemotionAboveTheHighWatermarkGoesDownToTheLowOne) {
