@@ -1,7 +1,9 @@
 #include "worker/admin_routes.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "http/json_util.h"
 #include "http/process_metrics.h"
@@ -142,11 +144,42 @@ struct EvictRequest {
   double target_ratio = 0;
 };
 
-// Strict on purpose: a misspelt field ("ratio") is an error, not a no-op.
+// Parses `body` as JSON and sets *duplicate to the first name that appears
+// twice in one object ("" when none). nlohmann keeps the last of repeated
+// names; a body that names a field twice is ambiguous, so callers reject it.
+json ParseJsonNotingDuplicates(const std::string& body, std::string* duplicate) {
+  std::vector<std::vector<std::string>> open;  // names seen, per open object
+  duplicate->clear();
+  json::parser_callback_t note = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open.emplace_back();
+    } else if (event == json::parse_event_t::object_end && !open.empty()) {
+      open.pop_back();
+    } else if (event == json::parse_event_t::key && !open.empty()) {
+      auto& names = open.back();
+      const auto& name = parsed.get_ref<const std::string&>();
+      if (std::ranges::find(names, name) != names.end()) {
+        if (duplicate->empty()) *duplicate = name;
+      } else {
+        names.push_back(name);
+      }
+    }
+    return true;
+  };
+  return json::parse(body, note, /*allow_exceptions=*/false);
+}
+
+// Strict on purpose: a misspelt field ("ratio") is an error, not a no-op, and
+// a repeated one is an error, not "the last one wins".
 Result<EvictRequest> ParseEvictBody(const std::string& body, std::string* why) {
-  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  std::string duplicate;
+  json doc = ParseJsonNotingDuplicates(body, &duplicate);
   if (doc.is_discarded() || !doc.is_object()) {
     *why = "body must be a JSON object {\"tier\": NAME, \"target_ratio\": 0..1}";
+    return Err(ErrorCode::kInvalidParams);
+  }
+  if (!duplicate.empty()) {
+    *why = "duplicate field \"" + duplicate + "\": name each field once";
     return Err(ErrorCode::kInvalidParams);
   }
   for (const auto& [name, value] : doc.items()) {

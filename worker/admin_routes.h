@@ -34,8 +34,9 @@
 //   DELETE /objects/{key}?force=true|false
 //                           {"key","removed":true}; 409 OBJECT_HAS_LEASE without force
 //   POST   /evict           body {"tier":"dram","target_ratio":0.5} ->
-//                           {"tier","target_ratio","bytes_freed","used"}; 400 for bad JSON or
-//                           a ratio outside [0, 1], 404 TIER_NOT_FOUND
+//                           {"tier","target_ratio","bytes_freed","used"}; 400 for bad JSON, an
+//                           unknown or repeated field, or a ratio outside [0, 1],
+//                           404 TIER_NOT_FOUND
 //   GET    /config          every WorkerConfig field under its flag name ("dram-capacity")
 //   GET    /metrics         Prometheus text (mooncake_worker_*)
 //

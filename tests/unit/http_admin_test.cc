@@ -1034,6 +1034,34 @@ TEST_F(WorkerAdminTest, EvictValidatesItsInputAndDemotes) {
   EXPECT_EQ(JsonOf(api_->Get("/objects/blk0"))["tier"], "ssd");
 }
 
+// nlohmann keeps the last of repeated names, so {"tier":"dram",...,"tier":"ssd"}
+// used to evict the SSD tier (dropping objects for good) with 200. A repeated
+// field is now a 400 naming it, and nothing is evicted.
+TEST_F(WorkerAdminTest, EvictRejectsARepeatedFieldAndChangesNothing) {
+  for (int i = 0; i < 2; ++i) Put("blk" + std::to_string(i), kMiB);
+  struct Case {
+    const char* body;
+    const char* field;
+  };
+  for (const Case& c :
+       {Case{R"({"tier":"dram","target_ratio":0,"tier":"ssd"})", "tier"},
+        Case{R"({"tier":"dram","target_ratio":1,"target_ratio":0})", "target_ratio"},
+        Case{R"({"tier":"dram","tier":"dram","target_ratio":0})", "tier"}}) {
+    auto reply = api_->Call("POST", "/evict", c.body, kToken);
+    ExpectError(reply, 400, "INVALID_PARAMS");
+    EXPECT_EQ(JsonOf(reply)["error"],
+              "duplicate field \"" + std::string(c.field) + "\": name each field once")
+        << c.body;
+  }
+  EXPECT_EQ(JsonOf(api_->Get("/objects/blk0"))["tier"], "dram");
+  EXPECT_EQ(JsonOf(api_->Get("/objects/blk1"))["tier"], "dram");
+  // The same name in a nested object is not a repeat (and still a bad ratio).
+  auto nested =
+      api_->Call("POST", "/evict", R"({"tier":"dram","target_ratio":{"tier":1}})", kToken);
+  ExpectError(nested, 400, "INVALID_PARAMS");
+  EXPECT_EQ(JsonOf(nested)["error"], "\"target_ratio\" must be a number in [0, 1]");
+}
+
 TEST_F(WorkerAdminTest, ConfigShowsEveryFieldByFlagName) {
   auto reply = api_->Get("/config");
   ASSERT_EQ(reply.status, 200);
