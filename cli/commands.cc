@@ -472,6 +472,23 @@ std::string_view CommandName(CommandKind kind) {
   return "command";
 }
 
+// The exit code once stdout is flushed: a command whose answer could not be
+// written (a full disk, a closed pipe) has failed, whatever it did, so a
+// script never takes an empty output file for a success. An exit code that
+// already reports a failure is kept.
+int ExitCodeAfterStdout(const CliCommand& command, int exit_code) {
+  std::cout.flush();
+  if (std::cout || (exit_code != kExitOk && exit_code != kExitNotFound)) return exit_code;
+  const bool changed_the_cluster = exit_code == kExitOk && (command.kind == CommandKind::kPut ||
+                                                            command.kind == CommandKind::kUpsert ||
+                                                            command.kind == CommandKind::kRemove);
+  const std::string name(CommandName(command.kind));
+  std::fprintf(stderr, "error: %s failed: writing stdout: %s%s\n", name.c_str(),
+               StdoutError().c_str(),
+               changed_the_cluster ? (" (the " + name + " itself was done)").c_str() : "");
+  return kExitServer;
+}
+
 }  // namespace
 
 int RunCommand(const CliCommand& command) {
@@ -487,10 +504,10 @@ int RunCommand(const CliCommand& command) {
   config.local_node = command.node;
   config.tls = command.tls;
   auto client = Client::Create(config);
-  if (!client) {
-    return Runner::Fail(command, CommandName(command.kind), client.error(), std::nullopt, true);
-  }
-  return Runner(command, **client).Run();
+  int exit_code =
+      client ? Runner(command, **client).Run()
+             : Runner::Fail(command, CommandName(command.kind), client.error(), std::nullopt, true);
+  return ExitCodeAfterStdout(command, exit_code);
 }
 
 }  // namespace mooncake::cli

@@ -349,6 +349,43 @@ TEST_F(CliTest, GetToAFullStdoutIsALocalWriteErrorNotATransferFailure) {
   }
 }
 
+TEST_F(CliTest, EveryCommandWhoseOutputCannotBeWrittenExitsThree) {
+  ASSERT_EQ(Cli({"put", "k", "hello"}).exit_code, 0);
+  // When a command's answer goes to a full disk (`mooncake-cli ... > FILE`),
+  // expect exit 3 and the reason on stderr, so a script never takes the
+  // empty file for a success.
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--json", "inspect", "k"},
+                                             {"inspect", "k"},
+                                             {"locate", "k"},
+                                             {"--json", "exist", "k"},
+                                             {"exist", "k"},
+                                             {"exist", "absent"},  // exit 1 and "0" when written
+                                             {"nodes"},
+                                             {"--json", "nodes"},
+                                             {"stats"},
+                                             {"stats", "--node", "w1"},
+                                             {"--json", "get", "k"},
+                                             {"put", "k2", "x"},
+                                             {"upsert", "k2", "yy"},
+                                             {"remove", "k2", "--force"}}) {
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    auto r = RunCliIntoAFullDisk(cluster_, args);
+    EXPECT_EQ(r.exit_code, 3) << joined << "\n" << Show(r);
+    EXPECT_NE(r.err.find("failed: writing stdout: No space left on device"), std::string::npos)
+        << joined << "\n"
+        << Show(r);
+  }
+  // A change to the cluster was made all the same, and the message says so.
+  auto put = RunCliIntoAFullDisk(cluster_, {"put", "k3", "x"});
+  EXPECT_NE(put.err.find("(the put itself was done)"), std::string::npos) << Show(put);
+  EXPECT_EQ(Trim(Cli({"exist", "k3"}).out), "1");
+  // A failure already reported keeps its own exit code.
+  EXPECT_EQ(RunCliIntoAFullDisk(cluster_, {"get", "absent"}).exit_code, 1);
+  EXPECT_EQ(RunCliIntoAFullDisk(cluster_, {"put", "k", "again"}).exit_code, 3);
+}
+
 TEST_F(CliTest, PutOfAProcFileStoresWhatItReadsThoughItsSizeSaysZero) {
   // /proc files are regular but report size 0.
   const std::string expected = ReadFile("/proc/version");
