@@ -640,8 +640,14 @@ void WritePath::MakeDurable(Committing& c) {
                          write.options.soft_pin};
   c.persisted = write.allocation->tier->Persist(meta);
   if (c.persisted && write.options.hard_pin) {
-    c.durable_copy =
-        WriteThrough(write.key, write.allocation, write.size, c.version, write.options);
+    // A hard pin survives a restart: without its copy on the SSD it could
+    // not, so the write fails as a persist failure does.
+    auto copy = WriteThrough(write.key, write.allocation, write.size, c.version, write.options);
+    if (copy) {
+      c.durable_copy = std::move(*copy);
+    } else {
+      c.persisted = Err(copy.error());
+    }
   }
 }
 
@@ -736,9 +742,9 @@ void WritePath::MayOwnLocked(const std::string& key, std::vector<std::string>& r
   table_.MarkPublished(*current);
 }
 
-AllocationPtr WritePath::WriteThrough(const std::string& key, const AllocationPtr& primary,
-                                      uint64_t size, uint64_t version,
-                                      const ObjectOptions& options) {
+Result<AllocationPtr> WritePath::WriteThrough(const std::string& key, const AllocationPtr& primary,
+                                              uint64_t size, uint64_t version,
+                                              const ObjectOptions& options) {
   if (!ctx_.options.hard_pin_write_through) return nullptr;
   size_t durable = ctx_.last_tier();
   if (ctx_.tiers[durable]->kind() != TierKind::kSsd || primary->tier == ctx_.tiers[durable].get()) {
@@ -747,13 +753,17 @@ AllocationPtr WritePath::WriteThrough(const std::string& key, const AllocationPt
   auto placed = mover_.AllocateIn(durable, durable, size, /*allow_drop=*/true);
   if (!placed) {
     MC_LOG_WARN("hard pin write-through failed key={} error={}", key, ToString(placed.error()));
-    return nullptr;
+    return Err(placed.error());
   }
   auto copy = placed->second;
   DurableObjectMeta meta{key, copy->location, version, true, options.soft_pin};
-  if (!Mover::CopyBetweenTiers(*primary, *copy, size, &ctx_) || !copy->tier->Persist(meta)) {
+  if (!Mover::CopyBetweenTiers(*primary, *copy, size, &ctx_)) {
     MC_LOG_WARN("hard pin write-through failed key={} error=copy", key);
-    return nullptr;
+    return Err(ErrorCode::kInternalError);
+  }
+  if (auto persisted = copy->tier->Persist(meta); !persisted) {
+    MC_LOG_WARN("hard pin write-through failed key={} error={}", key, ToString(persisted.error()));
+    return Err(persisted.error());
   }
   return copy;
 }

@@ -249,9 +249,11 @@ class WritePath {
   // After a claim of `key` failed in a way that may have landed: releases
   // the key at the master unless another write of it here took over.
   void MayOwnLocked(const std::string& key, std::vector<std::string>& release);
-  // Writes a hard-pinned object's bytes to the durable tier as well.
-  AllocationPtr WriteThrough(const std::string& key, const AllocationPtr& primary, uint64_t size,
-                             uint64_t version, const ObjectOptions& options);
+  // Writes a hard-pinned object's bytes to the durable tier as well: the
+  // copy, or nullptr where none is needed (write-through off, no SSD tier,
+  // or the object is on it); an error where the copy could not be made.
+  Result<AllocationPtr> WriteThrough(const std::string& key, const AllocationPtr& primary,
+                                     uint64_t size, uint64_t version, const ObjectOptions& options);
   void QuarantineLocked(AllocationPtr allocation);
   // Drops a pending write; if its object was published, its key goes to
   // `release` (ReleaseLaterLocked: a revoked upsert leaves it absent).

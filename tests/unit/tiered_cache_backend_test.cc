@@ -1429,5 +1429,25 @@ TEST_F(BackendTest, ACommitWaitsForADuplicateChunkStillInFlight) {
   EXPECT_TRUE(reopened->data == after->data);
 }
 
+// A hard pin survives a restart, which a hard-pinned object in DRAM does
+// through its copy on the SSD. A put whose copy cannot be made fails (was:
+// it returned OK and the object was gone after the restart), and leaves
+// nothing behind, here or at the master.
+TEST_F(BackendTest, AHardPinnedPutWhoseSsdCopyCannotBeMadeFails) {
+  Open(8 * kMiB, 1 * kMiB);
+  ObjectOptions pinned;
+  pinned.hard_pin = true;
+  auto put = backend_->Put("pinned", Pattern("pinned", 2 * kMiB), pinned);
+  ASSERT_FALSE(put);
+  EXPECT_EQ(put.error(), ErrorCode::kNoAvailableHandle);
+  EXPECT_EQ(backend_->Get("pinned", 0, 0).error(), ErrorCode::kObjectNotFound);
+  EXPECT_FALSE(directory_.Owns("pinned"));
+  EXPECT_EQ(Tier(0).used, 0u);
+
+  ASSERT_TRUE(backend_->Put("fits", Pattern("fits", kMiB / 2), pinned));
+  Open(8 * kMiB, 1 * kMiB);  // a restart
+  EXPECT_EQ(recovered_, std::vector<std::string>{"fits"});
+}
+
 }  // namespace
 }  // namespace mooncake
