@@ -6,6 +6,7 @@
 #include <rocksdb/options.h>
 #include <rocksdb/slice.h>
 #include <rocksdb/write_batch.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -241,7 +242,9 @@ Result<void> SsdTier::LoadAndCleanUp(std::string* error) {
   rocksdb::WriteBatch cleanup;
   // Objects freed before the restart whose delete never landed: not live, and
   // their ids are never handed out again while the file names them.
-  const std::vector<uint64_t> deferred = OpenDeferredFile();
+  auto recorded = OpenDeferredFile(error);
+  if (!recorded) return Err(recorded.error());
+  const std::vector<uint64_t> deferred = std::move(*recorded);
   const std::unordered_set<uint64_t> freed(deferred.begin(), deferred.end());
   uint64_t max_id = deferred.empty() ? 0 : *std::max_element(deferred.begin(), deferred.end());
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(VerifiedReads(), meta_cf_));
@@ -340,34 +343,49 @@ Result<void> SsdTier::LoadAndCleanUp(std::string* error) {
   return {};
 }
 
-std::vector<uint64_t> SsdTier::OpenDeferredFile() {
+Result<std::vector<uint64_t>> SsdTier::OpenDeferredFile(std::string* error) {
   constexpr size_t kBytes = kDeferredSlots * kDeferredSlotBytes;
   const std::string file = path_ + "/" + kDeferredDeletesFile;
+  // The file exists but cannot be read: opening without its records would
+  // serve the objects they name again, so the tier does not open.
+  auto unreadable = [&](const std::string& reason) -> Result<std::vector<uint64_t>> {
+    *error = "path=" + path_ + " status=cannot read " + kDeferredDeletesFile + ": " + reason +
+             " (the objects it records as deleted would be served again)";
+    MC_LOG_ERROR("ssd tier open failed {}", *error);
+    return Err(ErrorCode::kInternalError);
+  };
   std::lock_guard lock(deferred_file_mu_);
   const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
+    const std::string reason = std::strerror(errno);
+    if (struct stat st{}; ::lstat(file.c_str(), &st) == 0) return unreadable(reason);
+    // It could not be created, so nothing was ever recorded in it.
     MC_LOG_WARN("ssd tier keeps deferred deletes in memory only tier={} file={} error=\"{}\"",
-                name_, file, std::strerror(errno));
-    return {};
+                name_, file, reason);
+    return std::vector<uint64_t>{};
   }
+  struct stat st {};
+  if (const bool stat_ok = ::fstat(fd, &st) == 0; !stat_ok || !S_ISREG(st.st_mode)) {
+    const std::string reason = stat_ok ? "not a regular file" : std::strerror(errno);
+    ::close(fd);
+    return unreadable(reason);
+  }
+  // Everything the file holds is read; only a file shorter than its slots
+  // (new, or cut short while it was created) is extended, with empty ones.
   std::string bytes(kBytes, '\0');
-  if (::pread(fd, bytes.data(), kBytes, 0) != static_cast<ssize_t>(kBytes)) {
-    // New, or cut short while it was created (nothing is recorded in a file
-    // before it is whole). Written in full so later records need no space.
-    bytes.assign(kBytes, '\0');
-    const int dir = ::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    const bool ok = ::pwrite(fd, bytes.data(), kBytes, 0) == static_cast<ssize_t>(kBytes) &&
-                    ::fsync(fd) == 0 && dir >= 0 && ::fsync(dir) == 0;
-    if (dir >= 0) ::close(dir);
-    if (!ok) {
-      MC_LOG_WARN("ssd tier keeps deferred deletes in memory only tier={} file={} error=\"{}\"",
-                  name_, file, std::strerror(errno));
-      ::close(fd);
-      return {};
+  const size_t have = static_cast<size_t>(std::min<uint64_t>(st.st_size, kBytes));
+  for (size_t done = 0; done < have;) {
+    const ssize_t n = ::pread(fd, bytes.data() + done, have - done, static_cast<off_t>(done));
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
     }
+    if (n < 0 && errno == EINTR) continue;
+    const std::string reason = n < 0 ? std::strerror(errno) : "the file ended before its size";
+    ::close(fd);
+    return unreadable(reason);
   }
-  deferred_fd_ = fd;
-  deferred_slots_.assign(kDeferredSlots, 0);
+  std::vector<uint64_t> slots(kDeferredSlots, 0);
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < kDeferredSlots; ++i) {
     uint64_t id = DecodeDeferredSlot(bytes.data() + i * kDeferredSlotBytes);
@@ -377,9 +395,27 @@ std::vector<uint64_t> SsdTier::OpenDeferredFile() {
                    id);
       id = 0;
     }
-    deferred_slots_[i] = id;
+    slots[i] = id;
     if (id != 0) ids.push_back(id);
   }
+  if (have < kBytes) {
+    // Written in full so later records need no space.
+    const int dir = ::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const bool ok = ::pwrite(fd, bytes.data() + have, kBytes - have, static_cast<off_t>(have)) ==
+                        static_cast<ssize_t>(kBytes - have) &&
+                    ::fsync(fd) == 0 && dir >= 0 && ::fsync(dir) == 0;
+    const std::string reason = ok ? "" : std::strerror(errno);
+    if (dir >= 0) ::close(dir);
+    if (!ok) {
+      // The ids read still count; the file keeps them for the next Open.
+      MC_LOG_WARN("ssd tier keeps deferred deletes in memory only tier={} file={} error=\"{}\"",
+                  name_, file, reason);
+      ::close(fd);
+      return ids;
+    }
+  }
+  deferred_fd_ = fd;
+  deferred_slots_ = std::move(slots);
   return ids;
 }
 

@@ -141,10 +141,13 @@ class SsdTier : public CacheTier {
   // Remembers `id` as freed but not yet deleted, in memory and, if it can, in
   // the deferred-deletes file.
   void DeferDelete(uint64_t id);
-  // Opens (creating, zero-filled) the deferred-deletes file and returns the
-  // ids recorded in it. Without the file (it cannot be created) deferred
-  // deletes are kept in memory only, and a warning says so.
-  std::vector<uint64_t> OpenDeferredFile();
+  // Opens the deferred-deletes file and returns the ids recorded in it; a
+  // new (or short) file is extended to all its slots with empty ones. A file
+  // that exists but cannot be opened or read fails (one line in *error):
+  // without its records deleted objects would come back. Without the file
+  // (it cannot be created or extended) deferred deletes are kept in memory
+  // only, and a warning says so.
+  Result<std::vector<uint64_t>> OpenDeferredFile(std::string* error);
   // Records `id` in a free slot of the file and syncs it; false if there is
   // no file, no free slot or the write fails.
   bool RecordDeferred(uint64_t id);

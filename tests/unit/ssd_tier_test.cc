@@ -1,5 +1,6 @@
 #include "tiers/ssd_tier.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 #include <spawn.h>
@@ -8,6 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
@@ -27,6 +31,31 @@
 #include "tiers/ssd_format.h"
 
 extern char** environ;
+
+// Read faults for one file: while fail_reads_of is set, every pread of a file
+// whose path ends with it fails with EIO. Defined here, pread replaces libc's
+// for the whole test binary (RocksDB's reads included); all other reads go
+// on to the next definition (libc's, or a sanitizer's).
+namespace {
+std::atomic<const char*> fail_reads_of{nullptr};
+
+bool PathEndsWith(int fd, std::string_view suffix) {
+  char link[PATH_MAX];
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = readlink(proc.c_str(), link, sizeof(link));
+  return n > 0 && std::string_view(link, static_cast<size_t>(n)).ends_with(suffix);
+}
+}  // namespace
+
+extern "C" ssize_t pread(int fd, void* buf, size_t count, off_t offset) {
+  if (const char* suffix = fail_reads_of.load(); suffix != nullptr && PathEndsWith(fd, suffix)) {
+    errno = EIO;
+    return -1;
+  }
+  using Pread = ssize_t (*)(int, void*, size_t, off_t);
+  static const auto next = reinterpret_cast<Pread>(dlsym(RTLD_NEXT, "pread"));
+  return next(fd, buf, count, offset);
+}
 
 namespace mooncake {
 namespace {
@@ -884,6 +913,81 @@ TEST_F(SsdTierTest, AllocateNeverHandsOutAnIdOf2To63OrMore) {
   ASSERT_FALSE(loc) << "handed out id " << loc->offset;
   EXPECT_EQ(loc.error(), ErrorCode::kNoAvailableHandle);
   EXPECT_EQ(tier->used(), 10u);
+}
+
+// Writes `id` into slot `slot` of the deferred-deletes file at `db`, as a
+// Free whose delete the full disk refused would have.
+void RecordDeferredId(const std::string& db, size_t slot, uint64_t id) {
+  std::fstream file(db + "/" + ssd_format::kDeferredDeletesFile,
+                    std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(file);
+  file.seekp(static_cast<std::streamoff>(slot * ssd_format::kDeferredSlotBytes));
+  const auto bytes = ssd_format::EncodeDeferredSlot(id);
+  file.write(bytes.data(), bytes.size());
+  ASSERT_TRUE(file);
+}
+
+// A read error on the deferred-deletes file (EIO) must fail the open, not
+// read as a new file: Open used to zero the file, losing the recorded
+// deletes, so the removed object was recovered and served again.
+TEST_F(SsdTierTest, AReadErrorOnTheDeferredDeletesFileFailsOpenAndKeepsTheRecords) {
+  DurableObjectMeta gone;
+  DurableObjectMeta kept;
+  {
+    auto tier = Open();
+    ASSERT_TRUE(tier);
+    gone = Store(*tier, "gone", RandomBytes(1000, 111));
+    kept = Store(*tier, "kept", RandomBytes(1000, 112));
+  }
+  ASSERT_NO_FATAL_FAILURE(RecordDeferredId(path_, 0, gone.location.offset));
+  {
+    std::string why;
+    fail_reads_of.store(ssd_format::kDeferredDeletesFile);
+    auto failed = SsdTier::Open("ssd0", path_, 64 * kMiB, &why);
+    fail_reads_of.store(nullptr);
+    EXPECT_FALSE(failed.has_value()) << "opened without the recorded deletes";
+    EXPECT_NE(why.find("path=" + path_), std::string::npos) << why;
+    EXPECT_NE(why.find(ssd_format::kDeferredDeletesFile), std::string::npos) << why;
+    EXPECT_NE(why.find(std::strerror(EIO)), std::string::npos) << why;
+    EXPECT_EQ(why.find('\n'), std::string::npos) << "not one line: " << why;
+  }
+  EXPECT_EQ(DeferredIds(path_), std::vector<uint64_t>{gone.location.offset})
+      << "the recorded delete was overwritten";
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  auto metas = tier->Recover();
+  ASSERT_EQ(metas.size(), 1u) << "the deleted object came back";
+  EXPECT_EQ(metas[0].key, "kept");
+}
+
+// A deferred-deletes file that exists but cannot be opened (here a
+// directory) fails the open too; one cut short keeps the slots it holds and
+// is extended with empty ones.
+TEST_F(SsdTierTest, AnUnopenableDeferredDeletesFileFailsOpenAndAShortOneKeepsItsSlots) {
+  DurableObjectMeta gone;
+  {
+    auto tier = Open();
+    ASSERT_TRUE(tier);
+    gone = Store(*tier, "gone", RandomBytes(1000, 121));
+  }
+  const fs::path file = fs::path(path_) / ssd_format::kDeferredDeletesFile;
+  ASSERT_NO_FATAL_FAILURE(RecordDeferredId(path_, 1, gone.location.offset));
+  fs::resize_file(file, 2 * ssd_format::kDeferredSlotBytes + 5);
+  const fs::path aside = fs::path(dir_) / "deferred-aside";
+  fs::rename(file, aside);
+  fs::create_directory(file);
+  {
+    std::string why;
+    auto tier = SsdTier::Open("ssd0", path_, 64 * kMiB, &why);
+    EXPECT_FALSE(tier.has_value()) << "opened without reading the recorded deletes";
+    EXPECT_NE(why.find(ssd_format::kDeferredDeletesFile), std::string::npos) << why;
+  }
+  fs::remove(file);
+  fs::rename(aside, file);
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  EXPECT_TRUE(tier->Recover().empty()) << "the deleted object came back";
+  EXPECT_EQ(fs::file_size(file), ssd_format::kDeferredSlots * ssd_format::kDeferredSlotBytes);
 }
 
 }  // namespace
