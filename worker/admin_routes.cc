@@ -19,6 +19,7 @@ using nlohmann::json;
 
 // What a handler needs, shared by all the worker's routes.
 struct WorkerRoutes {
+  const AdminServer& server;  // for the bound admin port
   TieredCacheBackend& backend;
   const WorkerConfig config;
   const RequestMetrics& requests;
@@ -229,7 +230,12 @@ HttpResponse Config(const WorkerRoutes& r) {
        {"host", c.host},
        {"advertise-host", c.advertise_host.empty() ? c.host : c.advertise_host},
        {"port", c.port},
-       {"master", c.master},
+       // The one master in use; null with --etcd or --master-shards, whose
+       // values follow.
+       {"master", c.etcd.empty() && c.master_shards.empty() ? json(c.master) : json(nullptr)},
+       {"etcd", c.etcd},
+       {"cluster-name", c.cluster_name},
+       {"master-shards", c.master_shards},
        {"dram-capacity", c.dram_capacity},
        {"dram-prefault", c.dram_prefault},
        {"dram-pin-for-vram", c.dram_pin_for_vram},
@@ -256,7 +262,8 @@ HttpResponse Config(const WorkerRoutes& r) {
        {"test-announce-delay-ms", c.test_announce_delay_ms},
        {"ready-file", c.ready_file},
        {"admin-host", c.admin_host},
-       {"admin-port", c.admin_port},
+       // The port it listens on (with --admin-port 0, the one picked).
+       {"admin-port", r.server.port()},
        // Whether a token guards mutating routes; never the token itself.
        {"admin-token-set", !c.admin_token.empty()},
        {"admin-token-file", c.admin_token_file},
@@ -370,8 +377,9 @@ HttpResponse Metrics(const WorkerRoutes& r) {
 void RegisterWorkerAdminRoutes(AdminServer& server, TieredCacheBackend& backend,
                                const WorkerConfig& config, const RequestMetrics& requests,
                                TransportStatsFn transport, RpcStatsFn rpc, ReadinessFn readiness) {
-  auto r = std::make_shared<const WorkerRoutes>(WorkerRoutes{
-      backend, config, requests, std::move(transport), std::move(rpc), std::move(readiness)});
+  auto r = std::make_shared<const WorkerRoutes>(WorkerRoutes{server, backend, config, requests,
+                                                             std::move(transport), std::move(rpc),
+                                                             std::move(readiness)});
   RegisterProcessRoutes(server, "worker");
   RegisterStatusPage(server, "worker");
   server.Route("GET", "/readyz", [r](const HttpRequest&) { return Readiness(*r); });

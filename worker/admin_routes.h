@@ -37,7 +37,9 @@
 //                           {"tier","target_ratio","bytes_freed","used"}; 400 for bad JSON, an
 //                           unknown or repeated field, or a ratio outside [0, 1],
 //                           404 TIER_NOT_FOUND
-//   GET    /config          every WorkerConfig field under its flag name ("dram-capacity")
+//   GET    /config          every WorkerConfig field under its flag name ("dram-capacity"),
+//                           as in use: "master" is null with --etcd or --master-shards,
+//                           "admin-port" is the bound port
 //   GET    /metrics         Prometheus text (mooncake_worker_*)
 //
 // A key containing '/' is sent as %2F. Mutating routes need the admin token

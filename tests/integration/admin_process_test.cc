@@ -227,6 +227,10 @@ TEST_F(AdminProcessTest, WorkerHealthStatsObjectsConfigAndMetrics) {
   EXPECT_EQ(config["node-id"], "w1");
   EXPECT_EQ(config["port"].get<int>(), cluster_.worker_port("w1")) << "the bound port";
   EXPECT_EQ(config["master"], cluster_.master_address());
+  EXPECT_EQ(config["etcd"], "") << config.dump();
+  EXPECT_EQ(config["master-shards"], "") << config.dump();
+  // The port it listens on (picked because --port is 0), not the default.
+  EXPECT_EQ(config["admin-port"].get<int>(), w1_admin_) << config.dump();
   EXPECT_FALSE(config.contains("admin-token")) << config.dump();
   EXPECT_EQ(config["admin-token-set"], true) << config.dump();
   EXPECT_EQ(config.dump().find(kToken), std::string::npos) << config.dump();

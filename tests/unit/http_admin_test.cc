@@ -1079,6 +1079,43 @@ TEST_F(WorkerAdminTest, ConfigShowsEveryFieldByFlagName) {
   }
 }
 
+// /config used to show the unused default master (127.0.0.1:50051) for a
+// worker that follows etcd or sharded masters, left out --etcd,
+// --cluster-name and --master-shards, and showed the requested admin port
+// (0, or the default) rather than the one the server listens on.
+TEST_F(WorkerAdminTest, ConfigShowsTheMastersInUseAndTheBoundAdminPort) {
+  json doc = JsonOf(api_->Get("/config"));
+  EXPECT_EQ(doc["master"], config_.master);
+  EXPECT_EQ(doc["etcd"], "");
+  EXPECT_EQ(doc["master-shards"], "");
+  EXPECT_EQ(doc["cluster-name"], "mooncake");
+  EXPECT_EQ(doc["admin-port"], server_->port());
+  EXPECT_NE(server_->port(), config_.admin_port);  // the default 50060 was not what it bound
+
+  struct Case {
+    std::string etcd, shards;
+  };
+  for (const Case& c : {Case{"http://127.0.0.1:2379", ""},
+                        Case{"", "0-8191=127.0.0.1:7001,8192-16383=127.0.0.1:7002"}}) {
+    WorkerConfig config = config_;
+    config.etcd = c.etcd;
+    config.master_shards = c.shards;
+    config.cluster_name = "prod";
+    config.admin_port = 0;
+    AdminServer server;
+    RegisterWorkerAdminRoutes(server, *backend_, config, requests_);
+    ASSERT_TRUE(server.Start("127.0.0.1", 0));
+    Api api(server.port());
+    json shown = JsonOf(api.Get("/config"));
+    EXPECT_TRUE(shown["master"].is_null()) << shown.dump();
+    EXPECT_EQ(shown["etcd"], c.etcd);
+    EXPECT_EQ(shown["master-shards"], c.shards);
+    EXPECT_EQ(shown["cluster-name"], "prod");
+    EXPECT_EQ(shown["admin-port"], server.port());
+    EXPECT_GT(server.port(), 0);
+  }
+}
+
 TEST_F(WorkerAdminTest, MetricsAreWellFormedPrometheus) {
   Put("a", 2048);
   ASSERT_TRUE(backend_->Get("a", 0, 0));
