@@ -46,7 +46,8 @@ inline std::string ExplainParseError(const CLI::App& app, const CLI::ParseError&
       if (rest == "++" || rest == "--") rest = "";
       return "config file " + file + ": sections are not supported (found [" + section + "]" +
              (rest.empty() ? std::string() : " with key \"" + rest + "\"") +
-             "); put every key at the top level of the file, before any [section] line";
+             "); write every key at the top level of the file, with no [section] line and no "
+             "\"section.\" prefix";
     }
     // Suggest the flag the key most likely meant: '_' for '-', lower case.
     std::string guess = key;

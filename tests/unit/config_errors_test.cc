@@ -85,8 +85,9 @@ TEST(ConfigErrorsTest, ASectionInAConfigFileSaysSectionsAreNotSupported) {
   std::string message;
   ASSERT_FALSE(ParseWorker({"--config", worker_file.path().c_str()}, &message));
   EXPECT_NE(message.find("config file " + worker_file.path() +
-                         ": sections are not supported (found [worker]); put every key at the "
-                         "top level of the file"),
+                         ": sections are not supported (found [worker]); write every key at the "
+                         "top level of the file, with no [section] line and no \"section.\" "
+                         "prefix"),
             std::string::npos)
       << message;
   EXPECT_EQ(message.find("++"), std::string::npos) << message;
