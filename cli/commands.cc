@@ -219,17 +219,24 @@ class Runner {
   int Get() {
     if (cmd_.path.empty() || cmd_.path == "-") return cmd_.json ? GetJson() : GetToStdout();
     OutputFile file(cmd_.path);
-    if (!file.ok())
-      return LocalFail("get failed: cannot write " + cmd_.path + ": " + SystemError(), kExitUsage);
+    if (!file.ok()) return LocalFail("get failed: " + file.problem(), kExitServer);
     ProgressBar bar("get " + cmd_.key);
     auto got = client_.GetStream(cmd_.key, file.stream(), [&bar](uint64_t done, uint64_t total) {
       bar.Update(done, total);
     });
     bar.Finish();
     if (!got) {
-      if (!file.stream())
-        return LocalFail("get failed: writing " + cmd_.path + ": " + SystemError(), kExitServer);
-      return Fail("get", got.error());
+      int exit_code =
+          !file.stream() ? LocalFail("get failed: writing " + cmd_.path + ": " + file.write_error(),
+                                     kExitServer)
+                         : Fail("get", got.error());
+      if (file.partly_written()) {
+        std::fprintf(stderr,
+                     "note: %s was written in place (its directory is not writable) and is "
+                     "left incomplete\n",
+                     cmd_.path.c_str());
+      }
+      return exit_code;
     }
     if (!file.Commit())
       return LocalFail("get failed: saving " + cmd_.path + ": " + SystemError(), kExitServer);

@@ -116,9 +116,22 @@ FdOutputBuffer::FdOutputBuffer() : buffer_(kOutputBufferBytes) {
   setp(buffer_.data(), buffer_.data() + buffer_.size());
 }
 
-bool FdOutputBuffer::Drain() {
-  bool wrote = WriteAll(fd_, pbase(), static_cast<size_t>(pptr() - pbase()));
+bool FdOutputBuffer::TruncateIfPending() {
+  if (!truncate_pending_) return true;
+  if (ftruncate(fd_, 0) != 0) return false;
+  truncate_pending_ = false;
+  return true;
+}
+
+bool FdOutputBuffer::Write(const char* data, size_t size) {
+  if (size == 0) return true;
+  bool wrote = TruncateIfPending() && WriteAll(fd_, data, size);
   if (!wrote && error_ == 0) error_ = errno;
+  return wrote;
+}
+
+bool FdOutputBuffer::Drain() {
+  bool wrote = Write(pbase(), static_cast<size_t>(pptr() - pbase()));
   setp(buffer_.data(), buffer_.data() + buffer_.size());
   return wrote;
 }
@@ -135,11 +148,7 @@ FdOutputBuffer::int_type FdOutputBuffer::overflow(int_type ch) {
 std::streamsize FdOutputBuffer::xsputn(const char* data, std::streamsize size) {
   if (static_cast<size_t>(size) < buffer_.size()) return std::streambuf::xsputn(data, size);
   // A chunk of a value: straight to the file, not through the buffer.
-  if (!Drain()) return 0;
-  if (!WriteAll(fd_, data, static_cast<size_t>(size))) {
-    if (error_ == 0) error_ = errno;
-    return 0;
-  }
+  if (!Drain() || !Write(data, static_cast<size_t>(size))) return 0;
   return size;
 }
 
@@ -164,6 +173,7 @@ OutputFile::OutputFile(std::string path) {
   // Only a partial file of our own starts at 0 and holds nothing else; a
   // seek on stdout after `>>`, say, would write the value twice.
   buffer_.set_fd(fd_, !write_path_.empty());
+  if (in_place_fallback_) buffer_.truncate_before_first_write();
   if (fd_ < 0) out_.setstate(std::ios::badbit);
 }
 
@@ -176,10 +186,35 @@ void OutputFile::Open(const std::string& path) {
   }
   if (target.in_place) {
     fd_ = open(target_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd_ < 0) problem_ = "cannot write " + path + ": " + SystemError();
     return;
   }
   fd_ = CreatePartFile(target_, write_path_);
-  if (fd_ < 0 || !target.replaced) return;
+  if (fd_ < 0) {
+    const int saved = errno;
+    std::string dir = std::filesystem::path(target_).parent_path();
+    if (dir.empty()) dir = ".";
+    write_path_.clear();
+    if (target.replaced && (saved == EACCES || saved == EPERM)) {
+      // The directory is closed to us, the file perhaps not: write it in
+      // place, as `> PATH` would, emptied when the first bytes arrive.
+      fd_ = open(target_.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd_ >= 0) {
+        in_place_fallback_ = true;
+        return;
+      }
+      problem_ = "cannot write " + path + ": " + SystemError();
+      return;
+    }
+    if (target.replaced || saved == ENOENT || saved == ENOTDIR) {
+      problem_ = "cannot write " + path + ": " + std::strerror(saved);
+    } else {
+      problem_ = "cannot create " + path + " in " + dir + ": " + std::strerror(saved);
+    }
+    errno = saved;
+    return;
+  }
+  if (!target.replaced) return;
   // The replacement keeps the old file's owner (where we may: root, or our
   // own group) and then its mode; chown first, as it may clear setuid bits.
   const struct stat& old = *target.replaced;
@@ -191,8 +226,14 @@ void OutputFile::Open(const std::string& path) {
     close(fd_);
     unlink(write_path_.c_str());
     fd_ = -1;
+    problem_ = "cannot give " + write_path_ + " the mode of " + path + ": " + std::strerror(saved);
+    write_path_.clear();
     errno = saved;
   }
+}
+
+std::string OutputFile::write_error() const {
+  return buffer_.error() != 0 ? std::strerror(buffer_.error()) : SystemError();
 }
 
 OutputFile::~OutputFile() {
@@ -203,7 +244,9 @@ OutputFile::~OutputFile() {
 bool OutputFile::Commit() {
   if (fd_ < 0) return false;
   out_.flush();
-  bool written = static_cast<bool>(out_);
+  // A value always has bytes, but an in-place file must not keep its old
+  // contents whatever came.
+  bool written = out_ && buffer_.TruncateIfPending();
   int saved = errno;
   bool closed = close(fd_) == 0;
   fd_ = -1;

@@ -37,6 +37,15 @@ class FdOutputBuffer : public std::streambuf {
   }
   // The errno of the first write that failed; 0 while none has.
   int error() const { return error_; }
+  // Empties the file (ftruncate to 0) just before the first byte is written
+  // to it, not now: a read that fails before any data arrives leaves the
+  // file as it was.
+  void truncate_before_first_write() { truncate_pending_ = true; }
+  // Whether that truncation is still to come.
+  bool truncate_pending() const { return truncate_pending_; }
+  // Does the pending truncation now, if any; false, with errno set, when
+  // ftruncate failed.
+  bool TruncateIfPending();
 
  protected:
   int_type overflow(int_type ch) override;
@@ -49,10 +58,14 @@ class FdOutputBuffer : public std::streambuf {
  private:
   // Writes out what is buffered; false, with errno set, when that failed.
   bool Drain();
+  // Writes all of `data` after any pending truncation; keeps the errno of
+  // a failure in error_.
+  bool Write(const char* data, size_t size);
 
   int fd_ = -1;
   bool seekable_ = false;
   int error_ = 0;
+  bool truncate_pending_ = false;
   std::vector<char> buffer_;
 };
 
@@ -65,6 +78,12 @@ class FdOutputBuffer : public std::streambuf {
 // /dev/fd/N, /proc/self/fd/N), which is this process's own descriptor
 // however the shell redirected it. Owns the partial file and removes it
 // unless Commit() succeeded.
+//
+// A regular file whose directory is not writable (no file can be created
+// beside it) but which is itself writable is written in place, as `> PATH`
+// would: it is emptied only when the first bytes arrive, so a get that fails
+// before (a missing key) still leaves it untouched, and partly_written()
+// says when a failure came later.
 class OutputFile {
  public:
   explicit OutputFile(std::string path);
@@ -72,9 +91,19 @@ class OutputFile {
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
 
-  // False when the file could not be opened; errno says why.
+  // False when the file could not be opened; problem() says why.
   bool ok() const { return fd_ >= 0; }
+  // Why the file could not be opened, e.g. "cannot write PATH: Permission
+  // denied"; empty when it was.
+  const std::string& problem() const { return problem_; }
+  // Whether an existing file was emptied and written in place (its
+  // directory is not writable) and is not complete: true after a failure.
+  bool partly_written() const {
+    return in_place_fallback_ && !committed_ && !buffer_.truncate_pending();
+  }
   std::ostream& stream() { return out_; }
+  // Why a write to stream() failed (strerror of its errno).
+  std::string write_error() const;
 
   // Flushes and closes the file and renames it into place; false, with
   // errno set, when any of that failed.
@@ -83,8 +112,10 @@ class OutputFile {
  private:
   void Open(const std::string& path);
 
-  std::string target_;      // where the value ends up: PATH, symlinks followed
-  std::string write_path_;  // the partial file beside target_; empty when in place
+  std::string target_;              // where the value ends up: PATH, symlinks followed
+  std::string write_path_;          // the partial file beside target_; empty when in place
+  std::string problem_;             // why the open failed
+  bool in_place_fallback_ = false;  // a regular file written in place
   int fd_ = -1;
   FdOutputBuffer buffer_;
   std::ostream out_{&buffer_};

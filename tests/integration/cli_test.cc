@@ -2,6 +2,7 @@
 // codes scripts rely on (0 ok, 1 not found, 2 usage error, 3 server error).
 
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -137,6 +138,64 @@ CliResult RunCliIntoAFullDisk(const TestCluster& cluster, const std::vector<std:
   return result;
 }
 
+// The uid and gid of `nobody`, whom a test runs mooncake-cli as when it
+// needs permissions that root would bypass.
+constexpr uid_t kNobody = 65534;
+
+// Exit code of a child that could not become kNobody or run the CLI as it.
+constexpr int kCannotRunAsNobody = 125;
+
+// Runs mooncake-cli as kNobody when this test runs as root, else as us.
+// exit_code is kCannotRunAsNobody when that could not be done.
+CliResult RunCliAsNobody(const TestCluster& cluster, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {MOONCAKE_CLI_BIN, "--master", cluster.master_address()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string> env = {"XDG_CONFIG_HOME=" + (cluster.dir() / "xdg-config").string()};
+  for (char** e = environ; *e; ++e) {
+    std::string_view entry(*e);
+    if (!entry.starts_with("MOONCAKE_") && !entry.starts_with("XDG_CONFIG_HOME=")) {
+      env.emplace_back(entry);
+    }
+  }
+  std::vector<char*> argv_ptrs, env_ptrs;
+  for (auto& a : argv) argv_ptrs.push_back(a.data());
+  for (auto& e : env) env_ptrs.push_back(e.data());
+  argv_ptrs.push_back(nullptr);
+  env_ptrs.push_back(nullptr);
+  CliResult result;
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return result;
+  const bool as_root = geteuid() == 0;
+  pid_t pid = fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls from here: the test is multithreaded.
+    dup2(out[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
+    int null_in = open("/dev/null", O_RDONLY);
+    if (null_in >= 0) dup2(null_in, STDIN_FILENO);
+    if (as_root && (setgroups(0, nullptr) != 0 || setgid(kNobody) != 0 || setuid(kNobody) != 0)) {
+      _exit(kCannotRunAsNobody);
+    }
+    execve(MOONCAKE_CLI_BIN, argv_ptrs.data(), env_ptrs.data());
+    _exit(kCannotRunAsNobody);
+  }
+  close(out[1]);
+  close(err[1]);
+  auto drain = [](int fd, std::string& into) {
+    char buffer[4096];
+    ssize_t got;
+    while ((got = read(fd, buffer, sizeof(buffer))) > 0) into.append(buffer, got);
+    close(fd);
+  };
+  drain(out[0], result.out);
+  drain(err[0], result.err);
+  int status = 0;
+  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  }
+  return result;
+}
+
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -230,6 +289,72 @@ TEST_F(CliTest, GetToFileAndPutFromFileOrStdinAreByteForByte) {
   auto got = client->Get("from-file");
   ASSERT_TRUE(IsOk(got));
   EXPECT_TRUE(got->data == big);
+}
+
+TEST_F(CliTest, GetToAPathThatCannotBeWrittenIsALocalErrorExitThree) {
+  ASSERT_EQ(Cli({"put", "k", "hello"}).exit_code, 0);
+  const auto dir = cluster_.dir() / "out";
+  std::filesystem::create_directories(dir);
+  WriteFile(dir / "file", "old");
+  // Under a regular file (ENOTDIR) or in a directory that does not exist:
+  // exit 3 (a local I/O error, not a usage error), naming the path, and
+  // JSON code LOCAL_IO.
+  for (const auto& path : {dir / "file" / "x", dir / "no-such-dir" / "x"}) {
+    auto r = Cli({"get", "k", "-o", path.string()});
+    EXPECT_EQ(r.exit_code, 3) << Show(r);
+    EXPECT_NE(r.err.find("get failed: cannot write " + path.string() + ": "), std::string::npos)
+        << Show(r);
+    auto json = Cli({"--json", "get", "k", "-o", path.string()});
+    EXPECT_EQ(json.exit_code, 3) << Show(json);
+    EXPECT_NE(json.out.find("\"code\":\"LOCAL_IO\""), std::string::npos) << Show(json);
+  }
+  EXPECT_EQ(ReadFile(dir / "file"), "old");
+}
+
+TEST_F(CliTest, GetToAWritableFileInAReadOnlyDirectoryWritesItInPlace) {
+  // Given a writable file in a directory the CLI cannot create files in
+  // (root-owned 0755 run as nobody; 0555 when the test is not root).
+  const std::string value = "the value\n" + PatternBytes(8, 3 * kRpcChunkBytes + 5);
+  WriteFile(cluster_.dir() / "value.bin", value);
+  ASSERT_EQ(Cli({"put", "k", "--file", (cluster_.dir() / "value.bin").string()}).exit_code, 0);
+  const auto dir = cluster_.dir() / "read-only";
+  std::filesystem::create_directories(dir);
+  WriteFile(dir / "out.bin", "old contents");
+  ASSERT_EQ(chmod((dir / "out.bin").c_str(), 0666), 0);
+  ASSERT_EQ(chmod(cluster_.dir().c_str(), 0755), 0);  // mkdtemp made it 0700
+  ASSERT_EQ(chmod(dir.c_str(), geteuid() == 0 ? 0755 : 0555), 0);
+  struct DirMode {  // writable again for the cluster's clean-up
+    std::filesystem::path dir;
+    ~DirMode() { chmod(dir.c_str(), 0755); }
+  } restore{dir};
+
+  // A missing key leaves the file untouched.
+  auto missing = RunCliAsNobody(cluster_, {"get", "absent", "-o", (dir / "out.bin").string()});
+  if (missing.exit_code == kCannotRunAsNobody) {
+    GTEST_SKIP() << "cannot run mooncake-cli as uid " << kNobody
+                 << " (no CAP_SETUID, or the build or test directory is not readable to it)";
+  }
+  EXPECT_EQ(missing.exit_code, 1) << Show(missing);
+  EXPECT_EQ(ReadFile(dir / "out.bin"), "old contents");
+
+  // When a get names the file, expect it to hold the value, as `> FILE`
+  // would, with no partial file left beside it.
+  auto get = RunCliAsNobody(cluster_, {"get", "k", "-o", (dir / "out.bin").string()});
+  EXPECT_EQ(get.exit_code, 0) << Show(get);
+  EXPECT_TRUE(ReadFile(dir / "out.bin") == value) << ReadFile(dir / "out.bin").size() << " bytes";
+  struct stat st {};
+  ASSERT_EQ(stat((dir / "out.bin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0666u) << std::oct << (st.st_mode & 07777);
+  EXPECT_TRUE(FilesNamed(dir, "mooncake-part").empty());
+
+  // A new file there cannot be made: the message names the directory, exit 3.
+  auto create = RunCliAsNobody(cluster_, {"get", "k", "-o", (dir / "new.bin").string()});
+  EXPECT_EQ(create.exit_code, 3) << Show(create);
+  EXPECT_NE(create.err.find("cannot create " + (dir / "new.bin").string() + " in " + dir.string() +
+                            ": Permission denied"),
+            std::string::npos)
+      << Show(create);
+  EXPECT_FALSE(std::filesystem::exists(dir / "new.bin"));
 }
 
 TEST_F(CliTest, GetToASymlinkWritesItsTargetAndKeepsTheLinkAndTheMode) {
