@@ -86,6 +86,17 @@ HttpResponse Nodes(const MasterService& service) {
   return JsonResponse({{"nodes", std::move(nodes)}});
 }
 
+HttpResponse ForgetNode(MasterService& service, const HttpRequest& req) {
+  const std::string& id = *req.PathParam("id");
+  auto forgotten = service.ForgetNode(id);
+  if (!forgotten && forgotten.error() == ErrorCode::kObjectAlreadyExists) {
+    return HttpResponse::Error(409, "NODE_ALIVE",
+                               "node " + id + " is alive; only a dead node can be forgotten");
+  }
+  if (!forgotten) return HttpResponse::Error(forgotten.error(), "no such node: " + id);
+  return JsonResponse({{"node_id", id}, {"forgotten", true}});
+}
+
 HttpResponse KeyLookup(const MasterService& service, const HttpRequest& req) {
   const std::string& key = *req.PathParam("key");
   auto location = service.GetLocation(key);
@@ -409,10 +420,10 @@ HttpResponse Metrics(const MasterService& service, const RequestMetrics* request
 
 }  // namespace
 
-void RegisterMasterAdminRoutes(AdminServer& server, const MasterService& service,
+void RegisterMasterAdminRoutes(AdminServer& server, MasterService& service,
                                const RequestMetrics* requests, RpcStatsFn rpc,
                                TlsSettings worker_tls) {
-  const MasterService* svc = &service;
+  MasterService* svc = &service;
   auto collector = std::make_shared<WorkerStatsCollector>(std::move(worker_tls));
   RegisterProcessRoutes(server, "master");
   RegisterStatusPage(server, "master");
@@ -424,6 +435,8 @@ void RegisterMasterAdminRoutes(AdminServer& server, const MasterService& service
   server.Route("GET", "/readyz", [svc](const HttpRequest&) { return Readiness(*svc); });
   server.Route("GET", "/health", [svc](const HttpRequest&) { return Readiness(*svc); });
   server.Route("GET", "/nodes", [svc](const HttpRequest&) { return Nodes(*svc); });
+  server.Route("DELETE", "/nodes/{id}",
+               [svc](const HttpRequest& req) { return ForgetNode(*svc, req); });
   server.Route("GET", "/keys", [svc](const HttpRequest& req) { return KeyList(*svc, req); });
   server.Route("GET", "/keys/{key...}",
                [svc](const HttpRequest& req) { return KeyLookup(*svc, req); });

@@ -15,6 +15,11 @@
 //   GET /nodes        {"nodes":[{"node_id","address":"host:port","host","port","alive",
 //                       "state":"alive"|"dead","last_heartbeat_ms","heartbeat_age_ms","free_bytes",
 //                       "tiers":[{"name","kind","capacity","used","objects"}]}]}
+//   DELETE /nodes/{id}
+//                     (admin token) forgets a dead node at once: 200 {"node_id","forgotten":true};
+//                     409 NODE_ALIVE for a live node (left as it is), 404 NODE_NOT_FOUND for
+//                     an unknown one. Dead nodes are also forgotten on their own after
+//                     MasterOptions::forget_dead_after (1 h by default).
 //   GET /keys/{key}   {"key","node_id","address","host","port"}; 404 OBJECT_NOT_FOUND,
 //                     400 INVALID_KEY (a key with '/' is sent as %2F)
 //   GET /keys?prefix=&limit=&cursor=
@@ -65,7 +70,7 @@ namespace mooncake {
 // Registers the routes above on `server` (before it starts). `service` and
 // `requests` (may be null) must outlive the server. `worker_tls`: the TLS
 // settings /cluster/stats calls workers with (the master's own; empty: TCP).
-void RegisterMasterAdminRoutes(AdminServer& server, const MasterService& service,
+void RegisterMasterAdminRoutes(AdminServer& server, MasterService& service,
                                const RequestMetrics* requests = nullptr, RpcStatsFn rpc = {},
                                TlsSettings worker_tls = {});
 

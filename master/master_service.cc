@@ -42,6 +42,8 @@ struct NodeEntry {
   // Steady time of the last registration or heartbeat; liveness is judged on
   // this, never on the wall clock in record.last_heartbeat_ms.
   SteadyClock::time_point last_seen;
+  // Steady time the node was declared dead (meaningful while !record.alive).
+  SteadyClock::time_point died_at;
 };
 
 // One registration of a node, as the key directory names it (by index).
@@ -165,11 +167,30 @@ struct MasterService::State {
     }
   }
 
-  bool AnyExpired(SteadyClock::time_point now, Millis ttl) const {
+  // Whether ExpireDeadNodes has work: a live node silent past `ttl`, or a
+  // dead one due to be forgotten.
+  bool AnyExpired(SteadyClock::time_point now, Millis ttl, Millis forget) const {
     std::lock_guard lock(nodes_mu);
     return std::ranges::any_of(nodes, [&](const auto& kv) {
-      return kv.second.record.alive && now - kv.second.last_seen > ttl;
+      const NodeEntry& e = kv.second;
+      return e.record.alive ? now - e.last_seen > ttl : ForgetDue(e, now, forget);
     });
+  }
+
+  static bool ForgetDue(const NodeEntry& e, SteadyClock::time_point now, Millis forget) {
+    return !e.record.alive && forget > Millis(0) && now - e.died_at > forget;
+  }
+
+  // Forgets dead nodes due to be; returns their ids. Takes nodes_mu.
+  std::vector<std::string> ForgetDueNodes(SteadyClock::time_point now, Millis forget) {
+    std::vector<std::string> gone;
+    std::lock_guard lock(nodes_mu);
+    std::erase_if(nodes, [&](const auto& kv) {
+      if (!ForgetDue(kv.second, now, forget)) return false;
+      gone.push_back(kv.first);
+      return true;
+    });
+    return gone;
   }
 };
 
@@ -392,7 +413,13 @@ size_t MasterService::ExpireDeadNodes() {
   // Cheap check first: the exclusive index lock briefly stalls every key
   // operation, and the reaper calls this several times per TTL. The purge
   // itself runs after that lock is released.
-  if (!state_->AnyExpired(now, options_.node_ttl)) return 0;
+  if (!state_->AnyExpired(now, options_.node_ttl, options_.forget_dead_after)) return 0;
+  // A dead node holds no key (they went at its death, below), so it leaves
+  // the registry under nodes_mu alone.
+  for (const auto& id : state_->ForgetDueNodes(now, options_.forget_dead_after)) {
+    MC_LOG_INFO("dead node forgotten node={} dead_for_more_than_ms={}", id,
+                options_.forget_dead_after.count());
+  }
   std::vector<std::string> dead;
   std::vector<uint32_t> retired;
   {
@@ -401,6 +428,7 @@ size_t MasterService::ExpireDeadNodes() {
     for (auto& [id, entry] : state_->nodes) {
       if (entry.record.alive && now - entry.last_seen > options_.node_ttl) {
         entry.record.alive = false;
+        entry.died_at = now;
         dead.push_back(id);
         retired.push_back(state_->RetireLocked(id));
       }
@@ -414,6 +442,21 @@ size_t MasterService::ExpireDeadNodes() {
                 dropped[i]);
   }
   return dead.size();
+}
+
+Result<void> MasterService::ForgetNode(const std::string& node_id) {
+  if (node_id.empty()) return Err(ErrorCode::kInvalidParams);
+  {
+    std::lock_guard lock(state_->nodes_mu);
+    auto it = state_->nodes.find(node_id);
+    if (it == state_->nodes.end()) return Err(ErrorCode::kNodeNotFound);
+    // Alive means it has a live incarnation that owns keys: it must die (or
+    // be stopped) first. A dead one was retired and purged at its death.
+    if (it->second.record.alive) return Err(ErrorCode::kObjectAlreadyExists);
+    state_->nodes.erase(it);
+  }
+  MC_LOG_INFO("dead node forgotten node={} by=operator", node_id);
+  return {};
 }
 
 size_t MasterService::key_count() const { return state_->keys.size(); }

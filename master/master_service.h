@@ -37,6 +37,13 @@ struct KeyLocation {
 struct MasterOptions {
   // A node silent for this long is declared dead and its keys dropped.
   Millis node_ttl{10000};
+  // A node dead this long leaves the registry (/nodes, ListNodes, /readyz,
+  // node_up): a worker that never comes back (decommissioned, or restarted
+  // under a new address-based id) is not listed forever. Its keys went at
+  // its death; if it comes back it registers as a new node. Zero or less:
+  // dead nodes stay listed until they register again or are forgotten by
+  // ForgetNode.
+  Millis forget_dead_after{Millis(3600 * 1000)};
   // Source of "now" for liveness; tests substitute a manual clock.
   std::function<SteadyClock::time_point()> now = [] { return SteadyClock::now(); };
 };
@@ -97,9 +104,16 @@ class MasterService {
   Result<NodeRecord> PickNode(uint64_t size, const std::vector<std::string>& exclude) const;
   std::vector<NodeRecord> ListNodes() const;
 
-  // Declares nodes silent past node_ttl dead and drops their keys. Returns how
-  // many nodes died in this call. The server calls it periodically.
+  // Declares nodes silent past node_ttl dead and drops their keys, and
+  // forgets nodes dead for longer than forget_dead_after. Returns how many
+  // nodes died in this call. The server calls it periodically.
   size_t ExpireDeadNodes();
+  // Removes a dead node from the registry at once (an operator
+  // decommissioning it). Its keys went at its death; if it comes back it
+  // registers as a new node. kNodeNotFound for an unknown node,
+  // kObjectAlreadyExists for a live one (it is left as it is),
+  // kInvalidParams for an empty id.
+  Result<void> ForgetNode(const std::string& node_id);
 
   // Keys in the directory; while a dead node's keys are being purged they
   // still count, though no lookup finds them.

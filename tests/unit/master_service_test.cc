@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "master/master_config.h"
+#include "master/master_handler.h"
 #include "master/master_server.h"
 #include "mooncake_rpc/MasterService.h"
 #include "tests/raw_rpc.h"
@@ -780,7 +781,8 @@ class MasterAdminHttpTest : public ::testing::Test {
 
   // Whether a node id appears in /nodes.
   bool Listed(const std::string& id) {
-    for (const auto& node : GetJson("/nodes")["nodes"]) {
+    const nlohmann::json doc = GetJson("/nodes");
+    for (const auto& node : doc["nodes"]) {
       if (node["node_id"] == id) return true;
     }
     return false;
@@ -827,6 +829,54 @@ TEST_F(MasterAdminHttpTest, GetMissesCountEveryAbsentKeyOfABatch) {
   EXPECT_EQ(testing::AdminMetric(server_->admin_port(), "mooncake_master_get_misses_total"), 4);
 }
 
+// A dead node can be forgotten at once by an operator (DELETE /nodes/{id},
+// with the admin token); a live one cannot. /readyz is no longer degraded
+// by it, and the node, if it comes back, simply registers as new.
+TEST_F(MasterAdminHttpTest, AnOperatorForgetsADeadNode) {
+  Start(/*node_ttl_ms=*/1000);
+  MasterService& service = server_->service();
+  ASSERT_TRUE(service.RegisterNode(Node("gone")));
+  ASSERT_TRUE(service.PutOwner("k", "gone"));
+  ASSERT_TRUE(WaitDead("gone"));
+  // Just registered, so alive for the TTL: refused.
+  ASSERT_TRUE(service.RegisterNode(Node("live")));
+  auto alive = Http("DELETE", "/nodes/live", kToken);
+  ASSERT_TRUE(alive);
+  EXPECT_EQ(alive->status, 409) << alive->body;
+  EXPECT_TRUE(Listed("live"));
+  EXPECT_EQ(GetJson("/readyz")["degraded"], true);
+
+  auto anonymous = Http("DELETE", "/nodes/gone");
+  ASSERT_TRUE(anonymous);
+  EXPECT_EQ(anonymous->status, 401) << anonymous->body;
+  EXPECT_TRUE(Listed("gone"));
+  auto unknown = Http("DELETE", "/nodes/nobody", kToken);
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404) << unknown->body;
+
+  auto forgotten = Http("DELETE", "/nodes/gone", kToken);
+  ASSERT_TRUE(forgotten);
+  EXPECT_EQ(forgotten->status, 200) << forgotten->body;
+  EXPECT_FALSE(Listed("gone"));
+  auto up = testing::AdminMetric(server_->admin_port(), "mooncake_master_node_up{node=\"gone\"}");
+  EXPECT_TRUE(std::isnan(up)) << up;
+  EXPECT_EQ(service.GetLocation("k").error(), ErrorCode::kObjectNotFound);
+  // Once the other node has died and been forgotten too, nothing is degraded.
+  ASSERT_TRUE(WaitDead("live"));
+  auto second = Http("DELETE", "/nodes/live", kToken);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 200) << second->body;
+  nlohmann::json ready = GetJson("/readyz");
+  EXPECT_EQ(ready["degraded"], false) << ready.dump();
+  EXPECT_EQ(ready["nodes_dead"], 0);
+
+  // Back again: a new node, which announces its keys as usual.
+  ASSERT_TRUE(service.RegisterNode(Node("gone")));
+  EXPECT_TRUE(Listed("gone"));
+  ASSERT_TRUE(service.AnnounceKeys("gone", {"k"}));
+  EXPECT_EQ(service.GetLocation("k")->node_id, "gone");
+}
+
 // /cluster/stats names a node by the same address /nodes does, brackets
 // around an IPv6 literal included, so the status page can join the two.
 TEST_F(MasterAdminHttpTest, ClusterStatsAndNodesAgreeOnAnIpv6Address) {
@@ -857,6 +907,37 @@ TEST_F(MasterServiceTest, FreeBytesSaturatesInsteadOfWrapping) {
     ASSERT_TRUE(pick) << size;
     EXPECT_EQ(pick->node_id, "h") << size;
   }
+}
+
+// A node dead for longer than MasterOptions::dead_node_forget (1 h by
+// default) leaves the registry: /nodes, ListNodes, /readyz and node_up stop
+// naming it. Until then it stays listed as dead.
+TEST_F(MasterServiceTest, ADeadNodeIsForgottenAfterTheGracePeriod) {
+  ASSERT_TRUE(service_.PutOwner("ka", "a"));
+  KillNode("a");
+  auto listed = [&](const std::string& id) {
+    auto nodes = service_.ListNodes();
+    return std::ranges::any_of(nodes, [&](const NodeRecord& n) { return n.node_id == id; });
+  };
+  auto keep_others_alive = [&] {
+    for (const char* id : {"b", "c"}) ASSERT_TRUE(service_.Heartbeat(id, {}));
+  };
+  clock_.Advance(std::chrono::minutes(59));
+  keep_others_alive();
+  service_.ExpireDeadNodes();
+  EXPECT_TRUE(listed("a"));
+  clock_.Advance(std::chrono::minutes(2));
+  keep_others_alive();
+  service_.ExpireDeadNodes();
+  EXPECT_FALSE(listed("a"));
+  EXPECT_TRUE(listed("b"));
+  EXPECT_EQ(service_.Heartbeat("a", {}).error(), ErrorCode::kNodeNotFound);
+  // It comes back as a new node.
+  ASSERT_TRUE(service_.RegisterNode(Node("a")));
+  EXPECT_TRUE(listed("a"));
+  EXPECT_EQ(OwnerOf("ka"), "<OBJECT_NOT_FOUND>");
+  ASSERT_TRUE(service_.PutOwner("ka", "a"));
+  EXPECT_EQ(OwnerOf("ka"), "a");
 }
 
 }  // namespace
