@@ -50,13 +50,13 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(
     handler = std::make_shared<LeaderGatedHandler>(std::move(handler), *server->gate_);
   }
   auto processor = std::make_shared<rpc::MasterServiceProcessor>(handler);
-  // Every master call answers from memory: the epoll engine's loop threads
-  // answer them all.
+  // Every master call but RegisterNode answers from memory: the epoll
+  // engine's loop threads answer them, and its pool RegisterNode (MayBlock).
   auto rpc = RpcServer::Start(processor, {.host = config.host,
                                           .port = config.port,
                                           .limits = config.rpc_limits,
                                           .tls = config.tls,
-                                          .may_block = [](std::string_view) { return false; }});
+                                          .may_block = &MasterServer::MayBlock});
   if (!rpc) {
     MC_LOG_ERROR("master cannot listen host={} port={}", config.host, config.port);
     return Err(rpc.error());
@@ -72,6 +72,13 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(
   server->reaper_ = std::thread(
       [s = server.get(), period = ReaperPeriod(options.node_ttl)] { s->ReaperLoop(period); });
   return server;
+}
+
+bool MasterServer::MayBlock(std::string_view method) {
+  // A re-registration scans every directory shard (MasterService::RegisterNode
+  // purges the node's old keys): O(all keys), seconds at 100 M keys, which
+  // on a loop thread would stall every connection of that loop.
+  return method == "RegisterNode";
 }
 
 Result<void> MasterServer::StartElection(const MasterConfig& config,

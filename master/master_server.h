@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "common/clock.h"
@@ -53,6 +54,12 @@ class MasterServer {
   // The admin server's bound port; -1 when it is disabled.
   int admin_port() const { return admin_port_; }
   MasterService& service() { return *service_; }
+
+  // RpcServerOptions::may_block for the master's calls: true (run on the
+  // epoll engine's pool) for RegisterNode, whose re-registration of a node
+  // the master still lists purges its keys with a pass over the whole
+  // directory; every other call answers from memory on a loop thread.
+  static bool MayBlock(std::string_view method);
 
   // Stops the admin server, the reaper and the RPC server (closing client
   // connections) and joins their threads.
