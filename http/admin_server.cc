@@ -74,7 +74,7 @@ std::string ReasonFor(int status) {
     case 404:
       return "no such path";
     case 411:
-      return "a request body needs a Content-Length (chunked bodies are not accepted)";
+      return "chunked request bodies are not accepted; send the body with a Content-Length";
     case 413:
       return "request body too large";
     case 414:
@@ -303,18 +303,22 @@ void AdminServer::Impl::Configure() {
     }
   };
   // httplib 0.11 holds the payload limit against a declared Content-Length
-  // only: a chunked body, or a POST/PUT/PATCH body without a length (read
+  // only: a chunked body, or a body-carrying request without a length (read
   // until the peer closes), is buffered whole before any route or token
-  // check runs. Our routes take small JSON bodies, so such requests are
-  // answered before their body is read, and the connection is closed (its
-  // unread body cannot be parsed as the next request).
-  server.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    bool body_method = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
-    if (!req.has_header("Transfer-Encoding") &&
-        (!body_method || req.has_header("Content-Length"))) {
+  // check runs. Our routes take small JSON bodies, so a chunked request is
+  // answered 411 before its body is read. A request with neither
+  // Content-Length nor Transfer-Encoding has an empty body (RFC 7230
+  // 3.3.3): it is routed here at once with that empty body (404, 405, 401 or
+  // the route's answer, as any other request), never read until close. Both
+  // close the connection, so unread bytes are never parsed as a next request.
+  server.set_pre_routing_handler([dispatch](const httplib::Request& req, httplib::Response& res) {
+    if (req.has_header("Transfer-Encoding")) {
+      Apply(HttpResponse::Error(411, CodeForStatus(411), ReasonFor(411)), res);
+    } else if (IsMutating(req.method) && !req.has_header("Content-Length")) {
+      dispatch(req, res);  // req.body is still empty
+    } else {
       return httplib::Server::HandlerResponse::Unhandled;
     }
-    Apply(HttpResponse::Error(411, CodeForStatus(411), ReasonFor(411)), res);
     res.set_header("Connection", "close");
     return httplib::Server::HandlerResponse::Handled;
   });

@@ -894,6 +894,35 @@ TEST_F(MasterAdminHttpTest, AnOperatorForgetsADeadNode) {
   EXPECT_EQ(service.GetLocation("k")->node_id, "gone");
 }
 
+// RFC 7230 3.3.3: a request with neither Content-Length nor
+// Transfer-Encoding has an empty body. Such a POST (curl -X POST) gets the
+// route's own answer (404, 405, 401), not 411; a DELETE without a body is
+// answered at once, not after the read deadline.
+TEST_F(MasterAdminHttpTest, ABodylessRequestIsRoutedNotRefused) {
+  Start();
+  const auto port = server_->admin_port();
+  auto bodyless = [&](std::string_view method, std::string_view path) {
+    testing::RawConnection conn(port, std::chrono::seconds(2));
+    EXPECT_TRUE(conn.connected());
+    EXPECT_TRUE(conn.Send(std::string(method) + " " + std::string(path) +
+                          " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    std::string reply;
+    conn.ReadUntilClosed(std::chrono::seconds(2), &reply);
+    return reply.substr(0, reply.find('\r'));
+  };
+  EXPECT_EQ(bodyless("POST", "/keys"), "HTTP/1.1 405 Method Not Allowed");
+  EXPECT_EQ(bodyless("POST", "/nope"), "HTTP/1.1 404 Not Found");
+  EXPECT_EQ(bodyless("PUT", "/nodes/x"), "HTTP/1.1 405 Method Not Allowed");
+  EXPECT_EQ(bodyless("DELETE", "/nodes/x"), "HTTP/1.1 401 Unauthorized");
+  // Chunked bodies are still refused before they are read.
+  testing::RawConnection chunked(port, std::chrono::seconds(2));
+  ASSERT_TRUE(
+      chunked.Send("POST /keys HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  std::string reply;
+  chunked.ReadUntilClosed(std::chrono::seconds(2), &reply);
+  EXPECT_TRUE(reply.starts_with("HTTP/1.1 411")) << reply.substr(0, 40);
+}
+
 // /cluster/stats names a node by the same address /nodes does, brackets
 // around an IPv6 literal included, so the status page can join the two.
 TEST_F(MasterAdminHttpTest, ClusterStatsAndNodesAgreeOnAnIpv6Address) {
