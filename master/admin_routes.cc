@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -256,26 +257,41 @@ json WorkerStatsJson(const rpc::WorkerStats& s) {
 // many, from loading the workers or pinning the admin server's threads.
 //
 // Thread-safety: Collect() from any thread; collect_mu_ lets one collection
-// run at a time (the others then reuse its answer); mu_ guards channels_.
+// run at a time (the others answer from the cache meanwhile, never waiting
+// for it); cache_mu_ guards the cached answer; mu_ guards channels_.
 class WorkerStatsCollector {
  public:
   explicit WorkerStatsCollector(TlsSettings tls) : tls_settings_(std::move(tls)) {}
 
   json Collect(const std::vector<NodeRecord>& nodes) {
-    std::lock_guard collect(collect_mu_);
-    auto now = std::chrono::steady_clock::now();
-    if (has_cached_ && now - cached_at_ < kReuseFor) {
-      json out = cached_;
-      out["age_ms"] =
-          std::chrono::duration_cast<std::chrono::milliseconds>(now - cached_at_).count();
-      return out;
+    if (auto fresh = Cached(/*any_age=*/false)) return *fresh;
+    // A request arriving while a collection runs (a frozen worker makes one
+    // last seconds) does not wait for it on one of the admin server's few
+    // threads, which /readyz and /metrics share: it gets the last answer,
+    // however old (age_ms says), or before the first one, every node as not
+    // answered yet.
+    std::unique_lock collect(collect_mu_, std::try_to_lock);
+    if (!collect.owns_lock()) {
+      if (auto last = Cached(/*any_age=*/true)) return *last;
+      json out = json::array();
+      for (const auto& node : nodes) {
+        json head = NodeHead(node);
+        head["error"] = "a collection of worker stats is in progress; try again shortly";
+        out.push_back(std::move(head));
+      }
+      return {{"nodes", std::move(out)}, {"age_ms", 0}};
     }
-    cached_ = {{"nodes", QueryAll(nodes)}};
-    cached_at_ = std::chrono::steady_clock::now();
-    has_cached_ = true;
-    json out = cached_;
-    out["age_ms"] = 0;
-    return out;
+    // Another collection may have ended between the two looks.
+    if (auto fresh = Cached(/*any_age=*/false)) return *fresh;
+    json collected = {{"nodes", QueryAll(nodes)}};
+    {
+      std::lock_guard lock(cache_mu_);
+      cached_ = collected;
+      cached_at_ = std::chrono::steady_clock::now();
+      has_cached_ = true;
+    }
+    collected["age_ms"] = 0;
+    return collected;
   }
 
  private:
@@ -285,14 +301,29 @@ class WorkerStatsCollector {
   static constexpr int kConnectTimeoutMs = 300;
   static constexpr int kCallTimeoutMs = 1000;
 
+  // The last answer with its age_ms; nullopt if there is none, or if it is
+  // older than kReuseFor and `any_age` is false.
+  std::optional<json> Cached(bool any_age) {
+    std::lock_guard lock(cache_mu_);
+    auto now = std::chrono::steady_clock::now();
+    if (!has_cached_ || (!any_age && now - cached_at_ >= kReuseFor)) return std::nullopt;
+    json out = cached_;
+    out["age_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(now - cached_at_).count();
+    return out;
+  }
+
+  static json NodeHead(const NodeRecord& node) {
+    return {{"node_id", node.node_id},
+            {"address", Address(node.host, node.port)},
+            {"ok", false},
+            {"error", nullptr}};
+  }
+
   json QueryAll(const std::vector<NodeRecord>& nodes) {
     std::vector<std::pair<json, std::future<json>>> pending;
     size_t queried = 0;
     for (const auto& node : nodes) {
-      json head = {{"node_id", node.node_id},
-                   {"address", Address(node.host, node.port)},
-                   {"ok", false},
-                   {"error", nullptr}};
+      json head = NodeHead(node);
       if (!node.alive) {
         head["error"] = "node is dead (no heartbeat within the node TTL)";
         pending.emplace_back(std::move(head), std::future<json>());
@@ -379,8 +410,9 @@ class WorkerStatsCollector {
   }
 
   const TlsSettings tls_settings_;
-  std::mutex collect_mu_;
-  json cached_;  // guarded by collect_mu_, as are the two below
+  std::mutex collect_mu_;  // held by the one collection running
+  std::mutex cache_mu_;
+  json cached_;  // guarded by cache_mu_, as are the two below
   std::chrono::steady_clock::time_point cached_at_;
   bool has_cached_ = false;
   std::mutex mu_;

@@ -52,8 +52,11 @@
 //                     pooled connection that fails is retried once on a fresh one, so a
 //                     frozen worker costs at most ~2.6 s); one collection at a time, and an answer
 //                     younger than 1 s is reused, so any number of open pages costs each worker at
-//                     most one Stats call per second. A dead, unreachable or slow worker is
-//                     "ok":false with its reason; tiers and totals are then absent.
+//                     most one Stats call per second. A request that arrives while a
+//                     collection runs does not wait for it: it gets the last answer, however
+//                     old ("age_ms" says), or before the first one every node "ok":false,
+//                     "error":"a collection ... is in progress". A dead, unreachable or slow
+//                     worker is "ok":false with its reason; tiers and totals are then absent.
 //   GET /metrics      Prometheus text: keys, nodes by state, per-node tier
 //                     capacity/used/objects, node up, and request counters and
 //                     latency histograms when `requests` is given, and the

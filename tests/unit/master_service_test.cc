@@ -923,6 +923,68 @@ TEST_F(MasterAdminHttpTest, ABodylessRequestIsRoutedNotRefused) {
   EXPECT_TRUE(reply.starts_with("HTTP/1.1 411")) << reply.substr(0, 40);
 }
 
+// Accepts connections on a loopback port and never answers: a frozen worker.
+class FrozenPeer {
+ public:
+  FrozenPeer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), len), 0);
+    EXPECT_EQ(::listen(fd_, 16), 0);
+    EXPECT_EQ(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~FrozenPeer() {
+    for (int fd : accepted_) ::close(fd);
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  // Waits up to `timeout` for one connection and keeps it open, unanswered.
+  bool Accept(std::chrono::milliseconds timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1) return false;
+    int fd = ::accept(fd_, nullptr, nullptr);
+    if (fd < 0) return false;
+    accepted_.push_back(fd);
+    return true;
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::vector<int> accepted_;
+};
+
+// While one /cluster/stats waits on a frozen worker, another viewer gets an
+// answer at once (the node marked not answered yet) instead of queueing
+// behind it on one of the admin server's few threads.
+TEST_F(MasterAdminHttpTest, ClusterStatsDoesNotQueueBehindASlowCollection) {
+  Start();
+  FrozenPeer frozen;
+  NodeRecord node = Node("frozen");
+  node.port = frozen.port();
+  ASSERT_TRUE(server_->service().RegisterNode(node));
+  std::optional<testing::HttpReply> first;
+  std::thread viewer([&] { first = Http("GET", "/cluster/stats"); });
+  // The collection is under way once it has connected to the frozen worker.
+  ASSERT_TRUE(frozen.Accept(std::chrono::seconds(5)));
+  auto start = SteadyClock::now();
+  auto second = Http("GET", "/cluster/stats");
+  auto waited = SteadyClock::now() - start;
+  viewer.join();
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 200);
+  EXPECT_LT(waited, Millis(500)) << "the second viewer queued behind the first collection";
+  nlohmann::json doc = nlohmann::json::parse(second->body);
+  ASSERT_EQ(doc["nodes"].size(), 1u) << doc.dump();
+  EXPECT_EQ(doc["nodes"][0]["ok"], false);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 200);
+}
+
 // /cluster/stats names a node by the same address /nodes does, brackets
 // around an IPv6 literal included, so the status page can join the two.
 TEST_F(MasterAdminHttpTest, ClusterStatsAndNodesAgreeOnAnIpv6Address) {
