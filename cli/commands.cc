@@ -324,6 +324,18 @@ class Runner {
   }
 
   int Exist() {
+    // The worker queues a prefetch for any requester it is given, and an
+    // unknown one ends up promoting the object on its owner: a misspelt
+    // --node would pass unnoticed. put refuses one (NODE_NOT_FOUND); so does
+    // this.
+    if (cmd_.prefetch && !cmd_.node.empty()) {
+      auto nodes = client_.ListNodes();
+      if (!nodes) return Fail("exist", nodes.error());
+      if (std::none_of(nodes->begin(), nodes->end(),
+                       [this](const auto& node) { return node.node_id == cmd_.node; })) {
+        return Fail("exist", ErrorCode::kNodeNotFound);
+      }
+    }
     auto found = client_.Exist(cmd_.key, cmd_.prefetch);
     if (!found) return Fail("exist", found.error());
     if (cmd_.json) {

@@ -237,6 +237,29 @@ TEST_F(CliMoreTest, ExistPrefetchBringsAnSsdObjectBackToDram) {
   EXPECT_EQ(Trim(missing.out), "0") << Show(missing);
 }
 
+TEST_F(CliMoreTest, ExistPrefetchForAnUnknownNodeIsRefusedAsPutIs) {
+  ASSERT_EQ(Cli({"--node", "w1", "put", "k", "value"}).exit_code, 0);
+  // When --node names no registered node, expect what put says of it:
+  // NODE_NOT_FOUND naming the node, exit 2, and no "1" that hides the typo.
+  auto typo = Cli({"--node", "nosuch", "exist", "k", "--prefetch"});
+  EXPECT_EQ(typo.exit_code, 2) << Show(typo);
+  EXPECT_NE(typo.err.find("NODE_NOT_FOUND (-2003): no node 'nosuch' is registered"),
+            std::string::npos)
+      << Show(typo);
+  EXPECT_EQ(typo.out, "") << Show(typo);
+  auto put = Cli({"--node", "nosuch", "put", "k2", "value"});
+  EXPECT_EQ(put.exit_code, 2) << Show(put);
+  auto json = Cli({"--json", "--node", "nosuch", "exist", "k", "--prefetch"});
+  EXPECT_EQ(json.exit_code, 2) << Show(json);
+  auto doc = ParseJson(json);
+  ASSERT_TRUE(doc) << Show(json);
+  EXPECT_EQ((*doc)["code"], "NODE_NOT_FOUND");
+  // A registered node still works.
+  auto known = Cli({"--node", "w2", "exist", "k", "--prefetch"});
+  EXPECT_EQ(known.exit_code, 0) << Show(known);
+  EXPECT_EQ(Trim(known.out), "1") << Show(known);
+}
+
 TEST_F(CliMoreTest, StatsAndNodesJsonHaveTheirFields) {
   auto put = Cli({"--node", "w2", "put", "counted", "abc"});
   ASSERT_EQ(put.exit_code, 0) << Show(put);
