@@ -212,7 +212,9 @@ class Runner {
 
   int PutSpooled(std::istream& in, const std::string& head) {
     auto spooled = SpoolToTempFile(in, head);
-    if (!spooled) return LocalFail("put failed: " + spooled.error(), kExitServer);
+    if (!spooled) {
+      return LocalFail(std::string(action()) + " failed: " + spooled.error(), kExitServer);
+    }
     return PutSized(spooled->stream, spooled->size);
   }
 

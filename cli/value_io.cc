@@ -299,9 +299,10 @@ std::optional<uint64_t> StdinSize() {
 std::expected<SpooledInput, std::string> SpoolToTempFile(std::istream& in,
                                                          const std::string& head) {
   const char* tmpdir = std::getenv("TMPDIR");
-  std::string path = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/mooncake-cli-XXXXXX";
+  const std::string dir = tmpdir && *tmpdir ? tmpdir : "/tmp";
+  std::string path = dir + "/mooncake-cli-XXXXXX";
   int fd = mkstemp(path.data());
-  if (fd < 0) return std::unexpected("cannot create a spool file: " + SystemError());
+  if (fd < 0) return std::unexpected("cannot create a spool file in " + dir + ": " + SystemError());
   close(fd);
   SpooledInput spooled;
   {
@@ -315,7 +316,7 @@ std::expected<SpooledInput, std::string> SpoolToTempFile(std::istream& in,
     spooled.size = static_cast<uint64_t>(spool.tellp());
     if (!spool || in.bad()) {
       std::filesystem::remove(path);
-      return std::unexpected("spooling stdin to " + path + ": " + SystemError());
+      return std::unexpected("spooling the input to " + path + ": " + SystemError());
     }
   }
   spooled.stream.open(path, std::ios::binary);

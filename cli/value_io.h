@@ -162,7 +162,7 @@ struct SpooledInput {
 // Copies `head` and then the rest of `in` into a file under $TMPDIR (or
 // /tmp). The protocol needs a value's size up front and the CLI must never
 // hold a large value in memory, so a stream of unknown length goes to disk
-// first. On failure, why (e.g. "cannot create a spool file: ...").
+// first. On failure, why (e.g. "cannot create a spool file in /tmp: ...").
 std::expected<SpooledInput, std::string> SpoolToTempFile(std::istream& in, const std::string& head);
 
 }  // namespace mooncake::cli

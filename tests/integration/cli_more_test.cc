@@ -136,6 +136,22 @@ TEST_F(CliMoreTest, UpsertCreatesThenReplacesInPlaceFromArgumentFileAndStdin) {
   EXPECT_EQ(fresh->data, "fresh");
 }
 
+TEST_F(CliMoreTest, ASpoolFileThatCannotBeMadeNamesTheCommandAndTheDirectory) {
+  // Stdin over one RPC is spooled under $TMPDIR first; given a TMPDIR that
+  // does not exist, expect the message to name upsert (or put) and the
+  // directory, exit 3.
+  const auto no_dir = cluster_.dir() / "no-such-tmp";
+  const std::string big(kRpcChunkBytes + 1, 'x');
+  for (const std::string command : {"upsert", "put"}) {
+    auto r = cluster_.RunCli({command, "big", "-"}, big, true, {"TMPDIR=" + no_dir.string()});
+    EXPECT_EQ(r.exit_code, 3) << Show(r);
+    EXPECT_NE(r.err.find("error: " + command + " failed: cannot create a spool file in " +
+                         no_dir.string() + ": No such file or directory"),
+              std::string::npos)
+        << Show(r);
+  }
+}
+
 TEST_F(CliMoreTest, InspectShowsOwnerTierSizeVersionAsTextAndJson) {
   auto put = Cli({"--node", "w1", "put", "seen", "0123456789"});
   ASSERT_EQ(put.exit_code, 0) << Show(put);
