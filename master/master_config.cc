@@ -32,6 +32,10 @@ void AddOptions(CLI::App& app, MasterConfig& config) {
   app.add_option("--node-ttl-ms", config.node_ttl_ms,
                  "A worker silent this long is declared dead and its keys dropped")
       ->capture_default_str();
+  app.add_option("--dead-node-forget-ms", config.dead_node_forget_ms,
+                 "A node dead this long leaves /nodes and /readyz (0: listed until it "
+                 "registers again or DELETE /nodes/{id})")
+      ->capture_default_str();
   app.add_option("--ready-file", config.ready_file,
                  "Once listening, write two lines to this file (atomically): the bound RPC "
                  "port, then the bound admin port (-1 if disabled)");
@@ -127,6 +131,10 @@ Result<void> ValidateMasterConfig(const MasterConfig& config, std::string* messa
     // overflows and declares every node dead on every pass.
     SetMessage(message, "--node-ttl-ms must be in 1.." + std::to_string(kMaxNodeTtlMs) +
                             " (24 h), got " + std::to_string(config.node_ttl_ms));
+  } else if (config.dead_node_forget_ms < 0 || config.dead_node_forget_ms > kMaxDeadNodeForgetMs) {
+    SetMessage(message, "--dead-node-forget-ms must be in 0.." +
+                            std::to_string(kMaxDeadNodeForgetMs) + " (30 days), got " +
+                            std::to_string(config.dead_node_forget_ms));
   } else if (std::ranges::find(kLogLevels, config.log_level) == kLogLevels.end()) {
     SetMessage(message,
                "--log-level must be one of trace, debug, info, warn, error, critical, "

@@ -26,6 +26,7 @@ inline constexpr int kDefaultAdminPort = 50050;
 inline constexpr int kDefaultMasterRpcPollUs = 200;
 
 inline constexpr int64_t kMaxNodeTtlMs = 24ll * 3600 * 1000;
+inline constexpr int64_t kMaxDeadNodeForgetMs = 30ll * 24 * 3600 * 1000;
 
 struct MasterConfig {
   // Address the Thrift service binds to.
@@ -38,6 +39,10 @@ struct MasterConfig {
   TlsSettings tls;
   // A worker silent for this long is declared dead and its keys dropped.
   int64_t node_ttl_ms = 10000;  // 1..kMaxNodeTtlMs
+  // A node dead this long leaves the registry (/nodes, /readyz, node_up);
+  // 0 keeps dead nodes listed until they register again or an operator
+  // forgets them (DELETE /nodes/{id}).
+  int64_t dead_node_forget_ms = 3600 * 1000;  // 0..kMaxDeadNodeForgetMs
   // If set, written once the master listens: two lines, the bound RPC port
   // and the bound admin port (-1 when the admin server is disabled).
   std::string ready_file;

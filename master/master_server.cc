@@ -40,6 +40,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(
   }
   MasterOptions options;
   options.node_ttl = Millis(config.node_ttl_ms);
+  options.forget_dead_after = Millis(config.dead_node_forget_ms);
   std::unique_ptr<MasterServer> server(new MasterServer(options));
 
   server->requests_ = std::make_unique<RequestMetrics>(MasterHandler::OperationNames());

@@ -174,6 +174,23 @@ TEST(MasterConfigTest, HelpListsFlagsWithDefaults) {
   EXPECT_NE(line.find("200"), std::string::npos) << line;
 }
 
+TEST(MasterConfigTest, DeadNodeForgetMsIsBoundedAndZeroMeansNever) {
+  std::string message;
+  auto defaults = Parse({}, &message);
+  ASSERT_TRUE(defaults) << message;
+  EXPECT_EQ(defaults->dead_node_forget_ms, 3600000);
+  for (const char* value : {"0", "600000", "2592000000"}) {
+    auto config = Parse({"--dead-node-forget-ms", value}, &message);
+    ASSERT_TRUE(config) << value << ": " << message;
+    EXPECT_EQ(config->dead_node_forget_ms, std::stoll(value));
+  }
+  for (const char* value : {"-1", "2592000001"}) {
+    EXPECT_FALSE(Parse({"--dead-node-forget-ms", value}, &message)) << value;
+    EXPECT_NE(message.find("--dead-node-forget-ms must be in 0..2592000000"), std::string::npos)
+        << message;
+  }
+}
+
 TEST(MasterConfigTest, ValidateAcceptsDefaultsAndNullMessage) {
   EXPECT_TRUE(ValidateMasterConfig(MasterConfig{}, nullptr));
   MasterConfig bad;

@@ -726,6 +726,25 @@ TEST(MasterServerTest, ReaperExpiresSilentNodes) {
   EXPECT_FALSE(service.ListNodes().at(0).alive);
 }
 
+// --dead-node-forget-ms reaches the reaper: a node dead that long leaves the
+// registry.
+TEST(MasterServerTest, TheReaperForgetsANodeDeadForDeadNodeForgetMs) {
+  MasterConfig config;
+  config.port = 0;
+  config.admin_port = -1;
+  config.node_ttl_ms = 100;
+  config.dead_node_forget_ms = 100;
+  auto server = MasterServer::Start(config);
+  ASSERT_TRUE(server);
+  MasterService& service = (*server)->service();
+  ASSERT_TRUE(service.RegisterNode(Node("a")));
+  auto deadline = SteadyClock::now() + std::chrono::seconds(10);
+  while (!service.ListNodes().empty() && SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(Millis(20));
+  }
+  EXPECT_TRUE(service.ListNodes().empty());
+}
+
 // Under --rpc-engine epoll, RegisterNode runs on the pool: re-registering a
 // node the master still lists purges its keys with a pass over the whole
 // directory, which on a loop thread stalled every connection of that loop
