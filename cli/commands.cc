@@ -198,9 +198,10 @@ class Runner {
     std::string head(kRpcChunkBytes + 1, '\0');
     in.read(head.data(), static_cast<std::streamsize>(head.size()));
     head.resize(static_cast<size_t>(in.gcount()));
+    // Exit 3 as for a larger input (PutSized): a local I/O error.
     if (in.bad()) {
       return LocalFail(std::string(action()) + " failed: reading the input: " + SystemError(),
-                       kExitUsage);
+                       kExitServer);
     }
     if (head.size() <= kRpcChunkBytes) {
       if (head.empty()) return Fail(action(), ErrorCode::kInvalidParams, 0);

@@ -146,6 +146,13 @@ TEST_F(CliJsonTest, EveryCommandPrintsOneObjectWithOk) {
   // A local file problem.
   auto no_file = Run({"put", "f", "--file", (cluster_.dir() / "absent.bin").string()}, 2, false);
   EXPECT_EQ(no_file["code"], "LOCAL_IO");
+  // Input that cannot be read (a directory opens, then fails to read): exit
+  // 3, whatever size it reports, as for a read error in a large file.
+  auto dir_file = Run({"put", "f", "--file", cluster_.dir().string()}, 3, false);
+  EXPECT_EQ(dir_file["code"], "LOCAL_IO");
+  EXPECT_NE(dir_file["error"].get<std::string>().find("put failed: reading the input: "),
+            std::string::npos)
+      << dir_file.dump();
 }
 
 TEST_F(CliJsonTest, UsageErrorsAndAnUnreachableMasterAreJsonToo) {
