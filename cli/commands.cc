@@ -223,30 +223,55 @@ class Runner {
     if (cmd_.path.empty() || cmd_.path == "-") return cmd_.json ? GetJson() : GetToStdout();
     OutputFile file(cmd_.path);
     if (!file.ok()) return LocalFail("get failed: " + file.problem(), kExitServer);
-    ProgressBar bar("get " + cmd_.key);
-    auto got = client_.GetStream(cmd_.key, file.stream(), [&bar](uint64_t done, uint64_t total) {
-      bar.Update(done, total);
-    });
-    bar.Finish();
-    if (!got) {
-      int exit_code =
-          !file.stream() ? LocalFail("get failed: writing " + cmd_.path + ": " + file.write_error(),
-                                     kExitServer)
-                         : Fail("get", got.error());
-      if (file.partly_written()) {
-        std::fprintf(stderr,
-                     "note: %s was written in place (its directory is not writable) and is "
-                     "left incomplete\n",
-                     cmd_.path.c_str());
+    // With --json the answer has the version, which must be the owner's
+    // before and after the read, as in GetJson; a file written in place
+    // cannot be rewound for another try.
+    for (int attempt = 1;; ++attempt) {
+      int64_t version = 0;
+      if (cmd_.json) {
+        auto before = client_.Inspect(cmd_.key);
+        if (!before) return Fail("get", before.error());
+        version = before->version;
       }
-      return exit_code;
+      ProgressBar bar("get " + cmd_.key);
+      auto got = client_.GetStream(cmd_.key, file.stream(), [&bar](uint64_t done, uint64_t total) {
+        bar.Update(done, total);
+      });
+      bar.Finish();
+      if (!got) return GetToFileFailed(file, got.error());
+      if (cmd_.json) {
+        auto after = client_.Inspect(cmd_.key);
+        if (!after) return Fail("get", after.error());
+        if (after->version != version) {
+          if (attempt < kJsonGetAttempts && file.Rewind()) continue;
+          return Fail("get", ErrorCode::kObjectReplicaBusy);
+        }
+      }
+      if (!file.Commit())
+        return LocalFail("get failed: saving " + cmd_.path + ": " + SystemError(), kExitServer);
+      if (cmd_.json) {
+        Print({{"ok", true},
+               {"key", cmd_.key},
+               {"size", *got},
+               {"version", version},
+               {"file", cmd_.path}});
+      }
+      return kExitOk;
     }
-    if (!file.Commit())
-      return LocalFail("get failed: saving " + cmd_.path + ": " + SystemError(), kExitServer);
-    if (cmd_.json) {
-      Print({{"ok", true}, {"key", cmd_.key}, {"size", *got}, {"file", cmd_.path}});
+  }
+
+  int GetToFileFailed(OutputFile& file, ErrorCode code) {
+    int exit_code =
+        !file.stream()
+            ? LocalFail("get failed: writing " + cmd_.path + ": " + file.write_error(), kExitServer)
+            : Fail("get", code);
+    if (file.partly_written()) {
+      std::fprintf(stderr,
+                   "note: %s was written in place (its directory is not writable) and is "
+                   "left incomplete\n",
+                   cmd_.path.c_str());
     }
-    return kExitOk;
+    return exit_code;
   }
 
   int GetToStdout() {

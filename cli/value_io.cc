@@ -232,6 +232,13 @@ void OutputFile::Open(const std::string& path) {
   }
 }
 
+bool OutputFile::Rewind() {
+  if (fd_ < 0 || write_path_.empty()) return false;
+  out_.clear();
+  out_.seekp(0);
+  return out_ && ftruncate(fd_, 0) == 0;
+}
+
 std::string OutputFile::write_error() const {
   return buffer_.error() != 0 ? std::strerror(buffer_.error()) : SystemError();
 }

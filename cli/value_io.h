@@ -105,6 +105,10 @@ class OutputFile {
   // Why a write to stream() failed (strerror of its errno).
   std::string write_error() const;
 
+  // Empties the file for another try; false when it cannot be (it is
+  // written in place) or that failed.
+  bool Rewind();
+
   // Flushes and closes the file and renames it into place; false, with
   // errno set, when any of that failed.
   bool Commit();

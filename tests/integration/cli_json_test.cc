@@ -106,6 +106,9 @@ TEST_F(CliJsonTest, EveryCommandPrintsOneObjectWithOk) {
   auto to_file = Run({"get", "k", "-o", out_file.string()}, 0, true);
   EXPECT_EQ(to_file["file"], out_file.string());
   EXPECT_EQ(to_file["size"], 6);
+  // The same fields as to stdout, only the value replaced by "file".
+  EXPECT_EQ(to_file["version"], get["version"]) << to_file.dump();
+  EXPECT_FALSE(to_file.contains("value_base64")) << to_file.dump();
   auto missing = Run({"get", "nope"}, 1, false);
   EXPECT_EQ(missing["code"], "OBJECT_NOT_FOUND");
 
