@@ -19,6 +19,8 @@
 #   BUILD_DIR [./build] (binaries must be built: see README "Build")
 #   ETCD_BIN [etcd from PATH or /usr/bin/etcd]
 # Admin (REST) servers get free ports; `status` shows them.
+# `up` checks every port it needs first and, if a process fails to come up,
+# stops the ones it started (processes already running are left alone).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,7 +30,8 @@ CLUSTER="${CLUSTER:-mooncake}"
 read -r -a MASTER_PORTS <<<"${MASTER_PORTS:-50151 50152 50153}"
 read -r -a WORKER_PORTS <<<"${WORKER_PORTS:-50161 50162 50163}"
 DRAM="${DRAM:-128MiB}"
-DATA_DIR="${DATA_DIR:-$ROOT/var/ha}"
+# Absolute: live_pid matches paths under it in the processes' command lines.
+DATA_DIR="$(realpath -m -- "${DATA_DIR:-$ROOT/var/ha}")"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 ETCD_BIN="${ETCD_BIN:-$(command -v etcd || echo /usr/bin/etcd)}"
 MASTER_BIN="$BUILD_DIR/master/mooncake-master"
@@ -41,16 +44,29 @@ STOP_TIMEOUT_S=10
 log() { printf '==> %s\n' "$*"; }
 die() { printf 'ha_cluster: %s\n' "$*" >&2; exit 1; }
 
-# pid of a recorded process if it is still alive and still ours, else empty.
+# The argument only NAME's process in this DATA_DIR has: its ready file, or
+# for etcd its data directory.
+own_arg() {
+  if [ "$1" = etcd ]; then echo "$DATA_DIR/etcd"; else echo "$DATA_DIR/$1.port"; fi
+}
+
+# pid of a recorded process if it is still alive and still ours (one of its
+# arguments is own_arg NAME; PIDs are reused), else empty.
 live_pid() {
-  local pidfile="$DATA_DIR/$1.pid" pid
+  local pidfile="$DATA_DIR/$1.pid" pid arg want
   [ -f "$pidfile" ] || return 0
   pid=$(cat "$pidfile" 2>/dev/null || true)
   [[ "$pid" =~ ^[0-9]+$ ]] || return 0
-  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null |
-      grep -qE "mooncake-|etcd"; then
-    echo "$pid"
-  fi
+  kill -0 "$pid" 2>/dev/null || return 0
+  want=$(own_arg "$1")
+  local -a args=()
+  mapfile -d '' -t args <"/proc/$pid/cmdline" 2>/dev/null || return 0
+  for arg in "${args[@]}"; do
+    if [ "$arg" = "$want" ]; then
+      echo "$pid"
+      return 0
+    fi
+  done
 }
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -74,7 +90,8 @@ start() {
   echo $! >"$DATA_DIR/$name.pid"
 }
 
-# wait_ready NAME CHECK: polls CHECK (a command) until it succeeds.
+# wait_ready NAME CHECK: polls CHECK (a command) until it succeeds; returns 1
+# (after the log tail) when NAME exits or is not ready in time.
 wait_ready() {
   local name=$1 check=$2 waited=0 pid
   pid=$(cat "$DATA_DIR/$name.pid")
@@ -83,9 +100,14 @@ wait_ready() {
     # exec'd its binary yet.
     if ! kill -0 "$pid" 2>/dev/null; then
       tail -n 20 "$DATA_DIR/$name.log" >&2 || true
-      die "$name exited during start-up (log $DATA_DIR/$name.log)"
+      printf 'ha_cluster: %s exited during start-up (log %s)\n' "$name" "$DATA_DIR/$name.log" >&2
+      return 1
     fi
-    [ "$waited" -lt $((READY_TIMEOUT_S * 10)) ] || die "$name not ready after ${READY_TIMEOUT_S}s"
+    if [ "$waited" -ge $((READY_TIMEOUT_S * 10)) ]; then
+      tail -n 20 "$DATA_DIR/$name.log" >&2 || true
+      printf 'ha_cluster: %s not ready after %ss (log %s)\n' "$name" "$READY_TIMEOUT_S" "$DATA_DIR/$name.log" >&2
+      return 1
+    fi
     sleep 0.1
     waited=$((waited + 1))
   done
@@ -96,7 +118,7 @@ start_master() {
   start "$name" "$DATA_DIR/$name.port" "$MASTER_BIN" --host 127.0.0.1 \
     --port "${MASTER_PORTS[$((i - 1))]}" --admin-port 0 --ready-file "$DATA_DIR/$name.port" \
     --etcd "$ETCD_URL" --cluster-name "$CLUSTER"
-  wait_ready "$name" "[ -s '$DATA_DIR/$name.port' ]"
+  wait_ready "$name" "[ -s '$DATA_DIR/$name.port' ]" || return 1
   log "$name running (pid $(live_pid "$name"), rpc ${MASTER_PORTS[$((i - 1))]})"
 }
 
@@ -105,36 +127,64 @@ start_worker() {
   start "$name" "$DATA_DIR/$name.port" "$WORKER_BIN" --node-id "$name" --host 127.0.0.1 \
     --port "${WORKER_PORTS[$((i - 1))]}" --admin-port 0 --ready-file "$DATA_DIR/$name.port" \
     --dram-capacity "$DRAM" --ssd-capacity 0 --etcd "$ETCD_URL" --cluster-name "$CLUSTER"
-  wait_ready "$name" "[ -s '$DATA_DIR/$name.port' ]"
+  wait_ready "$name" "[ -s '$DATA_DIR/$name.port' ]" || return 1
   log "$name running (pid $(live_pid "$name"), rpc ${WORKER_PORTS[$((i - 1))]})"
+}
+
+# The processes this `up` started, so that a failure stops just those.
+STARTED=()
+rollback() {
+  trap - EXIT INT TERM
+  echo "ha_cluster: up failed; stopping what it started" >&2
+  local j
+  for ((j = ${#STARTED[@]} - 1; j >= 0; j--)); do
+    stop_one "${STARTED[$j]}" >&2 || true
+  done
+  exit 1
 }
 
 cmd_up() {
   [ -x "$ETCD_BIN" ] || die "etcd not found (apt-get install etcd-server, or scripts/install-deps.sh)"
   [ -x "$MASTER_BIN" ] && [ -x "$WORKER_BIN" ] || die "build the binaries first (README \"Build\")"
+  command -v curl >/dev/null 2>&1 || die "curl not found (apt-get install curl, or scripts/install-deps.sh)"
   mkdir -p "$DATA_DIR"
+  # Every port of a process that is not running yet, before starting any.
+  local i port
   if [ -z "$(live_pid etcd)" ]; then
     for port in "$ETCD_PORT" "$ETCD_PEER_PORT"; do
-      port_in_use "$port" && die "port $port is busy; set ETCD_PORT / ETCD_PEER_PORT"
+      ! port_in_use "$port" || die "port $port is busy; set ETCD_PORT / ETCD_PEER_PORT"
     done
+  fi
+  for i in 1 2 3; do
+    port=${MASTER_PORTS[$((i - 1))]:-}
+    [ -n "$port" ] || die "MASTER_PORTS needs 3 ports"
+    [ -n "$(live_pid "master-$i")" ] || ! port_in_use "$port" || die "port $port (master-$i) is busy; set MASTER_PORTS"
+    port=${WORKER_PORTS[$((i - 1))]:-}
+    [ -n "$port" ] || die "WORKER_PORTS needs 3 ports"
+    [ -n "$(live_pid "worker-$i")" ] || ! port_in_use "$port" || die "port $port (worker-$i) is busy; set WORKER_PORTS"
+  done
+  trap rollback EXIT INT TERM
+  if [ -z "$(live_pid etcd)" ]; then
     local peer="http://127.0.0.1:$ETCD_PEER_PORT"
+    STARTED+=(etcd)
     start etcd "" "$ETCD_BIN" --name ha --data-dir "$DATA_DIR/etcd" \
       --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
       --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
       --initial-cluster "ha=$peer"
-    wait_ready etcd "curl -sf '$ETCD_URL/health' >/dev/null"
+    wait_ready etcd "curl -sf '$ETCD_URL/health' >/dev/null" || rollback
     log "etcd running (pid $(live_pid etcd), $ETCD_URL, data $DATA_DIR/etcd)"
   fi
   for i in 1 2 3; do
     [ -n "$(live_pid "master-$i")" ] && continue
-    port_in_use "${MASTER_PORTS[$((i - 1))]}" && die "port ${MASTER_PORTS[$((i - 1))]} is busy"
-    start_master "$i"
+    STARTED+=("master-$i")
+    start_master "$i" || rollback
   done
   for i in 1 2 3; do
     [ -n "$(live_pid "worker-$i")" ] && continue
-    port_in_use "${WORKER_PORTS[$((i - 1))]}" && die "port ${WORKER_PORTS[$((i - 1))]} is busy"
-    start_worker "$i"
+    STARTED+=("worker-$i")
+    start_worker "$i" || rollback
   done
+  trap - EXIT INT TERM
   cat <<USAGE
 
 HA cluster is up: etcd $ETCD_URL, cluster "$CLUSTER", leader $(leader).
@@ -184,7 +234,7 @@ cmd_failover() {
     if [[ "$range" == *'"kvs"'* && "$range" != *"\"$old_b64\""* ]]; then
       now=$(leader)
       log "new leader $now after $(python3 -c "print(round($(date +%s.%N) - $started, 2))") s"
-      start_master "$victim"
+      start_master "$victim" || die "could not restart master-$victim as a standby"
       return 0
     fi
     sleep 0.02

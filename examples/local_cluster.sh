@@ -6,6 +6,10 @@
 #   examples/local_cluster.sh status [DIR]
 #   examples/local_cluster.sh stop [DIR]     # stops exactly the recorded PIDs
 #
+# stop and status go by the PID files in DIR (DIR/*.pid), so they need neither
+# the WORKER_PORTS nor the MASTER_PORT that start was given. start checks every
+# port first and, if any process fails to come up, stops what it started.
+#
 # Environment knobs (defaults in brackets):
 #   MASTER_PORT [50051]  WORKER_PORTS ["50061 50062 50063"]
 #   DRAM [64MiB]  SSD [256MiB]  BUILD_DIR [./build]  (binaries are built
@@ -16,7 +20,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ACTION="${1:-start}"
-DIR="${2:-$ROOT/var/example-cluster}"
+# Absolute, so the --ready-file paths in the processes' command lines (what
+# live_pid matches) are the same whatever directory stop is run from.
+DIR="$(realpath -m -- "${2:-$ROOT/var/example-cluster}")"
 MASTER_PORT="${MASTER_PORT:-50051}"
 WORKER_PORTS="${WORKER_PORTS:-50061 50062 50063}"
 DRAM="${DRAM:-64MiB}"
@@ -33,27 +39,49 @@ die() {
   exit 1
 }
 
-# The PID recorded for NAME if that process is alive and still a mooncake
-# binary (PIDs are reused), else nothing.
+# The PID recorded for NAME if that process is alive and still ours, else
+# nothing. PIDs are reused, so "ours" means: one of its arguments is this
+# cluster's ready file for NAME (DIR/NAME.port), which no other process has.
 live_pid() {
-  local pidfile="$DIR/$1.pid" pid
+  local pidfile="$DIR/$1.pid" pid arg
   [ -f "$pidfile" ] || return 0
   pid=$(cat "$pidfile" 2>/dev/null || true)
   [[ "$pid" =~ ^[0-9]+$ ]] || return 0
+  kill -0 "$pid" 2>/dev/null || return 0
   # No pipeline here: under pipefail, `tr | grep -q` fails when grep quits early.
-  if kill -0 "$pid" 2>/dev/null && grep -qa "mooncake-" "/proc/$pid/cmdline" 2>/dev/null; then
-    echo "$pid"
-  fi
+  local -a args=()
+  mapfile -d '' -t args <"/proc/$pid/cmdline" 2>/dev/null || return 0
+  for arg in "${args[@]}"; do
+    if [ "$arg" = "$DIR/$1.port" ]; then
+      echo "$pid"
+      return 0
+    fi
+  done
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# Names with a PID file in DIR: workers in numeric order, master last (the
+# order stop uses).
+recorded_names() {
+  local f names=()
+  for f in "$DIR"/*.pid; do
+    [ -f "$f" ] || continue
+    f=${f##*/}
+    [ "${f%.pid}" = master ] || names+=("${f%.pid}")
+  done
+  [ ${#names[@]} -eq 0 ] || printf '%s\n' "${names[@]}" | sort -V
+  [ ! -f "$DIR/master.pid" ] || echo master
 }
 
 # start_process NAME BIN ARGS...: runs BIN detached, logs to DIR/NAME.log,
-# records DIR/NAME.pid and waits for the ready file DIR/NAME.port.
+# records DIR/NAME.pid and waits for the ready file DIR/NAME.port. Returns 1
+# (after showing the log tail) when it exits or is not ready in time; the
+# caller stops it and the others.
 start_process() {
   local name=$1 bin=$2
   shift 2
   local ready="$DIR/$name.port"
-  [ -x "$bin" ] || die "$bin is not built (set BUILD_DIR)"
-  [ -z "$(live_pid "$name")" ] || die "$name already runs (pid $(live_pid "$name")); stop first"
   rm -f "$ready"
   # setsid + nohup: the process outlives this script and its terminal.
   setsid nohup "$bin" "$@" --ready-file "$ready" >>"$DIR/$name.log" 2>&1 </dev/null &
@@ -66,44 +94,65 @@ start_process() {
     # would be reported as a crash.
     if ! kill -0 "$pid" 2>/dev/null; then
       tail -n 20 "$DIR/$name.log" >&2 || true
-      die "$name exited during start-up (log: $DIR/$name.log)"
+      printf 'local_cluster: %s exited during start-up (log: %s)\n' "$name" "$DIR/$name.log" >&2
+      return 1
     fi
     if [ "$waited" -ge $((READY_TIMEOUT_S * 10)) ]; then
       tail -n 20 "$DIR/$name.log" >&2 || true
-      die "$name not ready after ${READY_TIMEOUT_S}s (log: $DIR/$name.log)"
+      printf 'local_cluster: %s not ready after %ss (log: %s)\n' "$name" "$READY_TIMEOUT_S" "$DIR/$name.log" >&2
+      return 1
     fi
     sleep 0.1
     waited=$((waited + 1))
   done
 }
 
-worker_names() {
-  local i=1
-  for _ in $WORKER_PORTS; do
-    echo "worker-$i"
-    i=$((i + 1))
-  done
+# Until start has brought every process up, leaving the script (a failed
+# start, an error, Ctrl-C) stops whatever it had started.
+rollback() {
+  trap - EXIT INT TERM
+  echo "local_cluster: start failed; stopping what it started" >&2
+  stop >&2 || true
+  exit 1
 }
 
 start() {
+  [ -x "$MASTER_BIN" ] || die "$MASTER_BIN is not built (set BUILD_DIR)"
+  [ -x "$WORKER_BIN" ] || die "$WORKER_BIN is not built (set BUILD_DIR)"
+  [ -n "${WORKER_PORTS// /}" ] || die "WORKER_PORTS is empty"
+  local name pid
+  if [ -d "$DIR" ]; then
+    while read -r name; do
+      pid=$(live_pid "$name")
+      [ -z "$pid" ] || die "$name already runs in $DIR (pid $pid); stop first"
+    done < <(recorded_names)
+  fi
+  # Every port before anything starts, so a busy one leaves nothing behind.
+  local port
+  for port in "$MASTER_PORT" $WORKER_PORTS; do
+    ! port_in_use "$port" || die "port $port is busy; set MASTER_PORT / WORKER_PORTS"
+  done
   mkdir -p "$DIR"
+  # Only stale (dead) PID files can be left here; clear them, so that the
+  # rollback and a later stop see just this start's processes.
+  rm -f "$DIR"/*.pid
+  trap rollback EXIT INT TERM
   # Admin (REST) servers take free ports; the second line of each ready file
   # names them.
-  start_process master "$MASTER_BIN" --host 127.0.0.1 --port "$MASTER_PORT" --admin-port 0
+  start_process master "$MASTER_BIN" --host 127.0.0.1 --port "$MASTER_PORT" --admin-port 0 ||
+    rollback
   echo "master   127.0.0.1:$(head -n 1 "$DIR/master.port") admin 127.0.0.1:$(sed -n 2p "$DIR/master.port") (pid $(cat "$DIR/master.pid"))"
-  local i=1 name
+  local i=1
   for port in $WORKER_PORTS; do
     name="worker-$i"
     mkdir -p "$DIR/$name"
-    if ! start_process "$name" "$WORKER_BIN" --node-id "$name" --host 127.0.0.1 \
+    start_process "$name" "$WORKER_BIN" --node-id "$name" --host 127.0.0.1 \
       --port "$port" --master "127.0.0.1:$MASTER_PORT" --dram-capacity "$DRAM" \
-      --ssd-capacity "$SSD" --ssd-path "$DIR/$name/ssd" --admin-port 0; then
-      stop >/dev/null
-      exit 1
-    fi
+      --ssd-capacity "$SSD" --ssd-path "$DIR/$name/ssd" --admin-port 0 || rollback
     echo "$name 127.0.0.1:$(head -n 1 "$DIR/$name.port") admin 127.0.0.1:$(sed -n 2p "$DIR/$name.port") (pid $(cat "$DIR/$name.pid"))"
     i=$((i + 1))
   done
+  trap - EXIT INT TERM
   echo "export MOONCAKE_MASTER=127.0.0.1:$MASTER_PORT"
 }
 
@@ -126,17 +175,25 @@ stop_process() {
   fi
 }
 
+# Every process with a PID file in DIR, whatever WORKER_PORTS says now.
 stop() {
   [ -d "$DIR" ] || return 0
-  # Workers first, so they do not spend their last seconds re-registering.
+  # Workers first (recorded_names puts master last), so they do not spend
+  # their last seconds re-registering.
   local name
-  for name in $(worker_names); do stop_process "$name"; done
-  stop_process master
+  for name in $(recorded_names); do stop_process "$name"; done
 }
 
 status() {
-  local name pid rc=0
-  for name in master $(worker_names); do
+  local name pid rc=0 names
+  names=$(recorded_names)
+  if [ -z "$names" ]; then
+    echo "nothing recorded in $DIR (not started, or stopped)"
+    return 1
+  fi
+  grep -qx master <<<"$names" || { echo "master not recorded"; rc=1; }
+  # Master first here, then the workers.
+  for name in $(grep -x master <<<"$names") $(grep -vx master <<<"$names"); do
     pid=$(live_pid "$name")
     if [ -n "$pid" ]; then
       echo "$name running (pid $pid, port $(head -n 1 "$DIR/$name.port" 2>/dev/null || echo '?'))"
