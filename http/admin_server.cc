@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cctype>
 #include <exception>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "common/log.h"
@@ -130,6 +132,16 @@ bool MatchPath(const std::vector<Segment>& pattern, std::string_view path,
     pos = end + 1;
   }
   return pos == path.size() + 1;  // every path segment consumed
+}
+
+// The first query parameter named more than once, if any. Routes read one
+// value a name; with `?force=true&force=false` which one wins would be a
+// guess about the operator's intent, so such a request is refused.
+std::optional<std::string> RepeatedQueryName(const httplib::Request& req) {
+  for (auto it = req.params.begin(); it != req.params.end(); ++it) {
+    if (req.params.count(it->first) > 1) return it->first;
+  }
+  return std::nullopt;
 }
 
 HttpRequest Translate(const httplib::Request& req) {
@@ -291,6 +303,13 @@ void AdminServer::Impl::Configure() {
     // The only place exceptions are caught: every handler is wrapped here, so
     // a bug answers 500 instead of tearing down a pool thread.
     try {
+      if (auto repeated = RepeatedQueryName(req)) {
+        Apply(HttpResponse::Error(
+                  400, "INVALID_PARAMS",
+                  "query parameter \"" + *repeated + "\" is given more than once; give it once"),
+              res);
+        return;
+      }
       HttpRequest request = Translate(req);
       Apply(Handle(request), res);
     } catch (const std::exception& e) {

@@ -340,6 +340,9 @@ TEST_F(AdminServerTest, PathAndQueryParametersArePercentDecoded) {
   EXPECT_EQ(doc["id"], "a b");
   EXPECT_EQ(doc["rest"], "x/y/z");
   EXPECT_EQ(doc["q"], "k=v&w");
+  auto twice = api_->Get("/items/1/parts/2?q=a&q=b");
+  ExpectError(twice, 400, "INVALID_PARAMS");
+  EXPECT_EQ(JsonOf(twice)["error"], "query parameter \"q\" is given more than once; give it once");
 }
 
 TEST_F(AdminServerTest, UnknownPathsAndWrongMethodsGetJsonErrors) {
@@ -1000,6 +1003,10 @@ TEST_F(WorkerAdminTest, DeleteNeedsTheTokenAndHonoursLeases) {
               "OBJECT_HAS_LEASE");
   ExpectError(api_->Call("DELETE", "/objects/victim?force=maybe", "", kToken), 400,
               "INVALID_PARAMS");
+  // Which of two values would win is a guess: refused, nothing removed.
+  ExpectError(api_->Call("DELETE", "/objects/victim?force=true&force=false", "", kToken), 400,
+              "INVALID_PARAMS");
+  EXPECT_EQ(api_->Get("/objects/victim").status, 200);
   auto removed = api_->Call("DELETE", "/objects/victim?force=true", "", kToken);
   ASSERT_EQ(removed.status, 200) << removed.body;
   EXPECT_EQ(JsonOf(removed), (json{{"key", "victim"}, {"removed", true}}));
