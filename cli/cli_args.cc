@@ -719,7 +719,9 @@ std::string Explain(ErrorCode code, const ErrorContext& c) {
     case ErrorCode::kInvalidParams:
       return "invalid request (an empty value or a size that does not match)";
     case ErrorCode::kIllegalClient:
-      return "another write of key '" + c.key + "' pre-empted this one";
+      return "this write of key '" + c.key +
+             "' was pre-empted by another write of it, or discarded as not finished within "
+             "the worker's --put-start-discard-timeout-ms";
     case ErrorCode::kReplicaIsNotReady:
       return "key '" + c.key + "' is being written; retry shortly";
     case ErrorCode::kObjectNotFound:

@@ -111,6 +111,12 @@ TEST(CliArgsTest, ErrorLineNamesTheCode) {
   EXPECT_EQ(ErrorLine("put", ErrorCode::kNoAvailableHandle, context),
             "error: put failed: NO_AVAILABLE_HANDLE (-200): no tier on the target node can hold "
             "3.0 GiB");
+  // ILLEGAL_CLIENT is also a write the worker discarded as abandoned: the
+  // line must not blame another writer only.
+  EXPECT_EQ(ErrorLine("put", ErrorCode::kIllegalClient, context),
+            "error: put failed: ILLEGAL_CLIENT (-601): this write of key 'k' was pre-empted by "
+            "another write of it, or discarded as not finished within the worker's "
+            "--put-start-discard-timeout-ms");
 }
 
 TEST(CliArgsTest, UpsertTakesTheSameSourcesAndPlacementFlags) {
