@@ -3,8 +3,13 @@
 # on this machine, state and logs under ./var.
 #
 #   ./scripts/local-cluster.sh up       # default: install deps, build, start
-#   ./scripts/local-cluster.sh status   # are they running, what does the master see
+#   ./scripts/local-cluster.sh status   # running and answering? what does the master see
 #   ./scripts/local-cluster.sh down     # stop them (by their recorded PIDs)
+#
+# `up` records the settings it used in var/cluster.env; `status`, `down` and a
+# later `up` use those while the recorded cluster runs, so the knobs below
+# need not be repeated. `status` exits 0 only when both processes run and
+# answer GET /readyz on their admin ports (and `mooncake-cli nodes` works).
 #
 # `up` builds (into BUILD_DIR, the tree scripts/test.sh uses) everything the
 # README uses except the tests: the binaries, mooncake-bench, the C++ examples
@@ -18,8 +23,16 @@
 #   SKIP_DEPS=1 (skip scripts/install-deps.sh)  SKIP_BUILD=1 (use existing binaries)
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# pwd -P: the --ready-file paths that identify our processes (live_pid) must
+# be spelt the same whichever path (symlink or not) the script is run by.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$ROOT"
+
+# Settings `up` records (var/cluster.env) and the other commands re-use, and
+# those of them this environment sets (before defaults apply).
+SETTINGS=(MASTER_PORT WORKER_PORT MASTER_ADMIN_PORT WORKER_ADMIN_PORT NODE_ID DRAM SSD BUILD_DIR)
+ENV_SET=()
+for _k in "${SETTINGS[@]}"; do [ -z "${!_k+x}" ] || ENV_SET+=("$_k"); done
 
 MASTER_PORT="${MASTER_PORT:-50051}"
 WORKER_PORT="${WORKER_PORT:-50061}"
@@ -32,26 +45,91 @@ BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 # Same build type as scripts/test.sh, so the two share one build tree.
 BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}"
 VAR="$ROOT/var"
+ENV_FILE="$VAR/cluster.env"
 READY_TIMEOUT_S=30
 STOP_TIMEOUT_S=10
-
-MASTER_BIN="$BUILD_DIR/master/mooncake-master"
-WORKER_BIN="$BUILD_DIR/worker/mooncake-worker"
-CLI_BIN="$BUILD_DIR/cli/mooncake-cli"
 
 log() { printf '==> %s\n' "$*"; }
 die() { printf 'local-cluster: %s\n' "$*" >&2; exit 1; }
 
+set_bins() {
+  MASTER_BIN="$BUILD_DIR/master/mooncake-master"
+  WORKER_BIN="$BUILD_DIR/worker/mooncake-worker"
+  CLI_BIN="$BUILD_DIR/cli/mooncake-cli"
+}
+set_bins
+
 # pid of a recorded process if it is still alive and still ours, else empty.
+# PIDs are reused, so "ours" means: one of its arguments is the ready file
+# this script gave it (var/NAME.port of this checkout), which nothing else has.
 live_pid() {
-  local name=$1 pidfile="$VAR/$1.pid" pid
+  local name=$1 pidfile="$VAR/$1.pid" pid arg
   [ -f "$pidfile" ] || return 0
   pid=$(cat "$pidfile" 2>/dev/null || true)
   [[ "$pid" =~ ^[0-9]+$ ]] || return 0
-  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null |
-      grep -q "mooncake-"; then
-    echo "$pid"
+  kill -0 "$pid" 2>/dev/null || return 0
+  # No pipeline (under pipefail `tr | grep -q` can misreport).
+  local -a args=()
+  mapfile -d '' -t args <"/proc/$pid/cmdline" 2>/dev/null || return 0
+  for arg in "${args[@]}"; do
+    if [ "$arg" = "$VAR/$name.port" ]; then
+      echo "$pid"
+      return 0
+    fi
+  done
+}
+
+# Names with a PID file under var/: workers first, master last.
+recorded_names() {
+  local f name
+  for f in "$VAR"/*.pid; do
+    [ -f "$f" ] || continue
+    name=${f##*/}
+    name=${name%.pid}
+    [ "$name" = master ] || echo "$name"
+  done
+  [ ! -f "$VAR/master.pid" ] || echo master
+}
+
+# True when a process recorded under var/ still runs.
+any_live() {
+  local name
+  for name in $(recorded_names); do
+    [ -z "$(live_pid "$name")" ] || return 0
+  done
+  return 1
+}
+
+write_settings() {
+  local k tmp="$ENV_FILE.tmp"
+  {
+    echo "# Written by scripts/local-cluster.sh up; read by status, down and up."
+    for k in "${SETTINGS[@]}"; do printf '%s=%q\n' "$k" "${!k}"; done
+  } >"$tmp"
+  mv -f "$tmp" "$ENV_FILE"
+}
+
+# The recorded settings replace the environment's while the recorded cluster
+# still runs (and always for status, which describes that cluster). With
+# `up`, a knob the environment sets differently is named, not applied.
+load_settings() {
+  local mode=$1 k
+  [ -f "$ENV_FILE" ] || return 0
+  if [ "$mode" = up ] && ! any_live; then
+    return 0
   fi
+  local -A before=()
+  for k in "${SETTINGS[@]}"; do before[$k]=${!k}; done
+  # shellcheck disable=SC1090
+  . "$ENV_FILE"
+  if [ "$mode" = up ]; then
+    for k in "${ENV_SET[@]}"; do
+      if [ "${before[$k]}" != "${!k}" ]; then
+        log "note: the running cluster was started with $k=${!k} (not ${before[$k]}); keeping it. Run down first to change it."
+      fi
+    done
+  fi
+  set_bins
 }
 
 port_in_use() {
@@ -113,6 +191,28 @@ start() {
   log "$name running (pid $pid, $(ports_of "$name"), log $VAR/$name.log)"
 }
 
+# Admin port of NAME: line 2 of its ready file, else the configured one.
+admin_port_of() {
+  local admin
+  admin=$(sed -n 2p "$VAR/$1.port" 2>/dev/null || true)
+  [[ "$admin" =~ ^[0-9]+$ ]] || admin=$2
+  echo "$admin"
+}
+
+# Whether NAME answers GET /readyz with 200 within 3 s (complaint on stderr).
+answers() {
+  local name=$1 admin=$2 url
+  url="http://127.0.0.1:$admin/readyz"
+  if ! command -v curl >/dev/null 2>&1; then
+    return 0 # checked by `mooncake-cli nodes` below instead
+  fi
+  if curl -sf -m 3 -o /dev/null "$url"; then
+    return 0
+  fi
+  echo "$name: not ready: GET $url did not answer 200 within 3 s" >&2
+  return 1
+}
+
 # "rpc 50051, admin 50050" from NAME's ready file (line 1: RPC port, line 2:
 # admin port, -1 when disabled).
 ports_of() {
@@ -147,14 +247,21 @@ stop_one() {
   log "$name stopped (pid $pid)"
 }
 
+# After a failed start: forget the settings unless something still runs.
+up_failed() {
+  any_live || rm -f "$ENV_FILE"
+  exit 1
+}
+
 cmd_up() {
+  load_settings up
   local m w
   m=$(live_pid master)
   w=$(live_pid "$NODE_ID")
   if [ -n "$m" ] && [ -n "$w" ]; then
     log "already running"
     cmd_status
-    return 0
+    return
   fi
   # Check the ports before building or starting anything.
   if [ -z "$m" ] && port_in_use "$MASTER_PORT"; then
@@ -171,15 +278,16 @@ cmd_up() {
   fi
   build
   mkdir -p "$VAR/$NODE_ID/ssd"
+  write_settings
   if [ -z "$m" ]; then
     start master "$MASTER_BIN" --host 127.0.0.1 --port "$MASTER_PORT" \
-      --admin-port "$MASTER_ADMIN_PORT"
+      --admin-port "$MASTER_ADMIN_PORT" || up_failed
   fi
   if [ -z "$w" ]; then
     start "$NODE_ID" "$WORKER_BIN" --node-id "$NODE_ID" --host 127.0.0.1 \
       --port "$WORKER_PORT" --admin-port "$WORKER_ADMIN_PORT" --master "127.0.0.1:$MASTER_PORT" \
       --dram-capacity "$DRAM" --ssd-capacity "$SSD" --ssd-path "$VAR/$NODE_ID/ssd" ||
-      { stop_one master; exit 1; }
+      { [ -n "$m" ] || stop_one master; up_failed; } # only a master this up started
   fi
   cat <<USAGE
 
@@ -204,13 +312,17 @@ Logs: var/master.log, var/$NODE_ID.log.  Stop with: ./scripts/local-cluster.sh d
 USAGE
 }
 
+# Stops every process recorded under var/ that is still ours (workers first),
+# whatever NODE_ID says now.
 cmd_down() {
   [ -d "$VAR" ] || { log "nothing to stop"; return 0; }
-  stop_one "$NODE_ID"
-  stop_one master
+  local name
+  for name in $(recorded_names); do stop_one "$name"; done
+  rm -f "$ENV_FILE"
 }
 
 cmd_status() {
+  load_settings status
   local rc=0 name pid
   for name in master "$NODE_ID"; do
     pid=$(live_pid "$name")
@@ -221,8 +333,15 @@ cmd_status() {
       rc=1
     fi
   done
+  [ "$rc" -eq 0 ] || return "$rc"
+  answers master "$(admin_port_of master "$MASTER_ADMIN_PORT")" || rc=1
+  answers "$NODE_ID" "$(admin_port_of "$NODE_ID" "$WORKER_ADMIN_PORT")" || rc=1
+  local master_rpc
+  master_rpc=$(sed -n 1p "$VAR/master.port" 2>/dev/null || true)
+  [[ "$master_rpc" =~ ^[0-9]+$ ]] || master_rpc=$MASTER_PORT
   if [ "$rc" -eq 0 ] && [ -x "$CLI_BIN" ]; then
-    "$CLI_BIN" --master "127.0.0.1:$MASTER_PORT" nodes || true
+    # Bounded: a wedged master would hold `nodes` for its 30 s RPC timeout.
+    timeout 10 "$CLI_BIN" --master "127.0.0.1:$master_rpc" nodes || rc=1
   fi
   return "$rc"
 }
