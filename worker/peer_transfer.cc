@@ -1,5 +1,6 @@
 #include "worker/peer_transfer.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 
@@ -30,6 +31,26 @@ Result<CrashPoint> ParseCrashPoint(std::string_view text) {
   if (text == "after_hand_over") return CrashPoint::kAfterHandOver;
   if (text == "hand_over_answer_lost") return CrashPoint::kHandOverAnswerLost;
   return Err(ErrorCode::kInvalidParams);
+}
+
+Result<NodeRecord> SendToNodeWithRoom(
+    const std::function<Result<NodeRecord>(const std::vector<std::string>& refused)>& pick,
+    const std::function<Result<void>(const NodeRecord& node)>& send) {
+  std::vector<std::string> refused;
+  while (refused.size() < static_cast<size_t>(kMaxAdoptTargets)) {
+    auto node = pick(refused);
+    // The master's own kNoAvailableHandle: no node (but those that refused)
+    // has room.
+    if (!node) return Err(node.error());
+    // The master has no other node to offer.
+    if (std::ranges::find(refused, node->node_id) != refused.end()) break;
+    auto sent = send(*node);
+    if (sent) return node;
+    if (sent.error() != ErrorCode::kNoAvailableHandle) return Err(sent.error());
+    MC_LOG_INFO("adopt refused for lack of room node={}; picking another", node->node_id);
+    refused.push_back(node->node_id);
+  }
+  return Err(ErrorCode::kTransferFail);
 }
 
 // ---- ThriftPeerTransfer ----
@@ -68,13 +89,25 @@ Result<std::string> ThriftPeerTransfer::Transfer(const std::string& key, uint64_
                                                  uint64_t version, const ObjectOptions& options,
                                                  const ObjectSource& source,
                                                  const std::string& target, bool dram_only) {
-  auto node = target.empty() ? master_.PickNode(size) : master_.FindNode(target);
-  if (!node) return Err(node.error());
-  auto channel = Channel(*node);
-  if (auto sent = SendTo(*channel, node->node_id, key, size, version, options, source, dram_only);
-      !sent) {
-    return Err(sent.error());
+  std::shared_ptr<WorkerChannel> channel;
+  auto send = [&](const NodeRecord& to) {
+    channel = Channel(to);
+    return SendTo(*channel, to.node_id, key, size, version, options, source, dram_only);
+  };
+  Result<NodeRecord> node = Err(ErrorCode::kInternalError);
+  if (target.empty()) {
+    // MasterLink::PickNode leaves out only this node: a node that refused
+    // is picked again while the master's usage figures still favour it, and
+    // SendToNodeWithRoom then stops.
+    node = SendToNodeWithRoom(
+        [&](const std::vector<std::string>&) { return master_.PickNode(size); }, send);
+  } else {
+    node = master_.FindNode(target);
+    if (node) {
+      if (auto sent = send(*node); !sent) return Err(sent.error());
+    }
   }
+  if (!node) return Err(node.error());
   MaybeCrash(CrashPoint::kAfterAdopt);
   // The target holds a complete copy; the master decides who owns it.
   auto swapped = master_.HandOver(key, node->node_id);

@@ -17,11 +17,13 @@
 // RdmaLink and the counters are themselves thread-safe.
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "thrift/rpc_limits.h"
 #include "transport/rdma_link.h"
@@ -56,6 +58,23 @@ struct PeerTransferStats {
   // the direct commit), then the object went over TCP.
   uint64_t rdma_fallbacks = 0;
 };
+
+// How many nodes an eviction offers an object to before it gives up for now.
+inline constexpr int kMaxAdoptTargets = 3;
+
+// Finds a node that takes the object: `pick(refused)` asks the master for
+// the node with the most room, leaving out (where it can) the nodes in
+// `refused`; `send(node)` adopts the object there. A picked node may still
+// refuse for lack of room (kNoAvailableHandle), as the usage the master ranks
+// by is up to a heartbeat old and other nodes may be filling it too: then
+// another is picked, up to kMaxAdoptTargets nodes in all. Returns the node
+// that took it; kNoAvailableHandle only when the master itself has no node
+// with room (the object may then leave the cluster); kTransferFail when the
+// nodes picked refused it (the object stays where it is); any other failure
+// of `send` unchanged.
+Result<NodeRecord> SendToNodeWithRoom(
+    const std::function<Result<NodeRecord>(const std::vector<std::string>& refused)>& pick,
+    const std::function<Result<void>(const NodeRecord& node)>& send);
 
 class ThriftPeerTransfer : public PeerTransfer {
  public:

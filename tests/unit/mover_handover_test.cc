@@ -1,0 +1,273 @@
+// Hand-overs between real backends (worker/mover.h, worker/peer_transfer.h):
+// several TieredCacheBackends share one in-memory master, and a loopback
+// PeerTransfer moves objects between them as ThriftPeerTransfer::Transfer
+// does (SendToNodeWithRoom over AdoptStart / PutChunk / AdoptEnd on the
+// target, then UpdateOwner at the master), with the master's answers
+// scripted where a test needs a race.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tiers/dram_tier.h"
+#include "worker/peer_transfer.h"
+#include "worker/tiered_cache_backend.h"
+
+namespace mooncake {
+namespace {
+
+constexpr uint64_t kKiB = 1024;
+
+// The master's ownership table, shared by every node.
+class SharedMaster {
+ public:
+  // "" when no node owns `key`.
+  std::string OwnerOf(const std::string& key) {
+    std::lock_guard lock(mu_);
+    auto it = owners_.find(key);
+    return it == owners_.end() ? "" : it->second;
+  }
+  // UpdateOwner(key, expected, new): a compare-and-set.
+  Result<void> UpdateOwner(const std::string& key, const std::string& from, const std::string& to) {
+    std::lock_guard lock(mu_);
+    auto it = owners_.find(key);
+    if (it == owners_.end()) return Err(ErrorCode::kObjectNotFound);
+    if (it->second != from) return Err(ErrorCode::kNotOwner);
+    it->second = to;
+    return {};
+  }
+  Result<void> Claim(const std::string& key, const std::string& node) {
+    std::lock_guard lock(mu_);
+    auto [it, added] = owners_.emplace(key, node);
+    if (!added && it->second != node) return Err(ErrorCode::kObjectAlreadyExists);
+    return {};
+  }
+  Result<void> Release(const std::string& key, const std::string& node) {
+    std::lock_guard lock(mu_);
+    auto it = owners_.find(key);
+    if (it == owners_.end()) return Err(ErrorCode::kObjectNotFound);
+    if (it->second != node) return Err(ErrorCode::kNotOwner);
+    owners_.erase(it);
+    return {};
+  }
+  // As another node's put or remove at the master.
+  void SetOwner(const std::string& key, const std::string& node) {
+    std::lock_guard lock(mu_);
+    if (node.empty()) {
+      owners_.erase(key);
+    } else {
+      owners_[key] = node;
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::string> owners_;  // guarded by mu_
+};
+
+// One node's view of the shared master.
+class NodeDirectory : public OwnerDirectory {
+ public:
+  NodeDirectory(SharedMaster& master, std::string node) : master_(master), node_(std::move(node)) {}
+  Result<void> Claim(const std::string& key) override { return master_.Claim(key, node_); }
+  Result<void> Release(const std::string& key) override { return master_.Release(key, node_); }
+
+ private:
+  SharedMaster& master_;
+  const std::string node_;
+};
+
+// ThriftPeerTransfer::Transfer in process. The master picks nodes in
+// `pick_order`, leaving out those that refused unless
+// `pick_ignores_refusals` (as MasterLink::PickNode, which leaves out only
+// the sender, does today); `before_hand_over` runs
+// between the adopt and UpdateOwner (another node's write there, say).
+class LoopbackPeers : public PeerTransfer {
+ public:
+  LoopbackPeers(SharedMaster& master, std::string self) : master_(master), self_(std::move(self)) {}
+
+  Result<std::string> Transfer(const std::string& key, uint64_t size, uint64_t version,
+                               const ObjectOptions& options, const ObjectSource& source,
+                               const std::string& target, bool /*dram_only*/) override {
+    ++transfers;
+    auto pick = [&](const std::vector<std::string>& refused) -> Result<NodeRecord> {
+      ++picks;
+      if (!target.empty()) return NodeRecord{.node_id = target};
+      for (const std::string& node : pick_order) {
+        if (pick_ignores_refusals || std::ranges::find(refused, node) == refused.end()) {
+          return NodeRecord{.node_id = node};
+        }
+      }
+      return Err(ErrorCode::kNoAvailableHandle);
+    };
+    auto send = [&](const NodeRecord& to) -> Result<void> {
+      ++sends;
+      TieredCacheBackend& peer = *nodes.at(to.node_id);
+      auto handle = peer.PutStart(key, size, options, WriteMode::kAdopt, version);
+      if (!handle) return Err(handle.error());
+      std::string bytes(size, '\0');
+      if (auto read = source.read(0, std::as_writable_bytes(std::span(bytes.data(), size)));
+          !read) {
+        return Err(read.error());
+      }
+      if (auto chunk = peer.PutChunk(*handle, 0, bytes); !chunk) return Err(chunk.error());
+      return peer.PutEnd(*handle);
+    };
+    auto node = SendToNodeWithRoom(pick, send);
+    if (!node) return Err(node.error());
+    if (before_hand_over) before_hand_over();
+    if (auto swapped = master_.UpdateOwner(key, self_, node->node_id); !swapped) {
+      (void)nodes.at(node->node_id)->AdoptAbort(key);
+      return Err(swapped.error());
+    }
+    return node->node_id;
+  }
+
+  std::map<std::string, TieredCacheBackend*> nodes;
+  std::vector<std::string> pick_order;
+  bool pick_ignores_refusals = false;
+  std::function<void()> before_hand_over;
+  int transfers = 0, picks = 0, sends = 0;
+
+ private:
+  SharedMaster& master_;
+  const std::string self_;
+};
+
+BackendOptions Options() {
+  BackendOptions options;
+  options.kv_lease_ttl = Millis{0};
+  options.adopt_confirm_delay = Millis{0};
+  return options;
+}
+
+// A worker with one DRAM tier of `dram` bytes.
+struct Node {
+  Node(SharedMaster& master, const std::string& id, uint64_t dram,
+       BackendOptions options = Options())
+      : directory(master, id), peers(master, id) {
+    std::vector<std::unique_ptr<CacheTier>> tiers;
+    tiers.push_back(std::move(DramTier::Create("dram", dram).value()));
+    backend = std::make_unique<TieredCacheBackend>(std::move(tiers), &directory, options);
+    backend->Recover();
+    backend->set_peer_transfer(&peers);
+  }
+  NodeDirectory directory;
+  LoopbackPeers peers;
+  std::unique_ptr<TieredCacheBackend> backend;
+};
+
+// The value of `key` at `backend`, or its error's name.
+std::string Read(TieredCacheBackend& backend, const std::string& key) {
+  auto read = backend.Get(key, 0, 0);
+  return read ? std::string(read->data) : std::string(ToString(read.error()));
+}
+
+// ---------------------------------------------------------------------------
+// Choosing the target
+
+TEST(MoverHandOverTest, ANodeThatRefusesTheAdoptIsLeftOutAndTheNextOneTakesIt) {
+  std::vector<std::vector<std::string>> excluded;
+  std::vector<std::string> sent_to;
+  auto node = SendToNodeWithRoom(
+      [&](const std::vector<std::string>& refused) -> Result<NodeRecord> {
+        excluded.push_back(refused);
+        return NodeRecord{.node_id = refused.empty() ? "b" : "c"};
+      },
+      [&](const NodeRecord& to) -> Result<void> {
+        sent_to.push_back(to.node_id);
+        if (to.node_id == "b") return Err(ErrorCode::kNoAvailableHandle);
+        return {};
+      });
+  ASSERT_TRUE(node);
+  EXPECT_EQ(node->node_id, "c");
+  EXPECT_EQ(sent_to, (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(excluded, (std::vector<std::vector<std::string>>{{}, {"b"}}));
+}
+
+TEST(MoverHandOverTest, RefusalsByTargetsAreNotNoRoomInTheCluster) {
+  // Every node refuses: kMaxAdoptTargets are tried, and the answer is not
+  // the master's "no node has room", which would drop the key.
+  int sends = 0, picks = 0;
+  auto every_node = SendToNodeWithRoom(
+      [&](const std::vector<std::string>&) -> Result<NodeRecord> {
+        return NodeRecord{.node_id = "n" + std::to_string(picks++)};
+      },
+      [&](const NodeRecord&) -> Result<void> {
+        ++sends;
+        return Err(ErrorCode::kNoAvailableHandle);
+      });
+  ASSERT_FALSE(every_node);
+  EXPECT_EQ(every_node.error(), ErrorCode::kTransferFail);
+  EXPECT_EQ(sends, kMaxAdoptTargets);
+
+  // A master that names the refusing node again has no other to offer.
+  sends = 0;
+  auto same_node = SendToNodeWithRoom(
+      [&](const std::vector<std::string>&) -> Result<NodeRecord> {
+        return NodeRecord{.node_id = "b"};
+      },
+      [&](const NodeRecord&) -> Result<void> {
+        ++sends;
+        return Err(ErrorCode::kNoAvailableHandle);
+      });
+  ASSERT_FALSE(same_node);
+  EXPECT_EQ(same_node.error(), ErrorCode::kTransferFail);
+  EXPECT_EQ(sends, 1);
+
+  // The master's own answer that no node has room is passed on.
+  auto no_room = SendToNodeWithRoom(
+      [&](const std::vector<std::string>&) -> Result<NodeRecord> {
+        return Err(ErrorCode::kNoAvailableHandle);
+      },
+      [&](const NodeRecord&) -> Result<void> { return {}; });
+  ASSERT_FALSE(no_room);
+  EXPECT_EQ(no_room.error(), ErrorCode::kNoAvailableHandle);
+}
+
+// The master still ranks B first (its usage is a heartbeat old) though B is
+// full: B refuses the adopt, and the key goes to C instead of leaving the
+// cluster.
+TEST(MoverHandOverTest, AnEvictionRefusedByAFullTargetMovesTheKeyToAnotherNode) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 16 * kKiB), c(master, "C", 1024 * kKiB);
+  ASSERT_TRUE(b.backend->Put("filler", std::string(16 * kKiB, 'f'), {}));
+  a.peers.nodes = {{"B", b.backend.get()}, {"C", c.backend.get()}};
+  a.peers.pick_order = {"B", "C"};
+  const std::string value(8 * kKiB, 'k');
+  ASSERT_TRUE(a.backend->Put("k", value, {}));
+  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
+  EXPECT_EQ(a.backend->Stats().dropped, 0u);
+  EXPECT_EQ(master.OwnerOf("k"), "C");
+  c.backend->RunMaintenance();  // C confirms its copy
+  EXPECT_EQ(Read(*c.backend, "k"), value);
+  EXPECT_EQ(Read(*b.backend, "filler"), std::string(16 * kKiB, 'f'));
+}
+
+// The master offers only a node that is full (its usage figures still say
+// otherwise): the key stays readable where it is.
+TEST(MoverHandOverTest, AnEvictionTheOfferedTargetRefusesKeepsTheKey) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 16 * kKiB);
+  ASSERT_TRUE(b.backend->Put("filler", std::string(16 * kKiB, 'f'), {}));
+  a.peers.nodes = {{"B", b.backend.get()}};
+  a.peers.pick_order = {"B"};
+  a.peers.pick_ignores_refusals = true;
+  const std::string value(8 * kKiB, 'k');
+  ASSERT_TRUE(a.backend->Put("k", value, {}));
+  a.backend->EvictTier("dram", 0.0);
+  EXPECT_EQ(a.peers.sends, 1);
+  EXPECT_EQ(a.backend->Stats().dropped, 0u);
+  EXPECT_EQ(master.OwnerOf("k"), "A");
+  EXPECT_EQ(Read(*a.backend, "k"), value);
+}
+
+}  // namespace
+}  // namespace mooncake
