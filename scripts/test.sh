@@ -9,6 +9,7 @@
 #   JOBS           parallel build/test jobs (default: nproc)
 #   CTEST_ARGS     extra ctest arguments, e.g. "-L integration" or "-R Cli"
 #   SKIP_DEPS=1    do not run scripts/install-deps.sh
+#   SKIP_BUILD=1   do not build (test what BUILD_DIR already holds)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,10 +26,12 @@ if [ "${SKIP_DEPS:-0}" != "1" ]; then
   "$ROOT/scripts/install-deps.sh"
 fi
 
-# Configure only when the tree is new or was configured differently; the
+# Configure only when the tree is new or was configured differently (another
+# build type, or without the tests, e.g. -DMOONCAKE_BUILD_TESTS=OFF); the
 # build step re-runs CMake by itself when a CMakeLists.txt changed.
 cache="$BUILD_DIR/CMakeCache.txt"
-if [ ! -f "$cache" ] || ! grep -q "^CMAKE_BUILD_TYPE:STRING=${BUILD_TYPE}\$" "$cache"; then
+if [ ! -f "$cache" ] || ! grep -q "^CMAKE_BUILD_TYPE:STRING=${BUILD_TYPE}\$" "$cache" ||
+   ! grep -q '^MOONCAKE_BUILD_TESTS:BOOL=ON$' "$cache"; then
   log "configuring $BUILD_DIR ($BUILD_TYPE)"
   launcher=()
   if command -v ccache >/dev/null 2>&1; then
@@ -38,12 +41,16 @@ if [ ! -f "$cache" ] || ! grep -q "^CMAKE_BUILD_TYPE:STRING=${BUILD_TYPE}\$" "$c
     -DMOONCAKE_BUILD_TESTS=ON "${launcher[@]}"
 fi
 
-log "building with -j$JOBS"
-cmake --build "$BUILD_DIR" -j"$JOBS"
+if [ "${SKIP_BUILD:-0}" != "1" ]; then
+  log "building with -j$JOBS"
+  cmake --build "$BUILD_DIR" -j"$JOBS"
+fi
 
 # promtool, when install-deps unpacked it (see there).
 export PATH="$BUILD_DIR/tools/bin:$PATH"
 
 log "running tests"
+# --no-tests=error: a CTEST_ARGS filter that matches nothing (or a tree with
+# no tests) fails instead of passing with "No tests were found".
 # shellcheck disable=SC2086  # CTEST_ARGS is a list of words on purpose
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" --timeout 600 ${CTEST_ARGS:-}
+ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -j"$JOBS" --timeout 600 ${CTEST_ARGS:-}
