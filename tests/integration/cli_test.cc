@@ -59,6 +59,37 @@ std::string Show(const CliResult& r) {
          "\n  stderr: " + r.err.substr(0, 2000);
 }
 
+// mooncake-cli's command line and environment for `args` against `cluster`,
+// as RunCli builds them: no config file or MOONCAKE_* of the caller's.
+// argv() and envp() point into the object, which must outlive the spawn.
+class CliInvocation {
+ public:
+  CliInvocation(const TestCluster& cluster, const std::vector<std::string>& args)
+      : argv_{MOONCAKE_CLI_BIN, "--master", cluster.master_address()},
+        env_{"XDG_CONFIG_HOME=" + (cluster.dir() / "xdg-config").string()} {
+    argv_.insert(argv_.end(), args.begin(), args.end());
+    for (char** e = environ; *e; ++e) {
+      std::string_view entry(*e);
+      if (!entry.starts_with("MOONCAKE_") && !entry.starts_with("XDG_CONFIG_HOME=")) {
+        env_.emplace_back(entry);
+      }
+    }
+    for (auto& a : argv_) argv_ptrs_.push_back(a.data());
+    for (auto& e : env_) env_ptrs_.push_back(e.data());
+    argv_ptrs_.push_back(nullptr);
+    env_ptrs_.push_back(nullptr);
+  }
+  CliInvocation(const CliInvocation&) = delete;
+  CliInvocation& operator=(const CliInvocation&) = delete;
+
+  char* const* argv() { return argv_ptrs_.data(); }
+  char* const* envp() { return env_ptrs_.data(); }
+
+ private:
+  std::vector<std::string> argv_, env_;
+  std::vector<char*> argv_ptrs_, env_ptrs_;
+};
+
 // Runs mooncake-cli with its stdout on `out_fd`, as `mooncake-cli ... > FILE`
 // does (RunCli captures stdout in a pipe), and its stdin on `in_fd` (-1:
 // /dev/null). Returns the exit code, -1 when it died or ran past a minute;
@@ -66,21 +97,7 @@ std::string Show(const CliResult& r) {
 // given, gets its peak RSS.
 int RunCliWithFds(const TestCluster& cluster, const std::vector<std::string>& args, int out_fd,
                   int in_fd = -1, long* max_rss_kib = nullptr, int err_fd = -1) {
-  std::vector<std::string> argv = {MOONCAKE_CLI_BIN, "--master", cluster.master_address()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  // As RunCli: no config file or MOONCAKE_* of the caller's.
-  std::vector<std::string> env = {"XDG_CONFIG_HOME=" + (cluster.dir() / "xdg-config").string()};
-  for (char** e = environ; *e; ++e) {
-    std::string_view entry(*e);
-    if (!entry.starts_with("MOONCAKE_") && !entry.starts_with("XDG_CONFIG_HOME=")) {
-      env.emplace_back(entry);
-    }
-  }
-  std::vector<char*> argv_ptrs, env_ptrs;
-  for (auto& a : argv) argv_ptrs.push_back(a.data());
-  for (auto& e : env) env_ptrs.push_back(e.data());
-  argv_ptrs.push_back(nullptr);
-  env_ptrs.push_back(nullptr);
+  CliInvocation cli(cluster, args);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
@@ -91,8 +108,7 @@ int RunCliWithFds(const TestCluster& cluster, const std::vector<std::string>& ar
     posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   }
   pid_t pid = -1;
-  int spawned =
-      posix_spawn(&pid, MOONCAKE_CLI_BIN, &actions, nullptr, argv_ptrs.data(), env_ptrs.data());
+  int spawned = posix_spawn(&pid, MOONCAKE_CLI_BIN, &actions, nullptr, cli.argv(), cli.envp());
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) return -1;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
@@ -148,20 +164,7 @@ constexpr int kCannotRunAsNobody = 125;
 // Runs mooncake-cli as kNobody when this test runs as root, else as us.
 // exit_code is kCannotRunAsNobody when that could not be done.
 CliResult RunCliAsNobody(const TestCluster& cluster, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {MOONCAKE_CLI_BIN, "--master", cluster.master_address()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<std::string> env = {"XDG_CONFIG_HOME=" + (cluster.dir() / "xdg-config").string()};
-  for (char** e = environ; *e; ++e) {
-    std::string_view entry(*e);
-    if (!entry.starts_with("MOONCAKE_") && !entry.starts_with("XDG_CONFIG_HOME=")) {
-      env.emplace_back(entry);
-    }
-  }
-  std::vector<char*> argv_ptrs, env_ptrs;
-  for (auto& a : argv) argv_ptrs.push_back(a.data());
-  for (auto& e : env) env_ptrs.push_back(e.data());
-  argv_ptrs.push_back(nullptr);
-  env_ptrs.push_back(nullptr);
+  CliInvocation cli(cluster, args);
   CliResult result;
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return result;
@@ -176,7 +179,7 @@ CliResult RunCliAsNobody(const TestCluster& cluster, const std::vector<std::stri
     if (as_root && (setgroups(0, nullptr) != 0 || setgid(kNobody) != 0 || setuid(kNobody) != 0)) {
       _exit(kCannotRunAsNobody);
     }
-    execve(MOONCAKE_CLI_BIN, argv_ptrs.data(), env_ptrs.data());
+    execve(MOONCAKE_CLI_BIN, cli.argv(), cli.envp());
     _exit(kCannotRunAsNobody);
   }
   close(out[1]);
