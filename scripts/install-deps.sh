@@ -9,6 +9,9 @@ packages=(
   libboost-dev libevent-dev libibverbs-dev librdmacm-dev
   libamdhip64-dev librocksdb-dev libtbb-dev libgtest-dev libgmock-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libssl-dev zlib1g-dev libbrotli-dev openssl
+  # curl: local-cluster.sh status (/readyz), examples/ha_cluster.sh (etcd),
+  # the REST admin recipes in README and docs/operations.md.
+  curl
   # The Python package (python/) and its tests: built against Debian's own
   # interpreter (/usr/bin/python3), never a registry.
   pybind11-dev python3-dev python3-venv python3-pip python3-setuptools python3-wheel
