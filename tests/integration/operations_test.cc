@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -326,13 +327,71 @@ TEST_F(OperationsTest, VersionFlagPrintsTheVersionLineAndExitsZero) {
 TEST_F(OperationsTest, VersionNamesTheCommitThatWasBuilt) {
   const fs::path git = "/usr/bin/git";
   if (!fs::exists(git)) GTEST_SKIP() << "no /usr/bin/git to read the source's commit";
+  // Read-only git use: never take the index lock others' git commands need.
+  setenv("GIT_OPTIONAL_LOCKS", "0", 1);
   RunResult head = RunBinary(
       {git.string(), "-C", MOONCAKE_SOURCE_DIR, "rev-parse", "--short=12", "HEAD"}, cluster_.dir());
   if (head.exit_code != 0) GTEST_SKIP() << "the source is not a git checkout: " << head.err;
   const std::string commit = head.out.substr(0, head.out.find('\n'));
+  RunResult diff = RunBinary(
+      {git.string(), "-C", MOONCAKE_SOURCE_DIR, "diff", "--quiet", "HEAD", "--"}, cluster_.dir());
   RunResult run = RunBinary({MOONCAKE_WORKER_BIN, "--version"}, cluster_.dir());
-  EXPECT_NE(run.out.find("(commit " + commit + ","), std::string::npos)
-      << run.out << " (source HEAD is " << commit << "; rebuild after committing)";
+  if (diff.exit_code == 0) {
+    // A tree without local changes (CI's fresh clone): exactly the commit,
+    // no -dirty marker.
+    EXPECT_NE(run.out.find("(commit " + commit + ","), std::string::npos)
+        << run.out << " (source HEAD is " << commit
+        << " with no local changes; rebuild after committing)";
+  } else {
+    // Tracked files differ from HEAD now; they may have been edited before or
+    // after the build, so either form names the right commit.
+    // WriteGitCommitMarksAModifiedTree checks the marker itself.
+    EXPECT_TRUE(run.out.find("(commit " + commit + ",") != std::string::npos ||
+                run.out.find("(commit " + commit + "-dirty,") != std::string::npos)
+        << run.out << " (source HEAD is " << commit
+        << ", with local changes; rebuild after committing)";
+  }
+}
+
+// cmake/WriteGitCommit.cmake (what the build runs to make git_commit.h) on a
+// scratch repository: HEAD's 12-digit hash when the tracked files match HEAD,
+// with "-dirty" when one is modified; an untracked file alone is not a change.
+TEST_F(OperationsTest, WriteGitCommitMarksAModifiedTree) {
+  const fs::path git = "/usr/bin/git", cmake = "/usr/bin/cmake";
+  if (!fs::exists(git) || !fs::exists(cmake)) GTEST_SKIP() << "needs /usr/bin/git and /usr/bin/cmake";
+  setenv("GIT_OPTIONAL_LOCKS", "0", 1);
+  const fs::path repo = cluster_.dir() / "scratch-repo", header = cluster_.dir() / "git_commit.h";
+  fs::create_directories(repo);
+  std::ofstream(repo / "tracked.txt") << "one\n";
+  auto in_repo = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {git.string(), "-C", repo.string(), "-c", "user.name=t", "-c",
+                               "user.email=t@example.invalid"});
+    return RunBinary(args, cluster_.dir());
+  };
+  ASSERT_EQ(in_repo({"init", "-q"}).exit_code, 0);
+  ASSERT_EQ(in_repo({"add", "tracked.txt"}).exit_code, 0);
+  RunResult committed = in_repo({"commit", "-q", "-m", "scratch"});
+  ASSERT_EQ(committed.exit_code, 0) << committed.err;
+  RunResult head = in_repo({"rev-parse", "--short=12", "HEAD"});
+  ASSERT_EQ(head.exit_code, 0) << head.err;
+  const std::string commit = head.out.substr(0, head.out.find('\n'));
+  ASSERT_EQ(commit.size(), 12u) << head.out;
+  auto written = [&] {
+    RunResult run = RunBinary({cmake.string(), "-DSOURCE_DIR=" + repo.string(),
+                               "-DOUTPUT=" + header.string(), "-P",
+                               std::string(MOONCAKE_SOURCE_DIR) + "/cmake/WriteGitCommit.cmake"},
+                              cluster_.dir());
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return ReadAll(header);
+  };
+  const std::string clean = "#define MOONCAKE_GIT_COMMIT \"" + commit + "\"\n";
+  const std::string dirty = "#define MOONCAKE_GIT_COMMIT \"" + commit + "-dirty\"\n";
+  EXPECT_EQ(written(), clean);
+  std::ofstream(repo / "tracked.txt") << "two\n";
+  EXPECT_EQ(written(), dirty);
+  std::ofstream(repo / "tracked.txt") << "one\n";
+  std::ofstream(repo / "untracked.txt") << "scratch\n";
+  EXPECT_EQ(written(), clean);
 }
 
 TEST_F(OperationsTest, EnvironmentVariablesSteerTheWorker) {
