@@ -446,6 +446,7 @@ void Mover::ConfirmAdoptedObjects() {
     if (claimed) {
       table_.SetState(*object, ObjectState::kComplete);
       table_.MarkPublished(*object);
+      ForgetMoveLocked(key);  // owned here again
     } else {
       MC_LOG_INFO("dropping adopted copy owned elsewhere key={}", key);
       table_.Erase(*object);

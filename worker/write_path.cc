@@ -438,12 +438,11 @@ Object WritePath::Placeholder(const PendingWrite& pending, uint64_t handle) {
 Result<void> WritePath::ClearForUpsertLocked(const std::string& key, PendingWrite& pending,
                                              std::vector<AllocationPtr>& released) {
   Object* existing = table_.Find(key);
-  if (existing == nullptr) {
-    // An upsert of a key this node handed to another one belongs there: the
-    // caller re-locates instead of creating a second object here.
-    if (mover_.MovedAwayLocked(key)) return Err(ErrorCode::kNotOwner);
-    return {};
-  }
+  // Absent here, it is created here, even if this node handed it to
+  // another one once: the claim at publish is a compare-and-set, so while
+  // that node still owns it the upsert fails (FinishPublishLocked), and once
+  // it is gone there the upsert creates it.
+  if (existing == nullptr) return {};
   Object& old = *existing;
   if (old.readers > 0 || old.moving() || old.transferring() || old.adopted() || old.removing()) {
     return Err(ErrorCode::kObjectReplicaBusy);
@@ -701,6 +700,12 @@ Result<void> WritePath::FinishPublishLocked(const PendingWrite& write, uint64_t 
     // The release removes the key only where this node owns it, so it is
     // sent for any failure but another node's ownership.
     if (claimed.error() != ErrorCode::kObjectAlreadyExists) MayOwnLocked(write.key, release);
+    // An upsert of a key this node handed to the node that still owns it:
+    // the caller re-locates it there.
+    if (claimed.error() == ErrorCode::kObjectAlreadyExists && write.mode == WriteMode::kUpsert &&
+        mover_.MovedAwayLocked(write.key)) {
+      return Err(ErrorCode::kNotOwner);
+    }
     return claimed;
   }
   if (object != nullptr) {

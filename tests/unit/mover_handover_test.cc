@@ -269,5 +269,68 @@ TEST(MoverHandOverTest, AnEvictionTheOfferedTargetRefusesKeepsTheKey) {
   EXPECT_EQ(Read(*a.backend, "k"), value);
 }
 
+// ---------------------------------------------------------------------------
+// Upserts after a hand-over
+
+// A hands the key to B, and B removes it: an upsert that creates the key
+// on A (a client finds no owner and picks A) succeeds.
+TEST(MoverHandOverTest, AnUpsertCreatingAKeyOnceMovedAwaySucceeds) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
+  a.peers.nodes = {{"B", b.backend.get()}};
+  a.peers.pick_order = {"B"};
+  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
+  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
+  b.backend->RunMaintenance();
+  ASSERT_EQ(master.OwnerOf("k"), "B");
+  ASSERT_TRUE(b.backend->Remove("k", /*force=*/false));
+  ASSERT_EQ(master.OwnerOf("k"), "");
+  auto upserted = a.backend->Upsert("k", std::string(4 * kKiB, '3'), {});
+  EXPECT_TRUE(upserted) << ToString(upserted.error());
+  EXPECT_EQ(master.OwnerOf("k"), "A");
+  EXPECT_EQ(Read(*a.backend, "k"), std::string(4 * kKiB, '3'));
+  EXPECT_EQ(a.backend->MovedTo("k"), "");
+}
+
+// While B owns the key an upsert sent to A (a client that looked it up
+// before the hand-over) is refused NOT_OWNER, so the client re-locates it,
+// and leaves nothing on A.
+TEST(MoverHandOverTest, AnUpsertAtTheOldNodeWhileTheNewOneOwnsTheKeyIsNotOwner) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
+  a.peers.nodes = {{"B", b.backend.get()}};
+  a.peers.pick_order = {"B"};
+  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
+  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
+  b.backend->RunMaintenance();
+  auto upserted = a.backend->Upsert("k", std::string(4 * kKiB, '2'), {});
+  ASSERT_FALSE(upserted);
+  EXPECT_EQ(upserted.error(), ErrorCode::kNotOwner);
+  EXPECT_EQ(master.OwnerOf("k"), "B");
+  EXPECT_TRUE(a.backend->Keys().empty());
+  EXPECT_EQ(a.backend->MovedTo("k"), "B");
+  EXPECT_EQ(Read(*b.backend, "k"), std::string(4 * kKiB, '1'));
+}
+
+// A key handed to B and back to A: A owns it again and gives no hint that
+// it lives on B.
+TEST(MoverHandOverTest, AKeyThatComesBackByAdoptionForgetsWhereItWent) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
+  a.peers.nodes = {{"B", b.backend.get()}};
+  a.peers.pick_order = {"B"};
+  b.peers.nodes = {{"A", a.backend.get()}};
+  b.peers.pick_order = {"A"};
+  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
+  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
+  b.backend->RunMaintenance();
+  ASSERT_EQ(a.backend->MovedTo("k"), "B");
+  ASSERT_TRUE(b.backend->EvictTier("dram", 0.0));
+  a.backend->RunMaintenance();
+  ASSERT_EQ(master.OwnerOf("k"), "A");
+  EXPECT_EQ(a.backend->MovedTo("k"), "");
+  EXPECT_EQ(Read(*a.backend, "k"), std::string(4 * kKiB, '1'));
+}
+
 }  // namespace
 }  // namespace mooncake

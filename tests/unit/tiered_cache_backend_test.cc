@@ -1361,6 +1361,7 @@ TEST_F(BackendTest, AnUpsertOfAKeyHandedToAnotherNodeIsRedirected) {
     ASSERT_TRUE(backend_->Put("r" + std::to_string(i), Pattern("r", kMiB, i), {}));
   }
   ASSERT_EQ(backend_->MovedTo("r0"), "peer");
+  directory_.ClaimElsewhere("r0");  // the master names the peer now
   EXPECT_EQ(backend_->Upsert("r0", "new", {}).error(), ErrorCode::kNotOwner);
   EXPECT_EQ(backend_->Inspect("r0").error(), ErrorCode::kObjectNotFound);  // nothing created
   // A plain Put may create the key here again; then it is ours once more.

@@ -213,9 +213,26 @@ TEST(WritePathTest, AnUpsertOfAKeyHandedToAnotherNodeIsNotOurs) {
   parts.ctx.peers = &peers;
   ASSERT_TRUE(parts.writer.WriteWhole("k", "v", {}, WriteMode::kCreate));
   ASSERT_TRUE(parts.mover.TransferOut("k", "node-b", /*dram_only=*/false));
+  parts.directory.ClaimElsewhere("k");  // the master names node-b now
   EXPECT_EQ(parts.writer.WriteWhole("k", "w", {}, WriteMode::kUpsert).error(),
             ErrorCode::kNotOwner);
   EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
+}
+
+// The node it was handed to lost the key since (removed, dropped): an upsert
+// here creates it, as on any node.
+TEST(WritePathTest, AnUpsertOfAKeyHandedAwayAndGoneThereCreatesIt) {
+  BackendParts parts({1 * kMiB});
+  testing::FakePeers peers;
+  parts.ctx.peers = &peers;
+  ASSERT_TRUE(parts.writer.WriteWhole("k", "v", {}, WriteMode::kCreate));
+  ASSERT_TRUE(parts.mover.TransferOut("k", "node-b", /*dram_only=*/false));
+  ASSERT_TRUE(parts.directory.Release("k"));  // no node owns it now
+  EXPECT_TRUE(parts.writer.WriteWhole("k", "w", {}, WriteMode::kUpsert));
+  EXPECT_EQ(parts.Read("k"), "w");
+  EXPECT_TRUE(parts.directory.Owns("k"));
+  std::lock_guard lock(parts.ctx.mu);
+  EXPECT_FALSE(parts.mover.MovedAwayLocked("k"));
 }
 
 TEST(WritePathTest, AnAdoptedWriteEndsCompleteButUnownedWithTheSendersVersion) {
