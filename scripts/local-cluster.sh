@@ -9,7 +9,8 @@
 # `up` records the settings it used in var/cluster.env; `status`, `down` and a
 # later `up` use those while the recorded cluster runs, so the knobs below
 # need not be repeated. `status` exits 0 only when both processes run and
-# answer GET /readyz on their admin ports (and `mooncake-cli nodes` works).
+# answer GET /readyz on their admin ports (and `mooncake-cli nodes` works);
+# 1 when either is not running, 2 when both run but one does not answer.
 #
 # `up` builds (into BUILD_DIR, the tree scripts/test.sh uses) everything the
 # README uses except the tests: the binaries, mooncake-bench, the C++ examples
@@ -334,14 +335,16 @@ cmd_status() {
     fi
   done
   [ "$rc" -eq 0 ] || return "$rc"
-  answers master "$(admin_port_of master "$MASTER_ADMIN_PORT")" || rc=1
-  answers "$NODE_ID" "$(admin_port_of "$NODE_ID" "$WORKER_ADMIN_PORT")" || rc=1
+  # Running but not answering is 2, told apart from not running (1): .ci/run
+  # must not take a developer's wedged cluster for none and stop it after.
+  answers master "$(admin_port_of master "$MASTER_ADMIN_PORT")" || rc=2
+  answers "$NODE_ID" "$(admin_port_of "$NODE_ID" "$WORKER_ADMIN_PORT")" || rc=2
   local master_rpc
   master_rpc=$(sed -n 1p "$VAR/master.port" 2>/dev/null || true)
   [[ "$master_rpc" =~ ^[0-9]+$ ]] || master_rpc=$MASTER_PORT
   if [ "$rc" -eq 0 ] && [ -x "$CLI_BIN" ]; then
     # Bounded: a wedged master would hold `nodes` for its 30 s RPC timeout.
-    timeout 10 "$CLI_BIN" --master "127.0.0.1:$master_rpc" nodes || rc=1
+    timeout 10 "$CLI_BIN" --master "127.0.0.1:$master_rpc" nodes || rc=2
   fi
   return "$rc"
 }
