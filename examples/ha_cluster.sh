@@ -24,6 +24,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib/pid_file.sh
+source "$ROOT/scripts/lib/pid_file.sh"
 ETCD_PORT="${ETCD_PORT:-23790}"
 ETCD_PEER_PORT="${ETCD_PEER_PORT:-23800}"
 CLUSTER="${CLUSTER:-mooncake}"
@@ -52,22 +54,7 @@ own_arg() {
 
 # pid of a recorded process if it is still alive and still ours (one of its
 # arguments is own_arg NAME; PIDs are reused), else empty.
-live_pid() {
-  local pidfile="$DATA_DIR/$1.pid" pid arg want
-  [ -f "$pidfile" ] || return 0
-  pid=$(cat "$pidfile" 2>/dev/null || true)
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
-  kill -0 "$pid" 2>/dev/null || return 0
-  want=$(own_arg "$1")
-  local -a args=()
-  mapfile -d '' -t args <"/proc/$pid/cmdline" 2>/dev/null || return 0
-  for arg in "${args[@]}"; do
-    if [ "$arg" = "$want" ]; then
-      echo "$pid"
-      return 0
-    fi
-  done
-}
+live_pid() { pid_if_ours "$DATA_DIR/$1.pid" "$(own_arg "$1")"; }
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 

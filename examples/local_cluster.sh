@@ -19,6 +19,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib/pid_file.sh
+source "$ROOT/scripts/lib/pid_file.sh"
 ACTION="${1:-start}"
 # Absolute, so the --ready-file paths in the processes' command lines (what
 # live_pid matches) are the same whatever directory stop is run from.
@@ -42,22 +44,7 @@ die() {
 # The PID recorded for NAME if that process is alive and still ours, else
 # nothing. PIDs are reused, so "ours" means: one of its arguments is this
 # cluster's ready file for NAME (DIR/NAME.port), which no other process has.
-live_pid() {
-  local pidfile="$DIR/$1.pid" pid arg
-  [ -f "$pidfile" ] || return 0
-  pid=$(cat "$pidfile" 2>/dev/null || true)
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
-  kill -0 "$pid" 2>/dev/null || return 0
-  # No pipeline here: under pipefail, `tr | grep -q` fails when grep quits early.
-  local -a args=()
-  mapfile -d '' -t args <"/proc/$pid/cmdline" 2>/dev/null || return 0
-  for arg in "${args[@]}"; do
-    if [ "$arg" = "$DIR/$1.port" ]; then
-      echo "$pid"
-      return 0
-    fi
-  done
-}
+live_pid() { pid_if_ours "$DIR/$1.pid" "$DIR/$1.port"; }
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 

@@ -27,6 +27,8 @@ set -euo pipefail
 # pwd -P: the --ready-file paths that identify our processes (live_pid) must
 # be spelt the same whichever path (symlink or not) the script is run by.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+# shellcheck source=scripts/lib/pid_file.sh
+source "$ROOT/scripts/lib/pid_file.sh"
 cd "$ROOT"
 
 # Settings `up` records (var/cluster.env) and the other commands re-use, and
@@ -63,22 +65,7 @@ set_bins
 # pid of a recorded process if it is still alive and still ours, else empty.
 # PIDs are reused, so "ours" means: one of its arguments is the ready file
 # this script gave it (var/NAME.port of this checkout), which nothing else has.
-live_pid() {
-  local name=$1 pidfile="$VAR/$1.pid" pid arg
-  [ -f "$pidfile" ] || return 0
-  pid=$(cat "$pidfile" 2>/dev/null || true)
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
-  kill -0 "$pid" 2>/dev/null || return 0
-  # No pipeline (under pipefail `tr | grep -q` can misreport).
-  local -a args=()
-  mapfile -d '' -t args <"/proc/$pid/cmdline" 2>/dev/null || return 0
-  for arg in "${args[@]}"; do
-    if [ "$arg" = "$VAR/$name.port" ]; then
-      echo "$pid"
-      return 0
-    fi
-  done
-}
+live_pid() { pid_if_ours "$VAR/$1.pid" "$VAR/$1.port"; }
 
 # Names with a PID file under var/: workers first, master last.
 recorded_names() {
