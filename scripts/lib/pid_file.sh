@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the cluster scripts (scripts/local-cluster.sh,
 # examples/local_cluster.sh, examples/ha_cluster.sh): which recorded process
 # is still ours.
