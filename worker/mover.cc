@@ -142,6 +142,10 @@ bool Mover::EvictFromLastTier(const std::string& key, size_t tier) {
   }
   // Only when no node has room does an object leave the cluster.
   if (moved.error() == ErrorCode::kNoAvailableHandle) return DropObject(key, tier);
+  if (moved.error() == ErrorCode::kNotOwner || moved.error() == ErrorCode::kObjectNotFound) {
+    std::lock_guard lock(ctx_.mu);
+    return table_.Find(key) == nullptr;  // TransferOut erased a copy not ours: its space is free
+  }
   return false;
 }
 
@@ -178,12 +182,27 @@ Result<void> Mover::TransferOut(const std::string& key, const std::string& targe
                            return read;
                          },
                      .host_address = source->tier->HostAddress(source->location)};
+  const uint64_t registrations = ctx_.directory->registrations();
   auto moved = ctx_.peers->Transfer(key, size, version, object_options, bytes, target, dram_only);
 
   std::lock_guard lock(ctx_.mu);
   Object* object = table_.FindSame(key, object_id);
   if (!moved) {
-    if (object != nullptr) table_.SetState(*object, ObjectState::kComplete);
+    if (object == nullptr) return Err(moved.error());
+    // The master refused the hand-over: another node owns the key, or none
+    // does (removed, or dropped with this node's earlier incarnation). This
+    // copy is not the key's any more and goes, as a refused release's does
+    // (DropObject). Not when this node registered again meanwhile: the
+    // master may not have its announcement of the key yet.
+    if (moved.error() == ErrorCode::kNotOwner ||
+        (moved.error() == ErrorCode::kObjectNotFound &&
+         ctx_.directory->registrations() == registrations)) {
+      table_.Erase(*object);
+      MC_LOG_WARN("erased a copy the master says is not this node's key={} error={}", key,
+                  ToString(moved.error()));
+      return Err(moved.error());
+    }
+    table_.SetState(*object, ObjectState::kComplete);
     return Err(moved.error());
   }
   // The master names the new owner: only now may this copy go (docs/design.md,

@@ -33,6 +33,19 @@ Result<CrashPoint> ParseCrashPoint(std::string_view text) {
   return Err(ErrorCode::kInvalidParams);
 }
 
+namespace {
+
+// kNotOwner and kObjectNotFound from Transfer say the master refused the
+// hand-over, and the sender then erases its copy (Mover::TransferOut): the
+// same codes from a target or a pick only mean the transfer failed.
+ErrorCode NotAHandOverRefusal(ErrorCode error) {
+  return error == ErrorCode::kNotOwner || error == ErrorCode::kObjectNotFound
+             ? ErrorCode::kTransferFail
+             : error;
+}
+
+}  // namespace
+
 Result<NodeRecord> SendToNodeWithRoom(
     const std::function<Result<NodeRecord>(const std::vector<std::string>& refused)>& pick,
     const std::function<Result<void>(const NodeRecord& node)>& send) {
@@ -104,10 +117,10 @@ Result<std::string> ThriftPeerTransfer::Transfer(const std::string& key, uint64_
   } else {
     node = master_.FindNode(target);
     if (node) {
-      if (auto sent = send(*node); !sent) return Err(sent.error());
+      if (auto sent = send(*node); !sent) return Err(NotAHandOverRefusal(sent.error()));
     }
   }
-  if (!node) return Err(node.error());
+  if (!node) return Err(NotAHandOverRefusal(node.error()));
   MaybeCrash(CrashPoint::kAfterAdopt);
   // The target holds a complete copy; the master decides who owns it.
   auto swapped = master_.HandOver(key, node->node_id);

@@ -76,6 +76,9 @@ Result<NodeRecord> SendToNodeWithRoom(
     const std::function<Result<NodeRecord>(const std::vector<std::string>& refused)>& pick,
     const std::function<Result<void>(const NodeRecord& node)>& send);
 
+// Transfer answers kNotOwner or kObjectNotFound only for the master's own
+// refusal of the hand-over (another node owns the key, or none does); the
+// same codes from a target are reported as kTransferFail.
 class ThriftPeerTransfer : public PeerTransfer {
  public:
   // `rdma` (may be null: TCP only) must outlive this.

@@ -332,5 +332,43 @@ TEST(MoverHandOverTest, AKeyThatComesBackByAdoptionForgetsWhereItWent) {
   EXPECT_EQ(Read(*a.backend, "k"), std::string(4 * kKiB, '1'));
 }
 
+// ---------------------------------------------------------------------------
+// Hand-overs the master refuses
+
+// The master names B, though A still holds a published copy (an earlier
+// hand-over to B whose outcome A never learnt). When A tries to hand its
+// copy over, the master refuses, and A erases it instead of serving it as
+// if it were the owner, or sending it again on every eviction.
+TEST(MoverHandOverTest, ACopyTheMasterSaysIsAnotherNodesIsErasedNotKept) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), c(master, "C", 256 * kKiB);
+  a.peers.nodes = {{"C", c.backend.get()}};
+  a.peers.pick_order = {"C"};
+  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
+  master.SetOwner("k", "B");
+  a.backend->EvictTier("dram", 0.0);
+  EXPECT_EQ(Read(*a.backend, "k"), "OBJECT_NOT_FOUND");
+  EXPECT_TRUE(a.backend->Keys().empty());
+  EXPECT_EQ(a.backend->Stats().dropped, 0u);
+  EXPECT_EQ(master.OwnerOf("k"), "B");
+  EXPECT_EQ(Read(*c.backend, "k"), "OBJECT_NOT_FOUND");  // its adopted copy was aborted
+  for (int i = 0; i < 3; ++i) a.backend->EvictTier("dram", 0.0);
+  EXPECT_EQ(a.peers.transfers, 1);
+}
+
+// No node owns the key any more: A's copy goes too.
+TEST(MoverHandOverTest, ACopyOfAKeyTheMasterNoLongerHasIsErased) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), c(master, "C", 256 * kKiB);
+  a.peers.nodes = {{"C", c.backend.get()}};
+  a.peers.pick_order = {"C"};
+  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
+  master.SetOwner("k", "");
+  a.backend->EvictTier("dram", 0.0);
+  EXPECT_EQ(Read(*a.backend, "k"), "OBJECT_NOT_FOUND");
+  EXPECT_EQ(master.OwnerOf("k"), "");
+  EXPECT_EQ(Read(*c.backend, "k"), "OBJECT_NOT_FOUND");
+}
+
 }  // namespace
 }  // namespace mooncake

@@ -159,6 +159,41 @@ TEST(MoverTest, AFailedTransferLeavesTheObjectCompleteAndHere) {
   EXPECT_EQ(parts.ctx.counters.dropped.load(), 1u);
 }
 
+// The master refused the hand-over: the key is another node's (a hand-over
+// whose outcome this node never learnt, say) or no node's. The copy here is
+// erased, as a drop whose release was refused is, and its space is free.
+TEST(MoverTest, AHandOverTheMasterRefusesErasesTheCopyThatIsNotOurs) {
+  for (ErrorCode refusal : {ErrorCode::kNotOwner, ErrorCode::kObjectNotFound}) {
+    BackendParts parts({1 * kMiB});
+    FakePeers peers;
+    peers.error = refusal;
+    parts.ctx.peers = &peers;
+    parts.AddComplete("k", std::string(100 * kKiB, 'x'), 0);
+    EXPECT_EQ(parts.mover.EvictTier(0, 0.0), 100 * kKiB) << ToString(refusal);
+    EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved) << ToString(refusal);
+    EXPECT_EQ(parts.ctx.tiers[0]->used(), 0u);
+    EXPECT_EQ(parts.ctx.counters.dropped.load(), 0u);
+    EXPECT_EQ(parts.mover.EvictTier(0, 0.0), 0u);
+    EXPECT_EQ(peers.calls, 1) << "an erased copy is not sent again";
+  }
+}
+
+// A registration during the transfer may not have announced the key to the
+// master yet: "not found" then does not mean the key is gone.
+TEST(MoverTest, AKeyNotFoundRightAfterARegistrationIsKept) {
+  BackendParts parts({1 * kMiB});
+  FakePeers peers;
+  peers.error = ErrorCode::kObjectNotFound;
+  peers.during = [&] { parts.directory.Register([] { return std::vector<std::string>{}; }); };
+  parts.ctx.peers = &peers;
+  parts.AddComplete("k", "value", 0);
+  auto moved = parts.mover.TransferOut("k", "", /*dram_only=*/false);
+  ASSERT_FALSE(moved);
+  EXPECT_EQ(moved.error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kComplete);
+  EXPECT_EQ(parts.Read("k"), "value");
+}
+
 TEST(MoverTest, OnlyIdleOwnedUnpinnedObjectsAreHandedOver) {
   BackendParts parts({1 * kMiB});
   FakePeers peers;
