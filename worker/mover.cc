@@ -142,7 +142,7 @@ bool Mover::EvictFromLastTier(const std::string& key, size_t tier) {
   }
   // Only when no node has room does an object leave the cluster.
   if (moved.error() == ErrorCode::kNoAvailableHandle) return DropObject(key, tier);
-  if (moved.error() == ErrorCode::kNotOwner || moved.error() == ErrorCode::kObjectNotFound) {
+  if (moved.error() == ErrorCode::kNotOwner) {
     std::lock_guard lock(ctx_.mu);
     return table_.Find(key) == nullptr;  // TransferOut erased a copy not ours: its space is free
   }
@@ -182,21 +182,18 @@ Result<void> Mover::TransferOut(const std::string& key, const std::string& targe
                            return read;
                          },
                      .host_address = source->tier->HostAddress(source->location)};
-  const uint64_t registrations = ctx_.directory->registrations();
   auto moved = ctx_.peers->Transfer(key, size, version, object_options, bytes, target, dram_only);
 
   std::lock_guard lock(ctx_.mu);
   Object* object = table_.FindSame(key, object_id);
   if (!moved) {
     if (object == nullptr) return Err(moved.error());
-    // The master refused the hand-over: another node owns the key, or none
-    // does (removed, or dropped with this node's earlier incarnation). This
-    // copy is not the key's any more and goes, as a refused release's does
-    // (DropObject). Not when this node registered again meanwhile: the
-    // master may not have its announcement of the key yet.
-    if (moved.error() == ErrorCode::kNotOwner ||
-        (moved.error() == ErrorCode::kObjectNotFound &&
-         ctx_.directory->registrations() == registrations)) {
+    // The master refused the hand-over because another node owns the key:
+    // this copy is not the key's any more and goes, as a refused release's
+    // does (DropObject). One the master does not know (kObjectNotFound) is
+    // kept: a master that restarted, or forgot this node, learns its keys
+    // from an announcement that may not have reached the key yet.
+    if (moved.error() == ErrorCode::kNotOwner) {
       table_.Erase(*object);
       MC_LOG_WARN("erased a copy the master says is not this node's key={} error={}", key,
                   ToString(moved.error()));

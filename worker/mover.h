@@ -54,9 +54,8 @@ class Mover {
   // Hands an object to another node; succeeds once the master names it.
   // Without a `target` (an eviction: any node with room) only an object that
   // may be evicted now leaves; a hard-pinned one never does. When the master
-  // refuses the hand-over (kNotOwner: another node owns the key; or
-  // kObjectNotFound: no node does) this node's copy is erased, since it is
-  // no longer the key's.
+  // refuses the hand-over because another node owns the key (kNotOwner),
+  // this node's copy is erased, since it is no longer the key's.
   Result<void> TransferOut(const std::string& key, const std::string& target, bool dram_only);
   // Demotes (or drops, for the last tier) LRU objects of tier `t` until its
   // usage is at most `target_ratio` of capacity. Returns bytes freed.

@@ -10,7 +10,6 @@
 
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -38,8 +37,8 @@ inline std::vector<std::unique_ptr<CacheTier>> DramTiers(const std::vector<uint6
 }
 
 // A peer that takes every object (or refuses with `error`) and keeps the
-// bytes it was sent. kNotOwner and kObjectNotFound stand for the master's
-// refusal of the hand-over.
+// bytes it was sent. kNotOwner stands for the master's refusal of the
+// hand-over (another node owns the key).
 class FakePeers : public PeerTransfer {
  public:
   Result<std::string> Transfer(const std::string& key, uint64_t size, uint64_t version,
@@ -48,7 +47,6 @@ class FakePeers : public PeerTransfer {
     calls++;
     last_target = target;
     last_dram_only = dram_only;
-    if (during) during();
     if (error) return Err(*error);
     std::string bytes(size, '\0');
     auto out = std::as_writable_bytes(std::span(bytes.data(), bytes.size()));
@@ -58,8 +56,6 @@ class FakePeers : public PeerTransfer {
   }
 
   std::optional<ErrorCode> error;
-  // Runs in each transfer, before it answers: what happens meanwhile.
-  std::function<void()> during;
   int calls = 0;
   std::string last_target;
   bool last_dram_only = false;
