@@ -425,41 +425,54 @@ Result<void> Mover::AdoptAbort(const std::string& key) {
 }
 
 void Mover::NoteAdoptedLocked(const std::string& key, uint64_t object_id) {
-  unconfirmed_adopts_.emplace_back(key, object_id);
+  unconfirmed_adopts_.push_back({.key = key, .object_id = object_id});
 }
 
 void Mover::ConfirmAdoptedObjects() {
-  std::vector<std::pair<std::string, uint64_t>> due;
+  std::vector<UnconfirmedAdopt> due;
   {
     std::lock_guard lock(ctx_.mu);
     auto deadline = SteadyClock::now() - ctx_.options.adopt_confirm_delay;
     while (!unconfirmed_adopts_.empty()) {
-      const auto& [key, object_id] = unconfirmed_adopts_.front();
-      Object* object = table_.FindSame(key, object_id);
+      const UnconfirmedAdopt& next = unconfirmed_adopts_.front();
+      Object* object = table_.FindSame(next.key, next.object_id);
       bool waiting = object != nullptr && object->adopted();
       if (waiting && object->adopted_at > deadline) break;  // and so is every later one
       if (waiting) due.push_back(std::move(unconfirmed_adopts_.front()));
       unconfirmed_adopts_.pop_front();
     }
   }
-  for (const auto& [key, object_id] : due) {
+  for (UnconfirmedAdopt& adopt : due) {
+    const std::string& key = adopt.key;
     // Claim is idempotent for the owner: it succeeds if the sender's
     // UpdateOwner named us, or if nobody owns the key any more (sender died
     // and was purged); it fails if the sender still owns it (its swap failed).
     const uint64_t registrations = ctx_.directory->registrations();
     auto claimed = ctx_.directory->Claim(key);
     std::lock_guard lock(ctx_.mu);
+    // The master answered, and not with an owner: no room for the key in its
+    // table (so it names no node), or a claim it can never grant.
+    const bool refused = !claimed && (claimed.error() == ErrorCode::kNoAvailableHandle ||
+                                      claimed.error() == ErrorCode::kInvalidKey ||
+                                      claimed.error() == ErrorCode::kInvalidParams);
+    if (refused) ++adopt.refusals;
     // Retried later while the master is away, and after this node registered
     // again since the claim was sent: that registration may have purged the
-    // claim and listed the keys to announce without this one.
-    if ((!claimed && claimed.error() != ErrorCode::kObjectAlreadyExists) ||
-        ctx_.directory->registrations() != registrations) {
-      unconfirmed_adopts_.emplace_back(key, object_id);
+    // claim and listed the keys to announce without this one. A refused claim
+    // is retried a few times (the master's table may gain room), no more.
+    if (ctx_.directory->registrations() != registrations ||
+        (!claimed && claimed.error() != ErrorCode::kObjectAlreadyExists &&
+         adopt.refusals < kMaxConfirmRefusals)) {
+      unconfirmed_adopts_.push_back(std::move(adopt));
       continue;
     }
-    Object* object = table_.FindSame(key, object_id);
+    Object* object = table_.FindSame(key, adopt.object_id);
     if (object == nullptr) continue;
-    if (claimed) {
+    if (refused) {
+      MC_LOG_WARN("dropping adopted copy the master would not confirm key={} error={} tries={}",
+                  key, ToString(claimed.error()), adopt.refusals);
+      table_.Erase(*object);
+    } else if (claimed) {
       table_.SetState(*object, ObjectState::kComplete);
       table_.MarkPublished(*object);
       ForgetMoveLocked(key);  // owned here again

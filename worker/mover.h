@@ -72,8 +72,13 @@ class Mover {
   // Runs one queued promotion or prefetch.
   void Promote(const PromotionTask& task);
   // Checks adopted objects that are due against the master: kept (and now
-  // ours) if it names this node, dropped otherwise.
+  // ours) if it names this node, dropped otherwise. A claim the master
+  // cannot be asked (it is away) is retried on later passes; one it answers
+  // with an error (e.g. NO_AVAILABLE_HANDLE: its key table is full, so it
+  // names no node) is retried kMaxConfirmRefusals times in all, and then the
+  // copy is dropped: the master never named this node.
   void ConfirmAdoptedObjects();
+  static constexpr int kMaxConfirmRefusals = 5;
 
   // Drops an adopted copy whose ownership swap failed.
   Result<void> AdoptAbort(const std::string& key);
@@ -124,9 +129,15 @@ class Mover {
   ObjectTable& table_;                                     // guarded by ctx_.mu
   std::unordered_map<std::string, std::string> moved_to_;  // guarded by ctx_.mu
   std::deque<std::string> moved_order_;                    // guarded by ctx_.mu
-  // Adopted copies awaiting confirmation, (key, object id) in adoption order:
-  // the ones due are always at the front, so no pass scans every object.
-  std::deque<std::pair<std::string, uint64_t>> unconfirmed_adopts_;  // guarded by ctx_.mu
+  // An adopted copy awaiting confirmation.
+  struct UnconfirmedAdopt {
+    std::string key;
+    uint64_t object_id = 0;
+    int refusals = 0;  // claims the master answered with an error
+  };
+  // In adoption order: the ones due are always at the front, so no pass
+  // scans every object.
+  std::deque<UnconfirmedAdopt> unconfirmed_adopts_;  // guarded by ctx_.mu
   // Per tier: its last demotion pass left it above its low watermark.
   std::vector<bool> came_short_;  // guarded by ctx_.mu
 };

@@ -67,6 +67,12 @@ class InMemoryDirectory : public OwnerDirectory {
     std::lock_guard lock(mu_);
     lost_claim_answer_ = code;
   }
+  // Claims are refused with `code` and not applied, as by a master whose
+  // key table is full (kOk: granted again).
+  void FailClaimsWith(ErrorCode code) {
+    std::lock_guard lock(mu_);
+    claim_failure_ = code;
+  }
   std::vector<Result<void>> ClaimMany(const std::vector<std::string>& keys) override {
     {
       std::lock_guard lock(mu_);
@@ -178,6 +184,7 @@ class InMemoryDirectory : public OwnerDirectory {
   Result<void> ClaimNow(const std::string& key) {
     std::lock_guard lock(mu_);
     ++claims_;
+    if (claim_failure_ != ErrorCode::kOk) return Err(claim_failure_);
     auto [owner, inserted] = owned_.emplace(key, kHere);
     if (!inserted && owner->second != kHere) return Err(ErrorCode::kObjectAlreadyExists);
     if (lost_claim_answer_ != ErrorCode::kOk) return Err(lost_claim_answer_);
@@ -191,6 +198,7 @@ class InMemoryDirectory : public OwnerDirectory {
   size_t released_in_batches_ = 0;                // guarded by mu_
   ErrorCode release_failure_ = ErrorCode::kOk;    // guarded by mu_
   ErrorCode lost_claim_answer_ = ErrorCode::kOk;  // guarded by mu_
+  ErrorCode claim_failure_ = ErrorCode::kOk;      // guarded by mu_
   bool hold_releases_ = false;                    // guarded by mu_
   size_t releases_waiting_ = 0;                   // guarded by mu_
   std::condition_variable releases_go_, releases_arrived_;

@@ -262,6 +262,42 @@ TEST(MoverTest, AnAdoptedObjectClaimedJustBeforeARegistrationIsConfirmedAfterIt)
   EXPECT_TRUE(parts.directory.Owns("k"));
 }
 
+// A claim the master refuses (its key table is full: it names no node) is
+// tried kMaxConfirmRefusals times, then the copy goes: it is never left
+// adopted for good, unevictable and unwritable.
+TEST(MoverTest, AnAdoptedObjectTheMasterKeepsRefusingIsDroppedAfterAFewTries) {
+  BackendParts parts({1 * kMiB}, NoConfirmDelay());
+  AddAdopted(parts, "k");
+  parts.directory.FailClaimsWith(ErrorCode::kNoAvailableHandle);
+  for (int pass = 1; pass < Mover::kMaxConfirmRefusals; ++pass) {
+    parts.mover.ConfirmAdoptedObjects();
+    ASSERT_EQ(parts.StateOf("k"), ObjectState::kAdopted) << "pass " << pass;
+  }
+  parts.mover.ConfirmAdoptedObjects();
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
+  EXPECT_EQ(parts.directory.claims(), Mover::kMaxConfirmRefusals);
+  parts.directory.FailClaimsWith(ErrorCode::kOk);
+  parts.mover.ConfirmAdoptedObjects();
+  EXPECT_EQ(parts.directory.claims(), Mover::kMaxConfirmRefusals) << "no longer queued";
+  EXPECT_FALSE(parts.directory.Owns("k"));
+}
+
+// While the master cannot be reached the claim is retried, however long
+// that takes, and confirmed once it answers.
+TEST(MoverTest, AnAdoptedObjectIsConfirmedOnceTheMasterIsBack) {
+  BackendParts parts({1 * kMiB}, NoConfirmDelay());
+  AddAdopted(parts, "k");
+  parts.directory.FailClaimsWith(ErrorCode::kRpcTimeout);
+  for (int pass = 0; pass < 3 * Mover::kMaxConfirmRefusals; ++pass) {
+    parts.mover.ConfirmAdoptedObjects();
+  }
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kAdopted);
+  parts.directory.FailClaimsWith(ErrorCode::kOk);
+  parts.mover.ConfirmAdoptedObjects();
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kComplete);
+  EXPECT_TRUE(parts.directory.Owns("k"));
+}
+
 TEST(MoverTest, AnAdoptedObjectWaitsForTheConfirmDelay) {
   BackendParts parts({1 * kMiB});  // 30 s delay
   AddAdopted(parts, "k");
