@@ -35,9 +35,9 @@ Result<CrashPoint> ParseCrashPoint(std::string_view text) {
 
 namespace {
 
-// kNotOwner and kObjectNotFound from Transfer say the master refused the
-// hand-over, and the sender then erases its copy (Mover::TransferOut): the
-// same codes from a target or a pick only mean the transfer failed.
+// kNotOwner and kObjectNotFound from Transfer are the master's refusal of
+// the hand-over (on kNotOwner the sender erases its copy: Mover::TransferOut);
+// the same codes from a target or a pick only mean the transfer failed.
 ErrorCode NotAHandOverRefusal(ErrorCode error) {
   return error == ErrorCode::kNotOwner || error == ErrorCode::kObjectNotFound
              ? ErrorCode::kTransferFail
