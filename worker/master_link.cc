@@ -417,10 +417,12 @@ Result<void> MasterLink::AnnounceTo(MasterEndpoint& master, const std::vector<st
   return {};
 }
 
-Result<NodeRecord> MasterLink::PickNode(uint64_t size) {
+Result<NodeRecord> MasterLink::PickNode(uint64_t size, const std::vector<std::string>& exclude) {
+  std::vector<std::string> not_these = exclude;
+  not_these.push_back(*node_id_.load());
   auto reply = channel_->shards.Any().Call([&](rpc::MasterServiceClient& client) {
     rpc::PickNodeResult result;
-    client.PickNode(result, static_cast<int64_t>(size), {*node_id_.load()});
+    client.PickNode(result, static_cast<int64_t>(size), not_these);
     return result;
   });
   if (!reply) return Err(reply.error());

@@ -102,8 +102,9 @@ class MasterLink : public OwnerDirectory {
   // already.
   Result<std::vector<std::string>> Announce(const std::vector<std::string>& keys);
 
-  // The live node with the most free space for `size` bytes, not this one.
-  Result<NodeRecord> PickNode(uint64_t size);
+  // The live node with the most free space for `size` bytes, neither this
+  // one nor any in `exclude` (nodes that refused the object already).
+  Result<NodeRecord> PickNode(uint64_t size, const std::vector<std::string>& exclude = {});
   // A live node by id, with its address.
   Result<NodeRecord> FindNode(const std::string& node_id);
   // Swaps the key's owner from this node to `new_owner` (compare-and-set).

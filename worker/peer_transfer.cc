@@ -109,11 +109,11 @@ Result<std::string> ThriftPeerTransfer::Transfer(const std::string& key, uint64_
   };
   Result<NodeRecord> node = Err(ErrorCode::kInternalError);
   if (target.empty()) {
-    // MasterLink::PickNode leaves out only this node: a node that refused
-    // is picked again while the master's usage figures still favour it, and
-    // SendToNodeWithRoom then stops.
+    // The master picks by usage its heartbeats last reported: a node that
+    // refused for lack of room is left out of the next pick.
     node = SendToNodeWithRoom(
-        [&](const std::vector<std::string>&) { return master_.PickNode(size); }, send);
+        [&](const std::vector<std::string>& refused) { return master_.PickNode(size, refused); },
+        send);
   } else {
     node = master_.FindNode(target);
     if (node) {

@@ -24,6 +24,7 @@
 #include "mooncake_rpc/MasterService.h"
 #include "tests/raw_rpc.h"
 #include "thrift/rpc_channel.h"
+#include "worker/master_link.h"
 
 namespace mooncake {
 namespace {
@@ -724,6 +725,27 @@ TEST(MasterServerTest, ReaperExpiresSilentNodes) {
   }
   EXPECT_EQ(service.key_count(), 0u);
   EXPECT_FALSE(service.ListNodes().at(0).alive);
+}
+
+// A worker evicting to another node asks for one with room, leaving out
+// itself and the nodes that refused the object already (their heartbeats may
+// still show room they no longer have).
+TEST(MasterServerTest, AWorkerPicksNeitherItselfNorTheNodesItNames) {
+  MasterConfig config;
+  config.port = 0;
+  config.admin_port = -1;
+  config.node_ttl_ms = 60000;
+  auto server = MasterServer::Start(config);
+  ASSERT_TRUE(server);
+  MasterService& service = (*server)->service();
+  ASSERT_TRUE(service.RegisterNode(Node("a", 8 * kGiB)));
+  ASSERT_TRUE(service.RegisterNode(Node("b", 4 * kGiB)));
+  ASSERT_TRUE(service.RegisterNode(Node("c", 2 * kGiB)));
+  MasterLink link(MasterTarget{.host = "127.0.0.1", .port = (*server)->port()});
+  link.set_node_id("a");
+  EXPECT_EQ(link.PickNode(1)->node_id, "b");  // the most room but a's own
+  EXPECT_EQ(link.PickNode(1, {"b"})->node_id, "c");
+  EXPECT_EQ(link.PickNode(1, {"b", "c"}).error(), ErrorCode::kNoAvailableHandle);
 }
 
 // --dead-node-forget-ms reaches the reaper: a node dead that long leaves the

@@ -86,8 +86,8 @@ class NodeDirectory : public OwnerDirectory {
 
 // ThriftPeerTransfer::Transfer in process. The master picks nodes in
 // `pick_order`, leaving out those that refused unless
-// `pick_ignores_refusals` (as MasterLink::PickNode, which leaves out only
-// the sender, does today); `before_hand_over` runs
+// `pick_ignores_refusals` (as a master whose usage figures still favour a
+// node that refused might, if the sender did not name it); `before_hand_over` runs
 // between the adopt and UpdateOwner (another node's write there, say).
 class LoopbackPeers : public PeerTransfer {
  public:
