@@ -52,9 +52,14 @@ Result<NodeRecord> SendToNodeWithRoom(
   std::vector<std::string> refused;
   while (refused.size() < static_cast<size_t>(kMaxAdoptTargets)) {
     auto node = pick(refused);
-    // The master's own kNoAvailableHandle: no node (but those that refused)
-    // has room.
-    if (!node) return Err(node.error());
+    if (!node) {
+      // No node has room by the master's figures: the object may leave the
+      // cluster (kNoAvailableHandle) only if no node refused it. Once one
+      // did, the master's "none" means "none but those": a refusal by every
+      // candidate is not "no node has room", and the object stays here.
+      if (!refused.empty() && node.error() == ErrorCode::kNoAvailableHandle) break;
+      return Err(node.error());
+    }
     // The master has no other node to offer.
     if (std::ranges::find(refused, node->node_id) != refused.end()) break;
     auto sent = send(*node);

@@ -68,10 +68,11 @@ inline constexpr int kMaxAdoptTargets = 3;
 // refuse for lack of room (kNoAvailableHandle), as the usage the master ranks
 // by is up to a heartbeat old and other nodes may be filling it too: then
 // another is picked, up to kMaxAdoptTargets nodes in all. Returns the node
-// that took it; kNoAvailableHandle only when the master itself has no node
-// with room (the object may then leave the cluster); kTransferFail when the
-// nodes picked refused it (the object stays where it is); any other failure
-// of `send` unchanged.
+// that took it; kNoAvailableHandle only when the master has no node with
+// room and none refused it (the object may then leave the cluster);
+// kTransferFail when the nodes picked refused it, including when the master
+// then has no other to offer (the object stays where it is); any other
+// failure of `send` unchanged.
 Result<NodeRecord> SendToNodeWithRoom(
     const std::function<Result<NodeRecord>(const std::vector<std::string>& refused)>& pick,
     const std::function<Result<void>(const NodeRecord& node)>& send);

@@ -269,6 +269,23 @@ TEST(MoverHandOverTest, AnEvictionTheOfferedTargetRefusesKeepsTheKey) {
   EXPECT_EQ(Read(*a.backend, "k"), value);
 }
 
+// The only other node refuses (its usage figures said it had room), and the
+// master, asked again without it, has none to offer: the key stays here.
+TEST(MoverHandOverTest, AnEvictionEveryCandidateRefusesKeepsTheKey) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 16 * kKiB);
+  ASSERT_TRUE(b.backend->Put("filler", std::string(16 * kKiB, 'f'), {}));
+  a.peers.nodes = {{"B", b.backend.get()}};
+  a.peers.pick_order = {"B"};
+  const std::string value(8 * kKiB, 'k');
+  ASSERT_TRUE(a.backend->Put("k", value, {}));
+  a.backend->EvictTier("dram", 0.0);
+  EXPECT_EQ(a.peers.sends, 1);
+  EXPECT_EQ(a.backend->Stats().dropped, 0u);
+  EXPECT_EQ(master.OwnerOf("k"), "A");
+  EXPECT_EQ(Read(*a.backend, "k"), value);
+}
+
 // ---------------------------------------------------------------------------
 // Upserts after a hand-over
 
