@@ -320,7 +320,11 @@ Result<void> MasterService::UpdateOwner(const std::string& key, const std::strin
   uint32_t to = state_->LiveIndex(new_owner);
   if (from == kNone || to == kNone) return Err(ErrorCode::kNodeNotFound);
   uint32_t before = state_->keys.CompareAndSwap(key, from, to);
-  if (before == from) return {};
+  // Owned by `new_owner` already: this hand-over, applied once and sent
+  // again (a retried call whose first answer was lost). Answering "not the
+  // owner" would make the sender drop its copy and the target its adopted
+  // one, with the master naming the target.
+  if (before == from || before == to) return {};
   // A retired incarnation's key is already gone as far as callers can tell.
   return Err(state_->IsLive(before) ? ErrorCode::kNotOwner : ErrorCode::kObjectNotFound);
 }

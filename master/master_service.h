@@ -85,8 +85,9 @@ class MasterService {
   std::vector<Result<void>> BatchPutOwner(const std::vector<std::string>& keys,
                                           const std::string& node_id,
                                           std::vector<std::string>* winners = nullptr);
-  // Swaps owner only if it is still `expected`; kObjectNotFound if the key is
-  // gone, kNotOwner if someone else owns it, kNodeNotFound if `new_owner` is
+  // Swaps owner only if it is still `expected` (OK too if it is `new_owner`
+  // already: the same hand-over sent again); kObjectNotFound if the key is
+  // gone, kNotOwner if a third node owns it, kNodeNotFound if `new_owner` is
   // not a live node.
   Result<void> UpdateOwner(const std::string& key, const std::string& expected,
                            const std::string& new_owner);

@@ -247,6 +247,9 @@ TEST_F(MasterServiceTest, UpdateOwnerSwapsOnlyFromExpectedOwner) {
   EXPECT_EQ(OwnerOf("k"), "a");
   EXPECT_TRUE(service_.UpdateOwner("k", "a", "b"));
   EXPECT_EQ(OwnerOf("k"), "b");
+  // The same hand-over again (a retried call whose answer was lost): done.
+  EXPECT_TRUE(service_.UpdateOwner("k", "a", "b"));
+  EXPECT_EQ(OwnerOf("k"), "b");
   EXPECT_EQ(service_.UpdateOwner("k", "a", "c").error(), ErrorCode::kNotOwner);
   EXPECT_EQ(service_.UpdateOwner("gone", "a", "b").error(), ErrorCode::kObjectNotFound);
   EXPECT_EQ(service_.UpdateOwner("k", "b", "nobody").error(), ErrorCode::kNodeNotFound);
