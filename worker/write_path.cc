@@ -640,11 +640,14 @@ void WritePath::MakeDurable(Committing& c) {
   c.persisted = write.allocation->tier->Persist(meta);
   if (c.persisted && write.options.hard_pin) {
     // A hard pin survives a restart: without its copy on the SSD it could
-    // not, so the write fails as a persist failure does.
+    // not, so a put of a new key fails as a persist failure does. An upsert
+    // of a key held here has let its old value go already, and failing would
+    // drop the key, which a hard pin never is: it stays, in DRAM only, with
+    // WriteThrough's warning.
     auto copy = WriteThrough(write.key, write.allocation, write.size, c.version, write.options);
     if (copy) {
       c.durable_copy = std::move(*copy);
-    } else {
+    } else if (!(write.mode == WriteMode::kUpsert && write.was_published)) {
       c.persisted = Err(copy.error());
     }
   }

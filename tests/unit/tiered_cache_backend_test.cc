@@ -1433,7 +1433,8 @@ TEST_F(BackendTest, ACommitWaitsForADuplicateChunkStillInFlight) {
 // A hard pin survives a restart, which a hard-pinned object in DRAM does
 // through its copy on the SSD. A put whose copy cannot be made fails (was:
 // it returned OK and the object was gone after the restart), and leaves
-// nothing behind, here or at the master.
+// nothing behind, here or at the master; the copy of one that fits survives
+// a restart.
 TEST_F(BackendTest, AHardPinnedPutWhoseSsdCopyCannotBeMadeFails) {
   Open(8 * kMiB, 1 * kMiB);
   ObjectOptions pinned;
@@ -1448,6 +1449,12 @@ TEST_F(BackendTest, AHardPinnedPutWhoseSsdCopyCannotBeMadeFails) {
   ASSERT_TRUE(backend_->Put("fits", Pattern("fits", kMiB / 2), pinned));
   Open(8 * kMiB, 1 * kMiB);  // a restart
   EXPECT_EQ(recovered_, std::vector<std::string>{"fits"});
+
+  // An upsert of it has let the old value go before the copy is tried:
+  // failing would drop a hard-pinned key, so it stays, in DRAM only.
+  ASSERT_TRUE(backend_->Upsert("fits", Pattern("grown", 2 * kMiB), {}));
+  EXPECT_TRUE(backend_->Get("fits", 0, 0)->data == Pattern("grown", 2 * kMiB));
+  EXPECT_TRUE(directory_.Owns("fits"));
 }
 
 }  // namespace
