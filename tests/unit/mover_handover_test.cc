@@ -251,15 +251,17 @@ TEST(MoverHandOverTest, AnEvictionRefusedByAFullTargetMovesTheKeyToAnotherNode) 
   EXPECT_EQ(Read(*b.backend, "filler"), std::string(16 * kKiB, 'f'));
 }
 
-// The master offers only a node that is full (its usage figures still say
-// otherwise): the key stays readable where it is.
-TEST(MoverHandOverTest, AnEvictionTheOfferedTargetRefusesKeepsTheKey) {
+// The only other node, B, is full though the master's usage figures say
+// otherwise, so it refuses the object. Whether the master then offers B again
+// (`offers_the_refusing_node_again`) or, told B refused, has no node to
+// offer, the key stays readable here: a refusal is not "no node has room".
+void ExpectAnEvictionBRefusesKeepsTheKey(bool offers_the_refusing_node_again) {
   SharedMaster master;
   Node a(master, "A", 64 * kKiB), b(master, "B", 16 * kKiB);
   ASSERT_TRUE(b.backend->Put("filler", std::string(16 * kKiB, 'f'), {}));
   a.peers.nodes = {{"B", b.backend.get()}};
   a.peers.pick_order = {"B"};
-  a.peers.pick_ignores_refusals = true;
+  a.peers.pick_ignores_refusals = offers_the_refusing_node_again;
   const std::string value(8 * kKiB, 'k');
   ASSERT_TRUE(a.backend->Put("k", value, {}));
   a.backend->EvictTier("dram", 0.0);
@@ -269,21 +271,12 @@ TEST(MoverHandOverTest, AnEvictionTheOfferedTargetRefusesKeepsTheKey) {
   EXPECT_EQ(Read(*a.backend, "k"), value);
 }
 
-// The only other node refuses (its usage figures said it had room), and the
-// master, asked again without it, has none to offer: the key stays here.
+TEST(MoverHandOverTest, AnEvictionTheOfferedTargetRefusesKeepsTheKey) {
+  ExpectAnEvictionBRefusesKeepsTheKey(/*offers_the_refusing_node_again=*/true);
+}
+
 TEST(MoverHandOverTest, AnEvictionEveryCandidateRefusesKeepsTheKey) {
-  SharedMaster master;
-  Node a(master, "A", 64 * kKiB), b(master, "B", 16 * kKiB);
-  ASSERT_TRUE(b.backend->Put("filler", std::string(16 * kKiB, 'f'), {}));
-  a.peers.nodes = {{"B", b.backend.get()}};
-  a.peers.pick_order = {"B"};
-  const std::string value(8 * kKiB, 'k');
-  ASSERT_TRUE(a.backend->Put("k", value, {}));
-  a.backend->EvictTier("dram", 0.0);
-  EXPECT_EQ(a.peers.sends, 1);
-  EXPECT_EQ(a.backend->Stats().dropped, 0u);
-  EXPECT_EQ(master.OwnerOf("k"), "A");
-  EXPECT_EQ(Read(*a.backend, "k"), value);
+  ExpectAnEvictionBRefusesKeepsTheKey(/*offers_the_refusing_node_again=*/false);
 }
 
 // ---------------------------------------------------------------------------
