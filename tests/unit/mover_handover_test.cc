@@ -159,6 +159,14 @@ struct Node {
     backend->Recover();
     backend->set_peer_transfer(&peers);
   }
+  // This node evicts to `targets`, the master offering them in that order.
+  void EvictsTo(std::initializer_list<std::pair<std::string, Node*>> targets) {
+    for (const auto& [id, node] : targets) {
+      peers.nodes[id] = node->backend.get();
+      peers.pick_order.push_back(id);
+    }
+  }
+
   NodeDirectory directory;
   LoopbackPeers peers;
   std::unique_ptr<TieredCacheBackend> backend;
@@ -239,8 +247,7 @@ TEST(MoverHandOverTest, AnEvictionRefusedByAFullTargetMovesTheKeyToAnotherNode) 
   SharedMaster master;
   Node a(master, "A", 64 * kKiB), b(master, "B", 16 * kKiB), c(master, "C", 1024 * kKiB);
   ASSERT_TRUE(b.backend->Put("filler", std::string(16 * kKiB, 'f'), {}));
-  a.peers.nodes = {{"B", b.backend.get()}, {"C", c.backend.get()}};
-  a.peers.pick_order = {"B", "C"};
+  a.EvictsTo({{"B", &b}, {"C", &c}});
   const std::string value(8 * kKiB, 'k');
   ASSERT_TRUE(a.backend->Put("k", value, {}));
   ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
@@ -259,8 +266,7 @@ void ExpectAnEvictionBRefusesKeepsTheKey(bool offers_the_refusing_node_again) {
   SharedMaster master;
   Node a(master, "A", 64 * kKiB), b(master, "B", 16 * kKiB);
   ASSERT_TRUE(b.backend->Put("filler", std::string(16 * kKiB, 'f'), {}));
-  a.peers.nodes = {{"B", b.backend.get()}};
-  a.peers.pick_order = {"B"};
+  a.EvictsTo({{"B", &b}});
   a.peers.pick_ignores_refusals = offers_the_refusing_node_again;
   const std::string value(8 * kKiB, 'k');
   ASSERT_TRUE(a.backend->Put("k", value, {}));
@@ -287,8 +293,7 @@ TEST(MoverHandOverTest, AnEvictionEveryCandidateRefusesKeepsTheKey) {
 TEST(MoverHandOverTest, AnUpsertCreatingAKeyOnceMovedAwaySucceeds) {
   SharedMaster master;
   Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
-  a.peers.nodes = {{"B", b.backend.get()}};
-  a.peers.pick_order = {"B"};
+  a.EvictsTo({{"B", &b}});
   ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
   ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
   b.backend->RunMaintenance();
@@ -308,8 +313,7 @@ TEST(MoverHandOverTest, AnUpsertCreatingAKeyOnceMovedAwaySucceeds) {
 TEST(MoverHandOverTest, AnUpsertAtTheOldNodeWhileTheNewOneOwnsTheKeyIsNotOwner) {
   SharedMaster master;
   Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
-  a.peers.nodes = {{"B", b.backend.get()}};
-  a.peers.pick_order = {"B"};
+  a.EvictsTo({{"B", &b}});
   ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
   ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
   b.backend->RunMaintenance();
@@ -327,10 +331,8 @@ TEST(MoverHandOverTest, AnUpsertAtTheOldNodeWhileTheNewOneOwnsTheKeyIsNotOwner) 
 TEST(MoverHandOverTest, AKeyThatComesBackByAdoptionForgetsWhereItWent) {
   SharedMaster master;
   Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
-  a.peers.nodes = {{"B", b.backend.get()}};
-  a.peers.pick_order = {"B"};
-  b.peers.nodes = {{"A", a.backend.get()}};
-  b.peers.pick_order = {"A"};
+  a.EvictsTo({{"B", &b}});
+  b.EvictsTo({{"A", &a}});
   ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
   ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
   b.backend->RunMaintenance();
@@ -352,8 +354,7 @@ TEST(MoverHandOverTest, AKeyThatComesBackByAdoptionForgetsWhereItWent) {
 TEST(MoverHandOverTest, ACopyTheMasterSaysIsAnotherNodesIsErasedNotKept) {
   SharedMaster master;
   Node a(master, "A", 64 * kKiB), c(master, "C", 256 * kKiB);
-  a.peers.nodes = {{"C", c.backend.get()}};
-  a.peers.pick_order = {"C"};
+  a.EvictsTo({{"C", &c}});
   ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
   master.SetOwner("k", "B");
   a.backend->EvictTier("dram", 0.0);
@@ -371,8 +372,7 @@ TEST(MoverHandOverTest, ACopyTheMasterSaysIsAnotherNodesIsErasedNotKept) {
 TEST(MoverHandOverTest, ACopyOfAKeyTheMasterDoesNotKnowIsKept) {
   SharedMaster master;
   Node a(master, "A", 64 * kKiB), c(master, "C", 256 * kKiB);
-  a.peers.nodes = {{"C", c.backend.get()}};
-  a.peers.pick_order = {"C"};
+  a.EvictsTo({{"C", &c}});
   ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
   master.SetOwner("k", "");
   a.backend->EvictTier("dram", 0.0);
