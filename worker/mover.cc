@@ -333,7 +333,7 @@ void Mover::DemoteAboveWatermarks() {
     auto low = static_cast<uint64_t>(ctx_.options.low_watermark * tier.capacity());
     // Read once: frees meanwhile could take a second reading below `low`.
     uint64_t used = tier.used();
-    bool above_high = used > ctx_.options.high_watermark * tier.capacity();
+    bool above_high = AboveHighWatermark(tier, used);
     if (above_high) {
       for (const std::string& key : PickVictims(t, used - std::min(used, low))) {
         if (tier.used() <= low) break;
@@ -345,20 +345,20 @@ void Mover::DemoteAboveWatermarks() {
   }
 }
 
+bool Mover::AboveHighWatermark(const CacheTier& tier, uint64_t used) const {
+  return used > ctx_.options.high_watermark * tier.capacity();
+}
+
 bool Mover::AnyTierAboveHighWatermark() const {
   for (size_t t = 0; t < ctx_.last_tier(); ++t) {
-    const CacheTier& tier = *ctx_.tiers[t];
-    if (tier.used() > ctx_.options.high_watermark * tier.capacity()) return true;
+    if (AboveHighWatermark(*ctx_.tiers[t], ctx_.tiers[t]->used())) return true;
   }
   return false;
 }
 
 bool Mover::DemotionDueLocked() const {
   for (size_t t = 0; t < ctx_.last_tier(); ++t) {
-    const CacheTier& tier = *ctx_.tiers[t];
-    if (!came_short_[t] && tier.used() > ctx_.options.high_watermark * tier.capacity()) {
-      return true;
-    }
+    if (!came_short_[t] && AboveHighWatermark(*ctx_.tiers[t], ctx_.tiers[t]->used())) return true;
   }
   return false;
 }

@@ -103,6 +103,8 @@ class Mover {
   // `bytes` may fit.
   bool MakeRoom(size_t tier, uint64_t bytes, bool allow_drop);
   std::vector<std::string> PickVictims(size_t tier, uint64_t bytes);
+  // Whether `used` bytes put `tier` above its high watermark.
+  bool AboveHighWatermark(const CacheTier& tier, uint64_t used) const;
   // Frees an object's space in the last tier: hands it to another node, or
   // drops it from the cluster when no node has room.
   bool EvictFromLastTier(const std::string& key, size_t tier);
