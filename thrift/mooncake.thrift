@@ -296,8 +296,11 @@ service WorkerService {
   // Inter-node moves: the source streams an object to this node with
   // AdoptStart + PutChunk + AdoptEnd. The copy is complete but not owned
   // until the master's UpdateOwner names this node; AdoptAbort drops it.
+  // `sender` is the sending node's id: a copy the master never came to name
+  // is kept only if its key was not removed meanwhile (docs/design.md,
+  // "Inter-node eviction"); "" (a sender of an older release) skips that check.
   PutStartResult AdoptStart(1: string key, 2: i64 size, 3: ReplicateConfig config,
-                            4: i64 version),
+                            4: i64 version, 5: string sender = ""),
   // `written_directly`: the sender wrote the bytes itself (RDMA WRITE into
   // the allocation AdoptStart reported) instead of sending PutChunks.
   ErrorCode AdoptEnd(1: i64 handle, 2: bool written_directly = false),

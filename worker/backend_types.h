@@ -50,6 +50,16 @@ class OwnerDirectory {
   // and before it lists the keys to announce. Constant for a directory that
   // never forgets.
   virtual uint64_t registrations() const { return 0; }
+  // For a copy of `key` that `sender` handed here and the directory never
+  // came to name this node for: whether the key was removed since it was
+  // sent. True when no node owns it while `sender` is alive: a sender that
+  // died had its keys forgotten, and then the copy is all that is left of
+  // the key. kNodeNotFound when the directory does not know this node (it
+  // restarted, or declared us dead): it cannot tell until we register
+  // again. False from a directory that cannot tell.
+  virtual Result<bool> RemovedSinceSent(const std::string& /*key*/, const std::string& /*sender*/) {
+    return false;
+  }
   // Gives up ownership of `key` (only if this node owns it).
   virtual Result<void> Release(const std::string& key) = 0;
   // Release for each key, one result each in order. A directory that can
@@ -135,6 +145,16 @@ enum class WriteMode {
   kCreate,  // Put: fails with kObjectAlreadyExists
   kUpsert,  // Upsert: replaces it (in place when the size is unchanged)
   kAdopt,   // inter-node move: stored complete but unowned until confirmed
+};
+
+// Where an adopted copy (WriteMode::kAdopt) comes from.
+struct AdoptedFrom {
+  uint64_t version = 0;  // the object's version at the sender, kept here
+  // The sending node's id. A copy the master never came to name is kept only
+  // if its key was not removed meanwhile, which the directory tells by
+  // whether the sender still lives (OwnerDirectory::RemovedSinceSent); ""
+  // (a sender of an older release) leaves that to the claim alone.
+  std::string sender;
 };
 
 // One object of a batched write (TieredCacheBackend::PutMany): views of the

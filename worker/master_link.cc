@@ -460,4 +460,24 @@ Result<std::string> MasterLink::OwnerOf(const std::string& key) {
   return location.node_id;
 }
 
+Result<bool> MasterLink::RemovedSinceSent(const std::string& key, const std::string& sender) {
+  auto owner = OwnerOf(key);
+  if (owner) return false;
+  if (owner.error() != ErrorCode::kObjectNotFound) return Err(owner.error());
+  // The same shard's registry: it is the one that would have forgotten the
+  // key with its sender, or lost both in a restart.
+  auto reply = channel_->shards.ForKey(key).Call([&](rpc::MasterServiceClient& client) {
+    std::vector<rpc::NodeInfo> nodes;
+    client.ListNodes(nodes);
+    return nodes;
+  });
+  if (!reply) return Err(reply.error());
+  auto alive = [&](const std::string& id) {
+    return std::ranges::any_of(*reply,
+                               [&](const rpc::NodeInfo& n) { return n.node_id == id && n.alive; });
+  };
+  if (!alive(*node_id_.load())) return Err(ErrorCode::kNodeNotFound);
+  return alive(sender);
+}
+
 }  // namespace mooncake

@@ -111,6 +111,9 @@ class MasterLink : public OwnerDirectory {
   Result<void> HandOver(const std::string& key, const std::string& new_owner);
   // The node the master names as the key's owner (kObjectNotFound: none).
   Result<std::string> OwnerOf(const std::string& key);
+  // Asks the key's shard: its owner, then its live nodes (this one among
+  // them, else kNodeNotFound: the shard forgot us).
+  Result<bool> RemovedSinceSent(const std::string& key, const std::string& sender) override;
 
  private:
   struct Channel;

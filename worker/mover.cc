@@ -424,8 +424,12 @@ Result<void> Mover::AdoptAbort(const std::string& key) {
   return {};
 }
 
-void Mover::NoteAdoptedLocked(const std::string& key, uint64_t object_id) {
-  unconfirmed_adopts_.push_back({.key = key, .object_id = object_id});
+void Mover::NoteAdoptedLocked(const std::string& key, uint64_t object_id,
+                              const std::string& sender) {
+  unconfirmed_adopts_.push_back({.key = key,
+                                 .object_id = object_id,
+                                 .sender = sender,
+                                 .registrations = ctx_.directory->registrations()});
 }
 
 void Mover::ConfirmAdoptedObjects() {
@@ -442,44 +446,79 @@ void Mover::ConfirmAdoptedObjects() {
       unconfirmed_adopts_.pop_front();
     }
   }
-  for (UnconfirmedAdopt& adopt : due) {
-    const std::string& key = adopt.key;
-    // Claim is idempotent for the owner: it succeeds if the sender's
-    // UpdateOwner named us, or if nobody owns the key any more (sender died
-    // and was purged); it fails if the sender still owns it (its swap failed).
-    const uint64_t registrations = ctx_.directory->registrations();
-    auto claimed = ctx_.directory->Claim(key);
+  for (UnconfirmedAdopt& adopt : due) ConfirmAdopted(std::move(adopt));
+}
+
+std::optional<bool> Mover::RemovedSinceSent(const UnconfirmedAdopt& adopt) {
+  if (adopt.sender.empty()) return false;
+  const uint64_t registrations = ctx_.directory->registrations();
+  // Registered again since: the master may have restarted after the swap
+  // named this node and the sender let its copy go, and not know the key.
+  if (registrations != adopt.registrations) return false;
+  auto removed = ctx_.directory->RemovedSinceSent(adopt.key, adopt.sender);
+  if (!removed) {
+    const ErrorCode error = removed.error();
+    const bool ask_later = error == ErrorCode::kRpcTimeout || error == ErrorCode::kRpcFail ||
+                           error == ErrorCode::kNodeNotFound;
+    if (ask_later) return std::nullopt;
+    return false;  // the claim decides, as before the sender was known
+  }
+  if (ctx_.directory->registrations() != registrations) return std::nullopt;
+  return *removed;
+}
+
+void Mover::ConfirmAdopted(UnconfirmedAdopt adopt) {
+  const std::string& key = adopt.key;
+  std::optional<bool> removed = RemovedSinceSent(adopt);
+  if (removed.value_or(false)) {
     std::lock_guard lock(ctx_.mu);
-    // The master answered, and not with an owner: no room for the key in its
-    // table (so it names no node), or a claim it can never grant.
-    const bool refused = !claimed && (claimed.error() == ErrorCode::kNoAvailableHandle ||
-                                      claimed.error() == ErrorCode::kInvalidKey ||
-                                      claimed.error() == ErrorCode::kInvalidParams);
-    if (refused) ++adopt.refusals;
-    // Retried later while the master is away, and after this node registered
-    // again since the claim was sent: that registration may have purged the
-    // claim and listed the keys to announce without this one. A refused claim
-    // is retried a few times (the master's table may gain room), no more.
-    if (ctx_.directory->registrations() != registrations ||
-        (!claimed && claimed.error() != ErrorCode::kObjectAlreadyExists &&
-         adopt.refusals < kMaxConfirmRefusals)) {
-      unconfirmed_adopts_.push_back(std::move(adopt));
-      continue;
-    }
     Object* object = table_.FindSame(key, adopt.object_id);
-    if (object == nullptr) continue;
-    if (refused) {
-      MC_LOG_WARN("dropping adopted copy the master would not confirm key={} error={} tries={}",
-                  key, ToString(claimed.error()), adopt.refusals);
-      table_.Erase(*object);
-    } else if (claimed) {
-      table_.SetState(*object, ObjectState::kComplete);
-      table_.MarkPublished(*object);
-      ForgetMoveLocked(key);  // owned here again
-    } else {
-      MC_LOG_INFO("dropping adopted copy owned elsewhere key={}", key);
-      table_.Erase(*object);
-    }
+    if (object == nullptr || !object->adopted()) return;
+    MC_LOG_INFO("dropping adopted copy of a key removed since it was sent key={} sender={}", key,
+                adopt.sender);
+    table_.Erase(*object);
+    return;
+  }
+  if (!removed.has_value()) {
+    std::lock_guard lock(ctx_.mu);
+    unconfirmed_adopts_.push_back(std::move(adopt));
+    return;
+  }
+  // Claim is idempotent for the owner: it succeeds if the sender's
+  // UpdateOwner named us, or if nobody owns the key any more (sender died
+  // and was purged); it fails if the sender still owns it (its swap failed).
+  const uint64_t registrations = ctx_.directory->registrations();
+  auto claimed = ctx_.directory->Claim(key);
+  std::lock_guard lock(ctx_.mu);
+  // The master answered, and not with an owner: no room for the key in its
+  // table (so it names no node), or a claim it can never grant.
+  const bool refused = !claimed && (claimed.error() == ErrorCode::kNoAvailableHandle ||
+                                    claimed.error() == ErrorCode::kInvalidKey ||
+                                    claimed.error() == ErrorCode::kInvalidParams);
+  if (refused) ++adopt.refusals;
+  // Retried later while the master is away, and after this node registered
+  // again since the claim was sent: that registration may have purged the
+  // claim and listed the keys to announce without this one. A refused claim
+  // is retried a few times (the master's table may gain room), no more.
+  if (ctx_.directory->registrations() != registrations ||
+      (!claimed && claimed.error() != ErrorCode::kObjectAlreadyExists &&
+       adopt.refusals < kMaxConfirmRefusals)) {
+    unconfirmed_adopts_.push_back(std::move(adopt));
+    return;
+  }
+  Object* object = table_.FindSame(key, adopt.object_id);
+  if (object == nullptr) return;
+  if (refused) {
+    MC_LOG_WARN("dropping adopted copy the master would not confirm key={} error={} tries={}", key,
+                ToString(claimed.error()), adopt.refusals);
+    table_.Erase(*object);
+  } else if (claimed) {
+    table_.SetState(*object, ObjectState::kComplete);
+    table_.MarkPublished(*object);
+    ForgetMoveLocked(key);  // owned here again
+  } else {
+    MC_LOG_INFO("dropping adopted copy owned elsewhere key={}", key);
+    table_.Erase(*object);
   }
 }
 

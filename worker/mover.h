@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -72,18 +73,20 @@ class Mover {
   // Runs one queued promotion or prefetch.
   void Promote(const PromotionTask& task);
   // Checks adopted objects that are due against the master: kept (and now
-  // ours) if it names this node, dropped otherwise. A claim the master
-  // cannot be asked (it is away) is retried on later passes; one it answers
-  // with an error (e.g. NO_AVAILABLE_HANDLE: its key table is full, so it
-  // names no node) is retried kMaxConfirmRefusals times in all, and then the
-  // copy is dropped: the master never named this node.
+  // ours) if it names this node, or names none because the sender died;
+  // dropped otherwise, and when no node owns the key while its sender lives
+  // (the key was removed after it was sent). A master that cannot be asked
+  // (it is away, or forgot this node) is asked again on later passes; a
+  // claim it answers with an error (e.g. NO_AVAILABLE_HANDLE: its key table
+  // is full, so it names no node) is retried kMaxConfirmRefusals times in
+  // all, and then the copy is dropped: the master never named this node.
   void ConfirmAdoptedObjects();
   static constexpr int kMaxConfirmRefusals = 5;
 
   // Drops an adopted copy whose ownership swap failed.
   Result<void> AdoptAbort(const std::string& key);
   // An adopted object awaiting confirmation; due after adopt_confirm_delay.
-  void NoteAdoptedLocked(const std::string& key, uint64_t object_id);
+  void NoteAdoptedLocked(const std::string& key, uint64_t object_id, const std::string& sender);
   // Hand-over memory: the node a key recently moved to ("" if none).
   std::string MovedToLocked(const std::string& key) const;
   bool MovedAwayLocked(const std::string& key) const { return moved_to_.contains(key); }
@@ -135,8 +138,19 @@ class Mover {
   struct UnconfirmedAdopt {
     std::string key;
     uint64_t object_id = 0;
+    std::string sender;  // "" from a sender that did not say
+    // The directory's registrations() when the copy was adopted. While it
+    // holds, the master has known this node throughout, so a key it does
+    // not list was removed there, not forgotten in a restart.
+    uint64_t registrations = 0;
     int refusals = 0;  // claims the master answered with an error
   };
+  // Confirms one due adopt, or puts it back in the queue to ask again later.
+  void ConfirmAdopted(UnconfirmedAdopt adopt);
+  // Whether `adopt`'s key was removed since its copy was sent: the master
+  // has known this node since the adoption, names no owner, and the sender
+  // lives. nullopt when the master cannot tell now.
+  std::optional<bool> RemovedSinceSent(const UnconfirmedAdopt& adopt);
   // In adoption order: the ones due are always at the front, so no pass
   // scans every object.
   std::deque<UnconfirmedAdopt> unconfirmed_adopts_;  // guarded by ctx_.mu

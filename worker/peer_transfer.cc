@@ -203,7 +203,8 @@ Result<ThriftPeerTransfer::Adoption> ThriftPeerTransfer::StartAdopt(WorkerChanne
   if (dram_only) config.preferred_tier = "dram";
   rpc::PutStartResult started;
   auto call = channel.rpc.Call([&](rpc::WorkerServiceClient& c) {
-    c.AdoptStart(started, key, static_cast<int64_t>(size), config, static_cast<int64_t>(version));
+    c.AdoptStart(started, key, static_cast<int64_t>(size), config, static_cast<int64_t>(version),
+                 master_.node_id());
   });
   if (!call) return Err(call.error());
   if (auto ok = ToResult(started.code); !ok) return Err(ok.error());

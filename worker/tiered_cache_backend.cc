@@ -124,8 +124,8 @@ Result<void> TieredCacheBackend::Upsert(const std::string& key, std::string_view
 
 Result<uint64_t> TieredCacheBackend::PutStart(const std::string& key, uint64_t size,
                                               const ObjectOptions& options, WriteMode mode,
-                                              uint64_t adopted_version) {
-  return writer_->Start(key, size, options, mode, adopted_version, /*direct=*/false);
+                                              const AdoptedFrom& adopted) {
+  return writer_->Start(key, size, options, mode, adopted, /*direct=*/false);
 }
 
 Result<void> TieredCacheBackend::PutChunk(uint64_t handle, uint64_t offset, std::string_view data) {

@@ -94,7 +94,7 @@ class TieredCacheBackend {
   // `size` bytes (demoting colder objects if needed) and returns a handle;
   // PutEnd publishes the object and claims it in the directory.
   Result<uint64_t> PutStart(const std::string& key, uint64_t size, const ObjectOptions& options,
-                            WriteMode mode = WriteMode::kCreate, uint64_t adopted_version = 0);
+                            WriteMode mode = WriteMode::kCreate, const AdoptedFrom& adopted = {});
   Result<void> PutChunk(uint64_t handle, uint64_t offset, std::string_view data);
   Result<void> PutEnd(uint64_t handle);
   // Revoking means the writer is done with the space: it is freed at once.

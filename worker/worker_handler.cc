@@ -156,10 +156,10 @@ void WorkerHandler::LogWriteFailure(std::string_view op, const std::string& key,
 }
 
 void WorkerHandler::StartWrite(rpc::PutStartResult& result, const std::string& key, int64_t size,
-                               const rpc::ReplicateConfig& config, WriteMode mode,
-                               int64_t version) {
+                               const rpc::ReplicateConfig& config, WriteMode mode, int64_t version,
+                               const std::string& sender) {
   RequestTimer timer(requests_, mode == WriteMode::kAdopt ? "adopt_start" : "put_start");
-  StartWriteUntimed(result, key, size, config, mode, version);
+  StartWriteUntimed(result, key, size, config, mode, version, sender);
   timer.Finish(CodeOf(result.code));
   LogWriteFailure(mode == WriteMode::kAdopt ? "adopt_start" : "put_start", key,
                   static_cast<uint64_t>(std::max<int64_t>(size, 0)), result.code);
@@ -167,14 +167,14 @@ void WorkerHandler::StartWrite(rpc::PutStartResult& result, const std::string& k
 
 void WorkerHandler::StartWriteUntimed(rpc::PutStartResult& result, const std::string& key,
                                       int64_t size, const rpc::ReplicateConfig& config,
-                                      WriteMode mode, int64_t version) {
+                                      WriteMode mode, int64_t version, const std::string& sender) {
   auto options = ToObjectOptions(config);
-  if (size <= 0 || version < 0 || !options) {
+  if (size <= 0 || version < 0 || !options || sender.size() > kMaxKeyBytes) {
     result.code = options ? rpc::ErrorCode::INVALID_PARAMS : ToRpc(options.error());
     return;
   }
   auto handle = backend_.PutStart(key, static_cast<uint64_t>(size), *options, mode,
-                                  static_cast<uint64_t>(version));
+                                  {.version = static_cast<uint64_t>(version), .sender = sender});
   result.code = handle ? rpc::ErrorCode::OK : ToRpc(handle.error());
   result.handle = handle ? static_cast<int64_t>(*handle) : 0;
   if (!handle || mode != WriteMode::kAdopt) return;
@@ -187,12 +187,13 @@ void WorkerHandler::StartWriteUntimed(rpc::PutStartResult& result, const std::st
 
 void WorkerHandler::PutStart(rpc::PutStartResult& result, const std::string& key, int64_t size,
                              const rpc::ReplicateConfig& config, bool upsert) {
-  StartWrite(result, key, size, config, upsert ? WriteMode::kUpsert : WriteMode::kCreate, 0);
+  StartWrite(result, key, size, config, upsert ? WriteMode::kUpsert : WriteMode::kCreate, 0, "");
 }
 
 void WorkerHandler::AdoptStart(rpc::PutStartResult& result, const std::string& key, int64_t size,
-                               const rpc::ReplicateConfig& config, int64_t version) {
-  StartWrite(result, key, size, config, WriteMode::kAdopt, version);
+                               const rpc::ReplicateConfig& config, int64_t version,
+                               const std::string& sender) {
+  StartWrite(result, key, size, config, WriteMode::kAdopt, version, sender);
 }
 
 rpc::ErrorCode::type WorkerHandler::AdoptEnd(int64_t handle, bool written_directly) {

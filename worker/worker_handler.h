@@ -146,7 +146,8 @@ class WorkerHandler : public rpc::WorkerServiceIf {
   void Inspect(rpc::ObjectInfo& result, const std::string& key) override;
   void Stats(rpc::WorkerStats& result) override;
   void AdoptStart(rpc::PutStartResult& result, const std::string& key, int64_t size,
-                  const rpc::ReplicateConfig& config, int64_t version) override;
+                  const rpc::ReplicateConfig& config, int64_t version,
+                  const std::string& sender) override;
   rpc::ErrorCode::type AdoptEnd(int64_t handle, bool written_directly) override;
   rpc::ErrorCode::type AdoptAbort(const std::string& key) override;
   void OpenForWrite(rpc::WritePlan& result, const std::string& key, int64_t size,
@@ -159,10 +160,13 @@ class WorkerHandler : public rpc::WorkerServiceIf {
  private:
   // Translates a ReplicateConfig; kTierNotFound for an unknown tier name.
   Result<ObjectOptions> ToObjectOptions(const rpc::ReplicateConfig& config) const;
+  // `version` and `sender` are an adopt's (WriteMode::kAdopt).
   void StartWrite(rpc::PutStartResult& result, const std::string& key, int64_t size,
-                  const rpc::ReplicateConfig& config, WriteMode mode, int64_t version);
+                  const rpc::ReplicateConfig& config, WriteMode mode, int64_t version,
+                  const std::string& sender);
   void StartWriteUntimed(rpc::PutStartResult& result, const std::string& key, int64_t size,
-                         const rpc::ReplicateConfig& config, WriteMode mode, int64_t version);
+                         const rpc::ReplicateConfig& config, WriteMode mode, int64_t version,
+                         const std::string& sender);
   void OpenForWriteUntimed(rpc::WritePlan& result, const std::string& key, int64_t size,
                            const rpc::ReplicateConfig& config, bool upsert);
   void GetPlacementUntimed(rpc::Placement& result, const std::string& key);

@@ -146,7 +146,7 @@ std::vector<std::optional<WritePath::Reservation>> WritePath::ReserveWave(
   ForEachLocked(ctx_.mu, n, [&](size_t i) {
     if (!results[i]) return;
     const WholeWrite& w = writes[i];
-    auto reservation = ReserveLocked(w.key, w.value.size(), w.options, w.mode, 0, false, released);
+    auto reservation = ReserveLocked(w.key, w.value.size(), w.options, w.mode, {}, false, released);
     if (reservation) {
       reserved[i] = std::move(*reservation);
     } else {
@@ -293,7 +293,7 @@ bool WritePath::TryWriteWholeAsync(const std::string& key, std::string_view valu
     std::vector<AllocationPtr> released;  // a create replaces nothing
     std::vector<std::string> release_keys;
     std::lock_guard lock(ctx_.mu);
-    reserved = ReserveLocked(key, value.size(), options, WriteMode::kCreate, 0,
+    reserved = ReserveLocked(key, value.size(), options, WriteMode::kCreate, {},
                              /*direct=*/false, released);
     if (reserved) {
       // Cannot fail: the space is found and the write was reserved just
@@ -362,7 +362,7 @@ Result<void> WritePath::CheckWrite(const std::string& key, uint64_t size,
 
 Result<uint64_t> WritePath::Start(const std::string& key, uint64_t size,
                                   const ObjectOptions& options, WriteMode mode,
-                                  uint64_t adopted_version, bool direct) {
+                                  const AdoptedFrom& adopted, bool direct) {
   if (auto valid = CheckWrite(key, size, options); !valid) return Err(valid.error());
   Reservation reserved;
   // Freed on return, after the new space is found: a pre-empted writer's
@@ -370,7 +370,7 @@ Result<uint64_t> WritePath::Start(const std::string& key, uint64_t size,
   std::vector<AllocationPtr> released;
   {
     std::lock_guard lock(ctx_.mu);
-    auto reservation = ReserveLocked(key, size, options, mode, adopted_version, direct, released);
+    auto reservation = ReserveLocked(key, size, options, mode, adopted, direct, released);
     if (!reservation) return Err(reservation.error());
     reserved = std::move(*reservation);
   }
@@ -390,7 +390,7 @@ Result<uint64_t> WritePath::Start(const std::string& key, uint64_t size,
 
 Result<WritePath::Reservation> WritePath::ReserveLocked(const std::string& key, uint64_t size,
                                                         const ObjectOptions& options,
-                                                        WriteMode mode, uint64_t adopted_version,
+                                                        WriteMode mode, const AdoptedFrom& adopted,
                                                         bool direct,
                                                         std::vector<AllocationPtr>& released) {
   if (!releasing_.empty() && releasing_.contains(key)) return Err(ErrorCode::kObjectReplicaBusy);
@@ -401,7 +401,7 @@ Result<WritePath::Reservation> WritePath::ReserveLocked(const std::string& key, 
   pending.size = size;
   pending.mode = mode;
   pending.options = options;
-  pending.adopted_version = adopted_version;
+  if (mode == WriteMode::kAdopt) pending.adopted = adopted;
   pending.direct = direct;
   pending.deadline = SteadyClock::now() + ctx_.options.put_start_discard_timeout;
   uint64_t handle = next_handle_;
@@ -561,7 +561,7 @@ Result<PlacedWrite> WritePath::StartPlaced(const std::string& key, uint64_t size
   if (first >= ctx_.tiers.size() || ctx_.tiers[first]->kind() != TierKind::kDram) {
     return Err(ErrorCode::kTierNotFound);
   }
-  auto handle = Start(key, size, options, WriteMode::kCreate, /*adopted_version=*/0,
+  auto handle = Start(key, size, options, WriteMode::kCreate, /*adopted=*/{},
                       /*direct=*/false);
   if (!handle) return Err(handle.error());
   AllocationPtr space;
@@ -625,7 +625,7 @@ Result<WritePath::Committing> WritePath::BeginCommitLocked(uint64_t handle, uint
   pending->second.committing = true;
   Committing c{.handle = handle, .write = pending->second};
   if (c.write.mode == WriteMode::kAdopt) {
-    c.version = c.write.adopted_version;
+    c.version = c.write.adopted.version;
     table_.ObserveVersion(c.version);
   } else {
     c.version = table_.NextVersion();
@@ -684,7 +684,7 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(
   if (write.mode == WriteMode::kAdopt) {
     table_.SetState(o, ObjectState::kAdopted);
     o.adopted_at = now;
-    mover_.NoteAdoptedLocked(write.key, write.object.id);
+    mover_.NoteAdoptedLocked(write.key, write.object.id, write.adopted.sender);
     ctx_.counters.moved_in.fetch_add(1, std::memory_order_relaxed);
     return std::optional<CommittedWrite>{};
   }
@@ -883,7 +883,7 @@ Result<DirectWritePlan> WritePath::OpenForWrite(const std::string& key, uint64_t
     while (!regions[++placement.preferred_tier]) {
     }
   }
-  auto handle = Start(key, size, placement, mode, /*adopted_version=*/0, /*direct=*/true);
+  auto handle = Start(key, size, placement, mode, /*adopted=*/{}, /*direct=*/true);
   if (!handle) return Err(handle.error());
   auto target = Target(*handle);
   if (target && !regions[target->tier]) target = Err(ErrorCode::kTierNotFound);

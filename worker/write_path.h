@@ -74,7 +74,7 @@ struct PendingWrite {
   // A claim of the key answered with an error may have landed: the write
   // claims on commit, yet releases the key if dropped (was_published too).
   bool claim_uncertain = false;
-  uint64_t adopted_version = 0;
+  AdoptedFrom adopted;  // an adopt's
   bool direct = false;  // a producer writes the bytes itself (plan-based write)
   ObjectOptions options;
   SteadyClock::time_point deadline;
@@ -112,7 +112,7 @@ class WritePath {
                           const ObjectOptions& options, std::function<void(Result<void>)> done);
   // PutStart (`direct` false) or the start of a plan (`direct` true).
   Result<uint64_t> Start(const std::string& key, uint64_t size, const ObjectOptions& options,
-                         WriteMode mode, uint64_t adopted_version, bool direct);
+                         WriteMode mode, const AdoptedFrom& adopted, bool direct);
   Result<void> Chunk(uint64_t handle, uint64_t offset, std::string_view data);
   Result<void> End(uint64_t handle);
   // A Put whose bytes the caller places in host memory itself; see
@@ -190,7 +190,7 @@ class WritePath {
   // be freed once ctx_.mu is dropped.
   Result<Reservation> ReserveLocked(const std::string& key, uint64_t size,
                                     const ObjectOptions& options, WriteMode mode,
-                                    uint64_t adopted_version, bool direct,
+                                    const AdoptedFrom& adopted, bool direct,
                                     std::vector<AllocationPtr>& released);
   // For an upsert: takes over the pins and publication of the key's record
   // here, pre-empts its unfinished write, and erases it (its space goes to

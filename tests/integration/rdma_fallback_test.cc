@@ -228,7 +228,7 @@ TEST_F(RdmaFallbackTest, RdmaCallsOnAWorkerWithoutRdmaAnswerCleanly) {
     const std::string value = PatternBytes(42, 256 * 1024);
     rpc::PutStartResult start;
     ASSERT_TRUE(IsOk(raw->Call([&](rpc::WorkerServiceClient& w) {
-      w.AdoptStart(start, key, static_cast<int64_t>(value.size()), rpc::ReplicateConfig(), 3);
+      w.AdoptStart(start, key, static_cast<int64_t>(value.size()), rpc::ReplicateConfig(), 3, "");
     })));
     ASSERT_EQ(start.code, rpc::ErrorCode::OK);
     auto direct =

@@ -62,7 +62,7 @@ TEST(MaintenanceTest, APassDiscardsAbandonedWritesAndDemotesAboveTheHighWatermar
   options.high_watermark = 0.5;
   options.low_watermark = 0.2;
   BackendParts parts({1 * kMiB, 4 * kMiB}, options);
-  ASSERT_TRUE(parts.writer.Start("abandoned", 10, {}, WriteMode::kCreate, 0, false));
+  ASSERT_TRUE(parts.writer.Start("abandoned", 10, {}, WriteMode::kCreate, {}, false));
   for (const char* key : {"a", "b", "c"}) parts.AddComplete(key, std::string(200 * kKiB, 'x'), 0);
   parts.maintenance.RunPass();
   EXPECT_EQ(parts.StateOf("abandoned"), ObjectState::kRemoved);
@@ -74,7 +74,7 @@ TEST(MaintenanceTest, APassConfirmsAdoptedObjectsThatAreDue) {
   BackendOptions options;
   options.adopt_confirm_delay = Millis{0};
   BackendParts parts({1 * kMiB}, options);
-  auto handle = parts.writer.Start("k", 1, {}, WriteMode::kAdopt, 5, false);
+  auto handle = parts.writer.Start("k", 1, {}, WriteMode::kAdopt, {.version = 5}, false);
   ASSERT_TRUE(handle);
   ASSERT_TRUE(parts.writer.Chunk(*handle, 0, "x"));
   ASSERT_TRUE(parts.writer.End(*handle));

@@ -751,6 +751,30 @@ TEST(MasterServerTest, AWorkerPicksNeitherItselfNorTheNodesItNames) {
   EXPECT_EQ(link.PickNode(1, {"b", "c"}).error(), ErrorCode::kNoAvailableHandle);
 }
 
+// An adopted copy the master never named this node for: its key was removed
+// since it was sent if no node owns it while the sender lives. A master
+// that does not know the asking node (it restarted) cannot tell.
+TEST(MasterServerTest, AWorkerTellsAKeyRemovedSinceItsCopyWasSent) {
+  MasterConfig config;
+  config.port = 0;
+  config.admin_port = -1;
+  config.node_ttl_ms = 60000;
+  auto server = MasterServer::Start(config);
+  ASSERT_TRUE(server);
+  MasterService& service = (*server)->service();
+  ASSERT_TRUE(service.RegisterNode(Node("sender")));
+  ASSERT_TRUE(service.RegisterNode(Node("target")));
+  MasterLink link(MasterTarget{.host = "127.0.0.1", .port = (*server)->port()});
+  link.set_node_id("target");
+  EXPECT_EQ(link.RemovedSinceSent("k", "sender"), true);
+  EXPECT_EQ(link.RemovedSinceSent("k", "never-registered"), false);
+  ASSERT_TRUE(service.PutOwner("k", "sender"));
+  EXPECT_EQ(link.RemovedSinceSent("k", "sender"), false);
+  MasterLink stranger(MasterTarget{.host = "127.0.0.1", .port = (*server)->port()});
+  stranger.set_node_id("stranger");
+  EXPECT_EQ(stranger.RemovedSinceSent("gone", "sender").error(), ErrorCode::kNodeNotFound);
+}
+
 // --dead-node-forget-ms reaches the reaper: a node dead that long leaves the
 // registry.
 TEST(MasterServerTest, TheReaperForgetsANodeDeadForDeadNodeForgetMs) {

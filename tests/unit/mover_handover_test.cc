@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,16 @@ class SharedMaster {
     owners_.erase(it);
     return {};
   }
+  // The master declares `node` dead: it forgets the node's keys.
+  void Kill(const std::string& node) {
+    std::lock_guard lock(mu_);
+    dead_.insert(node);
+    std::erase_if(owners_, [&](const auto& entry) { return entry.second == node; });
+  }
+  bool Alive(const std::string& node) {
+    std::lock_guard lock(mu_);
+    return !dead_.contains(node);
+  }
   // As another node's put or remove at the master.
   void SetOwner(const std::string& key, const std::string& node) {
     std::lock_guard lock(mu_);
@@ -70,6 +81,7 @@ class SharedMaster {
  private:
   std::mutex mu_;
   std::map<std::string, std::string> owners_;  // guarded by mu_
+  std::set<std::string> dead_;                 // guarded by mu_
 };
 
 // One node's view of the shared master.
@@ -78,6 +90,9 @@ class NodeDirectory : public OwnerDirectory {
   NodeDirectory(SharedMaster& master, std::string node) : master_(master), node_(std::move(node)) {}
   Result<void> Claim(const std::string& key) override { return master_.Claim(key, node_); }
   Result<void> Release(const std::string& key) override { return master_.Release(key, node_); }
+  Result<bool> RemovedSinceSent(const std::string& key, const std::string& sender) override {
+    return master_.OwnerOf(key).empty() && master_.Alive(sender);
+  }
 
  private:
   SharedMaster& master_;
@@ -110,7 +125,8 @@ class LoopbackPeers : public PeerTransfer {
     auto send = [&](const NodeRecord& to) -> Result<void> {
       ++sends;
       TieredCacheBackend& peer = *nodes.at(to.node_id);
-      auto handle = peer.PutStart(key, size, options, WriteMode::kAdopt, version);
+      auto handle = peer.PutStart(key, size, options, WriteMode::kAdopt,
+                                  {.version = version, .sender = self_});
       if (!handle) return Err(handle.error());
       std::string bytes(size, '\0');
       if (auto read = source.read(0, std::as_writable_bytes(std::span(bytes.data(), size)));
@@ -123,6 +139,11 @@ class LoopbackPeers : public PeerTransfer {
     auto node = SendToNodeWithRoom(pick, send);
     if (!node) return Err(node.error());
     if (before_hand_over) before_hand_over();
+    if (hand_over_unsettled) {
+      // The master could be asked neither to swap nor, after, who owns the
+      // key: the target's copy stays to be confirmed or dropped by it.
+      return Err(ErrorCode::kRpcTimeout);
+    }
     if (auto swapped = master_.UpdateOwner(key, self_, node->node_id); !swapped) {
       (void)nodes.at(node->node_id)->AdoptAbort(key);
       return Err(swapped.error());
@@ -134,6 +155,7 @@ class LoopbackPeers : public PeerTransfer {
   std::vector<std::string> pick_order;
   bool pick_ignores_refusals = false;
   std::function<void()> before_hand_over;
+  bool hand_over_unsettled = false;  // UpdateOwner never reaches the master
   int transfers = 0, picks = 0, sends = 0;
 
  private:
@@ -379,6 +401,58 @@ TEST(MoverHandOverTest, ACopyOfAKeyTheMasterDoesNotKnowIsKept) {
   EXPECT_EQ(Read(*a.backend, "k"), std::string(4 * kKiB, '1'));
   EXPECT_EQ(master.OwnerOf("k"), "");
   EXPECT_EQ(Read(*c.backend, "k"), "OBJECT_NOT_FOUND");
+}
+
+// ---------------------------------------------------------------------------
+// Copies the master never came to name
+
+// A hands the key to B, but cannot reach the master to swap the owner or to
+// learn whether it did: A keeps its copy and B its adopted one. The key is
+// then removed (at A, its owner). When B checks its copy it must not claim
+// the key back: the sender lives, so no owner means removed, not lost.
+TEST(MoverHandOverTest, AnUnsettledCopyOfAKeyRemovedSinceIsDroppedNotRevived) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
+  a.EvictsTo({{"B", &b}});
+  a.peers.hand_over_unsettled = true;
+  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
+  a.backend->EvictTier("dram", 0.0);
+  ASSERT_EQ(Read(*a.backend, "k"), std::string(4 * kKiB, '1'));
+  ASSERT_TRUE(a.backend->Remove("k", /*force=*/false));
+  ASSERT_EQ(master.OwnerOf("k"), "");
+  b.backend->RunMaintenance();
+  EXPECT_EQ(master.OwnerOf("k"), "");
+  EXPECT_EQ(Read(*b.backend, "k"), "OBJECT_NOT_FOUND");
+  EXPECT_TRUE(b.backend->Keys().empty());
+}
+
+// The same unsettled hand-over, but A dies and the master forgets its keys:
+// B's copy is all that is left of the key, and B claims it.
+TEST(MoverHandOverTest, AnUnsettledCopyWhoseSenderDiedIsClaimed) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
+  a.EvictsTo({{"B", &b}});
+  a.peers.hand_over_unsettled = true;
+  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
+  a.backend->EvictTier("dram", 0.0);
+  master.Kill("A");
+  b.backend->RunMaintenance();
+  EXPECT_EQ(master.OwnerOf("k"), "B");
+  EXPECT_EQ(Read(*b.backend, "k"), std::string(4 * kKiB, '1'));
+}
+
+// The hand-over did not happen (A still owns the key): B drops its copy.
+TEST(MoverHandOverTest, AnUnsettledCopyTheSenderStillOwnsIsDropped) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
+  a.EvictsTo({{"B", &b}});
+  a.peers.hand_over_unsettled = true;
+  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
+  a.backend->EvictTier("dram", 0.0);
+  b.backend->RunMaintenance();
+  EXPECT_EQ(master.OwnerOf("k"), "A");
+  EXPECT_EQ(Read(*b.backend, "k"), "OBJECT_NOT_FOUND");
+  EXPECT_EQ(Read(*a.backend, "k"), std::string(4 * kKiB, '1'));
 }
 
 }  // namespace

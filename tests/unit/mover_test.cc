@@ -230,7 +230,7 @@ void AddAdopted(BackendParts& parts, const std::string& key) {
                                   /*published=*/false, SteadyClock::now());
   parts.table.SetState(o, ObjectState::kAdopted);
   o.adopted_at = SteadyClock::now();
-  parts.mover.NoteAdoptedLocked(key, id);
+  parts.mover.NoteAdoptedLocked(key, id, "");
 }
 
 TEST(MoverTest, AnAdoptedObjectBecomesOursWhenTheMasterNamesUs) {

@@ -201,7 +201,7 @@ TEST_F(PlanWriteTest, AnAbandonedPlanIsDiscardedAndItsSpaceQuarantined) {
 // adopt was dropped, so its space waits out a timeout like a plan's.
 TEST_F(PlanWriteTest, AnAbandonedAdoptIsQuarantinedLikeAPlan) {
   OpenWithQuickDiscard();
-  auto adopt = backend_->PutStart("moved", kMiB, {}, WriteMode::kAdopt, /*adopted_version=*/9);
+  auto adopt = backend_->PutStart("moved", kMiB, {}, WriteMode::kAdopt, {.version = 9});
   ASSERT_TRUE(adopt);
   std::this_thread::sleep_for(Millis(150));
   backend_->RunMaintenance();

@@ -339,7 +339,7 @@ TEST_F(WorkerHandlerRdmaTest, DirectAdoptEndWithoutRdmaIsRefusedAndLeavesTheWrit
     const std::string key = rdma == nullptr ? "adopt-a" : "adopt-b";
     const std::string value = Pattern(5, 100 * KiB);
     rpc::PutStartResult started;
-    handler_.AdoptStart(started, key, static_cast<int64_t>(value.size()), {}, 9);
+    handler_.AdoptStart(started, key, static_cast<int64_t>(value.size()), {}, 9, "");
     ASSERT_EQ(started.code, rpc::ErrorCode::OK);
     EXPECT_EQ(started.tier, "dram");
     EXPECT_GE(started.tier_offset, 0);
@@ -619,7 +619,7 @@ TEST_F(RdmaLinkDeviceTest, AnRdmaWrittenAdoptIsPublishedByAdoptEnd) {
   // When a sender adopts into it over RdmaConnect + RDMA WRITE + AdoptEnd(true).
   const std::string value = Pattern(11, 5 * MiB + 17);
   rpc::PutStartResult started;
-  handler.AdoptStart(started, "moved", static_cast<int64_t>(value.size()), {}, 4);
+  handler.AdoptStart(started, "moved", static_cast<int64_t>(value.size()), {}, 4, "");
   ASSERT_EQ(started.code, rpc::ErrorCode::OK);
   ASSERT_EQ(started.tier, "dram");
   RdmaConnector connect = [&](const RdmaEndpointInfo& local, std::string* why) {

@@ -1260,7 +1260,7 @@ class InProcessPeer : public PeerTransfer {
   Result<std::string> Transfer(const std::string& key, uint64_t size, uint64_t version,
                                const ObjectOptions& options, const ObjectSource& source,
                                const std::string&, bool) override {
-    auto handle = target_.PutStart(key, size, options, WriteMode::kAdopt, version);
+    auto handle = target_.PutStart(key, size, options, WriteMode::kAdopt, {.version = version});
     if (!handle) return Err(handle.error());
     std::string buffer(size, '\0');
     if (!source.read(0, std::as_writable_bytes(std::span(buffer.data(), buffer.size())))) {
@@ -1376,7 +1376,7 @@ TEST_F(BackendTest, AnAdoptedCopyOwnedElsewhereIsDroppedOnConfirmation) {
   options.adopt_confirm_delay = Millis(0);
   Open(8 * kMiB, 32 * kMiB, options);
   directory_.ClaimElsewhere("stolen");  // the sender's hand-over never happened
-  auto handle = backend_->PutStart("stolen", 3, {}, WriteMode::kAdopt, 42);
+  auto handle = backend_->PutStart("stolen", 3, {}, WriteMode::kAdopt, {.version = 42});
   ASSERT_TRUE(handle);
   ASSERT_TRUE(backend_->PutChunk(*handle, 0, "abc"));
   ASSERT_TRUE(backend_->PutEnd(*handle));
@@ -1384,7 +1384,7 @@ TEST_F(BackendTest, AnAdoptedCopyOwnedElsewhereIsDroppedOnConfirmation) {
   EXPECT_EQ(backend_->Remove("stolen", true).error(), ErrorCode::kObjectReplicaBusy);
   backend_->RunMaintenance();
   EXPECT_EQ(backend_->Inspect("stolen").error(), ErrorCode::kObjectNotFound);
-  ASSERT_TRUE(backend_->PutStart("aborted", 1, {}, WriteMode::kAdopt, 1));
+  ASSERT_TRUE(backend_->PutStart("aborted", 1, {}, WriteMode::kAdopt, {.version = 1}));
 }
 
 // A client that resends a chunk after a timeout can have two copies of it in

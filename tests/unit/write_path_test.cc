@@ -31,7 +31,7 @@ BackendOptions DiscardAtOnce() {
 
 Result<uint64_t> StartPut(BackendParts& parts, const std::string& key, uint64_t size,
                           WriteMode mode = WriteMode::kCreate) {
-  return parts.writer.Start(key, size, {}, mode, /*adopted_version=*/0, /*direct=*/false);
+  return parts.writer.Start(key, size, {}, mode, /*adopted=*/{}, /*direct=*/false);
 }
 
 uint64_t VersionOf(BackendParts& parts, const std::string& key) {
@@ -237,7 +237,7 @@ TEST(WritePathTest, AnUpsertOfAKeyHandedAwayAndGoneThereCreatesIt) {
 
 TEST(WritePathTest, AnAdoptedWriteEndsCompleteButUnownedWithTheSendersVersion) {
   BackendParts parts({1 * kMiB});
-  auto handle = parts.writer.Start("k", 3, {}, WriteMode::kAdopt, /*adopted_version=*/77, false);
+  auto handle = parts.writer.Start("k", 3, {}, WriteMode::kAdopt, {.version = 77}, false);
   ASSERT_TRUE(handle);
   ASSERT_TRUE(parts.writer.Chunk(*handle, 0, "abc"));
   ASSERT_TRUE(parts.writer.CommitDirect(*handle, ""));
