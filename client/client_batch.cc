@@ -540,9 +540,11 @@ std::vector<Result<void>> Client::BatchUpsert(
   }
   // Keys without an owner take the put path: one target for all of them.
   bool explicit_choice = false;
+  std::optional<std::string> picked;  // the target's node, once tasks write there
   if (!absent.empty()) {
     auto target = impl_->router.PickTarget(TotalBytes(views, absent), options, explicit_choice);
     if (target) {
+      picked = target->node_id;
       AddWriteTasks(impl_->router, *target, views, absent, config, /*upsert=*/true, results, tasks);
     } else {
       for (size_t i : absent) results[i] = Err(target.error());
@@ -550,12 +552,24 @@ std::vector<Result<void>> Client::BatchUpsert(
   }
   RunParallel(impl_->batch_helpers, tasks);
   // Keys that moved, lost a put race or found the chosen node full go
-  // through the single path, which re-locates them once.
+  // through the single path, which re-locates them once. An absent key the
+  // picked node refused (no room, or unreachable: a dead worker stays
+  // registered until node_ttl) is retried as BatchPutViews retries one: the
+  // pick is set aside first, so the retries and later batches go elsewhere.
+  std::vector<bool> was_absent(items.size(), false);
+  for (size_t i : absent) was_absent[i] = true;
+  bool forgotten = explicit_choice || !picked;
   for (size_t i : positions) {
     if (results[i]) continue;
     ErrorCode code = results[i].error();
+    const bool refused = picked && was_absent[i] && IsRefusedPlacement(code);
+    if (refused && !forgotten) {
+      impl_->router.ForgetPick(*picked, code);
+      forgotten = true;
+    }
     if (IsMoved(code) || code == ErrorCode::kObjectAlreadyExists ||
-        (code == ErrorCode::kNoAvailableHandle && !explicit_choice)) {
+        (code == ErrorCode::kNoAvailableHandle && !explicit_choice) ||
+        (refused && code == ErrorCode::kRpcFail)) {
       results[i] = Upsert(items[i].first, items[i].second, options);
     }
   }

@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "client/client.h"
 #include "tests/integration/test_cluster.h"
@@ -106,6 +108,33 @@ TEST_F(LocalNodeTest, ALocalNodeThatDiedIsSetAsideInsteadOfTriedByEveryPut) {
   // Without the set-aside, every put was refused there, then listed the
   // registry (for a new address) and asked the master for another node.
   PutAllCountingListings(*client, "dead-", 30, "w1");
+}
+
+// A BatchUpsert of keys no node holds yet places them as a put does. With the
+// local node dead but still registered, they land on the other node, as
+// BatchPut and Upsert would place them, and so does the next batch (it used to
+// fail with RPC_FAIL for every new key, on every call).
+TEST_F(LocalNodeTest, ABatchUpsertOfNewKeysWhileTheLocalNodeIsDownLandsElsewhere) {
+  ASSERT_TRUE(cluster_.StartWorker("w2"));
+  auto client = cluster_.NewClient("w2");
+  ASSERT_TRUE(client);
+  PutAll(*client, "alive-", 1, "w2");
+  cluster_.KillWorker("w2", SIGKILL);  // still registered until node_ttl
+  for (const std::string batch : {"first-", "second-"}) {
+    SCOPED_TRACE(batch);
+    const std::vector<std::pair<std::string, std::string>> items = {{batch + "a", "value a"},
+                                                                    {batch + "b", "value b"}};
+    auto results = client->BatchUpsert(items);
+    ASSERT_EQ(results.size(), items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      const auto& [key, value] = items[i];
+      ASSERT_TRUE(IsOk(results[i])) << key;
+      EXPECT_TRUE(ReadsBack(*client, key, value)) << key;
+      auto where = client->Inspect(key);
+      ASSERT_TRUE(IsOk(where)) << key;
+      EXPECT_EQ(where->node_id, "w1") << key;
+    }
+  }
 }
 
 }  // namespace
