@@ -7,6 +7,7 @@
 
 #include "python/src/buffer_view.h"
 #include "python/src/errors.h"
+#include "python/src/gil.h"
 #include "python/src/py_client.h"
 
 namespace py = pybind11;
@@ -33,11 +34,11 @@ class PendingFuture {
   py::object future() const { return py::reinterpret_borrow<py::object>(future_); }
 
   // On a client thread: takes the GIL and completes the future through
-  // `complete(future)`. After the interpreter began to finalize no thread
-  // may take the GIL (it would end there, mid-call); the exit hook closes
-  // every client before that, so only a client kept alive by a call
-  // still running in a daemon thread can get here, and then the future
-  // is left as it is.
+  // `complete(future)`. Once the exit hook has closed the GIL gate no
+  // thread may take the GIL (it would be ended there, mid-call); the hook
+  // closes every client before that, so only a client kept alive by a call
+  // still running in a daemon thread can get here, and then the future is
+  // left as it is.
   //
   // The user's done-callbacks run here, and may drop the last reference to
   // the client (or close it): OnClientThread, declared first so that it
@@ -45,9 +46,9 @@ class PendingFuture {
   // on another thread then.
   template <typename Fn>
   void Complete(Fn&& complete) const {
-    if (InterpreterFinalizing()) return;
     OnClientThread client_thread;
-    py::gil_scoped_acquire gil;
+    AcquireGilUnlessExiting gil;
+    if (!gil.acquired()) return;
     py::object future = py::reinterpret_steal<py::object>(future_);
     try {
       complete(future);
@@ -60,14 +61,6 @@ class PendingFuture {
   }
 
  private:
-  static bool InterpreterFinalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-    return Py_IsFinalizing();
-#else
-    return _Py_IsFinalizing();
-#endif
-  }
-
   PyObject* future_ = nullptr;  // one owned reference, until Complete
 };
 
@@ -76,7 +69,7 @@ py::object GetAsync(PyClient& self, const std::string& key) {
   PendingFuture pending;
   py::object future = pending.future();
   {
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     client->GetAsync(key, [pending, key](Result<ObjectValue> value) {
       pending.Complete([&](py::object& f) {
         if (value) {
@@ -102,7 +95,7 @@ py::object PutAsync(PyClient& self, const std::string& key, py::handle value, bo
   PendingFuture pending;
   py::object future = pending.future();
   {
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     client->PutAsync(
         key, std::move(bytes),
         [pending, key](Result<void> result) {

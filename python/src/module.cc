@@ -33,6 +33,7 @@
 #include "python/src/buffer_view.h"
 #include "python/src/convert.h"
 #include "python/src/errors.h"
+#include "python/src/gil.h"
 #include "python/src/py_client.h"
 
 namespace py = pybind11;
@@ -165,7 +166,7 @@ std::unique_ptr<PyClient> MakeClient(
   config.tls = TlsSettings{std::move(tls_cert), std::move(tls_key), std::move(tls_ca)};
   Result<std::unique_ptr<Client>> client;
   {
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     client = Client::Create(config);
   }
   if (!client) {
@@ -195,7 +196,7 @@ void Write(PyClient& self, const std::string& key, py::handle value, const PutOp
   ValueView view(value);
   Result<void> result;
   {
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     result = upsert ? client->Upsert(key, view.bytes(), options)
                     : client->Put(key, view.bytes(), options);
   }
@@ -206,7 +207,7 @@ py::bytes Get(PyClient& self, const std::string& key) {
   auto client = self.get();
   Result<ObjectValue> value;
   {
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     value = client->Get(key);
   }
   return py::bytes(Unwrap(std::move(value), "get", key).data);
@@ -218,7 +219,7 @@ uint64_t GetInto(PyClient& self, const std::string& key, py::handle buffer) {
   Result<uint64_t> size;
   uint64_t needed = 0;
   {
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     size = client->GetInto(key, view.writable(), &needed);
   }
   if (!size && size.error() == ErrorCode::kInvalidParams && needed > view.size()) {
@@ -233,7 +234,7 @@ bool Exist(PyClient& self, const std::string& key, bool prefetch) {
   auto client = self.get();
   Result<bool> found;
   {
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     found = client->Exist(key, prefetch);
   }
   return Unwrap(std::move(found), "exist", key);
@@ -244,7 +245,7 @@ int32_t IsExist(PyClient& self, const std::string& key, bool prefetch) {
   auto client = self.get();
   Result<bool> found;
   {
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     found = client->Exist(key, prefetch);
   }
   return found ? (*found ? 1 : 0) : CodeOf(found.error());
@@ -254,7 +255,7 @@ void Remove(PyClient& self, const std::string& key, bool force) {
   auto client = self.get();
   Result<void> removed;
   {
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     removed = client->Remove(key, force);
   }
   Check(removed, "remove", key);
@@ -267,7 +268,7 @@ std::vector<Result<void>> BatchWrite(PyClient& self, const std::vector<std::stri
   CheckSameLength(keys, values.size(), upsert ? "batch_upsert" : "batch_put");
   auto client = self.get();
   std::vector<ValueView> views = ValueViews(values);
-  py::gil_scoped_release nogil;
+  ReleaseGil nogil;
   // Thrift's request owns its bytes, so each value is copied once here.
   std::vector<std::pair<std::string, std::string>> items;
   items.reserve(keys.size());
@@ -283,7 +284,7 @@ std::vector<Result<uint64_t>> BatchGetInto(PyClient& self, const std::vector<std
   std::vector<std::span<char>> spans;
   spans.reserve(views.size());
   for (const auto& v : views) spans.push_back(v.writable());
-  py::gil_scoped_release nogil;
+  ReleaseGil nogil;
   return client->BatchGetInto(keys, spans);
 }
 
@@ -291,7 +292,7 @@ py::list BatchGet(PyClient& self, const std::vector<std::string>& keys) {
   auto client = self.get();
   std::vector<Result<ObjectValue>> values;
   {
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     values = client->BatchGet(keys);
   }
   return PerKey(values, keys, "get", [](const ObjectValue& v) { return py::bytes(v.data); });
@@ -300,7 +301,7 @@ py::list BatchGet(PyClient& self, const std::vector<std::string>& keys) {
 std::vector<Result<bool>> BatchExist(PyClient& self, const std::vector<std::string>& keys,
                                      bool prefetch) {
   auto client = self.get();
-  py::gil_scoped_release nogil;
+  ReleaseGil nogil;
   return client->BatchExist(keys, prefetch);
 }
 
@@ -308,7 +309,7 @@ py::list BatchRemove(PyClient& self, const std::vector<std::string>& keys, bool 
   auto client = self.get();
   std::vector<Result<void>> removed;
   {
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     removed = client->BatchRemove(keys, force);
   }
   return PerKey(removed, keys, "remove", [] { return py::none(); });
@@ -320,7 +321,7 @@ auto Plain(PyClient& self, Call&& call, std::string_view op, std::string_view ke
   auto client = self.get();
   decltype(call(*client)) result;
   {
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     result = call(*client);
   }
   if constexpr (std::is_same_v<decltype(result), Result<void>>) {
@@ -342,7 +343,7 @@ void WritePlanBytes(const WritePlan& plan, py::handle buffer) {
   std::string why;
   Result<void> copied;
   {
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     auto mapping = SharedMapping::Map(plan.memory, plan.offset, plan.size, &why);
     copied = mapping ? (*mapping)->CopyIn(0, std::as_bytes(std::span(view.bytes())))
                      : Result<void>(Err(mapping.error()));
@@ -568,6 +569,7 @@ void BindClient(py::module_& m) {
 PYBIND11_MODULE(_mooncake, m) {
   using namespace mooncake::python;
   m.doc() = "Binding of mooncake::Client; import the `mooncake` package instead.";
+  InitGilGate();
   DefineErrors(m);
   BindPlanTypes(m);
   BindClient(m);

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "python/src/errors.h"
+#include "python/src/gil.h"
 
 namespace mooncake::python {
 namespace {
@@ -78,7 +79,7 @@ void DestroyClient(Client* client) {
     return;
   }
   if (Py_IsInitialized() && PyGILState_Check()) {
-    pybind11::gil_scoped_release nogil;
+    ReleaseGil nogil;
     delete client;
   } else {
     delete client;
@@ -120,9 +121,15 @@ void CloseAllClients() {
   // Clients dropped on their own threads complete their calls in flight
   // on another one, which may need the GIL meanwhile.
   Destructions& d = ClientDestructions();
-  pybind11::gil_scoped_release nogil;
-  std::unique_lock lock(d.mu);
-  d.done.wait(lock, [&d] { return d.running == 0; });
+  {
+    ReleaseGil nogil;
+    std::unique_lock lock(d.mu);
+    d.done.wait(lock, [&d] { return d.running == 0; });
+  }
+  // Last: a thread still inside a call (a daemon thread: Python does not
+  // join those) is parked when it returns, instead of taking the GIL
+  // while Python finalizes, which would end it by force mid-call.
+  CloseGilGate();
 }
 
 }  // namespace mooncake::python

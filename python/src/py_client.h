@@ -58,10 +58,10 @@ class OnClientThread {
   bool previous_;
 };
 
-// Closes every live client, and waits for the clients still being
-// destroyed on threads of their own: registered with atexit by the module,
-// since a completion that takes the GIL once the interpreter is finalizing
-// would end its thread mid-call.
+// Closes every live client, waits for the clients still being destroyed on
+// threads of their own, then closes the GIL gate (python/src/gil.h):
+// registered with atexit by the module, since a thread that takes the GIL
+// once the interpreter is finalizing is ended mid-call (std::terminate).
 void CloseAllClients();
 
 }  // namespace mooncake::python

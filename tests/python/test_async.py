@@ -5,6 +5,7 @@ calls in flight is closed, collected, or still open at exit."""
 import asyncio
 import gc
 import os
+import resource
 import subprocess
 import sys
 import textwrap
@@ -84,13 +85,18 @@ def test_closing_a_client_completes_its_calls_in_flight(master, keys):
         c.get_async(names[0])
 
 
+def no_core_file():
+    # A script that aborts leaves no core file behind.
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
 def run_script(master, body, timeout=60):
     """Runs `body` in a fresh interpreter against the test cluster; a hang
     fails after `timeout` seconds instead of stalling the suite."""
     script = "import gc, mooncake\nc = mooncake.Client(master=%r)\n" % master
     script += textwrap.dedent(body)
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ))
+                          timeout=timeout, env=dict(os.environ), preexec_fn=no_core_file)
 
 
 def assert_prints_ok(master, body, timeout=60):
@@ -208,3 +214,39 @@ def test_a_done_callback_may_close_the_client(master, keys):
             c = mooncake.Client(master=%r)
         print("ok")
         """ % (prefix, prefix, prefix, master), timeout=30)
+
+
+@pytest.mark.parametrize("call, size", [("c.get(key)", 8 << 20), ("c.get_async(key)", 4096),
+                                        ("c.put_async(key + '/new', b'x')", 4096)])
+def test_an_interpreter_exiting_while_a_daemon_thread_is_in_a_call_exits_cleanly(
+        master, keys, call, size):
+    # Python does not join daemon threads: the program ends while one is
+    # inside a call. When that call returns it must not take the GIL back
+    # while Python finalizes: CPython ends such a thread by force
+    # (pthread_exit), and unwinding the binding's frames aborted the
+    # process ("terminate called without an active exception", exit 134).
+    # Every round ends with the thread looping over the call.
+    prefix = keys()
+    for round in range(6):
+        done = run_script(master, """
+            import threading
+            key = "%s/%%d" %% %d
+            c.put(key, b"v" * %d)
+            busy = threading.Event()
+
+            def loop():
+                for n in range(1 << 62):
+                    if n == 20:
+                        busy.set()
+                    try:
+                        %s
+                    except mooncake.Error:
+                        return
+
+            threading.Thread(target=loop, daemon=True).start()
+            assert busy.wait(30), "the daemon thread made no calls"
+            print("ok", flush=True)
+            """ % (prefix, round, size, call), timeout=60)
+        assert done.returncode == 0, (round, done.returncode, done.stderr[-2000:])
+        assert done.stdout.strip() == "ok"
+
