@@ -93,6 +93,9 @@ Result<WritePlan> Client::OpenForWrite(std::string_view key, uint64_t size,
   };
   auto opened = upsert ? UpsertRouted(impl_->router, k, size, options, attempt, [] { return true; })
                        : PutPlaced(impl_->router, k, size, options, attempt, [] { return true; });
+  // As in Upsert: even a failed open may have let the old object go, and
+  // the erase discards a fill from a read that started before it.
+  if (upsert) impl_->hot_cache.Erase(k);
   if (!opened) return Err(opened.error());
   // The placement routines remember the target as the owner; until Commit
   // the key is not readable there, so readers keep asking the master.
@@ -112,6 +115,9 @@ Result<void> Client::Commit(const WritePlan& plan) {
 }
 
 Result<void> Client::Revoke(const WritePlan& plan) {
+  // A revoked upsert leaves the key absent, even where an old value was
+  // (its space may have been reused); whatever the outcome, as Commit.
+  impl_->hot_cache.Erase(plan.key);
   auto node = impl_->router.Node(plan.node_id);
   if (!node) return Err(node.error());
   return Flatten(

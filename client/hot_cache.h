@@ -27,7 +27,8 @@
 //     So an upsert or remove by ANOTHER client becomes visible to this client
 //     after at most hot_cache_max_staleness_ms for small objects.
 //   * This client's own Put/Upsert/Remove (their batch, stream and async
-//     forms too) drop the entry at once (a put that succeeds found the key
+//     forms too, and a plan's upsert OpenForWrite, Commit and Revoke) drop
+//     the entry at once (a put that succeeds found the key
 //     absent, so a copy cached before is of a removed object), and a fill
 //     from a read that started before the invalidation is discarded, so a
 //     client always reads its own writes.

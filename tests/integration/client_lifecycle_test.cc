@@ -342,5 +342,25 @@ TEST_F(HotCacheStalenessTest, OwnPutsOfARemovedKeyInvalidateAtOnce) {
   }
 }
 
+// A revoked upsert plan leaves the key absent, even when an old value existed
+// (design.md, "Plan-based writes"). The client that revoked it must not serve
+// the old value from its hot cache afterwards, though the copy is young.
+TEST_F(HotCacheStalenessTest, OwnRevokedUpsertPlanInvalidatesAtOnce) {
+  auto a = CachingClient();
+  ASSERT_TRUE(a);
+  const std::string old_value = "old value";
+  ASSERT_TRUE(IsOk(a->Put("planned", old_value)));
+  ASSERT_TRUE(Cached(*a, "planned"));
+  auto plan = a->OpenForWrite("planned", old_value.size(), {}, /*upsert=*/true);
+  ASSERT_TRUE(IsOk(plan));
+  ASSERT_TRUE(IsOk(a->Revoke(*plan)));
+  auto exists = a->Exist("planned");
+  ASSERT_TRUE(IsOk(exists));
+  ASSERT_FALSE(*exists);
+  auto got = a->Get("planned");
+  EXPECT_TRUE(FailsWith(got, ErrorCode::kObjectNotFound))
+      << "the hot cache served the revoked key's old value: " << (got ? got->data : "");
+}
+
 }  // namespace
 }  // namespace mooncake::testing
