@@ -305,6 +305,12 @@ service WorkerService {
   // the allocation AdoptStart reported) instead of sending PutChunks.
   ErrorCode AdoptEnd(1: i64 handle, 2: bool written_directly = false),
   ErrorCode AdoptAbort(1: string key),
+  // The sender's UpdateOwner named this node: the adopted copy is confirmed
+  // at the master soon (by the maintenance thread) rather than after
+  // --adopt-confirm-delay-ms, so that upserts and removes of the key are not
+  // refused OBJECT_REPLICA_BUSY for that long. OBJECT_NOT_FOUND when no
+  // adopted copy of the key is here.
+  ErrorCode AdoptConfirm(1: string key),
 
   // Plan-based writes by producers on this node (docs/design.md,
   // "Plan-based writes").

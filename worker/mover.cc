@@ -432,10 +432,26 @@ void Mover::NoteAdoptedLocked(const std::string& key, uint64_t object_id,
                                  .registrations = ctx_.directory->registrations()});
 }
 
+Result<void> Mover::ConfirmSoonLocked(const std::string& key) {
+  const Object* object = table_.Find(key);
+  if (object == nullptr || !object->adopted()) return Err(ErrorCode::kObjectNotFound);
+  if (confirm_soon_.size() >= kMaxConfirmSoon) return {};
+  // No sender: the master named this node, so no owner there now would not
+  // mean the key was removed (RemovedSinceSent) and the claim decides.
+  confirm_soon_.push_back(
+      {.key = key, .object_id = object->id, .registrations = ctx_.directory->registrations()});
+  return {};
+}
+
 void Mover::ConfirmAdoptedObjects() {
   std::vector<UnconfirmedAdopt> due;
   {
     std::lock_guard lock(ctx_.mu);
+    for (UnconfirmedAdopt& adopt : confirm_soon_) {
+      const Object* object = table_.FindSame(adopt.key, adopt.object_id);
+      if (object != nullptr && object->adopted()) due.push_back(std::move(adopt));
+    }
+    confirm_soon_.clear();
     auto deadline = SteadyClock::now() - ctx_.options.adopt_confirm_delay;
     while (!unconfirmed_adopts_.empty()) {
       const UnconfirmedAdopt& next = unconfirmed_adopts_.front();
@@ -469,6 +485,12 @@ std::optional<bool> Mover::RemovedSinceSent(const UnconfirmedAdopt& adopt) {
 
 void Mover::ConfirmAdopted(UnconfirmedAdopt adopt) {
   const std::string& key = adopt.key;
+  {
+    // Confirmed already (queued both soon and in turn), aborted or replaced.
+    std::lock_guard lock(ctx_.mu);
+    const Object* object = table_.FindSame(key, adopt.object_id);
+    if (object == nullptr || !object->adopted()) return;
+  }
   std::optional<bool> removed = RemovedSinceSent(adopt);
   if (removed.value_or(false)) {
     std::lock_guard lock(ctx_.mu);

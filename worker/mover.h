@@ -85,6 +85,10 @@ class Mover {
 
   // Drops an adopted copy whose ownership swap failed.
   Result<void> AdoptAbort(const std::string& key);
+  // Queues the adopted copy of `key` for the next ConfirmAdoptedObjects,
+  // whether due or not (its sender's swap named this node). kObjectNotFound
+  // when no adopted copy of `key` is here.
+  Result<void> ConfirmSoonLocked(const std::string& key);
   // An adopted object awaiting confirmation; due after adopt_confirm_delay.
   void NoteAdoptedLocked(const std::string& key, uint64_t object_id, const std::string& sender);
   // Hand-over memory: the node a key recently moved to ("" if none).
@@ -154,6 +158,10 @@ class Mover {
   // In adoption order: the ones due are always at the front, so no pass
   // scans every object.
   std::deque<UnconfirmedAdopt> unconfirmed_adopts_;  // guarded by ctx_.mu
+  // Adopted copies whose senders said the master named this node; bounded
+  // (kMaxConfirmSoon): past it they wait for their turn in the queue above.
+  std::vector<UnconfirmedAdopt> confirm_soon_;  // guarded by ctx_.mu
+  static constexpr size_t kMaxConfirmSoon = 65536;
   // Per tier: its last demotion pass left it above its low watermark.
   std::vector<bool> came_short_;  // guarded by ctx_.mu
 };

@@ -152,6 +152,10 @@ Result<std::string> ThriftPeerTransfer::Transfer(const std::string& key, uint64_
                 ToString(swapped.error()));
   }
   MaybeCrash(CrashPoint::kAfterHandOver);
+  // Best effort: unconfirmed, the target would refuse upserts and removes of
+  // the key (OBJECT_REPLICA_BUSY) until its own check, --adopt-confirm-delay-ms
+  // later; a target of an older release answers that it has no such method.
+  channel->rpc.Call([&](rpc::WorkerServiceClient& c) { return c.AdoptConfirm(key); });
   return node->node_id;
 }
 

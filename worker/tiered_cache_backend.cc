@@ -163,6 +163,14 @@ Result<void> TieredCacheBackend::AdoptAbort(const std::string& key) {
   return mover_->AdoptAbort(key);
 }
 
+Result<void> TieredCacheBackend::ConfirmAdoptSoon(const std::string& key) {
+  if (auto valid = ValidateKey(key); !valid) return Err(valid.error());
+  std::lock_guard lock(ctx_->mu);
+  if (auto queued = mover_->ConfirmSoonLocked(key); !queued) return queued;
+  work_->SignalLocked();
+  return {};
+}
+
 // ---------------------------------------------------------------------------
 // Reads
 

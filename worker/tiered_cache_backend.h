@@ -135,6 +135,11 @@ class TieredCacheBackend {
   Result<void> Upsert(const std::string& key, std::string_view value, const ObjectOptions& options);
   // Drops an adopted copy whose ownership swap failed.
   Result<void> AdoptAbort(const std::string& key);
+  // The swap of an adopted copy succeeded (its sender says): the next
+  // maintenance pass, started now, confirms it at the master instead of
+  // waiting for adopt_confirm_delay. kObjectNotFound when no adopted copy of
+  // `key` is here.
+  Result<void> ConfirmAdoptSoon(const std::string& key);
 
   // Reads [offset, offset + length) of a complete object; length 0 means to
   // the end. At most kRpcChunkBytes are returned. Grants a lease.

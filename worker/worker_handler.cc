@@ -38,10 +38,10 @@ rpc::MemoryHandle ToRpc(const SharedRegion& region) {
 }  // namespace
 
 std::vector<std::string> WorkerHandler::OperationNames() {
-  return {"put",           "upsert",       "put_start",   "put_chunk",      "put_end",
-          "put_revoke",    "get",          "exist",       "remove",         "inspect",
-          "adopt_start",   "adopt_end",    "adopt_abort", "open_for_write", "commit",
-          "get_placement", "rdma_connect", "stats"};
+  return {"put",         "upsert",        "put_start",    "put_chunk",     "put_end",
+          "put_revoke",  "get",           "exist",        "remove",        "inspect",
+          "adopt_start", "adopt_end",     "adopt_abort",  "adopt_confirm", "open_for_write",
+          "commit",      "get_placement", "rdma_connect", "stats"};
 }
 
 Result<ObjectOptions> WorkerHandler::ToObjectOptions(const rpc::ReplicateConfig& config) const {
@@ -307,6 +307,13 @@ void WorkerHandler::RdmaConnect(rpc::RdmaConnectResult& result, const std::strin
 rpc::ErrorCode::type WorkerHandler::AdoptAbort(const std::string& key) {
   RequestTimer timer(requests_, "adopt_abort");
   auto code = ToRpc(backend_.AdoptAbort(key));
+  timer.Finish(CodeOf(code));
+  return code;
+}
+
+rpc::ErrorCode::type WorkerHandler::AdoptConfirm(const std::string& key) {
+  RequestTimer timer(requests_, "adopt_confirm");
+  auto code = ToRpc(backend_.ConfirmAdoptSoon(key));
   timer.Finish(CodeOf(code));
   return code;
 }

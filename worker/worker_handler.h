@@ -150,6 +150,7 @@ class WorkerHandler : public rpc::WorkerServiceIf {
                   const std::string& sender) override;
   rpc::ErrorCode::type AdoptEnd(int64_t handle, bool written_directly) override;
   rpc::ErrorCode::type AdoptAbort(const std::string& key) override;
+  rpc::ErrorCode::type AdoptConfirm(const std::string& key) override;
   void OpenForWrite(rpc::WritePlan& result, const std::string& key, int64_t size,
                     const rpc::ReplicateConfig& config, bool upsert) override;
   rpc::ErrorCode::type Commit(const std::string& key, int64_t epoch) override;

@@ -498,6 +498,42 @@ TEST_F(ClusterMovesTest, AHandOverWhoseAnswerIsLostLeavesEveryKeyReadable) {
   }
 }
 
+// The sender tells the new owner once the master named it (AdoptConfirm),
+// so the owner takes upserts and removes of a moved key at once, not only
+// after its own check (--adopt-confirm-delay-ms, 30 s by default here).
+TEST_F(ClusterMovesTest, ANewOwnerTakesUpsertsAndRemovesOfAMovedKeyAtOnce) {
+  // Given a small w1 and two roomier peers that check adopted copies late.
+  WorkerOptions w1 = Small(8, 16);
+  WorkerOptions late{.dram = 16 * kMiB, .ssd = 64 * kMiB};
+  ASSERT_NO_FATAL_FAILURE(GivenThreeNodes(w1, late, late));
+  auto client = cluster_.NewClient("w1");
+  ASSERT_TRUE(client);
+  // When more is put on w1 than it holds, so that it moves the oldest out.
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(IsOk(client->Put(Key("moved-", i), PatternBytes(300 + i, kMiB), On("w1"))));
+  }
+  std::vector<std::string> moved;
+  for (int i = 0; i < 40 && moved.size() < 2; ++i) {
+    auto info = client->Inspect(Key("moved-", i));
+    ASSERT_TRUE(IsOk(info)) << Key("moved-", i);
+    if (info->node_id != "w1") moved.push_back(Key("moved-", i));
+  }
+  ASSERT_EQ(moved.size(), 2u) << "w1 moved fewer than two objects out";
+  // Expect the new owners to take an upsert of one and a (forced) remove of
+  // the other within seconds; each was refused OBJECT_REPLICA_BUSY until the
+  // owner's own check.
+  const std::string replaced = PatternBytes(77, kMiB);
+  Result<void> upserted = Err(ErrorCode::kInternalError);
+  EXPECT_TRUE(Eventually([&] { return IsOk(upserted = client->Upsert(moved[0], replaced)); }, 5s))
+      << ToString(upserted.error());
+  EXPECT_TRUE(ReadsBack(*client, moved[0], replaced));
+  Result<void> removed = Err(ErrorCode::kInternalError);
+  EXPECT_TRUE(
+      Eventually([&] { return IsOk(removed = client->Remove(moved[1], /*force=*/true)); }, 5s))
+      << ToString(removed.error());
+  EXPECT_FALSE(IsOk(client->Get(moved[1])));
+}
+
 // ---------------------------------------------------------------------------
 // Master restart
 

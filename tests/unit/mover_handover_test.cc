@@ -148,6 +148,7 @@ class LoopbackPeers : public PeerTransfer {
       (void)nodes.at(node->node_id)->AdoptAbort(key);
       return Err(swapped.error());
     }
+    if (confirms_at_once) (void)nodes.at(node->node_id)->ConfirmAdoptSoon(key);
     return node->node_id;
   }
 
@@ -156,6 +157,7 @@ class LoopbackPeers : public PeerTransfer {
   bool pick_ignores_refusals = false;
   std::function<void()> before_hand_over;
   bool hand_over_unsettled = false;  // UpdateOwner never reaches the master
+  bool confirms_at_once = true;      // tells the target after a swap (AdoptConfirm)
   int transfers = 0, picks = 0, sends = 0;
 
  private:
@@ -401,6 +403,60 @@ TEST(MoverHandOverTest, ACopyOfAKeyTheMasterDoesNotKnowIsKept) {
   EXPECT_EQ(Read(*a.backend, "k"), std::string(4 * kKiB, '1'));
   EXPECT_EQ(master.OwnerOf("k"), "");
   EXPECT_EQ(Read(*c.backend, "k"), "OBJECT_NOT_FOUND");
+}
+
+// ---------------------------------------------------------------------------
+// Confirming a copy
+
+// B owns the key once A's swap succeeds, and A says so: B's next pass
+// confirms the copy, long before its own check (30 s after the adopt), so an
+// upsert or a remove of the key is not refused OBJECT_REPLICA_BUSY until then.
+TEST(MoverHandOverTest, ANewOwnerTakesWritesOnceTheSenderConfirms) {
+  SharedMaster master;
+  BackendOptions slow_check = Options();
+  slow_check.adopt_confirm_delay = Millis{30000};
+  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB, slow_check);
+  a.EvictsTo({{"B", &b}});
+  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
+  ASSERT_TRUE(a.backend->Put("gone", std::string(4 * kKiB, '1'), {}));
+  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
+  ASSERT_EQ(master.OwnerOf("k"), "B");
+  b.backend->RunMaintenance();
+  auto upserted = b.backend->Upsert("k", std::string(4 * kKiB, '2'), {});
+  ASSERT_TRUE(upserted) << ToString(upserted.error());
+  EXPECT_EQ(Read(*b.backend, "k"), std::string(4 * kKiB, '2'));
+  auto removed = b.backend->Remove("gone", /*force=*/false);
+  ASSERT_TRUE(removed) << ToString(removed.error());
+  EXPECT_EQ(master.OwnerOf("gone"), "");
+}
+
+// Without the word from A (a sender of an older release), B keeps refusing
+// until its own check.
+TEST(MoverHandOverTest, ANewOwnerNotToldRefusesWritesUntilItsOwnCheck) {
+  SharedMaster master;
+  BackendOptions slow_check = Options();
+  slow_check.adopt_confirm_delay = Millis{30000};
+  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB, slow_check);
+  a.EvictsTo({{"B", &b}});
+  a.peers.confirms_at_once = false;
+  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
+  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
+  b.backend->RunMaintenance();
+  auto upserted = b.backend->Upsert("k", std::string(4 * kKiB, '2'), {});
+  ASSERT_FALSE(upserted);
+  EXPECT_EQ(upserted.error(), ErrorCode::kObjectReplicaBusy);
+  EXPECT_EQ(Read(*b.backend, "k"), std::string(4 * kKiB, '1'));
+}
+
+// Told twice, or about a key it holds no adopted copy of, B changes nothing.
+TEST(MoverHandOverTest, AConfirmationOfNoAdoptedCopyIsObjectNotFound) {
+  SharedMaster master;
+  Node b(master, "B", 64 * kKiB);
+  ASSERT_TRUE(b.backend->Put("own", std::string(4 * kKiB, '1'), {}));
+  EXPECT_EQ(b.backend->ConfirmAdoptSoon("own").error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(b.backend->ConfirmAdoptSoon("absent").error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(b.backend->ConfirmAdoptSoon("").error(), ErrorCode::kInvalidKey);
+  EXPECT_EQ(Read(*b.backend, "own"), std::string(4 * kKiB, '1'));
 }
 
 // ---------------------------------------------------------------------------
