@@ -2,10 +2,17 @@
 
 #include <Python.h>
 
+#if defined(__GLIBCXX__)
+#include <cxxabi.h>
+#endif
+
+#include <exception>
+#include <new>
 #include <string>
 #include <utility>
 
 #include "python/src/buffer_view.h"
+#include "python/src/convert.h"
 #include "python/src/errors.h"
 #include "python/src/gil.h"
 #include "python/src/py_client.h"
@@ -50,17 +57,60 @@ class PendingFuture {
     AcquireGilUnlessExiting gil;
     if (!gil.acquired()) return;
     py::object future = py::reinterpret_steal<py::object>(future_);
+    // Nothing may leave: the client's thread would std::terminate. A value
+    // that cannot be converted (MemoryError for a large get's bytes), or
+    // any other error before the future is completed, becomes the future's
+    // exception; after (a done-callback raising a BaseException, which
+    // concurrent.futures does not catch) it is reported as unraisable.
     try {
       complete(future);
+      return;
     } catch (py::error_already_set& e) {
-      // A done-callback of the user's is called by set_result and logged
-      // by concurrent.futures; anything else is reported, never thrown
-      // into the client's thread.
-      e.discard_as_unraisable("mooncake: completing a future");
+      e.restore();
+#if defined(__GLIBCXX__)
+    } catch (abi::__forced_unwind&) {
+      throw;
+#endif
+    } catch (const std::bad_alloc&) {
+      PyErr_NoMemory();
+    } catch (const std::exception& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (...) {
+      PyErr_SetString(PyExc_RuntimeError, "mooncake: an unknown C++ exception");
     }
+    FailWithTheErrorSet(future.ptr());
   }
 
  private:
+  // The Python error set now becomes `future`'s exception if it is still
+  // pending, else (or if that fails) is reported as unraisable. GIL held.
+  static void FailWithTheErrorSet(PyObject* future) noexcept {
+    PyObject* type = nullptr;
+    PyObject* value = nullptr;
+    PyObject* traceback = nullptr;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != nullptr && value != nullptr) PyException_SetTraceback(value, traceback);
+    PyObject* done = PyObject_CallMethod(future, "done", nullptr);
+    const int is_done = done != nullptr ? PyObject_IsTrue(done) : -1;
+    Py_XDECREF(done);
+    if (is_done == 0 && value != nullptr) {
+      PyObject* set = PyObject_CallMethod(future, "set_exception", "O", value);
+      if (set != nullptr) {
+        Py_DECREF(set);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        return;
+      }
+      PyErr_WriteUnraisable(future);  // set_exception's own error
+    } else if (is_done < 0) {
+      PyErr_Clear();
+    }
+    PyErr_Restore(type, value, traceback);
+    PyErr_WriteUnraisable(future);
+  }
+
   PyObject* future_ = nullptr;  // one owned reference, until Complete
 };
 
@@ -73,7 +123,7 @@ py::object GetAsync(PyClient& self, const std::string& key) {
     client->GetAsync(key, [pending, key](Result<ObjectValue> value) {
       pending.Complete([&](py::object& f) {
         if (value) {
-          f.attr("set_result")(py::bytes(value->data));
+          f.attr("set_result")(NewBytes(value->data));
         } else {
           f.attr("set_exception")(MakeError(value.error(), Describe("get", key)));
         }

@@ -13,6 +13,12 @@ using namespace pybind11::literals;
 
 namespace mooncake::python {
 
+py::bytes NewBytes(std::string_view data) {
+  PyObject* bytes = PyBytes_FromStringAndSize(data.data(), static_cast<Py_ssize_t>(data.size()));
+  if (bytes == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::bytes>(bytes);
+}
+
 py::dict TierUsageDict(const TierUsage& t) {
   return py::dict("name"_a = t.name, "kind"_a = t.kind, "capacity"_a = t.capacity,
                   "used"_a = t.used, "objects"_a = t.objects);
@@ -86,7 +92,7 @@ void BindPlanTypes(py::module_& m) {
       .def_property_readonly("kind", [](const MemoryRegionHandle& h) { return KindName(h.kind); })
       .def_readonly("path", &MemoryRegionHandle::path)
       .def_property_readonly("ipc_handle",
-                             [](const MemoryRegionHandle& h) { return py::bytes(h.ipc_handle); })
+                             [](const MemoryRegionHandle& h) { return NewBytes(h.ipc_handle); })
       .def_readonly("device_index", &MemoryRegionHandle::device_index)
       .def_readonly("region_size", &MemoryRegionHandle::region_size)
       .def_readonly("machine_id", &MemoryRegionHandle::machine_id)

@@ -210,7 +210,7 @@ py::bytes Get(PyClient& self, const std::string& key) {
     ReleaseGil nogil;
     value = client->Get(key);
   }
-  return py::bytes(Unwrap(std::move(value), "get", key).data);
+  return NewBytes(Unwrap(std::move(value), "get", key).data);
 }
 
 uint64_t GetInto(PyClient& self, const std::string& key, py::handle buffer) {
@@ -295,7 +295,7 @@ py::list BatchGet(PyClient& self, const std::vector<std::string>& keys) {
     ReleaseGil nogil;
     values = client->BatchGet(keys);
   }
-  return PerKey(values, keys, "get", [](const ObjectValue& v) { return py::bytes(v.data); });
+  return PerKey(values, keys, "get", [](const ObjectValue& v) { return NewBytes(v.data); });
 }
 
 std::vector<Result<bool>> BatchExist(PyClient& self, const std::vector<std::string>& keys,

@@ -219,34 +219,86 @@ def test_a_done_callback_may_close_the_client(master, keys):
 @pytest.mark.parametrize("call, size", [("c.get(key)", 8 << 20), ("c.get_async(key)", 4096),
                                         ("c.put_async(key + '/new', b'x')", 4096)])
 def test_an_interpreter_exiting_while_a_daemon_thread_is_in_a_call_exits_cleanly(
-        master, keys, call, size):
+        master, client, keys, call, size):
     # Python does not join daemon threads: the program ends while one is
     # inside a call. When that call returns it must not take the GIL back
     # while Python finalizes: CPython ends such a thread by force
     # (pthread_exit), and unwinding the binding's frames aborted the
     # process ("terminate called without an active exception", exit 134).
     # Every round ends with the thread looping over the call.
-    prefix = keys()
-    for round in range(6):
-        done = run_script(master, """
-            import threading
-            key = "%s/%%d" %% %d
-            c.put(key, b"v" * %d)
-            busy = threading.Event()
+    key = keys()
+    client.put(key, b"v" * size)
+    try:
+        for round in range(6):
+            done = run_script(master, """
+                import threading
+                key = %r
+                busy = threading.Event()
 
-            def loop():
-                for n in range(1 << 62):
-                    if n == 20:
-                        busy.set()
-                    try:
-                        %s
-                    except mooncake.Error:
-                        return
+                def loop():
+                    for n in range(1 << 62):
+                        if n == 20:
+                            busy.set()
+                        try:
+                            %s
+                        except mooncake.Error:
+                            return
 
-            threading.Thread(target=loop, daemon=True).start()
-            assert busy.wait(30), "the daemon thread made no calls"
-            print("ok", flush=True)
-            """ % (prefix, round, size, call), timeout=60)
-        assert done.returncode == 0, (round, done.returncode, done.stderr[-2000:])
-        assert done.stdout.strip() == "ok"
+                threading.Thread(target=loop, daemon=True).start()
+                assert busy.wait(30), "the daemon thread made no calls"
+                print("ok", flush=True)
+                """ % (key, call), timeout=60)
+            assert done.returncode == 0, (round, done.returncode, done.stderr[-2000:])
+            assert done.stdout.strip() == "ok"
+    finally:
+        client.batch_remove([key, key + "/new"], force=True)
 
+
+@pytest.mark.parametrize("mode", ["get_async", "get"])
+def test_a_value_too_large_for_memory_raises_memory_error(master, keys, mode):
+    # The address space is limited, a little less each round, until the
+    # client still gets its copy of a 64 MiB value but the bytes object
+    # handed to Python no longer fits. That must be Python's MemoryError:
+    # the future's exception for get_async (a C++ exception there used to
+    # escape the client's thread: std::terminate, exit 134), raised by get
+    # (it used to be a RuntimeError).
+    key = keys()
+    done = run_script(master, """
+        import resource
+        size = 64 << 20
+        key = %r
+        c.put(key, b"v" * size)
+        assert len(c.get_async(key).result(timeout=60)) == size
+        assert len(c.get(key)) == size
+        gc.collect()
+
+        def address_space():
+            with open("/proc/self/status") as status:
+                for line in status:
+                    if line.startswith("VmSize:"):
+                        return int(line.split()[1]) << 10
+
+        def read():
+            if %r == "get_async":
+                return c.get_async(key).exception(timeout=60)
+            try:
+                c.get(key)
+            except BaseException as error:
+                return error
+
+        unlimited = resource.getrlimit(resource.RLIMIT_AS)
+        error = None
+        for room in range(4 * size, size // 4, -(size // 8)):
+            resource.setrlimit(resource.RLIMIT_AS, (address_space() + room, unlimited[1]))
+            try:
+                error = read()
+            finally:
+                resource.setrlimit(resource.RLIMIT_AS, unlimited)
+            if error is not None:
+                break
+        assert isinstance(error, MemoryError), repr(error)
+        c.remove(key, force=True)
+        print("ok")
+        """ % (key, mode), timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.strip() == "ok"
