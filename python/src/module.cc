@@ -12,6 +12,7 @@
 //  * The GIL is released around every call that talks to the cluster, so
 //    Python threads overlap their network waits.
 
+#include <pthread.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -576,6 +577,9 @@ PYBIND11_MODULE(_mooncake, m) {
   // Before the interpreter finalizes, while client threads can still take
   // the GIL to complete the futures of calls in flight.
   py::module_::import("atexit").attr("register")(py::cpp_function(&CloseAllClients));
+  // A client made before fork() raises in the child (PyClient::get); the
+  // locks its exit hook takes start over there.
+  pthread_atfork(nullptr, nullptr, &ResetAfterForkInChild);
   m.def("set_log_level", &mooncake::SetLogLevel, py::arg("level"),
         "Sets the client's log level ('debug', 'info', 'warn', 'error'); False if unknown.");
   m.def("max_key_bytes", [] { return mooncake::kMaxKeyBytes; });

@@ -1,8 +1,11 @@
 #include "python/src/py_client.h"
 
+#include <unistd.h>
+
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <unordered_set>
@@ -32,10 +35,10 @@ struct Destructions {
   size_t running = 0;
 };
 
-Destructions& ClientDestructions() {
-  static auto* destructions = new Destructions();
-  return *destructions;
-}
+// Replaced (the old one leaked) in a child after fork().
+Destructions* g_destructions = new Destructions();
+
+Destructions& ClientDestructions() { return *g_destructions; }
 
 void DestroyElsewhere(Client* client) {
   Destructions& d = ClientDestructions();
@@ -90,7 +93,8 @@ void DestroyClient(Client* client) {
 
 thread_local bool OnClientThread::active_ = false;
 
-PyClient::PyClient(std::unique_ptr<Client> client) : client_(client.release(), &DestroyClient) {
+PyClient::PyClient(std::unique_ptr<Client> client)
+    : client_(client.release(), &DestroyClient), pid_(getpid()) {
   LiveClients().insert(this);
 }
 
@@ -99,12 +103,30 @@ PyClient::~PyClient() {
   close();
 }
 
-std::shared_ptr<Client> PyClient::get() const {
+std::shared_ptr<Client> PyClient::get() {
+  if (forked()) {
+    Abandon();
+    RaiseError(ErrorCode::kInvalidParams,
+               "the client was made in process " + std::to_string(pid_) +
+                   " and this is process " + std::to_string(getpid()) +
+                   ", forked from it: its connections are the parent's; make a new "
+                   "mooncake.Client in this process");
+  }
   if (!client_) RaiseError(ErrorCode::kInvalidParams, "the client is closed");
   return client_;
 }
 
+bool PyClient::forked() const { return getpid() != pid_; }
+
+void PyClient::Abandon() {
+  if (client_) new std::shared_ptr<Client>(std::move(client_));  // never destroyed
+}
+
 void PyClient::close() {
+  if (forked()) {
+    Abandon();
+    return;
+  }
   if (!client_) return;
   // When this is the last reference, the deleter lets go of the GIL while
   // the client is destroyed.
@@ -130,6 +152,11 @@ void CloseAllClients() {
   // join those) is parked when it returns, instead of taking the GIL
   // while Python finalizes, which would end it by force mid-call.
   CloseGilGate();
+}
+
+void ResetAfterForkInChild() {
+  g_destructions = new Destructions();
+  ResetGilGateAfterFork();
 }
 
 }  // namespace mooncake::python

@@ -9,6 +9,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <sys/types.h>
+
 #include <memory>
 
 #include "client/client.h"
@@ -30,15 +32,25 @@ class PyClient {
   PyClient(const PyClient&) = delete;
   PyClient& operator=(const PyClient&) = delete;
 
-  // The client; raises mooncake.Error (INVALID_PARAMS) once closed.
-  std::shared_ptr<Client> get() const;
+  // The client; raises mooncake.Error (INVALID_PARAMS) once closed, or in
+  // a process forked from the one that made it.
+  std::shared_ptr<Client> get();
   // Drops the client. Its destructor completes the asynchronous calls in
   // flight and joins its threads, without the GIL meanwhile.
   void close();
-  bool closed() const { return client_ == nullptr; }
+  bool closed() const { return client_ == nullptr || forked(); }
 
  private:
+  // After fork() the child has the parent's connections (sockets shared
+  // with the parent: both would read each other's replies) but none of the
+  // client's threads. A client made before the fork is let go of without
+  // being destroyed (~Client would join threads the child does not have,
+  // and close connections the parent still uses): a deliberate leak.
+  bool forked() const;
+  void Abandon();
+
   std::shared_ptr<Client> client_;
+  pid_t pid_;  // the process that made the client
 };
 
 // Set for its scope on a thread that runs Python code for a client (a
@@ -63,5 +75,10 @@ class OnClientThread {
 // registered with atexit by the module, since a thread that takes the GIL
 // once the interpreter is finalizing is ended mid-call (std::terminate).
 void CloseAllClients();
+
+// Registered with pthread_atfork by the module: in a child, the locks of
+// the exit hook and of the GIL gate start over (a thread the child does
+// not have may have held them).
+void ResetAfterForkInChild();
 
 }  // namespace mooncake::python
