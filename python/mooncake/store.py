@@ -57,15 +57,42 @@ def _options(config):
     return config.options() if config is not None else {}
 
 
+# ctypes' simple types holding an integer, and those holding a pointer.
+_CTYPES_INTEGERS = frozenset("bBhHiIlLqQ")
+_CTYPES_POINTERS = frozenset("PzZ")
+
+
+def _ctypes_address(ptr):
+    """The address a ctypes pointer (c_void_p, c_char_p, POINTER(T)
+    instances) or ctypes integer (c_size_t, c_uint64, ...) holds; None when
+    `ptr` is none of those. These are buffers too (of the few bytes that
+    hold the value), which must never be taken for the memory meant."""
+    if isinstance(ptr, ctypes._Pointer):
+        address = ctypes.cast(ptr, ctypes.c_void_p).value
+    elif isinstance(ptr, ctypes._SimpleCData) and ptr._type_ in _CTYPES_POINTERS:
+        address = ctypes.cast(ptr, ctypes.c_void_p).value
+    elif isinstance(ptr, ctypes._SimpleCData) and ptr._type_ in _CTYPES_INTEGERS:
+        address = ptr.value
+    else:
+        return None
+    if not address:
+        raise ValueError("buffer_ptr %r is a NULL pointer" % (ptr,))
+    return address
+
+
 def _address(ptr):
-    """`ptr` as an int when it is a host address: an int, or any integer
-    type (numpy's np.uint64 from ``array.ctypes.data`` arithmetic, ...)
-    defining __index__. None when it is a buffer-protocol object to read or
-    write in place. Numpy integer scalars are 0-d buffers too, and numpy
-    arrays define __index__: a 0-d buffer that is an integer is an address,
-    any other buffer is a buffer."""
+    """`ptr` as an int when it is a host address: an int, any integer type
+    (numpy's np.uint64 from ``array.ctypes.data`` arithmetic, ...) defining
+    __index__, or a ctypes pointer or integer (``ctypes.c_void_p(addr)``).
+    None when it is a buffer-protocol object to read or write in place.
+    Numpy integer scalars are 0-d buffers too, and numpy arrays define
+    __index__: a 0-d buffer that is an integer is an address, any other
+    buffer is a buffer."""
     if isinstance(ptr, int):
         return int(ptr)
+    address = _ctypes_address(ptr)
+    if address is not None:
+        return address
     if not hasattr(type(ptr), "__index__"):
         return None
     try:

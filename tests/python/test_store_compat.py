@@ -125,3 +125,30 @@ def test_a_host_address_without_a_size_is_refused(master, keys):
         store.batch_put_from([key], [ctypes.addressof(src)])
     assert store.is_exist(key) == 0
     store.close()
+
+
+def test_ctypes_pointers_and_integers_are_addresses(master, keys):
+    # ctypes.c_void_p(addr) (and c_size_t, POINTER(c_char)) are buffers of
+    # the 8 bytes holding the address: they were taken for the memory
+    # meant, so put_from stored the pointer itself and get_into wrote into
+    # it, both answering success.
+    store = make_store(master)
+    src = ctypes.create_string_buffer(pattern(4096, seed=5), 4096)
+    one, two, three = keys(3)
+    assert store.put_from(one, ctypes.c_void_p(ctypes.addressof(src)), 4096) == 0
+    assert store.upsert_from(two, ctypes.cast(src, ctypes.POINTER(ctypes.c_char)), 4096) == 0
+    assert store.batch_put_from([three], [ctypes.c_size_t(ctypes.addressof(src))], [4096]) == [0]
+    assert store.get(one) == store.get(two) == store.get(three) == src.raw
+    outs = [ctypes.create_string_buffer(4096) for _ in range(3)]
+    assert store.get_into(one, ctypes.c_void_p(ctypes.addressof(outs[0])), 4096) == 4096
+    assert store.batch_get_into([two, three],
+                                [ctypes.c_void_p(ctypes.addressof(outs[1])),
+                                 ctypes.c_uint64(ctypes.addressof(outs[2]))],
+                                [4096, 4096]) == [4096, 4096]
+    assert [o.raw for o in outs] == [src.raw] * 3
+    with pytest.raises(ValueError, match="NULL"):
+        store.put_from(keys(), ctypes.c_void_p(), 8)
+    with pytest.raises(ValueError, match="size"):
+        store.put_from(keys(), ctypes.c_void_p(ctypes.addressof(src)))
+    store.close()
+
