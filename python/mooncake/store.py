@@ -9,14 +9,24 @@ few edits:
   ErrorCode on failure) instead of raising; ``get`` returns b"" on failure;
 * buffers are given as raw host addresses and sizes (``buffer_ptr``,
   ``size``), as in Mooncake; any buffer-protocol object works too. An
-  address is an int or any integer type (a numpy integer) and needs its
-  size (ValueError without one); with a buffer object, a size other than 0
+  address is an int, any integer type (a numpy integer) or a ctypes
+  pointer or integer (c_void_p), and needs its size (ValueError without
+  one); with a buffer object, a size other than 0
   takes its first ``size`` bytes (ValueError if it has fewer). The
   memory must be host memory this process can read or write: a device
   pointer would crash the process (use the GPU tier's open_for_write for
   device-resident data).
 * ``register_buffer`` / ``unregister_buffer`` succeed and do nothing: this
   client copies into the caller's memory itself, no registration needed.
+
+What the cluster answers, and a store without a client (before
+``setup()``, after ``close()``), come back as codes. A bad argument raises
+as in any Python call, as a buffer's own checks do: ValueError (an address
+without its size, a size larger than the buffer, a NULL ctypes pointer),
+TypeError (not a buffer or address), and for a buffer object whatever its
+exporter raises when it cannot be written (``get_into`` of bytes:
+BufferError) or is not C-contiguous (BufferError, or ValueError for
+numpy arrays).
 
 Calls with no counterpart raise NotImplementedError; docs/python.md lists
 them and why.
@@ -134,13 +144,14 @@ def _buffer(ptr, size):
     return (ctypes.c_char * size).from_address(address)
 
 
-def _code(call, *args, **kwargs):
-    """0 when `call` succeeds, its ErrorCode when it raises Error."""
+def _per_key(n, call, *args, **kwargs):
+    """`call`'s list of one integer per key, or its ErrorCode for each of
+    the `n` keys when it raises Error for the whole batch (no client, a
+    length mismatch, ...)."""
     try:
-        call(*args, **kwargs)
-        return 0
+        return call(*args, **kwargs)
     except Error as e:
-        return e.code
+        return [e.code] * n
 
 
 class MooncakeDistributedStore:
@@ -174,9 +185,11 @@ class MooncakeDistributedStore:
 
     @property
     def client(self):
-        """The mooncake.Client underneath, for calls Mooncake lacks."""
+        """The mooncake.Client underneath, for calls Mooncake lacks. Raises
+        Error (INVALID_PARAMS) before setup() and after close(); the
+        Mooncake calls return INVALID_PARAMS (get: b"") then."""
         if self._client is None:
-            raise Error(_INVALID_PARAMS, "setup() was not called")
+            raise Error(_INVALID_PARAMS, "no client: setup() was not called, or close() was")
         return self._client
 
     def close(self):
@@ -185,19 +198,28 @@ class MooncakeDistributedStore:
             self._client = None
         return 0
 
+    def _code(self, method, *args, **kwargs):
+        """0 when client.`method`(...) succeeds, its ErrorCode when it
+        raises Error (INVALID_PARAMS without a client)."""
+        try:
+            getattr(self.client, method)(*args, **kwargs)
+            return 0
+        except Error as e:
+            return e.code
+
     # ---- single objects ------------------------------------------------
 
     def put(self, key, value, config=None):
-        return _code(self.client.put, key, value, **_options(config))
+        return self._code("put", key, value, **_options(config))
 
     def put_from(self, key, buffer_ptr, size=0, config=None):
-        return _code(self.client.put_from, key, _buffer(buffer_ptr, size), **_options(config))
+        return self._code("put_from", key, _buffer(buffer_ptr, size), **_options(config))
 
     def upsert(self, key, value, config=None):
-        return _code(self.client.upsert, key, value, **_options(config))
+        return self._code("upsert", key, value, **_options(config))
 
     def upsert_from(self, key, buffer_ptr, size=0, config=None):
-        return _code(self.client.upsert_from, key, _buffer(buffer_ptr, size),
+        return self._code("upsert_from", key, _buffer(buffer_ptr, size),
                      **_options(config))
 
     def get(self, key):
@@ -219,47 +241,68 @@ class MooncakeDistributedStore:
             return e.code
 
     def is_exist(self, key):
-        return self.client.is_exist(key)
+        try:
+            return self.client.is_exist(key)
+        except Error as e:
+            return e.code
 
     def remove(self, key, force=False):
-        return _code(self.client.remove, key, force)
+        return self._code("remove", key, force)
 
     # ---- batches -------------------------------------------------------
 
     def batch_is_exist(self, keys):
-        return self.client.batch_is_exist(list(keys))
+        keys = list(keys)
+        return _per_key(len(keys), lambda: self.client.batch_is_exist(keys))
 
     def batch_put_from(self, keys, buffer_ptrs, sizes=None, config=None):
+        keys = list(keys)
         buffers = self._buffers(keys, buffer_ptrs, sizes)
         if buffers is None:
             return [_INVALID_PARAMS] * len(keys)
-        return self.client.batch_put_from(list(keys), buffers, **_options(config))
+        return _per_key(len(keys),
+                        lambda: self.client.batch_put_from(keys, buffers, **_options(config)))
 
     def batch_upsert_from(self, keys, buffer_ptrs, sizes=None, config=None):
+        keys = list(keys)
         buffers = self._buffers(keys, buffer_ptrs, sizes)
         if buffers is None:
             return [_INVALID_PARAMS] * len(keys)
-        return self.client.batch_upsert_from(list(keys), buffers, **_options(config))
+        return _per_key(len(keys),
+                        lambda: self.client.batch_upsert_from(keys, buffers, **_options(config)))
 
     def batch_get_into(self, keys, buffer_ptrs, sizes=None):
+        keys = list(keys)
         buffers = self._buffers(keys, buffer_ptrs, sizes)
         if buffers is None:
             return [_INVALID_PARAMS] * len(keys)
-        return self.client.batch_get_into(list(keys), buffers)
+        return _per_key(len(keys), lambda: self.client.batch_get_into(keys, buffers))
 
     def put_batch(self, keys, values, config=None):
         """Mooncake's put_batch: 0 when every value was stored, else the
-        first failure's code."""
-        results = self.client.batch_put(list(keys), list(values), **_options(config))
-        return next((r.code for r in results if isinstance(r, Error)), 0)
+        first failure's code (INVALID_PARAMS when the lengths differ)."""
+        return self._write_batch(False, keys, values, config)
 
     def upsert_batch(self, keys, values, config=None):
-        results = self.client.batch_upsert(list(keys), list(values), **_options(config))
+        return self._write_batch(True, keys, values, config)
+
+    def _write_batch(self, upsert, keys, values, config):
+        try:
+            client = self.client
+            call = client.batch_upsert if upsert else client.batch_put
+            results = call(list(keys), list(values), **_options(config))
+        except Error as e:
+            return e.code
         return next((r.code for r in results if isinstance(r, Error)), 0)
 
     def get_batch(self, keys):
         """Mooncake's get_batch: bytes per key, b"" where the read failed."""
-        return [b"" if isinstance(v, Error) else v for v in self.client.batch_get(list(keys))]
+        keys = list(keys)
+        try:
+            values = self.client.batch_get(keys)
+        except Error:
+            return [b""] * len(keys)
+        return [b"" if isinstance(v, Error) else v for v in values]
 
     @staticmethod
     def _buffers(keys, buffer_ptrs, sizes):

@@ -152,3 +152,26 @@ def test_ctypes_pointers_and_integers_are_addresses(master, keys):
         store.put_from(keys(), ctypes.c_void_p(ctypes.addressof(src)))
     store.close()
 
+
+def test_mooncake_calls_answer_codes_without_a_client_or_with_mismatched_lengths(master, keys):
+    store = make_store(master)
+    key = keys()
+    assert store.put_batch([key, keys()], [b"a"]) == E.INVALID_PARAMS
+    assert store.upsert_batch([key], [b"a", b"b"]) == E.INVALID_PARAMS
+    assert store.is_exist(key) == 0  # nothing of the mismatched batches was stored
+    assert store.close() == 0
+    # After close() (and before setup()), codes as for any other failure.
+    assert store.put(key, b"v") == E.INVALID_PARAMS
+    assert store.put_from(key, bytearray(b"v")) == E.INVALID_PARAMS
+    assert store.upsert(key, b"v") == E.INVALID_PARAMS
+    assert store.remove(key) == E.INVALID_PARAMS
+    assert store.get(key) == b""
+    assert store.get_into(key, bytearray(4)) == E.INVALID_PARAMS
+    assert store.get_size(key) == E.INVALID_PARAMS
+    assert store.is_exist(key) == E.INVALID_PARAMS
+    assert store.batch_is_exist([key]) == [E.INVALID_PARAMS]
+    assert store.batch_put_from([key], [bytearray(b"v")]) == [E.INVALID_PARAMS]
+    assert store.batch_get_into([key], [bytearray(4)]) == [E.INVALID_PARAMS]
+    assert store.put_batch([key], [b"v"]) == E.INVALID_PARAMS
+    assert store.get_batch([key]) == [b""]
+    assert MooncakeDistributedStore().is_exist(key) == E.INVALID_PARAMS
