@@ -23,8 +23,10 @@ namespace mooncake::python {
 
 class BufferView {
  public:
-  // Raises TypeError (not a buffer) or BufferError (not C-contiguous, or
-  // read-only when `writable`) as a Python exception.
+  // Raises, as a Python exception, the exporter's error: TypeError (not a
+  // buffer); for a buffer that is not C-contiguous, or read-only when
+  // `writable`, BufferError (bytes, memoryview, ...) or ValueError (numpy:
+  // "ndarray is not C-contiguous", "buffer source array is read-only").
   BufferView(pybind11::handle object, bool writable) {
     int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(object.ptr(), &view_, flags) != 0) {

@@ -76,3 +76,20 @@ def test_a_100_mib_value_round_trips_through_buffers(client, keys, nodes):
     assert client.batch_get_into([key], [again]) == [size]
     assert np.array_equal(again, source)
     client.remove(key, force=True)
+
+
+def test_numpy_buffers_that_cannot_be_used_raise_value_error_as_documented(client, keys):
+    # docs/python.md: the exporter's error; numpy's is ValueError, which an
+    # `except BufferError` written from the old docs missed.
+    key = keys()
+    client.put(key, b"0123456789")
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        client.get_into(key, np.zeros(40, np.uint8)[::2])
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        client.put(keys(), np.asfortranarray(np.ones((4, 4), np.uint8)))
+    read_only = np.zeros(16, np.uint8)
+    read_only.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        client.get_into(key, read_only)
+    with pytest.raises(BufferError):
+        client.get_into(key, memoryview(bytearray(40))[::2])
