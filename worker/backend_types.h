@@ -60,6 +60,9 @@ class OwnerDirectory {
   virtual Result<bool> RemovedSinceSent(const std::string& /*key*/, const std::string& /*sender*/) {
     return false;
   }
+  // Whether this node owns `key`: false when another node does,
+  // kObjectNotFound when none does. A directory that cannot tell says true.
+  virtual Result<bool> OwnedHere(const std::string& /*key*/) { return true; }
   // Gives up ownership of `key` (only if this node owns it).
   virtual Result<void> Release(const std::string& key) = 0;
   // Release for each key, one result each in order. A directory that can
@@ -97,7 +100,10 @@ class PeerTransfer {
   // UpdateOwner(key, this node, target). Only on success may the caller free
   // its copy; on failure the target's copy has been dropped. With
   // `dram_only` the target must place it in DRAM. Returns the new owner.
-  // kNoAvailableHandle when no node has room.
+  // kNoAvailableHandle when no node has room. kRpcTimeout only when the
+  // target holds a copy and the master could be asked neither to swap nor,
+  // after, who owns the key: the caller keeps its copy and asks again later
+  // (the target settles its own).
   virtual Result<std::string> Transfer(const std::string& key, uint64_t size, uint64_t version,
                                        const ObjectOptions& options, const ObjectSource& source,
                                        const std::string& target, bool dram_only) = 0;

@@ -35,6 +35,7 @@ void Maintenance::RunPass() {
   for (const PromotionTask& task : work_.TakePromotions()) mover_.Promote(task);
   mover_.DemoteAboveWatermarks();
   mover_.ConfirmAdoptedObjects();
+  mover_.SettleHandOvers();
   // Per-object moves log at DEBUG; operators get one line per pass.
   mover_.LogMoveSummary();
 }

@@ -460,6 +460,12 @@ Result<std::string> MasterLink::OwnerOf(const std::string& key) {
   return location.node_id;
 }
 
+Result<bool> MasterLink::OwnedHere(const std::string& key) {
+  auto owner = OwnerOf(key);
+  if (!owner) return Err(owner.error());
+  return *owner == *node_id_.load();
+}
+
 Result<bool> MasterLink::RemovedSinceSent(const std::string& key, const std::string& sender) {
   auto owner = OwnerOf(key);
   if (owner) return false;

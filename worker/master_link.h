@@ -114,6 +114,7 @@ class MasterLink : public OwnerDirectory {
   // Asks the key's shard: its owner, then its live nodes (this one among
   // them, else kNodeNotFound: the shard forgot us).
   Result<bool> RemovedSinceSent(const std::string& key, const std::string& sender) override;
+  Result<bool> OwnedHere(const std::string& key) override;
 
  private:
   struct Channel;

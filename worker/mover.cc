@@ -200,6 +200,9 @@ Result<void> Mover::TransferOut(const std::string& key, const std::string& targe
       return Err(moved.error());
     }
     table_.SetState(*object, ObjectState::kComplete);
+    if (moved.error() == ErrorCode::kRpcTimeout && unsettled_.size() < kMaxUnsettled) {
+      unsettled_.push_back({.key = key, .object_id = object_id});
+    }
     return Err(moved.error());
   }
   // The master names the new owner: only now may this copy go (docs/design.md,
@@ -422,6 +425,36 @@ Result<void> Mover::AdoptAbort(const std::string& key) {
   if (!object->adopted()) return Err(ErrorCode::kInvalidParams);
   table_.Erase(*object);
   return {};
+}
+
+void Mover::SettleHandOvers() {
+  std::vector<UnsettledHandOver> asking;
+  {
+    std::lock_guard lock(ctx_.mu);
+    asking.swap(unsettled_);
+  }
+  for (UnsettledHandOver& hand_over : asking) {
+    auto owned = ctx_.directory->OwnedHere(hand_over.key);
+    std::lock_guard lock(ctx_.mu);
+    Object* object = table_.FindSame(hand_over.key, hand_over.object_id);
+    if (object == nullptr) continue;
+    if (!owned &&
+        (owned.error() == ErrorCode::kRpcTimeout || owned.error() == ErrorCode::kRpcFail)) {
+      unsettled_.push_back(std::move(hand_over));  // ask again on the next pass
+      continue;
+    }
+    // Ours, or a key the master does not know (it may be announced yet, as
+    // TransferOut keeps such a copy), stays; one another node owns goes.
+    if (owned ? *owned : owned.error() == ErrorCode::kObjectNotFound) continue;
+    if (object->state() != ObjectState::kComplete || object->moving()) {
+      unsettled_.push_back(std::move(hand_over));  // busy now: next pass
+      continue;
+    }
+    MC_LOG_INFO("erased a copy whose hand-over the master applied after all key={}", hand_over.key);
+    ctx_.counters.moved_out.fetch_add(1, std::memory_order_relaxed);
+    ctx_.counters.moved_bytes.fetch_add(object->size, std::memory_order_relaxed);
+    table_.Erase(*object);
+  }
 }
 
 void Mover::NoteAdoptedLocked(const std::string& key, uint64_t object_id,

@@ -83,6 +83,12 @@ class Mover {
   void ConfirmAdoptedObjects();
   static constexpr int kMaxConfirmRefusals = 5;
 
+  // Asks the master who owns each key whose hand-over's outcome was unknown
+  // (Transfer's kRpcTimeout: the master could not be asked). A copy of a key
+  // another node owns now is erased: the swap was applied, and left
+  // published here it would serve a value the new owner may have replaced.
+  // Asked again on the next pass while the master is away.
+  void SettleHandOvers();
   // Drops an adopted copy whose ownership swap failed.
   Result<void> AdoptAbort(const std::string& key);
   // Queues the adopted copy of `key` for the next ConfirmAdoptedObjects,
@@ -158,6 +164,14 @@ class Mover {
   // In adoption order: the ones due are always at the front, so no pass
   // scans every object.
   std::deque<UnconfirmedAdopt> unconfirmed_adopts_;  // guarded by ctx_.mu
+  // Copies whose hand-over's outcome is unknown (SettleHandOvers); bounded:
+  // past kMaxUnsettled, such a copy goes when its next hand-over is refused.
+  struct UnsettledHandOver {
+    std::string key;
+    uint64_t object_id = 0;
+  };
+  std::vector<UnsettledHandOver> unsettled_;  // guarded by ctx_.mu
+  static constexpr size_t kMaxUnsettled = 4096;
   // Adopted copies whose senders said the master named this node; bounded
   // (kMaxConfirmSoon): past it they wait for their turn in the queue above.
   std::vector<UnconfirmedAdopt> confirm_soon_;  // guarded by ctx_.mu

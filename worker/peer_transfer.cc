@@ -36,10 +36,12 @@ Result<CrashPoint> ParseCrashPoint(std::string_view text) {
 namespace {
 
 // kNotOwner and kObjectNotFound from Transfer are the master's refusal of
-// the hand-over (on kNotOwner the sender erases its copy: Mover::TransferOut);
-// the same codes from a target or a pick only mean the transfer failed.
+// the hand-over (on kNotOwner the sender erases its copy: Mover::TransferOut),
+// and kRpcTimeout a hand-over whose outcome is unknown; the same codes from a
+// target or a pick only mean the transfer failed.
 ErrorCode NotAHandOverRefusal(ErrorCode error) {
-  return error == ErrorCode::kNotOwner || error == ErrorCode::kObjectNotFound
+  return error == ErrorCode::kNotOwner || error == ErrorCode::kObjectNotFound ||
+                 error == ErrorCode::kRpcTimeout
              ? ErrorCode::kTransferFail
              : error;
 }
@@ -140,7 +142,7 @@ Result<std::string> ThriftPeerTransfer::Transfer(const std::string& key, uint64_
       // adopted copy or drops it (Mover::ConfirmAdoptedObjects).
       MC_LOG_WARN("hand-over unsettled key={} to={} error={}; the target confirms its copy later",
                   key, node->node_id, ToString(swapped.error()));
-      return Err(swapped.error());
+      return Err(ErrorCode::kRpcTimeout);
     }
     if (!*handed) {
       MC_LOG_WARN("hand-over refused key={} to={} error={}; target drops its copy", key,

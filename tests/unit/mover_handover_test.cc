@@ -90,6 +90,13 @@ class NodeDirectory : public OwnerDirectory {
   NodeDirectory(SharedMaster& master, std::string node) : master_(master), node_(std::move(node)) {}
   Result<void> Claim(const std::string& key) override { return master_.Claim(key, node_); }
   Result<void> Release(const std::string& key) override { return master_.Release(key, node_); }
+  Result<bool> OwnedHere(const std::string& key) override {
+    if (master_away) return Err(ErrorCode::kRpcTimeout);
+    std::string owner = master_.OwnerOf(key);
+    if (owner.empty()) return Err(ErrorCode::kObjectNotFound);
+    return owner == node_;
+  }
+  bool master_away = false;  // OwnedHere cannot reach the master
   Result<bool> RemovedSinceSent(const std::string& key, const std::string& sender) override {
     return master_.OwnerOf(key).empty() && master_.Alive(sender);
   }
@@ -139,9 +146,11 @@ class LoopbackPeers : public PeerTransfer {
     auto node = SendToNodeWithRoom(pick, send);
     if (!node) return Err(node.error());
     if (before_hand_over) before_hand_over();
-    if (hand_over_unsettled) {
-      // The master could be asked neither to swap nor, after, who owns the
-      // key: the target's copy stays to be confirmed or dropped by it.
+    if (hand_over_unsettled || hand_over_applied_unsettled) {
+      // The master could be asked neither to swap (or its answer was lost)
+      // nor, after, who owns the key: the target's copy stays to be
+      // confirmed or dropped by it.
+      if (hand_over_applied_unsettled) (void)master_.UpdateOwner(key, self_, node->node_id);
       return Err(ErrorCode::kRpcTimeout);
     }
     if (auto swapped = master_.UpdateOwner(key, self_, node->node_id); !swapped) {
@@ -157,7 +166,9 @@ class LoopbackPeers : public PeerTransfer {
   bool pick_ignores_refusals = false;
   std::function<void()> before_hand_over;
   bool hand_over_unsettled = false;  // UpdateOwner never reaches the master
-  bool confirms_at_once = true;      // tells the target after a swap (AdoptConfirm)
+  // UpdateOwner is applied, but neither its answer nor the master reach A.
+  bool hand_over_applied_unsettled = false;
+  bool confirms_at_once = true;  // tells the target after a swap (AdoptConfirm)
   int transfers = 0, picks = 0, sends = 0;
 
  private:
@@ -509,6 +520,46 @@ TEST(MoverHandOverTest, AnUnsettledCopyTheSenderStillOwnsIsDropped) {
   EXPECT_EQ(master.OwnerOf("k"), "A");
   EXPECT_EQ(Read(*b.backend, "k"), "OBJECT_NOT_FOUND");
   EXPECT_EQ(Read(*a.backend, "k"), std::string(4 * kKiB, '1'));
+}
+
+// The master applied A's swap, but A could learn that neither from the
+// answer nor by asking. A keeps serving its copy meanwhile; once the master
+// answers again, A's next pass finds B the owner and erases its copy, which
+// would otherwise serve the old value after B took an upsert of the key.
+TEST(MoverHandOverTest, ASenderErasesItsCopyOnceItLearnsTheUnsettledSwapWasApplied) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
+  a.EvictsTo({{"B", &b}});
+  a.peers.hand_over_applied_unsettled = true;
+  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
+  a.backend->EvictTier("dram", 0.0);
+  ASSERT_EQ(master.OwnerOf("k"), "B");
+  a.directory.master_away = true;
+  a.backend->RunMaintenance();
+  EXPECT_EQ(Read(*a.backend, "k"), std::string(4 * kKiB, '1')) << "dropped while unsettled";
+  b.backend->RunMaintenance();  // B confirms its copy
+  ASSERT_TRUE(b.backend->Upsert("k", std::string(4 * kKiB, '2'), {}));
+  a.directory.master_away = false;
+  a.backend->RunMaintenance();
+  EXPECT_EQ(Read(*a.backend, "k"), "OBJECT_NOT_FOUND");
+  EXPECT_TRUE(a.backend->Keys().empty());
+  EXPECT_EQ(a.backend->Stats().moved_out, 1u);
+  EXPECT_EQ(Read(*b.backend, "k"), std::string(4 * kKiB, '2'));
+}
+
+// The swap did not happen: A, still the owner, keeps its copy for good.
+TEST(MoverHandOverTest, ASenderKeepsItsCopyWhenTheUnsettledSwapWasNotApplied) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
+  a.EvictsTo({{"B", &b}});
+  a.peers.hand_over_unsettled = true;
+  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
+  a.backend->EvictTier("dram", 0.0);
+  a.backend->RunMaintenance();
+  a.backend->RunMaintenance();
+  EXPECT_EQ(Read(*a.backend, "k"), std::string(4 * kKiB, '1'));
+  EXPECT_EQ(master.OwnerOf("k"), "A");
+  EXPECT_EQ(a.backend->Stats().moved_out, 0u);
 }
 
 }  // namespace
