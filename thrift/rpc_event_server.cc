@@ -47,6 +47,13 @@ constexpr int kMinPoolThreads = 1;
 constexpr auto kRetireAfter = std::chrono::seconds(10);
 // Ready connections a loop thread takes per wait.
 constexpr int kEventsPerWait = 64;
+// Bytes a loop thread reads from one connection per turn (one recv may take
+// more) before it re-arms it and serves the other ready connections: a peer
+// that keeps a partial frame in the buffer (pipelined calls, drained replies)
+// would otherwise hold the thread for as long as it sends. Several first-size
+// buffers, so a large frame still arrives 64 KiB or more per epoll round, and a
+// connection between frames returns after one recv as before.
+constexpr uint32_t kBytesPerTurn = 64u << 10;
 constexpr int kMinLoopThreads = 2;
 constexpr int kMaxLoopThreads = 8;
 constexpr uint32_t kFrameHeaderBytes = sizeof(uint32_t);
@@ -582,6 +589,7 @@ void RpcEventServer::Close(Connection* conn) {
 }
 
 RpcEventServer::Turn RpcEventServer::ServeConnection(Connection& conn, Worker& worker) {
+  uint32_t read_this_turn = 0;
   for (;;) {
     if (!conn.buffer) {
       conn.buffer = std::make_unique_for_overwrite<uint8_t[]>(kFirstReadBuffer);
@@ -621,10 +629,14 @@ RpcEventServer::Turn RpcEventServer::ServeConnection(Connection& conn, Worker& w
     }
     if (conn.pending() == 0) conn.frame_since = Clock::now();
     conn.end += static_cast<uint32_t>(n);
+    read_this_turn += static_cast<uint32_t>(n);
     Turn turn = AnswerWholeFrames(conn, worker);
     if (turn != Turn::kWait) return turn;
-    // Between frames: wait for the next. Inside one: take what else is here.
-    if (conn.pending() == 0) return Turn::kWait;
+    // Between frames: wait for the next. Inside one: take what else is here,
+    // up to this turn's share. The rest is reported again as soon as it is
+    // re-armed (EPOLLIN is level-triggered), behind the connections already
+    // ready.
+    if (conn.pending() == 0 || read_this_turn >= kBytesPerTurn) return Turn::kWait;
   }
 }
 

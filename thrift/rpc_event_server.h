@@ -7,7 +7,9 @@
 // connections a wait, and answer the calls that cannot block themselves,
 // one connection after another: no hand-off between threads, and no sleep
 // between replies while other requests wait. On a small machine the wake-ups
-// of a thread per connection were the largest cost of a 4 KiB get.
+// of a thread per connection were the largest cost of a 4 KiB get. A turn on
+// one connection reads a bounded share of its bytes, then re-arms it, so a
+// peer that never stops sending cannot keep a loop thread from the others.
 //
 // A call that may block (RpcServerOptions::may_block, e.g. a worker's put,
 // which waits for the master; or a handler that asks, thrift/rpc_call_site.h)

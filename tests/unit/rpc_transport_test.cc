@@ -824,6 +824,122 @@ TEST(RpcEventServerTest, AReplyAPeerDoesNotReadDoesNotStallTheLoop) {
   EXPECT_TRUE(reader.RoundTrip("GetRole"));
 }
 
+// A master whose GetLocation holds the thread that answers it until the
+// test opens a gate, and whose ListNodes notes how many GetRoles were
+// answered before it.
+class GatedMaster : public rpc::MasterServiceNull {
+ public:
+  void GetLocation(rpc::LocationResult& /*result*/, const std::string& /*key*/) override {
+    std::unique_lock lock(mu_);
+    held_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void GetRole(rpc::MasterRole& /*role*/) override { get_roles.fetch_add(1); }
+  void ListNodes(std::vector<rpc::NodeInfo>& /*nodes*/) override {
+    get_roles_before_list_nodes.store(get_roles.load());
+  }
+
+  bool AwaitHeld() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, 5s, [&] { return held_; });
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+  std::atomic<int64_t> get_roles{0};
+  std::atomic<int64_t> get_roles_before_list_nodes{-1};
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  bool open_ = false;
+};
+
+// `stream` sent on `conn` from one thread, in pieces that end inside frames,
+// while another drains the replies until `answered()` (or the server stops
+// answering for 5 s).
+class PipelinedStream {
+ public:
+  PipelinedStream(RawConnection& conn, std::string_view stream, std::function<bool()> answered)
+      : sender_([&conn, stream, this] {
+          // Prime: no piece but the last ends where a frame does, so nothing
+          // the server reads ends between frames because a send did.
+          constexpr size_t kPiece = 65521;
+          for (size_t at = 0; at < stream.size(); at += kPiece) {
+            if (!conn.Send(stream.substr(at, kPiece))) return;
+          }
+          sent_all_ = true;
+        }),
+        drainer_([&conn, answered = std::move(answered)] {
+          while (!answered()) {
+            std::string got;
+            if (conn.Receive(5s, &got) != RawConnection::Outcome::kAnswered) return;
+          }
+        }) {}
+  // True if the whole stream was sent.
+  bool Join() {
+    sender_.join();
+    drainer_.join();
+    return sent_all_;
+  }
+
+ private:
+  bool sent_all_ = false;
+  std::thread sender_;
+  std::thread drainer_;
+};
+
+// The only loop thread is held while a peer that keeps pipelining calls
+// fills its socket and another connection sends one call. Once let go, the
+// loop serves the busy peer a share at a time, so the other call is answered
+// long before the peer's stream ends. (It went on reading while its last
+// read ended inside a frame, so the peer held the loop for as long as it
+// kept sending.)
+TEST(RpcEventServerTest, APeerThatKeepsSendingLeavesTheLoopToOtherConnections) {
+  auto master = std::make_shared<GatedMaster>();
+  auto server = StartEpollServer(
+      master, [](std::string_view) { return false; },
+      /*loop_threads=*/1);
+  ASSERT_NE(server, nullptr);
+  RawConnection other(server->port());
+  RawConnection busy(server->port());
+  RawConnection gate(server->port());
+  ASSERT_TRUE(other.RoundTrip("ListNodes"));
+
+  // 24-byte frames: a read of the loop's 16 KiB never ends between two.
+  const std::string call = Wire().Call("GetRole").Stop().Framed();
+  constexpr int64_t kCalls = 350'000;  // 8 MiB
+  std::string stream;
+  stream.reserve(kCalls * call.size());
+  for (int64_t i = 0; i < kCalls; ++i) stream += call;
+  // A first stream, answered whole: the kernel sizes the busy peer's
+  // socket buffers up to the rate, so that the one held back below keeps
+  // the loop's reads full.
+  PipelinedStream warm_up(busy, stream, [&] { return master->get_roles.load() >= kCalls; });
+  ASSERT_TRUE(warm_up.Join());
+  ASSERT_EQ(master->get_roles.load(), kCalls);
+
+  ASSERT_TRUE(gate.Send(Wire().Call("GetLocation").Stop().Framed()));
+  ASSERT_TRUE(master->AwaitHeld());
+  PipelinedStream held(busy, stream, [&] { return master->get_roles.load() >= 2 * kCalls; });
+  // Time for the stream to fill the server's socket (the checks below hold
+  // however long this is).
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(other.Send(Wire().Call("ListNodes").Stop().Framed()));
+  master->Open();
+  EXPECT_TRUE(other.ReadFrame(20s)) << "the other connection was not answered";
+  EXPECT_TRUE(held.Join());
+  EXPECT_EQ(master->get_roles.load(), 2 * kCalls) << "the busy peer was not answered whole";
+  EXPECT_LT(master->get_roles_before_list_nodes.load(), kCalls + kCalls / 2)
+      << "the other connection waited for the busy peer's stream";
+  EXPECT_TRUE(gate.ReadFrame());
+}
+
 // ---- Deferred replies (RpcDeferReply) on the epoll engine ----
 
 // The sequence id of the call this thread is dispatching (SeqIdProcessor):
