@@ -131,6 +131,14 @@ inline constexpr uint64_t kMaxCombinedValueBytes = 16 * 1024;
 // (ClientConfig::combined_calls_in_flight is capped here).
 inline constexpr int kMaxCombinedCallsInFlight = 64;
 
+// PutAsync's bounds on puts accepted and not yet completed (their count,
+// and their keys' and values' bytes); a put past either completes at once
+// with kObjectReplicaBusy. Far above what a caller that waits for its puts
+// keeps in flight: they stop a producer that outpaces the cluster from
+// holding copies of its values until the process runs out of memory.
+inline constexpr size_t kMaxAsyncPutsPending = 65536;
+inline constexpr uint64_t kMaxAsyncPutBytesPending = 1ull << 30;
+
 // Called with (bytes done, bytes total) as a transfer progresses.
 using ProgressFn = std::function<void(uint64_t, uint64_t)>;
 
@@ -286,6 +294,10 @@ class Client {
   // calls. `done` runs on a thread that completes other puts too: keep it
   // short, do not throw from it, and do not destroy the Client in it; it
   // may call PutAsync again. ~Client completes the puts in flight.
+  // Puts waiting are bounded (kMaxAsyncPutsPending, kMaxAsyncPutBytesPending;
+  // a lone put of any size is taken): one past a bound is not sent, and
+  // `done` receives kObjectReplicaBusy at once, on the calling thread.
+  // Retry it once earlier puts have completed.
   using PutDone = std::function<void(Result<void>)>;
   void PutAsync(std::string key, std::string value, PutDone done, const PutOptions& options = {});
   // Stores `size` bytes read from `in`, one chunk in memory at a time.

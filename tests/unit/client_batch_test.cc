@@ -230,6 +230,101 @@ TEST(ClientBatchTest, AsyncPutsReportAThrowingBatchToEachPut) {
   helpers.Stop();
 }
 
+// Callers that give each put its own options (a per-request pin TTL) leave
+// no queue behind once their puts completed: queues used to be kept for
+// every set of options ever seen, and each put scanned them all.
+TEST(ClientBatchTest, AsyncPutsKeepNoQueueForOptionsWhosePutsCompleted) {
+  HelperThreads helpers(4);
+  AsyncPuts puts(helpers, [](const Items& items, const PutOptions&) {
+    return std::vector<Result<void>>(items.size());
+  });
+  constexpr int kPuts = 2000;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kPuts; ++i) {
+    PutOptions options;
+    options.soft_pin = true;
+    options.soft_pin_ttl_ms = 1000 + i;
+    puts.Put("key-" + std::to_string(i), "value", options, [&ok](Result<void> result) {
+      if (result) ok++;
+    });
+  }
+  helpers.Stop();  // every batch sent, every queue emptied
+  EXPECT_EQ(ok.load(), kPuts);
+  EXPECT_EQ(puts.queues(), 0u);
+}
+
+// AsyncPuts whose writer waits until Open(): a cluster that cannot keep up
+// (a slow or unreachable node), so puts stay pending.
+struct GatedAsyncPuts {
+  explicit GatedAsyncPuts(AsyncPuts::Limits limits)
+      : puts(
+            helpers,
+            [gate = gate](const Items& items, const PutOptions&) {
+              gate.wait();
+              return std::vector<Result<void>>(items.size());
+            },
+            limits) {}
+  ~GatedAsyncPuts() {
+    Open();
+    helpers.Stop();
+  }
+  void Open() {
+    if (!opened) opener.set_value();
+    opened = true;
+  }
+  // Puts `size` bytes under `key`; the future holds what `done` received.
+  std::future<Result<void>> Put(const std::string& key, size_t size) {
+    auto answer = std::make_shared<std::promise<Result<void>>>();
+    puts.Put(key, std::string(size, 'v'), {},
+             [answer](Result<void> result) { answer->set_value(result); });
+    return answer->get_future();
+  }
+  static bool AnsweredNow(std::future<Result<void>>& f) {
+    return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
+
+  std::promise<void> opener;
+  std::shared_future<void> gate = opener.get_future().share();
+  bool opened = false;
+  HelperThreads helpers{2};
+  AsyncPuts puts;
+};
+
+// Puts no longer pile up without bound behind a writer that cannot keep up:
+// past the count waiting, a put fails at once, before PutAsync returns, with
+// kObjectReplicaBusy; once the earlier puts completed there is room again.
+TEST(ClientBatchTest, AsyncPutsPastTheCountBoundFailAtOnceWithReplicaBusy) {
+  GatedAsyncPuts gated({.max_puts = 3, .max_bytes = 1 << 20});
+  std::vector<std::future<Result<void>>> held;
+  for (int i = 0; i < 3; ++i) held.push_back(gated.Put("held-" + std::to_string(i), 10));
+  for (auto& f : held) ASSERT_FALSE(GatedAsyncPuts::AnsweredNow(f));
+  auto over = gated.Put("over", 10);
+  ASSERT_TRUE(GatedAsyncPuts::AnsweredNow(over));
+  Result<void> refused = over.get();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(), ErrorCode::kObjectReplicaBusy);
+
+  gated.Open();
+  for (auto& f : held) EXPECT_TRUE(f.get());
+  EXPECT_TRUE(gated.Put("after", 10).get()) << "no room once the held puts completed";
+}
+
+// The same past the bytes waiting; a put alone is taken whatever its size,
+// else a value over the bound could never be put.
+TEST(ClientBatchTest, AsyncPutsPastTheByteBoundFailAtOnceButALonePutOfAnySizeGoes) {
+  GatedAsyncPuts gated({.max_puts = 100, .max_bytes = 1000});
+  auto big = gated.Put("big", 5000);
+  ASSERT_FALSE(GatedAsyncPuts::AnsweredNow(big));
+  auto over = gated.Put("over", 10);
+  ASSERT_TRUE(GatedAsyncPuts::AnsweredNow(over));
+  Result<void> refused = over.get();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(), ErrorCode::kObjectReplicaBusy);
+
+  gated.Open();
+  EXPECT_TRUE(big.get());
+}
+
 // Each task fills only its own positions, so results come back in input
 // order whatever order the tasks ran in.
 TEST(ClientBatchTest, FanOutResultsLandInInputOrder) {
