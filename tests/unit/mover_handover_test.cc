@@ -419,44 +419,49 @@ TEST(MoverHandOverTest, ACopyOfAKeyTheMasterDoesNotKnowIsKept) {
 // ---------------------------------------------------------------------------
 // Confirming a copy
 
-// B owns the key once A's swap succeeds, and A says so: B's next pass
-// confirms the copy, long before its own check (30 s after the adopt), so an
-// upsert or a remove of the key is not refused OBJECT_REPLICA_BUSY until then.
-TEST(MoverHandOverTest, ANewOwnerTakesWritesOnceTheSenderConfirms) {
+// A hands "k" and "gone" to B, whose own check of adopted copies comes 30 s
+// after the adopt; A tells B the swap succeeded when `sender_confirms`.
+struct MovedToALateChecker {
+  explicit MovedToALateChecker(bool sender_confirms) {
+    a.EvictsTo({{"B", &b}});
+    a.peers.confirms_at_once = sender_confirms;
+    EXPECT_TRUE(a.backend->Put("k", value, {}));
+    EXPECT_TRUE(a.backend->Put("gone", value, {}));
+    EXPECT_TRUE(a.backend->EvictTier("dram", 0.0));
+    EXPECT_EQ(master.OwnerOf("k"), "B");
+    b.backend->RunMaintenance();
+  }
+  static BackendOptions LateCheck() {
+    BackendOptions options = Options();
+    options.adopt_confirm_delay = Millis{30000};
+    return options;
+  }
+  const std::string value = std::string(4 * kKiB, '1');
   SharedMaster master;
-  BackendOptions slow_check = Options();
-  slow_check.adopt_confirm_delay = Millis{30000};
-  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB, slow_check);
-  a.EvictsTo({{"B", &b}});
-  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
-  ASSERT_TRUE(a.backend->Put("gone", std::string(4 * kKiB, '1'), {}));
-  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
-  ASSERT_EQ(master.OwnerOf("k"), "B");
-  b.backend->RunMaintenance();
-  auto upserted = b.backend->Upsert("k", std::string(4 * kKiB, '2'), {});
+  Node a{master, "A", 64 * kKiB};
+  Node b{master, "B", 64 * kKiB, LateCheck()};
+};
+
+// B's next pass confirms the copy, long before its own check, so an upsert
+// or a remove of the key is not refused OBJECT_REPLICA_BUSY until then.
+TEST(MoverHandOverTest, ANewOwnerTakesWritesOnceTheSenderConfirms) {
+  MovedToALateChecker moved(/*sender_confirms=*/true);
+  auto upserted = moved.b.backend->Upsert("k", std::string(4 * kKiB, '2'), {});
   ASSERT_TRUE(upserted) << ToString(upserted.error());
-  EXPECT_EQ(Read(*b.backend, "k"), std::string(4 * kKiB, '2'));
-  auto removed = b.backend->Remove("gone", /*force=*/false);
+  EXPECT_EQ(Read(*moved.b.backend, "k"), std::string(4 * kKiB, '2'));
+  auto removed = moved.b.backend->Remove("gone", /*force=*/false);
   ASSERT_TRUE(removed) << ToString(removed.error());
-  EXPECT_EQ(master.OwnerOf("gone"), "");
+  EXPECT_EQ(moved.master.OwnerOf("gone"), "");
 }
 
 // Without the word from A (a sender of an older release), B keeps refusing
 // until its own check.
 TEST(MoverHandOverTest, ANewOwnerNotToldRefusesWritesUntilItsOwnCheck) {
-  SharedMaster master;
-  BackendOptions slow_check = Options();
-  slow_check.adopt_confirm_delay = Millis{30000};
-  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB, slow_check);
-  a.EvictsTo({{"B", &b}});
-  a.peers.confirms_at_once = false;
-  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
-  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
-  b.backend->RunMaintenance();
-  auto upserted = b.backend->Upsert("k", std::string(4 * kKiB, '2'), {});
+  MovedToALateChecker moved(/*sender_confirms=*/false);
+  auto upserted = moved.b.backend->Upsert("k", std::string(4 * kKiB, '2'), {});
   ASSERT_FALSE(upserted);
   EXPECT_EQ(upserted.error(), ErrorCode::kObjectReplicaBusy);
-  EXPECT_EQ(Read(*b.backend, "k"), std::string(4 * kKiB, '1'));
+  EXPECT_EQ(Read(*moved.b.backend, "k"), moved.value);
 }
 
 // Told twice, or about a key it holds no adopted copy of, B changes nothing.
@@ -473,93 +478,77 @@ TEST(MoverHandOverTest, AConfirmationOfNoAdoptedCopyIsObjectNotFound) {
 // ---------------------------------------------------------------------------
 // Copies the master never came to name
 
-// A hands the key to B, but cannot reach the master to swap the owner or to
-// learn whether it did: A keeps its copy and B its adopted one. The key is
-// then removed (at A, its owner). When B checks its copy it must not claim
-// the key back: the sender lives, so no owner means removed, not lost.
+// A has handed "k" to B, but could learn the outcome neither from
+// UpdateOwner's answer nor by asking the master: A keeps its copy and B its
+// adopted one. The master applied the swap when `applied`.
+struct UnsettledHandOver {
+  explicit UnsettledHandOver(bool applied) {
+    a.EvictsTo({{"B", &b}});
+    (applied ? a.peers.hand_over_applied_unsettled : a.peers.hand_over_unsettled) = true;
+    EXPECT_TRUE(a.backend->Put("k", value, {}));
+    a.backend->EvictTier("dram", 0.0);
+  }
+  const std::string value = std::string(4 * kKiB, '1');
+  SharedMaster master;
+  Node a{master, "A", 64 * kKiB};
+  Node b{master, "B", 64 * kKiB};
+};
+
+// The key is then removed (at A, its owner). When B checks its copy it must
+// not claim the key back: the sender lives, so no owner means removed, not
+// lost.
 TEST(MoverHandOverTest, AnUnsettledCopyOfAKeyRemovedSinceIsDroppedNotRevived) {
-  SharedMaster master;
-  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
-  a.EvictsTo({{"B", &b}});
-  a.peers.hand_over_unsettled = true;
-  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
-  a.backend->EvictTier("dram", 0.0);
-  ASSERT_EQ(Read(*a.backend, "k"), std::string(4 * kKiB, '1'));
-  ASSERT_TRUE(a.backend->Remove("k", /*force=*/false));
-  ASSERT_EQ(master.OwnerOf("k"), "");
-  b.backend->RunMaintenance();
-  EXPECT_EQ(master.OwnerOf("k"), "");
-  EXPECT_EQ(Read(*b.backend, "k"), "OBJECT_NOT_FOUND");
-  EXPECT_TRUE(b.backend->Keys().empty());
+  UnsettledHandOver moved(/*applied=*/false);
+  ASSERT_EQ(Read(*moved.a.backend, "k"), moved.value);
+  ASSERT_TRUE(moved.a.backend->Remove("k", /*force=*/false));
+  ASSERT_EQ(moved.master.OwnerOf("k"), "");
+  moved.b.backend->RunMaintenance();
+  EXPECT_EQ(moved.master.OwnerOf("k"), "");
+  EXPECT_EQ(Read(*moved.b.backend, "k"), "OBJECT_NOT_FOUND");
+  EXPECT_TRUE(moved.b.backend->Keys().empty());
 }
 
-// The same unsettled hand-over, but A dies and the master forgets its keys:
-// B's copy is all that is left of the key, and B claims it.
+// A dies and the master forgets its keys: B's copy is all that is left of
+// the key, and B claims it.
 TEST(MoverHandOverTest, AnUnsettledCopyWhoseSenderDiedIsClaimed) {
-  SharedMaster master;
-  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
-  a.EvictsTo({{"B", &b}});
-  a.peers.hand_over_unsettled = true;
-  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
-  a.backend->EvictTier("dram", 0.0);
-  master.Kill("A");
-  b.backend->RunMaintenance();
-  EXPECT_EQ(master.OwnerOf("k"), "B");
-  EXPECT_EQ(Read(*b.backend, "k"), std::string(4 * kKiB, '1'));
+  UnsettledHandOver moved(/*applied=*/false);
+  moved.master.Kill("A");
+  moved.b.backend->RunMaintenance();
+  EXPECT_EQ(moved.master.OwnerOf("k"), "B");
+  EXPECT_EQ(Read(*moved.b.backend, "k"), moved.value);
 }
 
-// The hand-over did not happen (A still owns the key): B drops its copy.
-TEST(MoverHandOverTest, AnUnsettledCopyTheSenderStillOwnsIsDropped) {
-  SharedMaster master;
-  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
-  a.EvictsTo({{"B", &b}});
-  a.peers.hand_over_unsettled = true;
-  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
-  a.backend->EvictTier("dram", 0.0);
-  b.backend->RunMaintenance();
-  EXPECT_EQ(master.OwnerOf("k"), "A");
-  EXPECT_EQ(Read(*b.backend, "k"), "OBJECT_NOT_FOUND");
-  EXPECT_EQ(Read(*a.backend, "k"), std::string(4 * kKiB, '1'));
+// The hand-over did not happen (A still owns the key): B drops its copy,
+// and A keeps its own for good.
+TEST(MoverHandOverTest, AnUnsettledHandOverTheMasterDidNotApplyLeavesTheKeyWithTheSender) {
+  UnsettledHandOver moved(/*applied=*/false);
+  moved.b.backend->RunMaintenance();
+  moved.a.backend->RunMaintenance();
+  moved.a.backend->RunMaintenance();
+  EXPECT_EQ(moved.master.OwnerOf("k"), "A");
+  EXPECT_EQ(Read(*moved.b.backend, "k"), "OBJECT_NOT_FOUND");
+  EXPECT_EQ(Read(*moved.a.backend, "k"), moved.value);
+  EXPECT_EQ(moved.a.backend->Stats().moved_out, 0u);
 }
 
-// The master applied A's swap, but A could learn that neither from the
-// answer nor by asking. A keeps serving its copy meanwhile; once the master
-// answers again, A's next pass finds B the owner and erases its copy, which
-// would otherwise serve the old value after B took an upsert of the key.
+// The master applied A's swap. A keeps serving its copy while the master is
+// away; once it answers again, A's next pass finds B the owner and erases
+// its copy, which would otherwise serve the old value after B took an
+// upsert of the key.
 TEST(MoverHandOverTest, ASenderErasesItsCopyOnceItLearnsTheUnsettledSwapWasApplied) {
-  SharedMaster master;
-  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
-  a.EvictsTo({{"B", &b}});
-  a.peers.hand_over_applied_unsettled = true;
-  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
-  a.backend->EvictTier("dram", 0.0);
-  ASSERT_EQ(master.OwnerOf("k"), "B");
-  a.directory.master_away = true;
-  a.backend->RunMaintenance();
-  EXPECT_EQ(Read(*a.backend, "k"), std::string(4 * kKiB, '1')) << "dropped while unsettled";
-  b.backend->RunMaintenance();  // B confirms its copy
-  ASSERT_TRUE(b.backend->Upsert("k", std::string(4 * kKiB, '2'), {}));
-  a.directory.master_away = false;
-  a.backend->RunMaintenance();
-  EXPECT_EQ(Read(*a.backend, "k"), "OBJECT_NOT_FOUND");
-  EXPECT_TRUE(a.backend->Keys().empty());
-  EXPECT_EQ(a.backend->Stats().moved_out, 1u);
-  EXPECT_EQ(Read(*b.backend, "k"), std::string(4 * kKiB, '2'));
-}
-
-// The swap did not happen: A, still the owner, keeps its copy for good.
-TEST(MoverHandOverTest, ASenderKeepsItsCopyWhenTheUnsettledSwapWasNotApplied) {
-  SharedMaster master;
-  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
-  a.EvictsTo({{"B", &b}});
-  a.peers.hand_over_unsettled = true;
-  ASSERT_TRUE(a.backend->Put("k", std::string(4 * kKiB, '1'), {}));
-  a.backend->EvictTier("dram", 0.0);
-  a.backend->RunMaintenance();
-  a.backend->RunMaintenance();
-  EXPECT_EQ(Read(*a.backend, "k"), std::string(4 * kKiB, '1'));
-  EXPECT_EQ(master.OwnerOf("k"), "A");
-  EXPECT_EQ(a.backend->Stats().moved_out, 0u);
+  UnsettledHandOver moved(/*applied=*/true);
+  ASSERT_EQ(moved.master.OwnerOf("k"), "B");
+  moved.a.directory.master_away = true;
+  moved.a.backend->RunMaintenance();
+  EXPECT_EQ(Read(*moved.a.backend, "k"), moved.value) << "dropped while unsettled";
+  moved.b.backend->RunMaintenance();  // B confirms its copy
+  ASSERT_TRUE(moved.b.backend->Upsert("k", std::string(4 * kKiB, '2'), {}));
+  moved.a.directory.master_away = false;
+  moved.a.backend->RunMaintenance();
+  EXPECT_EQ(Read(*moved.a.backend, "k"), "OBJECT_NOT_FOUND");
+  EXPECT_TRUE(moved.a.backend->Keys().empty());
+  EXPECT_EQ(moved.a.backend->Stats().moved_out, 1u);
+  EXPECT_EQ(Read(*moved.b.backend, "k"), std::string(4 * kKiB, '2'));
 }
 
 }  // namespace
