@@ -298,6 +298,11 @@ std::vector<std::string> ObjectTable::Keys() const {
   return keys;
 }
 
+bool ObjectTable::IsHeld(const Object& object) {
+  return object.complete() && object.published_ && !object.removing() &&
+         object.move_ != MoveState::kDropping;
+}
+
 void ObjectTable::KeepCommittedOnRelease() {
   objects_.ForEach([](Record& record) {
     Object& object = record.object;

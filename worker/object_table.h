@@ -256,6 +256,11 @@ class ObjectTable {
 
   // Keys of every complete, published object.
   std::vector<std::string> Keys() const;
+  // Whether the master should go on naming this node for `object`: complete
+  // and published, and not on its way out. A remove or a drop waiting for
+  // the master's answer is as good as gone: its release may already have
+  // landed, so a registration must not leave the key at the master.
+  static bool IsHeld(const Object& object);
   std::vector<uint64_t> pinned_bytes() const { return pinned_bytes_; }
   // At shutdown: committed objects stay in durable tiers for recovery.
   void KeepCommittedOnRelease();

@@ -176,8 +176,9 @@ Result<void> TieredCacheBackend::ConfirmAdoptSoon(const std::string& key) {
 
 namespace {
 
-// Keys ReadManyInPlace pins per hold of the lock: bounds how long one batch keeps
-// other requests waiting, and how many objects it pins at once.
+// Keys a batch (ReadManyInPlace, NotHeld) handles per hold of the lock:
+// bounds how long one batch keeps other requests waiting, and how many
+// objects a BatchGet pins at once.
 constexpr size_t kKeysPerLockHold = 64;
 
 // A read between its two locked steps: the object is pinned (a reader) and
@@ -655,6 +656,20 @@ BackendStats TieredCacheBackend::Stats() const {
 std::vector<std::string> TieredCacheBackend::Keys() const {
   std::lock_guard lock(ctx_->mu);
   return table_->Keys();
+}
+
+std::vector<std::string> TieredCacheBackend::NotHeld(std::span<const std::string> keys) const {
+  std::vector<std::string> gone;
+  for (size_t first = 0; first < keys.size(); first += kKeysPerLockHold) {
+    const size_t count = std::min(keys.size() - first, kKeysPerLockHold);
+    Object* found[kKeysPerLockHold];
+    std::lock_guard lock(ctx_->mu);
+    table_->FindMany(keys.subspan(first, count), std::span(found, count));
+    for (size_t i = 0; i < count; ++i) {
+      if (found[i] == nullptr || !ObjectTable::IsHeld(*found[i])) gone.push_back(keys[first + i]);
+    }
+  }
+  return gone;
 }
 
 }  // namespace mooncake

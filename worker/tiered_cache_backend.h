@@ -191,7 +191,14 @@ class TieredCacheBackend {
   // metric scrapes may call it as often as they like.
   BackendStats Stats() const;
   // Keys of every complete object, for re-announcing to a restarted master.
+  // One being removed or dropped is listed: if that fails, the object stays
+  // and the master must know it.
   std::vector<std::string> Keys() const;
+  // Those of `keys` not held here (ObjectTable::IsHeld): absent, not yet
+  // published, or being removed or dropped. For releasing what an
+  // announcement listed but this node is letting go. Takes the lock once
+  // per run of keys, as a BatchGet does.
+  std::vector<std::string> NotHeld(std::span<const std::string> keys) const;
 
   // Background work: queued promotions, demotion of tiers above their high
   // watermark, and discarding abandoned writes. The worker calls it from one

@@ -359,15 +359,10 @@ Result<void> WorkerServer::RegisterAndAnnounce() {
 }
 
 std::vector<std::string> WorkerServer::NotHeld(const std::vector<std::string>& keys) const {
-  // Held as Keys() counts it: complete and published. One being removed or
-  // dropped is as good as gone, and an unfinished put makes its own claim.
-  std::vector<std::string> now = backend_->Keys();
-  std::unordered_set<std::string_view> held(now.begin(), now.end());
-  std::vector<std::string> gone;
-  for (const std::string& key : keys) {
-    if (!held.contains(key)) gone.push_back(key);
-  }
-  return gone;
+  // Held: complete and published. One being removed or dropped is as good
+  // as gone (Keys() still lists it), and an unfinished put makes its own
+  // claim.
+  return backend_->NotHeld(keys);
 }
 
 Result<void> WorkerServer::ReleaseKeysRemovedSince(const std::vector<std::string>& announced) {

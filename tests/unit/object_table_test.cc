@@ -366,6 +366,24 @@ TEST_F(ObjectTableTest, KeysListCompleteOwnedObjectsOnly) {
   EXPECT_EQ(keys, (std::vector<std::string>{"owned", "removing"}));
 }
 
+TEST_F(ObjectTableTest, ObjectsOnTheirWayOutAreNotHeld) {
+  EXPECT_FALSE(ObjectTable::IsHeld(Add("writing", S::kWriting, 0)));
+  EXPECT_FALSE(ObjectTable::IsHeld(Add("publishing", S::kComplete, 0, 100, {}, false)));
+  EXPECT_TRUE(ObjectTable::IsHeld(Add("owned", S::kComplete, 1)));
+  Object& removing = Add("removing", S::kComplete, 0);
+  table_.SetState(removing, S::kRemoving);
+  EXPECT_FALSE(ObjectTable::IsHeld(removing));
+  Object& dropping = Add("dropping", S::kComplete, 0);
+  table_.SetMove(dropping, M::kDropping);
+  EXPECT_FALSE(ObjectTable::IsHeld(dropping));
+  // A drop the master refused keeps the object: held again.
+  table_.SetMove(dropping, M::kIdle);
+  EXPECT_TRUE(ObjectTable::IsHeld(dropping));
+  Object& copying = Add("copying", S::kComplete, 0);
+  table_.SetMove(copying, M::kCopying);
+  EXPECT_TRUE(ObjectTable::IsHeld(copying));
+}
+
 TEST_F(ObjectTableTest, VersionsOnlyRise) {
   uint64_t first = table_.NextVersion();
   EXPECT_EQ(table_.NextVersion(), first + 1);

@@ -363,6 +363,84 @@ TEST_F(BackendTest, AKeyTakenElsewhereDuringARegistrationFailsThePutClaimedBefor
   EXPECT_EQ(Tier(0).used, used_before);
 }
 
+// A directory whose releases reach the master at once but whose answers
+// wait for AnswerReleases: the master has let the key go, this node does
+// not know yet.
+class LateReleaseAnswers : public InMemoryDirectory {
+ public:
+  Result<void> Release(const std::string& key) override {
+    Result<void> released = InMemoryDirectory::Release(key);
+    std::unique_lock lock(mu_);
+    ++applied_;
+    applied_cv_.notify_all();
+    answer_cv_.wait(lock, [&] { return answering_; });
+    return released;
+  }
+  bool AwaitApplied(size_t n) {
+    std::unique_lock lock(mu_);
+    return applied_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return applied_ >= n; });
+  }
+  void AnswerReleases() {
+    std::lock_guard lock(mu_);
+    answering_ = true;
+    answer_cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable applied_cv_, answer_cv_;
+  size_t applied_ = 0;      // guarded by mu_
+  bool answering_ = false;  // guarded by mu_
+};
+
+// A registration announces Keys(), then releases again each announced key
+// this node no longer holds (WorkerServer::ReleaseKeysRemovedSince, through
+// NotHeld). A remove or a drop whose release reached the master before the
+// registration's purge, and whose answer has not come back, must count as
+// not held: the announcement lists it, and if nothing released it again the
+// master would name this node for a key it is about to erase, and every put
+// of it elsewhere would fail.
+TEST(RegistrationTest, AKeyWhoseRemoveOrDropIsUnansweredIsReleasedAgainAfterTheAnnouncement) {
+  LateReleaseAnswers directory;
+  std::vector<std::unique_ptr<CacheTier>> tiers;
+  tiers.push_back(std::move(DramTier::Create("dram", 8 * kMiB).value()));
+  BackendOptions options;
+  options.kv_lease_ttl = Millis(0);
+  TieredCacheBackend backend(std::move(tiers), &directory, options);
+  backend.Recover();
+  ObjectOptions pinned;
+  pinned.hard_pin = true;  // never a victim of the eviction below
+  ASSERT_TRUE(backend.Put("removed", "r", pinned));
+  ASSERT_TRUE(backend.Put("dropped", "d", {}));
+  ASSERT_TRUE(backend.Put("kept", "k", pinned));
+
+  std::thread remover([&] { EXPECT_TRUE(backend.Remove("removed", /*force=*/false)); });
+  ASSERT_TRUE(directory.AwaitApplied(1));
+  // DRAM is the last tier: evicting from it drops "dropped" from the cluster.
+  std::thread evictor([&] { EXPECT_TRUE(backend.EvictTier("dram", 0.0)); });
+  ASSERT_TRUE(directory.AwaitApplied(2));
+  ASSERT_FALSE(directory.Owns("removed"));
+  ASSERT_FALSE(directory.Owns("dropped"));
+
+  std::vector<std::string> announced;
+  directory.Register([&] { return announced = backend.Keys(); });
+  std::vector<std::string> gone = backend.NotHeld(announced);
+  // Released as ReleaseKeysRemovedSince does, answered at once.
+  for (const std::string& key : gone) directory.InMemoryDirectory::Release(key);
+  directory.AnswerReleases();
+  remover.join();
+  evictor.join();
+
+  EXPECT_FALSE(directory.Owns("removed"));
+  EXPECT_FALSE(directory.Owns("dropped"));
+  EXPECT_EQ(backend.Get("removed", 0, 0).error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(backend.Get("dropped", 0, 0).error(), ErrorCode::kObjectNotFound);
+  EXPECT_TRUE(directory.Owns("kept"));
+  EXPECT_EQ(backend.Get("kept", 0, 0)->data, "k");
+  const std::vector<std::string> asked = {"kept", "absent"};
+  EXPECT_EQ(backend.NotHeld(asked), std::vector<std::string>{"absent"});
+}
+
 // An upsert that pre-empts a put whose claim is still on the wire takes the
 // key over; if the upsert is then revoked, or removed while it is written,
 // the key is gone here, and the master must not keep pointing here once the
