@@ -17,13 +17,16 @@ constexpr int kMaxBackoffMs = 250;
 // etcd calls made while following must not hold a caller for long.
 constexpr int kEtcdTimeoutMs = 1000;
 
-std::optional<std::pair<std::string, int>> SplitAddress(std::string_view text) {
+}  // namespace
+
+std::optional<std::pair<std::string, int>> SplitMasterAddress(std::string_view text) {
   size_t colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0) return std::nullopt;
   std::string_view host = text.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
+  const bool opens = host.front() == '[';
+  const bool closes = host.back() == ']';
+  if (opens != closes || host == "[]") return std::nullopt;
+  if (opens) host = host.substr(1, host.size() - 2);
   int port = 0;
   auto [end, ec] = std::from_chars(text.data() + colon + 1, text.data() + text.size(), port);
   if (ec != std::errc() || end != text.data() + text.size() || port <= 0 || port > 65535) {
@@ -32,14 +35,13 @@ std::optional<std::pair<std::string, int>> SplitAddress(std::string_view text) {
   return std::pair{std::string(host), port};
 }
 
-std::string JoinAddress(const std::string& host, int port) {
+std::string JoinMasterAddress(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);
 }
 
-}  // namespace
-
 std::string MasterTarget::Describe() const {
-  if (etcd_endpoints.empty()) return JoinAddress(host, port);
+  if (etcd_endpoints.empty()) return JoinMasterAddress(host, port);
   std::string out = "etcd ";
   for (size_t i = 0; i < etcd_endpoints.size(); ++i) {
     if (i > 0) out += ",";
@@ -104,7 +106,7 @@ void MasterEndpoint::Cancel() {
 }
 
 void MasterEndpoint::SwitchTo(const std::string& host, int port) {
-  std::string address = JoinAddress(host, port);
+  std::string address = JoinMasterAddress(host, port);
   std::lock_guard lock(mu_);
   if (current_ && address == address_) return;
   // Keep the pooled connections when the leader is the same as before.
@@ -136,7 +138,7 @@ std::shared_ptr<MasterEndpoint::Channel> MasterEndpoint::Current() {
                  leader ? "none" : ToString(leader.error()));
     return nullptr;
   }
-  auto address = SplitAddress((*leader)->value);
+  auto address = SplitMasterAddress((*leader)->value);
   if (!address) {
     MC_LOG_WARN("malformed master leader in etcd cluster={} value=\"{}\"", target_.cluster_name,
                 (*leader)->value);
@@ -176,7 +178,7 @@ bool MasterEndpoint::Follow(const std::shared_ptr<Channel>& failed, bool not_lea
       return r;
     });
     if (!role || role->leader_address.empty()) return false;
-    auto address = SplitAddress(role->leader_address);
+    auto address = SplitMasterAddress(role->leader_address);
     if (!address) return false;
     if (address->first == failed->host() && address->second == failed->port()) {
       return Backoff(attempt, deadline);

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <ranges>
 #include <string>
 #include <string_view>
@@ -54,6 +55,14 @@ struct MasterTarget {
   // "HOST:PORT", or "etcd http://a:2379 cluster NAME" for logs and errors.
   std::string Describe() const;
 };
+
+// "HOST:PORT" split into host and port, an IPv6 host written "[::1]:PORT"
+// losing its brackets (they set the host off from the port; the resolver
+// does not take them). nullopt without a port in 1..65535 or with a lone
+// bracket.
+std::optional<std::pair<std::string, int>> SplitMasterAddress(std::string_view text);
+// The other way: "HOST:PORT", "[HOST]:PORT" when the host holds a ':'.
+std::string JoinMasterAddress(const std::string& host, int port);
 
 // Whether a reply from the master says "not the leader": a bare code, a
 // result struct with a code, or a batch of them.

@@ -1,18 +1,17 @@
 #include "thrift/master_shards.h"
 
-#include <charconv>
 #include <utility>
 
 namespace mooncake {
 namespace {
 
-// A static target at "HOST:PORT" (the slot table checked the form).
+// A static target at "HOST:PORT" or "[IPV6]:PORT" (the slot table checked
+// the form; an address it let through that does not split stays unreachable,
+// its calls failing with RPC_FAIL).
 MasterTarget StaticTarget(const std::string& address) {
-  size_t colon = address.rfind(':');
-  MasterTarget target{.host = address.substr(0, colon)};
-  std::string_view port = std::string_view(address).substr(colon + 1);
-  std::from_chars(port.data(), port.data() + port.size(), target.port);
-  return target;
+  auto split = SplitMasterAddress(address);
+  if (!split) return MasterTarget{.host = address};
+  return MasterTarget{.host = std::move(split->first), .port = split->second};
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 #include "worker/worker_config.h"
 
 #include <CLI/CLI.hpp>
-#include <charconv>
 #include <sstream>
 #include <utility>
 
@@ -11,6 +10,7 @@
 #include "common/units.h"
 #include "common/version.h"
 #include "http/admin_settings.h"
+#include "thrift/master_endpoint.h"
 #include "thrift/master_shard_list.h"
 #include "thrift/rpc_settings.h"
 #include "transport/rdma_link.h"
@@ -139,16 +139,13 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
                        "support, then exit");
 }
 
+// --master: "HOST:PORT" or "[IPV6]:PORT", split as every master address is
+// (the brackets are not part of the host the resolver takes).
 bool ParseHostPort(const std::string& text, std::string* host, int* port) {
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  int value = 0;
-  const char* begin = text.data() + colon + 1;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(begin, end, value);
-  if (ec != std::errc() || ptr != end || value <= 0 || value > 65535) return false;
-  if (host) *host = text.substr(0, colon);
-  if (port) *port = value;
+  auto split = SplitMasterAddress(text);
+  if (!split) return false;
+  if (host) *host = std::move(split->first);
+  if (port) *port = split->second;
   return true;
 }
 

@@ -76,6 +76,18 @@ TEST(WorkerConfigTest, DefaultsWithoutFlags) {
   EXPECT_FALSE(config->show_help);
 }
 
+TEST(WorkerConfigTest, ABracketedIpv6MasterIsSplitWithoutItsBrackets) {
+  std::string message;
+  auto config = Parse({"--master", "[::1]:7000"}, &message);
+  ASSERT_TRUE(config) << message;
+  EXPECT_EQ(config->master_host(), "::1");
+  EXPECT_EQ(config->master_port(), 7000);
+  for (const char* bad : {"[::1:7000", "::1]:7000", "[]:7000"}) {
+    EXPECT_FALSE(Parse({"--master", bad}, &message)) << bad;
+    EXPECT_NE(message.find("--master must be HOST:PORT"), std::string::npos) << message;
+  }
+}
+
 TEST(WorkerConfigTest, FlagsOverrideDefaults) {
   std::string message;
   auto config = Parse({"--node-id",
