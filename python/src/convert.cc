@@ -86,6 +86,20 @@ const char* KindName(MemoryRegionHandle::Kind kind) {
   return "none";
 }
 
+const char* StateName(PlanHandle::State state) {
+  switch (state) {
+    case PlanHandle::State::kOpen:
+      return "open";
+    case PlanHandle::State::kCommitted:
+      return "committed";
+    case PlanHandle::State::kRevoked:
+      return "revoked";
+    case PlanHandle::State::kInvalid:
+      break;
+  }
+  return "invalid";
+}
+
 void BindPlanTypes(py::module_& m) {
   py::class_<MemoryRegionHandle>(m, "MemoryRegion",
                                  "How a process on the worker's node reaches a memory tier.")
@@ -100,19 +114,28 @@ void BindPlanTypes(py::module_& m) {
         return "MemoryRegion(kind=" + std::string(KindName(h.kind)) + ", path='" + h.path +
                "', region_size=" + std::to_string(h.region_size) + ")";
       });
-  py::class_<WritePlan>(m, "WritePlan", "A reservation from open_for_write; commit or revoke it.")
-      .def_readonly("key", &WritePlan::key)
-      .def_readonly("node_id", &WritePlan::node_id)
-      .def_readonly("tier", &WritePlan::tier)
-      .def_readonly("memory", &WritePlan::memory)
-      .def_readonly("offset", &WritePlan::offset)
-      .def_readonly("size", &WritePlan::size)
-      .def_readonly("epoch", &WritePlan::epoch)
-      .def_readonly("timeout_ms", &WritePlan::timeout_ms)
-      .def("__repr__", [](const WritePlan& p) {
+  py::class_<PlanHandle>(m, "WritePlan",
+                         "A reservation from open_for_write: write_plan, then commit or revoke "
+                         "it, once.")
+      .def_property_readonly("key", [](const PlanHandle& p) { return p.plan.key; })
+      .def_property_readonly("node_id", [](const PlanHandle& p) { return p.plan.node_id; })
+      .def_property_readonly("tier", [](const PlanHandle& p) { return p.plan.tier; })
+      .def_property_readonly(
+          "memory", [](const PlanHandle& p) -> const MemoryRegionHandle& { return p.plan.memory; })
+      .def_property_readonly("offset", [](const PlanHandle& p) { return p.plan.offset; })
+      .def_property_readonly("size", [](const PlanHandle& p) { return p.plan.size; })
+      .def_property_readonly("epoch", [](const PlanHandle& p) { return p.plan.epoch; })
+      .def_property_readonly("timeout_ms", [](const PlanHandle& p) { return p.plan.timeout_ms; })
+      .def_property_readonly(
+          "state", [](const PlanHandle& p) { return StateName(p.state); },
+          "'open' until commit or revoke succeeds ('committed', 'revoked') or the cluster "
+          "refuses the plan ('invalid': pre-empted, discarded after timeout_ms, or used up); "
+          "write_plan takes only an open plan.")
+      .def("__repr__", [](const PlanHandle& h) {
+        const WritePlan& p = h.plan;
         return "WritePlan(key='" + p.key + "', node_id='" + p.node_id + "', tier='" + p.tier +
                "', offset=" + std::to_string(p.offset) + ", size=" + std::to_string(p.size) +
-               ", epoch=" + std::to_string(p.epoch) + ")";
+               ", epoch=" + std::to_string(p.epoch) + ", state=" + StateName(h.state) + ")";
       });
   py::class_<ObjectPlacement>(m, "ObjectPlacement", "Where an object lives (get_location).")
       .def_readonly("node_id", &ObjectPlacement::node_id)

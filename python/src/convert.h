@@ -28,7 +28,20 @@ pybind11::dict TransportDict(const TransportCounters& t);
 // "host_file", "device_ipc" or "none".
 const char* KindName(MemoryRegionHandle::Kind kind);
 
-// MemoryRegion, WritePlan and ObjectPlacement: read-only classes.
+// mooncake.WritePlan: a plan from open_for_write, and how it was used, so
+// that write_plan refuses a plan whose space is no longer the writer's
+// (committed: it is the published object; revoked or refused by the
+// cluster: the space may hold another object by now).
+struct PlanHandle {
+  enum class State { kOpen, kCommitted, kRevoked, kInvalid };
+  WritePlan plan;
+  State state = State::kOpen;
+};
+// "open", "committed", "revoked" or "invalid".
+const char* StateName(PlanHandle::State state);
+
+// MemoryRegion, WritePlan (PlanHandle) and ObjectPlacement: read-only
+// classes.
 void BindPlanTypes(pybind11::module_& m);
 
 }  // namespace mooncake::python

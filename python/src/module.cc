@@ -333,8 +333,18 @@ auto Plain(PyClient& self, Call&& call, std::string_view op, std::string_view ke
 }
 
 // Copies `buffer` into the plan's reserved bytes through a mapping of the
-// worker's memory tier: the producer must run on the plan's node.
-void WritePlanBytes(const WritePlan& plan, py::handle buffer) {
+// worker's memory tier: the producer must run on the plan's node. Only an
+// open plan: once committed its bytes are the published object (rewriting
+// them would change it under an unchanged version), once revoked or
+// refused they may be another object's.
+void WritePlanBytes(const PlanHandle& handle, py::handle buffer) {
+  const WritePlan& plan = handle.plan;
+  if (handle.state != PlanHandle::State::kOpen) {
+    RaiseError(ErrorCode::kIllegalClient, Describe("write_plan", plan.key) + ": the plan is " +
+                                              StateName(handle.state) +
+                                              "; its space is no longer this writer's (open a "
+                                              "new plan)");
+  }
   ValueView view(buffer);
   if (view.bytes().size() != plan.size) {
     RaiseError(ErrorCode::kInvalidParams, Describe("write_plan", plan.key) + ": the plan has " +
@@ -352,6 +362,28 @@ void WritePlanBytes(const WritePlan& plan, py::handle buffer) {
   if (!copied) {
     RaiseError(copied.error(), Describe("write_plan", plan.key) + (why.empty() ? "" : ": " + why));
   }
+}
+
+// Commit (or Revoke) of an open plan, marked used up when it succeeds, or
+// when the cluster refuses it (ILLEGAL_CLIENT: pre-empted, discarded, or
+// used up). Other errors (RPC_TIMEOUT, ...) leave it open: the outcome is
+// unknown, and the cluster answers a retry.
+void FinishPlan(PyClient& self, PlanHandle& handle, bool commit) {
+  const char* op = commit ? "commit" : "revoke";
+  auto client = self.get();
+  Result<void> result;
+  {
+    ReleaseGil nogil;
+    result = commit ? client->Commit(handle.plan) : client->Revoke(handle.plan);
+  }
+  if (handle.state != PlanHandle::State::kOpen) {
+    // A used-up plan (the cluster refuses it again) keeps what it was.
+  } else if (result) {
+    handle.state = commit ? PlanHandle::State::kCommitted : PlanHandle::State::kRevoked;
+  } else if (result.error() == ErrorCode::kIllegalClient) {
+    handle.state = PlanHandle::State::kInvalid;
+  }
+  Check(result, op, handle.plan.key);
 }
 
 void BindSingleCalls(py::class_<PyClient>& c) {
@@ -494,28 +526,23 @@ void BindPlanCalls(py::class_<PyClient>& c) {
        [](PyClient& self, const std::string& key, uint64_t size, bool upsert, bool hard_pin,
           bool soft_pin, int64_t ttl, std::string node, std::string tier) {
          PutOptions options = Options(hard_pin, soft_pin, ttl, node, tier);
-         return Plain(
+         return PlanHandle{Plain(
              self, [&](Client& cl) { return cl.OpenForWrite(key, size, options, upsert); },
-             "open_for_write", key);
+             "open_for_write", key)};
        },
        py::arg("key"), py::arg("size"), py::kw_only(), py::arg("upsert") = false,
        py::arg("hard_pin") = false, py::arg("soft_pin") = false, py::arg("soft_pin_ttl_ms") = 0,
        py::arg("preferred_node") = "", py::arg("preferred_tier") = "",
        "Reserves size bytes in a memory tier; write them (write_plan), then commit or revoke.")
       .def(
-          "commit",
-          [](PyClient& self, const WritePlan& plan) {
-            Plain(
-                self, [&](Client& cl) { return cl.Commit(plan); }, "commit", plan.key);
-          },
-          py::arg("plan"), "Publishes a plan's bytes. ILLEGAL_CLIENT if it was pre-empted.")
+          "commit", [](PyClient& self, PlanHandle& plan) { FinishPlan(self, plan, true); },
+          py::arg("plan"),
+          "Publishes a plan's bytes. ILLEGAL_CLIENT if it was pre-empted, discarded after its "
+          "timeout, or already committed or revoked.")
       .def(
-          "revoke",
-          [](PyClient& self, const WritePlan& plan) {
-            Plain(
-                self, [&](Client& cl) { return cl.Revoke(plan); }, "revoke", plan.key);
-          },
-          py::arg("plan"), "Gives a plan's space back without publishing anything.")
+          "revoke", [](PyClient& self, PlanHandle& plan) { FinishPlan(self, plan, false); },
+          py::arg("plan"),
+          "Gives a plan's space back without publishing anything. ILLEGAL_CLIENT as commit.")
       .def(
           "get_location",
           [](PyClient& self, const std::string& key) {
@@ -525,13 +552,14 @@ void BindPlanCalls(py::class_<PyClient>& c) {
           py::arg("key"), "Owner, tier and placement of an object (ObjectPlacement).")
       .def(
           "write_plan",
-          [](PyClient& self, const WritePlan& plan, py::handle buffer) {
+          [](PyClient& self, const PlanHandle& plan, py::handle buffer) {
             self.get();  // a closed client raises, as everywhere
             WritePlanBytes(plan, buffer);
           },
           py::arg("plan"), py::arg("buffer"),
           "Copies exactly plan.size bytes into the plan's reserved memory. Only on the plan's "
-          "node (the worker's memory is mapped).");
+          "node (the worker's memory is mapped), and only while the plan is open: "
+          "ILLEGAL_CLIENT once it was committed, revoked or refused.");
 }
 
 void BindClient(py::module_& m) {

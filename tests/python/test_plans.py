@@ -50,3 +50,35 @@ def test_open_for_write_upsert_replaces(client, keys, nodes):
     with pytest.raises(mooncake.Error) as info:
         client.get_location(keys())
     assert info.value.name == "OBJECT_NOT_FOUND"
+
+
+def test_write_plan_refuses_a_plan_already_committed_or_revoked(client, keys, nodes):
+    # A committed plan's bytes are the published object (rewriting them
+    # changed it under the same version); a revoked plan's space is given
+    # back at once and may hold another key's object. write_plan used to
+    # accept both.
+    key, revoked_key, other = keys(3)
+    plan = client.open_for_write(key, 4096, preferred_node=nodes[0])
+    client.write_plan(plan, b"A" * 4096)
+    client.commit(plan)
+    with pytest.raises(mooncake.Error) as info:
+        client.write_plan(plan, b"Z" * 4096)
+    assert info.value.name == "ILLEGAL_CLIENT"
+    assert client.get(key) == b"A" * 4096
+    assert plan.state == "committed" and "state=committed" in repr(plan)
+    with pytest.raises(mooncake.Error) as info:
+        client.commit(plan)  # the cluster refuses it; it stays committed
+    assert info.value.name == "ILLEGAL_CLIENT" and plan.state == "committed"
+
+    revoked = client.open_for_write(revoked_key, 4096, preferred_node=nodes[0])
+    client.revoke(revoked)
+    client.put(other, b"C" * 4096, preferred_node=nodes[0])  # may reuse the space
+    with pytest.raises(mooncake.Error) as info:
+        client.write_plan(revoked, b"R" * 4096)
+    assert info.value.name == "ILLEGAL_CLIENT"
+    assert client.get(other) == b"C" * 4096
+    assert client.exist(revoked_key) is False
+    assert revoked.state == "revoked"
+    fresh = client.open_for_write(keys(), 8, preferred_node=nodes[0])
+    assert fresh.state == "open"
+    client.revoke(fresh)
