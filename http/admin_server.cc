@@ -156,6 +156,10 @@ HttpRequest Translate(const httplib::Request& req) {
 
 void Apply(const HttpResponse& from, httplib::Response& to) {
   to.status = from.status;
+  // BoundedServer drops a request's Range header (bounded_server.cc); this
+  // tells clients not to send one, and keeps httplib from advertising
+  // "Accept-Ranges: bytes" (it adds that only when the header is absent).
+  to.set_header("Accept-Ranges", "none");
   for (const auto& [name, value] : from.headers) to.set_header(name, value);
   to.set_content(from.body, from.content_type);
 }

@@ -13,6 +13,8 @@
 //    REQUEST_TIMEOUT, max_connections already admitted 503
 //    SERVICE_UNAVAILABLE (each then closes the connection).
 //    Nothing a client sends can crash the process.
+//  * A Range header is ignored: every answer is the whole body (never 206),
+//    and says "Accept-Ranges: none".
 //  * With a token configured, every mutating request (POST, PUT, PATCH,
 //    DELETE) must carry `Authorization: Bearer <token>`, else 401
 //    UNAUTHORIZED; reads (GET, HEAD) stay open so monitoring needs no secret.

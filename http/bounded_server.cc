@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -92,6 +93,37 @@ HeadOutcome ReadHead(socket_t sock, size_t max_bytes, Clock::time_point deadline
     pollfd p{sock, POLLIN, 0};
     poll(&p, 1, PollMs(deadline, kStopCheck));
   }
+}
+
+// Removes every "Range:" header line from the request head in `*head` (the
+// bytes up to and including its blank line; what follows is left as it is).
+// The admin API serves small generated documents and has no use for byte
+// ranges, and httplib 0.11 applies them itself after the route answered:
+// any number of ranges, overlaps allowed, each copied into one
+// multipart/byteranges string, so an 8 KiB `Range: bytes=0-,0-,...` made
+// one request allocate the body some 2,700 times. RFC 9110 14.2 lets a server
+// ignore Range, so the full body is answered (200) as if none was sent.
+void StripRangeHeaders(std::string* head) {
+  const size_t end = head->find("\r\n\r\n");
+  if (end == std::string::npos) return;
+  std::string out;
+  out.reserve(head->size());
+  size_t pos = 0;
+  const size_t head_end = end + 2;  // through the last header line's CRLF
+  while (pos < head_end) {
+    size_t eol = head->find('\n', pos);
+    eol = eol == std::string::npos || eol >= head_end ? head_end : eol + 1;
+    std::string_view line(head->data() + pos, eol - pos);
+    constexpr std::string_view kName = "range:";
+    bool is_range = pos != 0 && line.size() >= kName.size();
+    for (size_t i = 0; is_range && i < kName.size(); ++i) {
+      is_range = std::tolower(static_cast<unsigned char>(line[i])) == kName[i];
+    }
+    if (!is_range) out.append(line);
+    pos = eol;
+  }
+  out.append(*head, head_end, std::string::npos);
+  *head = std::move(out);
 }
 
 void AddressOf(socket_t sock, bool peer, std::string& ip, int& port) {
@@ -233,6 +265,7 @@ void BoundedServer::Serve(socket_t sock, Clock::time_point accepted) {
                        [this] { return stopping(); }, &head);
   switch (outcome) {
     case HeadOutcome::kComplete: {
+      StripRangeHeaders(&head);
       DeadlineStream stream(sock, std::move(head), accepted + limits_.request_timeout,
                             limits_.write_timeout);
       bool closed = false;

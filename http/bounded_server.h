@@ -17,6 +17,9 @@
 //  * reads the request head (request line and headers) itself: it must end
 //    in a blank line within max_head_bytes, and within head_timeout of the
 //    accept, else 431 or 408 and the connection is closed;
+//  * drops any Range header from that head: httplib 0.11 would apply the
+//    ranges to every response itself, without limit (many overlapping ranges
+//    multiplied the body in memory); the full body is answered instead;
 //  * only then lets httplib parse and route the request, from that buffer and
 //    then the socket, the whole request due within request_timeout of the
 //    accept and the whole response taken within write_timeout;
