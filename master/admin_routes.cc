@@ -18,6 +18,7 @@
 #include "http/process_routes.h"
 #include "http/prometheus_writer.h"
 #include "http/status_page.h"
+#include "master/leader_election.h"
 #include "mooncake_rpc/WorkerService.h"
 #include "thrift/rpc_channel.h"
 
@@ -59,11 +60,42 @@ json NodeJson(const NodeRecord& node) {
           {"tiers", std::move(tiers)}};
 }
 
-// /readyz and /health: always 200 while serving; dead nodes make it
-// "degraded", one reason each.
-HttpResponse Readiness(const MasterService& service) {
+// This master's HA role for /readyz and /metrics: "standalone" without
+// --etcd; else "leader" (serving keys), "rebuilding" (leader inside its
+// --ha-rebuild-ms window: key calls still answer NOT_LEADER) or "standby".
+struct HaRole {
+  std::string name = "standalone";
+  std::string leader;  // the leader's RPC address; empty when unknown or standalone
+  bool serving = true;
+};
+
+HaRole RoleOf(const RoleGate* gate) {
+  HaRole out;
+  if (!gate) return out;
+  RoleSnapshot snap = gate->Snapshot();
+  out.leader = snap.leader_address;
+  out.serving = snap.serving_keys;
+  out.name = snap.serving_keys ? "leader" : snap.leader ? "rebuilding" : "standby";
+  return out;
+}
+
+// /readyz and /health: 200 while this master serves key calls (always
+// without HA); dead nodes make it "degraded", one reason each. A standby,
+// or a new leader still rebuilding its directory, answers every key call
+// NOT_LEADER, so it is not ready: 503 "ready":false with the reason.
+HttpResponse Readiness(const MasterService& service, const RoleGate* gate) {
+  const HaRole role = RoleOf(gate);
   size_t alive = 0, dead = 0;
   json reasons = json::array();
+  if (role.name == "standby") {
+    reasons.push_back("standby: " + (role.leader.empty() ? std::string("no leader known yet")
+                                                         : "the leader is " + role.leader) +
+                      "; key calls answer NOT_LEADER here");
+  } else if (role.name == "rebuilding") {
+    reasons.push_back(
+        "new leader rebuilding its directory from the workers' announcements; key calls "
+        "answer NOT_LEADER until --ha-rebuild-ms passes");
+  }
   for (const auto& node : service.ListNodes()) {
     ++(node.alive ? alive : dead);
     if (!node.alive) {
@@ -71,14 +103,18 @@ HttpResponse Readiness(const MasterService& service) {
                         " is dead (no heartbeat within the node TTL)");
     }
   }
-  return JsonResponse({{"status", "ok"},
-                       {"ready", true},
+  json leader = role.leader.empty() ? json(nullptr) : json(role.leader);
+  return JsonResponse({{"status", role.serving ? "ok" : "unavailable"},
+                       {"ready", role.serving},
                        {"role", "master"},
+                       {"ha_role", role.name},
+                       {"leader", std::move(leader)},
                        {"keys", service.key_count()},
                        {"nodes_alive", alive},
                        {"nodes_dead", dead},
                        {"degraded", dead > 0},
-                       {"reasons", std::move(reasons)}});
+                       {"reasons", std::move(reasons)}},
+                      role.serving ? 200 : 503);
 }
 
 HttpResponse Nodes(const MasterService& service) {
@@ -423,7 +459,7 @@ class WorkerStatsCollector {
 };
 
 HttpResponse Metrics(const MasterService& service, const RequestMetrics* requests,
-                     const RpcStatsFn& rpc) {
+                     const RpcStatsFn& rpc, const RoleGate* gate) {
   auto nodes = service.ListNodes();
   size_t alive = 0, dead = 0;
   for (const auto& node : nodes) ++(node.alive ? alive : dead);
@@ -432,6 +468,17 @@ HttpResponse Metrics(const MasterService& service, const RequestMetrics* request
   WriteProcessMetrics(w, ReadProcessStats());
   w.Gauge("mooncake_master_keys", "Keys with an owner in the directory",
           static_cast<double>(service.key_count()));
+  // A standby's registry is its own (empty) one: this tells it apart.
+  const HaRole role = RoleOf(gate);
+  w.Gauge("mooncake_master_is_leader",
+          "1 if this master serves key calls (the HA leader past its rebuild window, or a "
+          "master without --etcd), else 0",
+          role.serving ? 1.0 : 0.0);
+  w.BeginGauge("mooncake_master_ha_role",
+               "1 for this master's HA role: standalone, leader, rebuilding or standby");
+  for (const char* name : {"standalone", "leader", "rebuilding", "standby"}) {
+    w.Sample({{"role", name}}, role.name == name ? 1.0 : 0.0);
+  }
   w.BeginGauge("mooncake_master_nodes", "Registered nodes by liveness");
   w.Sample({{"state", "alive"}}, static_cast<uint64_t>(alive));
   w.Sample({{"state", "dead"}}, static_cast<uint64_t>(dead));
@@ -454,7 +501,7 @@ HttpResponse Metrics(const MasterService& service, const RequestMetrics* request
 
 void RegisterMasterAdminRoutes(AdminServer& server, MasterService& service,
                                const RequestMetrics* requests, RpcStatsFn rpc,
-                               TlsSettings worker_tls) {
+                               TlsSettings worker_tls, const RoleGate* gate) {
   MasterService* svc = &service;
   auto collector = std::make_shared<WorkerStatsCollector>(std::move(worker_tls));
   RegisterProcessRoutes(server, "master");
@@ -464,17 +511,20 @@ void RegisterMasterAdminRoutes(AdminServer& server, MasterService& service,
   server.Route("GET", "/cluster/stats", [svc, collector](const HttpRequest&) {
     return JsonResponse(collector->Collect(svc->ListNodes()));
   });
-  server.Route("GET", "/readyz", [svc](const HttpRequest&) { return Readiness(*svc); });
-  server.Route("GET", "/health", [svc](const HttpRequest&) { return Readiness(*svc); });
+  server.Route("GET", "/readyz",
+               [svc, gate](const HttpRequest&) { return Readiness(*svc, gate); });
+  server.Route("GET", "/health",
+               [svc, gate](const HttpRequest&) { return Readiness(*svc, gate); });
   server.Route("GET", "/nodes", [svc](const HttpRequest&) { return Nodes(*svc); });
   server.Route("DELETE", "/nodes/{id}",
                [svc](const HttpRequest& req) { return ForgetNode(*svc, req); });
   server.Route("GET", "/keys", [svc](const HttpRequest& req) { return KeyList(*svc, req); });
   server.Route("GET", "/keys/{key...}",
                [svc](const HttpRequest& req) { return KeyLookup(*svc, req); });
-  server.Route("GET", "/metrics", [svc, requests, rpc = std::move(rpc)](const HttpRequest&) {
-    return Metrics(*svc, requests, rpc);
-  });
+  server.Route("GET", "/metrics",
+               [svc, requests, rpc = std::move(rpc), gate](const HttpRequest&) {
+                 return Metrics(*svc, requests, rpc, gate);
+               });
 }
 
 }  // namespace mooncake

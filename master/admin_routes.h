@@ -4,12 +4,17 @@
 // MasterService calls and results to JSON; every rule lives in the service.
 //
 //   GET /livez        200 {"status":"ok","role":"master"} whenever the process serves HTTP
-//   GET /readyz       200 {"status":"ok","ready":true,"role":"master","keys":N,"nodes_alive":N,
-//                       "nodes_dead":N,"degraded":bool,"reasons":["node w1 is dead ..."]}
-//                     The master is ready once it serves (the admin server starts after the
-//                     RPC server), so this is always 200: a dead node does not stop the
-//                     master from serving the others. Each dead node is one entry in
-//                     "reasons" and sets "degraded":true.
+//   GET /readyz       200 {"status":"ok","ready":true,"role":"master","ha_role","leader",
+//                       "keys":N,"nodes_alive":N,"nodes_dead":N,"degraded":bool,
+//                       "reasons":["node w1 is dead ..."]}
+//                     Ready while this master serves key calls: always without HA (the
+//                     admin server starts after the RPC server); a dead node does not stop
+//                     the master from serving the others (one entry in "reasons" each, and
+//                     "degraded":true). "ha_role": "standalone" (no --etcd), "leader",
+//                     "rebuilding" (a new leader inside --ha-rebuild-ms) or "standby";
+//                     "leader": the leader's RPC address, or null when unknown. A standby
+//                     or a rebuilding leader answers key calls NOT_LEADER, so it answers
+//                     503 "status":"unavailable","ready":false with that as a reason.
 //   GET /health       alias of /readyz (same status code and body)
 //   GET /version      {"version","commit","build_type","gpu":bool,"rdma":bool}
 //   GET /nodes        {"nodes":[{"node_id","address":"host:port","host","port","alive",
@@ -60,7 +65,9 @@
 //   GET /metrics      Prometheus text: keys, nodes by state, per-node tier
 //                     capacity/used/objects, node up, and request counters and
 //                     latency histograms when `requests` is given, and the
-//                     RPC server's mooncake_rpc_* families when `rpc` is.
+//                     RPC server's mooncake_rpc_* families when `rpc` is;
+//                     mooncake_master_is_leader (1 when serving key calls) and
+//                     mooncake_master_ha_role{role=...} (1 for the current role).
 
 #include "common/metrics.h"
 #include "http/admin_server.h"
@@ -70,11 +77,15 @@
 
 namespace mooncake {
 
+class RoleGate;
+
 // Registers the routes above on `server` (before it starts). `service` and
 // `requests` (may be null) must outlive the server. `worker_tls`: the TLS
 // settings /cluster/stats calls workers with (the master's own; empty: TCP).
+// `gate` (may be null: no HA) gives /readyz and /metrics this master's HA
+// role; it must outlive the server.
 void RegisterMasterAdminRoutes(AdminServer& server, MasterService& service,
                                const RequestMetrics* requests = nullptr, RpcStatsFn rpc = {},
-                               TlsSettings worker_tls = {});
+                               TlsSettings worker_tls = {}, const RoleGate* gate = nullptr);
 
 }  // namespace mooncake

@@ -112,7 +112,8 @@ Result<void> MasterServer::StartAdmin(const MasterConfig& config) {
   options.token = config.admin_token;
   admin_ = std::make_unique<AdminServer>(std::move(options));
   RegisterMasterAdminRoutes(
-      *admin_, *service_, requests_.get(), [rpc = rpc_.get()] { return rpc->stats(); }, config.tls);
+      *admin_, *service_, requests_.get(), [rpc = rpc_.get()] { return rpc->stats(); }, config.tls,
+      gate_.get());
   if (auto started = admin_->Start(config.admin_host, port); !started) {
     MC_LOG_ERROR("master admin server cannot listen host={} port={}", config.admin_host, port);
     return Err(started.error());

@@ -31,6 +31,7 @@
 #include "http/prometheus_writer.h"
 #include "http/ready_file.h"
 #include "master/admin_routes.h"
+#include "master/leader_election.h"
 #include "master/master_server.h"
 #include "master/master_service.h"
 #include "tests/unit/in_memory_directory.h"
@@ -818,6 +819,68 @@ TEST_F(MasterAdminTest, ReadOnlyRoutesRejectOtherMethodsAndUnknownPaths) {
   ExpectError(api_->Call("POST", "/", "{}", kToken), 405, "METHOD_NOT_ALLOWED");
   ExpectError(api_->Get("/nope"), 404, "ROUTE_NOT_FOUND");
   ExpectError(api_->Get("/cluster"), 404, "ROUTE_NOT_FOUND");
+}
+
+// A standby answers every key call NOT_LEADER, and so does a new leader
+// inside its rebuild window: neither may say ready (a readiness-gated
+// Service would send it traffic), and both say their HA role, in /readyz and
+// in /metrics. Without a gate (no --etcd) the master is "standalone", ready.
+TEST_F(MasterAdminTest, ReadinessFollowsTheHaRole) {
+  RoleGate gate("c", Millis(300));
+  gate.set_self_address("127.0.0.1:7100");
+  AdminServer ha_server;
+  RegisterMasterAdminRoutes(ha_server, *service_, &requests_, {}, {}, &gate);
+  ASSERT_TRUE(ha_server.Start("127.0.0.1", 0));
+  Api ha(ha_server.port());
+
+  auto role_metric = [&](const std::string& role) {
+    return ScrapeMetrics(ha).Value("mooncake_master_ha_role", {{"role", role}});
+  };
+  for (const char* path : {"/readyz", "/health"}) {
+    auto reply = ha.Get(path);
+    EXPECT_EQ(reply.status, 503) << reply.body;
+    json doc = JsonOf(reply);
+    EXPECT_EQ(doc["ready"], false);
+    EXPECT_EQ(doc["status"], "unavailable");
+    EXPECT_EQ(doc["ha_role"], "standby");
+    EXPECT_EQ(doc["leader"], nullptr);
+    ASSERT_FALSE(doc["reasons"].empty());
+    EXPECT_TRUE(doc["reasons"][0].get<std::string>().starts_with("standby")) << reply.body;
+  }
+  gate.BecomeStandby("10.0.0.9:50051");
+  json standby = JsonOf(ha.Get("/readyz"));
+  EXPECT_EQ(standby["leader"], "10.0.0.9:50051");
+  EXPECT_NE(standby["reasons"][0].get<std::string>().find("10.0.0.9:50051"), std::string::npos);
+  EXPECT_EQ(ScrapeMetrics(ha).Value("mooncake_master_is_leader", {}), 0.0);
+  EXPECT_EQ(role_metric("standby"), 1.0);
+
+  const auto became = SteadyClock::now();
+  gate.BecomeLeader(became + std::chrono::hours(1));
+  auto rebuilding = ha.Get("/readyz");
+  if (SteadyClock::now() < became + Millis(300)) {  // still inside the window
+    EXPECT_EQ(rebuilding.status, 503) << rebuilding.body;
+    EXPECT_EQ(JsonOf(rebuilding)["ha_role"], "rebuilding");
+  }
+  const auto give_up = SteadyClock::now() + std::chrono::seconds(5);
+  while (!gate.serving_keys() && SteadyClock::now() < give_up) {
+    std::this_thread::sleep_for(Millis(20));
+  }
+  auto leader = ha.Get("/readyz");
+  EXPECT_EQ(leader.status, 200) << leader.body;
+  json doc = JsonOf(leader);
+  EXPECT_EQ(doc["ready"], true);
+  EXPECT_EQ(doc["ha_role"], "leader");
+  EXPECT_EQ(doc["leader"], "127.0.0.1:7100");
+  EXPECT_EQ(ScrapeMetrics(ha).Value("mooncake_master_is_leader", {}), 1.0);
+  EXPECT_EQ(role_metric("leader"), 1.0);
+  EXPECT_EQ(role_metric("standby"), 0.0);
+  ha_server.Stop();
+
+  // The fixture's server has no gate.
+  json standalone = JsonOf(api_->Get("/readyz"));
+  EXPECT_EQ(standalone["ready"], true);
+  EXPECT_EQ(standalone["ha_role"], "standalone");
+  EXPECT_EQ(ScrapeMetrics(*api_).Value("mooncake_master_is_leader", {}), 1.0);
 }
 
 TEST(MasterServerAdminTest, StartsTheAdminServerUnlessDisabled) {
