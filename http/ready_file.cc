@@ -4,8 +4,20 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 namespace mooncake {
+
+namespace {
+
+std::string ReadyFileText(std::span<const int> ports) {
+  std::string text;
+  for (int port : ports) text += std::to_string(port) + '\n';
+  return text;
+}
+
+}  // namespace
 
 Result<void> WriteReadyFilePorts(const std::string& path, std::span<const int> ports) {
   // The pid keeps two processes given the same path from sharing a temp file.
@@ -13,7 +25,7 @@ Result<void> WriteReadyFilePorts(const std::string& path, std::span<const int> p
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out) return Err(ErrorCode::kInvalidParams);
-    for (int port : ports) out << port << '\n';
+    out << ReadyFileText(ports);
     if (!out.flush()) {
       std::filesystem::remove(tmp);
       return Err(ErrorCode::kInternalError);
@@ -26,6 +38,18 @@ Result<void> WriteReadyFilePorts(const std::string& path, std::span<const int> p
     return Err(ErrorCode::kInternalError);
   }
   return {};
+}
+
+bool RemoveReadyFileIfOurs(const std::string& path, std::span<const int> ports) {
+  std::string text;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return false;
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  if (text != ReadyFileText(ports)) return false;
+  std::error_code ec;
+  return std::filesystem::remove(path, ec);
 }
 
 }  // namespace mooncake

@@ -20,4 +20,12 @@ namespace mooncake {
 // writing or renaming fails.
 Result<void> WriteReadyFilePorts(const std::string& path, std::span<const int> ports);
 
+// On a stop: removes `path` if it still holds exactly what
+// WriteReadyFilePorts(path, ports) wrote, so a supervisor waiting for the
+// file never takes a stopped server's ports for a live one's; a file
+// another process wrote since (a new instance given the same path) is left
+// alone. True if removed. Not atomic against a writer renaming over the
+// file at the same instant (a restart racing its predecessor's exit).
+bool RemoveReadyFileIfOurs(const std::string& path, std::span<const int> ports);
+
 }  // namespace mooncake

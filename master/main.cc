@@ -3,7 +3,9 @@
 // bad configuration, 3 after losing HA leadership (--etcd; docs/ha.md: its
 // directory may be stale, so a supervisor restarts it as a fresh standby).
 // The ready file (--ready-file) holds two lines: the RPC
-// port and the admin port (-1 when --admin-port is -1).
+// port and the admin port (-1 when --admin-port is -1). It is removed again
+// once the master stopped (a clean stop or exit 3), unless another process
+// has rewritten it since.
 
 #include <signal.h>
 #include <unistd.h>
@@ -40,9 +42,9 @@ int main(int argc, char** argv) {
   if (!server) return 1;
   MC_LOG_INFO("master listening host={} port={} admin_port={} node_ttl_ms={}", config->host,
               (*server)->port(), (*server)->admin_port(), config->node_ttl_ms);
+  // RPC port first: readers that take only the first integer keep working.
+  const int ports[] = {(*server)->port(), (*server)->admin_port()};
   if (!config->ready_file.empty()) {
-    // RPC port first: readers that take only the first integer keep working.
-    const int ports[] = {(*server)->port(), (*server)->admin_port()};
     if (auto written = WriteReadyFilePorts(config->ready_file, ports); !written) {
       MC_LOG_ERROR("cannot write ready file path={} error={}", config->ready_file,
                    ToString(written.error()));
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
   int sig = WaitForStopSignal(stop_signals);
   MC_LOG_INFO("master stopping signal={} lost_leadership={}", sig, lost_leadership.load());
   (*server)->Stop();
+  if (!config->ready_file.empty()) RemoveReadyFileIfOurs(config->ready_file, ports);
   MC_LOG_INFO("master stopped");
   return lost_leadership ? 3 : 0;
 }
