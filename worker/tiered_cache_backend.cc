@@ -176,10 +176,27 @@ Result<void> TieredCacheBackend::ConfirmAdoptSoon(const std::string& key) {
 
 namespace {
 
-// Keys a batch (ReadManyInPlace, NotHeld) handles per hold of the lock:
-// bounds how long one batch keeps other requests waiting, and how many
-// objects a BatchGet pins at once.
+// Keys a batch (ReadManyInPlace, ReadableFromHostMemory, NotHeld) handles
+// per hold of the lock: bounds how long one batch keeps other requests
+// waiting, and how many objects a BatchGet pins at once.
 constexpr size_t kKeysPerLockHold = 64;
+
+// Looks `keys` up a run of kKeysPerLockHold per hold of ctx.mu and passes
+// each key's record (null: absent) to visit(i, object), the lock held. A
+// visit that answers false ends the walk.
+template <typename Visit>
+void FindInRuns(BackendContext& ctx, ObjectTable& table, std::span<const std::string> keys,
+                Visit visit) {
+  for (size_t first = 0; first < keys.size(); first += kKeysPerLockHold) {
+    const size_t count = std::min(keys.size() - first, kKeysPerLockHold);
+    Object* found[kKeysPerLockHold];
+    std::lock_guard lock(ctx.mu);
+    table.FindMany(keys.subspan(first, count), std::span(found, count));
+    for (size_t i = 0; i < count; ++i) {
+      if (!visit(first + i, found[i])) return;
+    }
+  }
+}
 
 // A read between its two locked steps: the object is pinned (a reader) and
 // its allocation held, so the copy-out needs no lock.
@@ -396,14 +413,17 @@ void TieredCacheBackend::ReadManyInPlace(const std::vector<std::string>& keys, u
 }
 
 bool TieredCacheBackend::ReadableFromHostMemory(std::span<const std::string> keys) const {
-  std::lock_guard lock(ctx_->mu);
-  for (const auto& key : keys) {
-    const Object* object = table_->Find(key);
-    if (object == nullptr || !object->allocation) continue;
+  // Asked on an epoll loop thread for a whole BatchGet (up to a frame's
+  // worth of keys): a run of keys per lock hold, as the read takes them, or
+  // every other call on the node would wait for the whole list.
+  bool readable = true;
+  FindInRuns(*ctx_, *table_, keys, [&](size_t, const Object* object) {
+    if (object == nullptr || !object->allocation) return true;
     const Allocation& allocation = *object->allocation;
-    if (allocation.tier->HostAddress(allocation.location) == nullptr) return false;
-  }
-  return true;
+    readable = allocation.tier->HostAddress(allocation.location) != nullptr;
+    return readable;
+  });
+  return readable;
 }
 
 Result<bool> TieredCacheBackend::Exist(const std::string& key, bool prefetch,
@@ -660,15 +680,10 @@ std::vector<std::string> TieredCacheBackend::Keys() const {
 
 std::vector<std::string> TieredCacheBackend::NotHeld(std::span<const std::string> keys) const {
   std::vector<std::string> gone;
-  for (size_t first = 0; first < keys.size(); first += kKeysPerLockHold) {
-    const size_t count = std::min(keys.size() - first, kKeysPerLockHold);
-    Object* found[kKeysPerLockHold];
-    std::lock_guard lock(ctx_->mu);
-    table_->FindMany(keys.subspan(first, count), std::span(found, count));
-    for (size_t i = 0; i < count; ++i) {
-      if (found[i] == nullptr || !ObjectTable::IsHeld(*found[i])) gone.push_back(keys[first + i]);
-    }
-  }
+  FindInRuns(*ctx_, *table_, keys, [&](size_t i, const Object* object) {
+    if (object == nullptr || !ObjectTable::IsHeld(*object)) gone.push_back(keys[i]);
+    return true;
+  });
   return gone;
 }
 

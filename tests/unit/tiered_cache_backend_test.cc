@@ -780,6 +780,25 @@ TEST_F(BackendTest, OnlyKeysInDramAndAbsentKeysAreReadableFromHostMemory) {
   EXPECT_TRUE(backend_->ReadableFromHostMemory(std::vector<std::string>{"h0"}));
 }
 
+// A BatchGet's key list (up to a frame's worth) is checked a run of keys per
+// hold of the lock: a key on the SSD is found wherever it lies among them.
+TEST_F(BackendTest, AnSsdKeyAnywhereInALongKeyListMakesItNotReadableFromHostMemory) {
+  Open(4 * kMiB, 64 * kMiB);
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(backend_->Put("h" + std::to_string(i), Pattern("h", kMiB, i), {}));
+  }
+  ASSERT_EQ(TierOf("h0"), "ssd");
+  ASSERT_EQ(TierOf("h5"), "dram");
+  for (size_t at : {0, 63, 64, 127, 128, 199}) {
+    std::vector<std::string> keys(200, "h5");
+    keys[at] = "h0";
+    EXPECT_FALSE(backend_->ReadableFromHostMemory(keys)) << at;
+  }
+  std::vector<std::string> keys(200, "absent");
+  keys[150] = "h5";
+  EXPECT_TRUE(backend_->ReadableFromHostMemory(keys));
+}
+
 TEST_F(BackendTest, PromotionCanBeTurnedOff) {
   BackendOptions options = DefaultOptions();
   options.promote_on_get = false;
