@@ -274,6 +274,30 @@ void UnpinLocked(BackendContext& ctx, ObjectTable& table, WorkQueue& work, const
   }
 }
 
+// Lets go of a pinned read (UnpinLocked) however the reader's scope ends,
+// an exception from the copy or the visitor included: a pin left behind
+// would keep the object from ever moving or being evicted.
+class ScopedUnpin {
+ public:
+  ScopedUnpin(BackendContext& ctx, ObjectTable& table, WorkQueue& work, const std::string& key,
+              const PinnedRead& pinned, const Result<void>& copied)
+      : ctx_(ctx), table_(table), work_(work), key_(key), pinned_(pinned), copied_(copied) {}
+  ScopedUnpin(const ScopedUnpin&) = delete;
+  ScopedUnpin& operator=(const ScopedUnpin&) = delete;
+  ~ScopedUnpin() {
+    std::lock_guard lock(ctx_.mu);
+    UnpinLocked(ctx_, table_, work_, key_, pinned_, copied_);
+  }
+
+ private:
+  BackendContext& ctx_;
+  ObjectTable& table_;
+  WorkQueue& work_;
+  const std::string& key_;
+  const PinnedRead& pinned_;
+  const Result<void>& copied_;
+};
+
 }  // namespace
 
 Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offset,
@@ -290,9 +314,12 @@ Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offse
         PinLocked(*ctx_, *table_, table_->Find(key), offset, length, SteadyClock::now(), slice);
   }
   if (!pinned) return Err(pinned.error());
-  Result<void> copied = CopyOut(*pinned, slice.data);
-  std::lock_guard lock(ctx_->mu);
-  UnpinLocked(*ctx_, *table_, *work_, key, *pinned, copied);
+  // Nothing was read (no hit, no promotion) unless CopyOut returns.
+  Result<void> copied = Err(ErrorCode::kInternalError);
+  {
+    ScopedUnpin unpin(*ctx_, *table_, *work_, key, *pinned, copied);
+    copied = CopyOut(*pinned, slice.data);
+  }
   if (!copied) return Err(copied.error());
   return slice;
 }
@@ -310,18 +337,7 @@ Result<void> TieredCacheBackend::ReadInPlace(const std::string& key, uint64_t of
   }
   if (!pinned) return Err(pinned.error());
   Result<void> copied;
-  // Released however this returns, `visit` throwing included: a pin left
-  // behind would keep the object from ever moving or being evicted.
-  struct Unpin {
-    TieredCacheBackend& backend;
-    const std::string& key;
-    const PinnedRead& pinned;
-    const Result<void>& copied;
-    ~Unpin() {
-      std::lock_guard lock(backend.ctx_->mu);
-      UnpinLocked(*backend.ctx_, *backend.table_, *backend.work_, key, pinned, copied);
-    }
-  } unpin{*this, key, *pinned, copied};
+  ScopedUnpin unpin(*ctx_, *table_, *work_, key, *pinned, copied);
   const Allocation& allocation = *pinned->allocation;
   const ReadInfo info{.total_size = slice.total_size, .version = slice.version};
   if (const std::byte* base = allocation.tier->HostAddress(allocation.location)) {
