@@ -267,7 +267,11 @@ void UnpinLocked(BackendContext& ctx, ObjectTable& table, WorkQueue& work, const
   if (!copied) return;
   BackendCounters& counters = ctx.counters;
   counters.tier[pinned.tier].read_bytes.fetch_add(pinned.want, std::memory_order_relaxed);
-  if (pinned.offset == 0) counters.tier[pinned.tier].hits.fetch_add(1, std::memory_order_relaxed);
+  // A batch's piece past its reply budget (no bytes; objects are never
+  // empty) read nothing: the client's Get of it counts the hit.
+  if (pinned.offset == 0 && pinned.want > 0) {
+    counters.tier[pinned.tier].hits.fetch_add(1, std::memory_order_relaxed);
+  }
   bool read_to_end = pinned.offset + pinned.want == pinned.size;
   if (object != nullptr && read_to_end && pinned.tier > 0 && ctx.options.promote_on_get) {
     work.QueuePromotionLocked(*object, {.key = key, .requester_node = "", .prefetch = false});
@@ -366,11 +370,12 @@ void TieredCacheBackend::ReadManyInPlace(const std::vector<std::string>& keys, u
   std::vector<Result<PinnedRead>> pinned(count);
   std::vector<Result<void>> copied(count);
   std::vector<std::string> copies(count);  // for tiers outside host memory
+  uint64_t gets = 0;                       // valid keys, less those past the budget
   for (size_t i = 0; i < count; ++i) {
     if (auto valid = ValidateKey(keys[i]); !valid) {
       pinned[i] = Err(valid.error());
     } else {
-      ctx_->counters.gets.fetch_add(1, std::memory_order_relaxed);
+      ++gets;
     }
   }
   // Released however this returns, `visit` throwing included, a run of keys
@@ -414,6 +419,9 @@ void TieredCacheBackend::ReadManyInPlace(const std::vector<std::string>& keys, u
     PinnedRead& read = *pinned[i];
     read.want = std::min(read.want, budget);
     budget -= read.want;
+    // Past the budget no byte of it is sent: the client reads it with a Get
+    // at offset 0, and that read is the one that counts.
+    if (read.want == 0) --gets;
     const Allocation& allocation = *read.allocation;
     // Copied for tiers outside host memory, not lent: a batch would hold a
     // 4 MiB read buffer per key, and on an H100 lending gained nothing here.
@@ -425,6 +433,7 @@ void TieredCacheBackend::ReadManyInPlace(const std::vector<std::string>& keys, u
       pieces[i].info = Err(copied[i].error());
     }
   }
+  ctx_->counters.gets.fetch_add(gets, std::memory_order_relaxed);
   visit(pieces);
 }
 

@@ -148,6 +148,29 @@ TEST_F(BackendReadTest, DataStopsAtTheBudgetButEveryKeyKeepsItsSizeAndVersion) {
   EXPECT_TRUE(results[2]->data.empty());
 }
 
+// A key past the budget gets only its size and version; the client then
+// reads it with a Get at offset 0, and that is the read that counts.
+// Counted in the batch as well, each such object would be two gets and two
+// hits.
+TEST_F(BackendReadTest, AKeyPastTheBudgetCountsNoGetOrHitUntilItIsRead) {
+  Open(16 * kMiB, 32 * kMiB);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(backend_->Put("k" + std::to_string(i), Pattern(kMiB, i), {}));
+
+  auto results = GetMany(*backend_, {"k0", "k1", "k2"}, kMiB + kMiB / 2);
+  ASSERT_TRUE(results[2]);
+  ASSERT_TRUE(results[2]->data.empty());
+  BackendStats stats = backend_->Stats();
+  EXPECT_EQ(stats.gets, 2u) << "k0 whole, k1 its first piece";
+  EXPECT_EQ(stats.tiers[0].hits, 2u);
+  EXPECT_EQ(stats.tiers[0].read_bytes, kMiB + kMiB / 2);
+
+  ASSERT_TRUE(backend_->Get("k2", 0, kRpcChunkBytes));  // the client's read of k2
+  stats = backend_->Stats();
+  EXPECT_EQ(stats.gets, 3u);
+  EXPECT_EQ(stats.tiers[0].hits, 3u);
+}
+
 TEST_F(BackendReadTest, ManyKeysSpanSeveralLockHolds) {
   Open(16 * kMiB, 32 * kMiB);
   std::vector<std::string> keys;
