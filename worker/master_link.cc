@@ -452,12 +452,16 @@ Result<void> MasterLink::HandOver(const std::string& key, const std::string& new
 }
 
 Result<std::string> MasterLink::OwnerOf(const std::string& key) {
-  rpc::LocationResult location;
-  auto reply = channel_->shards.ForKey(key).Call(
-      [&](rpc::MasterServiceClient& client) { client.GetLocation(location, key); });
+  // The reply goes back through Call, which follows a NOT_LEADER to the new
+  // leader (a void lambda would leave that code to the caller).
+  auto reply = channel_->shards.ForKey(key).Call([&](rpc::MasterServiceClient& client) {
+    rpc::LocationResult location;
+    client.GetLocation(location, key);
+    return location;
+  });
   if (!reply) return Err(reply.error());
-  if (auto found = ToResult(location.code); !found) return Err(found.error());
-  return location.node_id;
+  if (auto found = ToResult(reply->code); !found) return Err(found.error());
+  return reply->node_id;
 }
 
 Result<bool> MasterLink::OwnedHere(const std::string& key) {

@@ -433,21 +433,26 @@ void Mover::SettleHandOvers() {
     std::lock_guard lock(ctx_.mu);
     asking.swap(unsettled_);
   }
+  bool master_answers = true;
   for (UnsettledHandOver& hand_over : asking) {
-    auto owned = ctx_.directory->OwnedHere(hand_over.key);
+    // Once the master did not answer, the rest wait for the next pass rather
+    // than each waiting out a timeout here, holding up the other maintenance.
+    Result<bool> owned = Err(ErrorCode::kRpcTimeout);
+    if (master_answers) owned = ctx_.directory->OwnedHere(hand_over.key);
     std::lock_guard lock(ctx_.mu);
     Object* object = table_.FindSame(hand_over.key, hand_over.object_id);
     if (object == nullptr) continue;
-    if (!owned &&
-        (owned.error() == ErrorCode::kRpcTimeout || owned.error() == ErrorCode::kRpcFail)) {
-      unsettled_.push_back(std::move(hand_over));  // ask again on the next pass
-      continue;
-    }
     // Ours, or a key the master does not know (it may be announced yet, as
-    // TransferOut keeps such a copy), stays; one another node owns goes.
+    // TransferOut keeps such a copy), stays.
     if (owned ? *owned : owned.error() == ErrorCode::kObjectNotFound) continue;
-    if (object->state() != ObjectState::kComplete || object->moving()) {
-      unsettled_.push_back(std::move(hand_over));  // busy now: next pass
+    // Only a master that names another node lets the copy go; any other
+    // error (away, a standby, a failure) is asked again on the next pass.
+    if (!owned || object->state() != ObjectState::kComplete || object->moving()) {
+      if (!owned &&
+          (owned.error() == ErrorCode::kRpcTimeout || owned.error() == ErrorCode::kRpcFail)) {
+        master_answers = false;
+      }
+      unsettled_.push_back(std::move(hand_over));
       continue;
     }
     MC_LOG_INFO("erased a copy whose hand-over the master applied after all key={}", hand_over.key);

@@ -91,12 +91,14 @@ class NodeDirectory : public OwnerDirectory {
   Result<void> Claim(const std::string& key) override { return master_.Claim(key, node_); }
   Result<void> Release(const std::string& key) override { return master_.Release(key, node_); }
   Result<bool> OwnedHere(const std::string& key) override {
-    if (master_away) return Err(ErrorCode::kRpcTimeout);
+    if (master_fails) return Err(*master_fails);
     std::string owner = master_.OwnerOf(key);
     if (owner.empty()) return Err(ErrorCode::kObjectNotFound);
     return owner == node_;
   }
-  bool master_away = false;  // OwnedHere cannot reach the master
+  // OwnedHere's error instead of an answer: kRpcTimeout, a master away;
+  // kNotLeader, a standby; kInternalError.
+  std::optional<ErrorCode> master_fails;
   Result<bool> RemovedSinceSent(const std::string& key, const std::string& sender) override {
     return master_.OwnerOf(key).empty() && master_.Alive(sender);
   }
@@ -531,19 +533,22 @@ TEST(MoverHandOverTest, AnUnsettledHandOverTheMasterDidNotApplyLeavesTheKeyWithT
   EXPECT_EQ(moved.a.backend->Stats().moved_out, 0u);
 }
 
-// The master applied A's swap. A keeps serving its copy while the master is
-// away; once it answers again, A's next pass finds B the owner and erases
-// its copy, which would otherwise serve the old value after B took an
-// upsert of the key.
+// The master applied A's swap. A keeps serving its copy while the master does
+// not answer (away, a standby, a failure); once it answers again, A's next pass finds B the owner
+// and erases its copy, which would otherwise serve the old value after B took an upsert of the key.
 TEST(MoverHandOverTest, ASenderErasesItsCopyOnceItLearnsTheUnsettledSwapWasApplied) {
   UnsettledHandOver moved(/*applied=*/true);
   ASSERT_EQ(moved.master.OwnerOf("k"), "B");
-  moved.a.directory.master_away = true;
-  moved.a.backend->RunMaintenance();
-  EXPECT_EQ(Read(*moved.a.backend, "k"), moved.value) << "dropped while unsettled";
+  for (ErrorCode no_answer :
+       {ErrorCode::kRpcTimeout, ErrorCode::kNotLeader, ErrorCode::kInternalError}) {
+    moved.a.directory.master_fails = no_answer;
+    moved.a.backend->RunMaintenance();
+    EXPECT_EQ(Read(*moved.a.backend, "k"), moved.value)
+        << "dropped on " << ToString(no_answer) << ", before the master named B";
+  }
   moved.b.backend->RunMaintenance();  // B confirms its copy
   ASSERT_TRUE(moved.b.backend->Upsert("k", std::string(4 * kKiB, '2'), {}));
-  moved.a.directory.master_away = false;
+  moved.a.directory.master_fails.reset();
   moved.a.backend->RunMaintenance();
   EXPECT_EQ(Read(*moved.a.backend, "k"), "OBJECT_NOT_FOUND");
   EXPECT_TRUE(moved.a.backend->Keys().empty());
