@@ -187,6 +187,10 @@ Result<Owner> ClientRouter::Relocate(const std::string& key, const std::string& 
     auto hinted = Node(hint);
     if (hinted) {
       RememberOwner(key, hint);
+      // The address is the registry cache's, which a worker that restarted
+      // on another port has left: marked cached, a caller that cannot reach
+      // it asks the master (RelocateUnreachable) instead of failing.
+      hinted->cached = true;
       return hinted;
     }
     MC_LOG_DEBUG("owner hint unusable key={} hint={} error={}", key, hint,

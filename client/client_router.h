@@ -40,8 +40,8 @@ using WorkerChannel = RpcChannel<rpc::WorkerServiceClient>;
 struct Owner {
   std::string node_id;
   std::shared_ptr<WorkerChannel> channel;
-  // Came from the client's key -> owner cache, not from the master: a
-  // failure to reach it is a reason to ask the master again.
+  // Came from the client's key -> owner cache or an owner hint, not from
+  // the master: a failure to reach it is a reason to ask the master again.
   bool cached = false;
 };
 

@@ -125,5 +125,39 @@ TEST_F(ClientConsistencyTest, APutOfAnExistingKeyRetriedAfterRpcFailIsRefused) {
   EXPECT_EQ(client->Inspect("k")->node_id, "w1");
 }
 
+// A key moved to a node that restarted on another port (same node id) since
+// this client last talked to it. The old owner's hint names the node; the
+// address the client has for it is stale. The read still finds the key at
+// the node's new address (it used to fail with RPC_FAIL).
+TEST_F(ClientConsistencyTest, AReadFollowingAHintToANodeThatRestartedOnAnotherPortFindsIt) {
+  ASSERT_TRUE(cluster_.StartMaster());
+  // The key stays on w1's SSD when read, so that a prefetch moves it.
+  const WorkerOptions fast_adopt{.promote_on_get = false,
+                                 .extra_args = {"--adopt-confirm-delay-ms", "500"}};
+  ASSERT_TRUE(cluster_.StartWorker("w1", fast_adopt));
+  ASSERT_TRUE(cluster_.StartWorker("w2", fast_adopt));
+  auto reader = cluster_.NewClient();
+  ASSERT_TRUE(reader);
+  PutOptions on_w1_ssd;
+  on_w1_ssd.preferred_node = "w1";
+  on_w1_ssd.preferred_tier = "ssd";
+  const std::string value = PatternBytes(3, 64 << 10);
+  ASSERT_TRUE(IsOk(reader->Put("k", value, on_w1_ssd)));
+  ASSERT_TRUE(ReadsBack(*reader, "k", value));  // remembers w1 as the owner
+  ASSERT_TRUE(IsOk(reader->Stats("w2")));       // and w2's first address
+  const int old_port = cluster_.worker_port("w2");
+  ASSERT_TRUE(cluster_.RestartWorker("w2"));
+  ASSERT_NE(cluster_.worker_port("w2"), old_port);
+  // A client on w2 prefetches the key: it moves from w1 to w2.
+  auto on_w2 = cluster_.NewClient("w2");
+  ASSERT_TRUE(on_w2);
+  ASSERT_TRUE(IsOk(on_w2->Exist("k", /*prefetch=*/true)));
+  ASSERT_TRUE(Eventually([&] {
+    auto info = on_w2->Inspect("k");
+    return info && info->node_id == "w2" && info->state == "complete";
+  }));
+  EXPECT_TRUE(ReadsBack(*reader, "k", value));
+}
+
 }  // namespace
 }  // namespace mooncake::testing
