@@ -390,7 +390,7 @@ void TieredCacheBackend::ReadManyInPlace(const std::vector<std::string>& keys, u
       for (size_t first = 0; first < pinned_keys; first += kKeysPerLockHold) {
         std::lock_guard lock(backend.ctx_->mu);
         for (size_t i = first; i < std::min(pinned_keys, first + kKeysPerLockHold); ++i) {
-          if (!pinned[i]) continue;
+          if (!pinned[i] || pinned[i]->want == 0) continue;  // not pinned, or let go
           UnpinLocked(*backend.ctx_, *backend.table_, *backend.work_, keys[i], *pinned[i],
                       copied[i]);
         }
@@ -408,6 +408,18 @@ void TieredCacheBackend::ReadManyInPlace(const std::vector<std::string>& keys, u
       ReadSlice meta;
       pinned[i] = PinLocked(*ctx_, *table_, found[i - first], 0, kRpcChunkBytes, now, meta);
       pieces[i].info = ReadInfo{.total_size = meta.total_size, .version = meta.version};
+      if (!pinned[i]) continue;
+      PinnedRead& read = *pinned[i];
+      read.want = std::min(read.want, budget);
+      budget -= read.want;
+      if (read.want > 0) continue;
+      // Past the budget it gets its size and version and no bytes (objects
+      // are never empty): let go of it now, not once the reply is sent, which
+      // a peer slow to read can stretch to the send timeout, keeping its
+      // upserts busy and the object in place. Its lease stays. The client
+      // reads it with a Get at offset 0, the read that counts.
+      table_->EndRead(*found[i - first]);
+      --gets;
     }
     unpin.pinned_keys = last;
   }
@@ -416,12 +428,8 @@ void TieredCacheBackend::ReadManyInPlace(const std::vector<std::string>& keys, u
       pieces[i].info = Err(pinned[i].error());
       continue;
     }
-    PinnedRead& read = *pinned[i];
-    read.want = std::min(read.want, budget);
-    budget -= read.want;
-    // Past the budget no byte of it is sent: the client reads it with a Get
-    // at offset 0, and that read is the one that counts.
-    if (read.want == 0) --gets;
+    const PinnedRead& read = *pinned[i];
+    if (read.want == 0) continue;  // past the budget, let go already
     const Allocation& allocation = *read.allocation;
     // Copied for tiers outside host memory, not lent: a batch would hold a
     // 4 MiB read buffer per key, and on an H100 lending gained nothing here.

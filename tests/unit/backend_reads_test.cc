@@ -171,6 +171,31 @@ TEST_F(BackendReadTest, AKeyPastTheBudgetCountsNoGetOrHitUntilItIsRead) {
   EXPECT_EQ(stats.tiers[0].hits, 3u);
 }
 
+// A key past the budget sends no bytes, so it is not pinned while the reply
+// goes out: a peer slow to read the reply would otherwise keep its upserts
+// busy and the object from moving for as long as the send waits.
+TEST_F(BackendReadTest, AKeyPastTheBudgetIsNotPinnedWhileTheReplyIsSent) {
+  Open(16 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("k0", Pattern(kMiB, 0), {}));
+  ASSERT_TRUE(backend_->Put("k1", Pattern(kMiB, 1), {}));
+  const uint64_t version = backend_->Inspect("k1")->version;
+  int visits = 0;
+  backend_->ReadManyInPlace({"k0", "k1"}, kMiB, [&](std::span<const ReadPiece> pieces) {
+    ++visits;
+    ASSERT_EQ(pieces.size(), 2u);
+    ASSERT_TRUE(pieces[1].info);
+    EXPECT_EQ(pieces[1].info->total_size, kMiB);
+    EXPECT_EQ(pieces[1].info->version, version);
+    EXPECT_TRUE(pieces[1].bytes.empty());
+    EXPECT_EQ(backend_->Inspect("k0")->readers, 1) << "k0's bytes are being sent";
+    EXPECT_EQ(backend_->Inspect("k1")->readers, 0);
+    EXPECT_TRUE(backend_->Upsert("k1", Pattern(kMiB, 9), {}));
+  });
+  EXPECT_EQ(visits, 1);
+  EXPECT_TRUE(backend_->Get("k1", 0, 0)->data == Pattern(kMiB, 9)) << "the upsert took";
+  EXPECT_EQ(backend_->Inspect("k0")->readers, 0);
+}
+
 TEST_F(BackendReadTest, ManyKeysSpanSeveralLockHolds) {
   Open(16 * kMiB, 32 * kMiB);
   std::vector<std::string> keys;
