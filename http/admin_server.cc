@@ -334,11 +334,21 @@ void AdminServer::Impl::Configure() {
   // 3.3.3): it is routed here at once with that empty body (404, 405, 401 or
   // the route's answer, as any other request), never read until close. Both
   // close the connection, so unread bytes are never parsed as a next request.
-  server.set_pre_routing_handler([dispatch](const httplib::Request& req, httplib::Response& res) {
+  //
+  // With a token configured, a mutating request without it is routed here
+  // too, before its body is read (404, 405 or 401, as it would be after):
+  // a client without the token cannot hold a thread by trickling a body.
+  server.set_pre_routing_handler([this, dispatch](const httplib::Request& req,
+                                                  httplib::Response& res) {
     if (req.has_header("Transfer-Encoding")) {
       Apply(HttpResponse::Error(411, CodeForStatus(411), ReasonFor(411)), res);
     } else if (IsMutating(req.method) && !req.has_header("Content-Length")) {
       dispatch(req, res);  // req.body is still empty
+    } else if (IsMutating(req.method) && !options.token.empty() &&
+               !Authorized(HttpRequest{.method = req.method,
+                                       .headers = {{"authorization",
+                                                    req.get_header_value("Authorization")}}})) {
+      dispatch(req, res);  // req.body is still empty; answered 401 unless 404/405
     } else {
       return httplib::Server::HandlerResponse::Unhandled;
     }

@@ -11,17 +11,24 @@
 //    before any parsing: request head over max_head_bytes 431
 //    REQUEST_HEADER_FIELDS_TOO_LARGE, head not in within head_timeout 408
 //    REQUEST_TIMEOUT, max_connections already admitted 503
-//    SERVICE_UNAVAILABLE (each then closes the connection).
+//    SERVICE_UNAVAILABLE (each then closes the connection). When full, a
+//    connection that has not sent a whole request yet is closed (503) to
+//    admit a newcomer, so idle connections cannot lock out /livez or
+//    /readyz (http/bounded_server.h).
 //    Nothing a client sends can crash the process.
 //  * A Range header is ignored: every answer is the whole body (never 206),
 //    and says "Accept-Ranges: none".
 //  * With a token configured, every mutating request (POST, PUT, PATCH,
 //    DELETE) must carry `Authorization: Bearer <token>`, else 401
-//    UNAUTHORIZED; reads (GET, HEAD) stay open so monitoring needs no secret.
+//    UNAUTHORIZED (before any body is read); reads (GET, HEAD) stay open so
+//    monitoring needs no secret.
 //  * Bounded connections, request heads and bodies, and deadlines for a
 //    whole request and a whole response, so a slow or hostile client cannot
-//    pin a thread, fds or memory (see AdminServerOptions); one request per
-//    connection.
+//    pin a thread, fds or memory for long (see AdminServerOptions); one
+//    request per connection. Heads are read by one poll() thread, so only
+//    whole requests take pool threads; a client that sends a head and then
+//    trickles a body holds a thread until read_timeout (on a server without
+//    a token: with one, an unauthorized body is never read).
 
 #include <chrono>
 #include <cstdint>

@@ -2,6 +2,7 @@
 
 #include <netdb.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,35 +65,28 @@ void CloseSocket(socket_t sock) {
   close(sock);
 }
 
-enum class HeadOutcome { kComplete, kTooLarge, kTimedOut, kClosed };
+enum class HeadOutcome { kPartial, kComplete, kTooLarge, kClosed };
 
-// Reads from `sock` into `*head` until what was read holds a blank line
-// ("\r\n\r\n", the end of the headers), or `max_bytes` arrived without one,
-// or `deadline` passes, or the peer closes, or `stop()`. What follows the
-// blank line (a body's start) stays in `*head` too.
-HeadOutcome ReadHead(socket_t sock, size_t max_bytes, Clock::time_point deadline,
-                     const std::function<bool()>& stop, std::string* head) {
-  head->resize(max_bytes);
-  size_t len = 0;
+// Reads what `sock` has ready, without waiting, onto `*head` until it holds
+// a blank line ("\r\n\r\n", the end of the headers): kComplete; or
+// `max_bytes` arrived without one: kTooLarge; or the peer closed or failed:
+// kClosed; else kPartial (nothing more to read now). What follows the blank
+// line (a body's start) stays in `*head` too.
+HeadOutcome ReadHeadPart(socket_t sock, size_t max_bytes, std::string* head) {
   for (;;) {
+    const size_t len = head->size();
+    if (len >= max_bytes) return HeadOutcome::kTooLarge;
+    head->resize(max_bytes);
     ssize_t n = recv(sock, head->data() + len, max_bytes - len, MSG_DONTWAIT);
+    head->resize(len + static_cast<size_t>(std::max<ssize_t>(n, 0)));
     if (n > 0) {
       const size_t from = len < 3 ? 0 : len - 3;  // a blank line split across reads
-      len += static_cast<size_t>(n);
-      if (std::string_view(head->data(), len).find("\r\n\r\n", from) != std::string_view::npos) {
-        head->resize(len);
-        return HeadOutcome::kComplete;
-      }
-      if (len == max_bytes) return HeadOutcome::kTooLarge;
+      if (head->find("\r\n\r\n", from) != std::string::npos) return HeadOutcome::kComplete;
       continue;
     }
     if (n == 0) return HeadOutcome::kClosed;
     if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return HeadOutcome::kClosed;
-    if (Clock::now() >= deadline) return HeadOutcome::kTimedOut;
-    if (stop()) return HeadOutcome::kClosed;
-    pollfd p{sock, POLLIN, 0};
-    poll(&p, 1, PollMs(deadline, kStopCheck));
+    return errno == EAGAIN || errno == EWOULDBLOCK ? HeadOutcome::kPartial : HeadOutcome::kClosed;
   }
 }
 
@@ -213,22 +208,48 @@ class DeadlineStream : public httplib::Stream {
 // socket, without bound, until a thread is free.
 class RunInPlace : public httplib::TaskQueue {
  public:
-  explicit RunInPlace(httplib::TaskQueue* pool) : pool_(pool) {}
+  RunInPlace(httplib::TaskQueue* pool, std::function<void()> before_shutdown)
+      : pool_(pool), before_shutdown_(std::move(before_shutdown)) {}
   void enqueue(std::function<void()> fn) override { fn(); }
-  // Called once the accept loop ended: serves what was admitted, joins.
-  void shutdown() override { pool_->shutdown(); }
+  // Called once the accept loop ended: stops the head reader, then serves
+  // what was handed to the pool and joins it.
+  void shutdown() override {
+    before_shutdown_();
+    pool_->shutdown();
+  }
 
  private:
   httplib::TaskQueue* pool_;
+  std::function<void()> before_shutdown_;
 };
+
+// The numeric address of `sock`'s peer ("" if unknown): connections without
+// a whole head are shed per peer.
+std::string PeerOf(socket_t sock) {
+  std::string ip;
+  int port = 0;
+  AddressOf(sock, /*peer=*/true, ip, port);
+  return ip;
+}
 
 }  // namespace
 
 BoundedServer::BoundedServer(ConnectionLimits limits) : limits_(limits) {
   new_task_queue = [this] {
     pool_ = std::make_unique<httplib::ThreadPool>(std::max<size_t>(1, limits_.threads));
-    return new RunInPlace(pool_.get());
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd_ < 0) {
+      MC_LOG_ERROR("admin server cannot create its wake-up eventfd: {}", std::strerror(errno));
+    } else {
+      reader_ = std::thread([this] { ReadHeads(); });
+    }
+    return new RunInPlace(pool_.get(), [this] { StopHeadReader(); });
   };
+}
+
+BoundedServer::~BoundedServer() {
+  StopHeadReader();
+  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 bool BoundedServer::SetListenBacklog(int backlog) {
@@ -236,56 +257,163 @@ bool BoundedServer::SetListenBacklog(int backlog) {
   return sock != INVALID_SOCKET && ::listen(sock, backlog) == 0;
 }
 
-bool BoundedServer::process_and_close_socket(socket_t sock) {
-  const auto accepted = Clock::now();
-  if (!pool_ || connections_.load() >= limits_.max_connections) {
-    MC_LOG_DEBUG("admin connection refused connections={} max={}", connections_.load(),
-                 limits_.max_connections);
-    SendErrorAndForget(sock, 503, "Service Unavailable", "SERVICE_UNAVAILABLE",
-                       "too many admin connections at once (max " +
-                           std::to_string(limits_.max_connections) + "); retry");
-    CloseSocket(sock);
-    return false;
-  }
-  // Only this thread adds, so the check above cannot be overtaken.
-  connections_.fetch_add(1);
-  pool_->enqueue([this, sock, accepted] {
-    Serve(sock, accepted);
-    connections_.fetch_sub(1);
-  });
-  return true;
+void BoundedServer::Wake() {
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
 }
 
-void BoundedServer::Serve(socket_t sock, Clock::time_point accepted) {
-  std::string head;
-  const HeadOutcome outcome =
-      stopping() ? HeadOutcome::kClosed
-                 : ReadHead(
-                       sock, limits_.max_head_bytes, accepted + limits_.head_timeout,
-                       [this] { return stopping(); }, &head);
-  switch (outcome) {
-    case HeadOutcome::kComplete: {
-      StripRangeHeaders(&head);
-      DeadlineStream stream(sock, std::move(head), accepted + limits_.request_timeout,
-                            limits_.write_timeout);
-      bool closed = false;
-      process_request(stream, /*close_connection=*/true, closed, nullptr);
-      break;
+void BoundedServer::StopHeadReader() {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_reader_) return;
+    stop_reader_ = true;
+  }
+  if (!reader_.joinable()) return;
+  Wake();
+  reader_.join();
+}
+
+bool BoundedServer::process_and_close_socket(socket_t sock) {
+  const auto accepted = Clock::now();
+  {
+    std::lock_guard lock(mu_);
+    // The reader takes arrivals at once; a backlog this long means it is
+    // not running (or stopping).
+    if (reader_.joinable() && !stop_reader_ && incoming_.size() < limits_.max_connections) {
+      incoming_.push_back({sock, accepted});
+      Wake();
+      return true;
     }
-    case HeadOutcome::kTooLarge:
-      MC_LOG_DEBUG("admin request head over the limit max_bytes={}", limits_.max_head_bytes);
-      SendErrorAndForget(
-          sock, 431, "Request Header Fields Too Large", "REQUEST_HEADER_FIELDS_TOO_LARGE",
-          "request line and headers over " + std::to_string(limits_.max_head_bytes) + " bytes");
-      break;
-    case HeadOutcome::kTimedOut:
-      MC_LOG_DEBUG("admin request head timed out timeout_ms={}", limits_.head_timeout.count());
-      SendErrorAndForget(sock, 408, "Request Timeout", "REQUEST_TIMEOUT",
-                         "request line and headers did not arrive within " +
-                             std::to_string(limits_.head_timeout.count()) + " ms");
-      break;
-    case HeadOutcome::kClosed:
-      break;
+  }
+  Refuse(sock);
+  return false;
+}
+
+void BoundedServer::Refuse(socket_t sock) {
+  MC_LOG_DEBUG("admin connection refused connections={} max={}", connections_.load(),
+               limits_.max_connections);
+  SendErrorAndForget(sock, 503, "Service Unavailable", "SERVICE_UNAVAILABLE",
+                     "too many admin connections at once (max " +
+                         std::to_string(limits_.max_connections) + "); retry");
+  CloseSocket(sock);
+}
+
+void BoundedServer::ReadHeads() {
+  std::vector<Pending> pending;  // oldest first
+  std::vector<pollfd> fds;
+  for (;;) {
+    fds.assign(1, pollfd{wake_fd_, POLLIN, 0});
+    auto wake_at = Clock::now() + kStopCheck;
+    for (const Pending& p : pending) {
+      fds.push_back({p.sock, POLLIN, 0});
+      wake_at = std::min(wake_at, p.accepted + limits_.head_timeout);
+    }
+    poll(fds.data(), fds.size(), PollMs(wake_at, kStopCheck));
+    uint64_t drained = 0;
+    (void)!read(wake_fd_, &drained, sizeof(drained));
+    std::vector<Incoming> arrived;
+    bool stop = false;
+    {
+      std::lock_guard lock(mu_);
+      arrived.swap(incoming_);
+      stop = stop_reader_;
+    }
+    if (stop || stopping()) {
+      // Stopping: nothing more is admitted or read. Until StopHeadReader
+      // (right after the accept loop ends) the loop keeps closing arrivals.
+      for (const Incoming& in : arrived) CloseSocket(in.sock);
+      for (const Pending& p : pending) CloseSocket(p.sock);
+      connections_.fetch_sub(pending.size());
+      pending.clear();
+      if (stop) return;
+      continue;
+    }
+    // Read what came on the connections already admitted, before the new
+    // ones may shed any.
+    const auto now = Clock::now();
+    std::vector<Pending> still;
+    still.reserve(pending.size());
+    for (size_t i = 0; i < pending.size(); ++i) {
+      Pending& p = pending[i];
+      HeadOutcome outcome = fds[i + 1].revents != 0
+                                ? ReadHeadPart(p.sock, limits_.max_head_bytes, &p.head)
+                                : HeadOutcome::kPartial;
+      switch (outcome) {
+        case HeadOutcome::kComplete:
+          Dispatch(std::move(p));
+          continue;
+        case HeadOutcome::kTooLarge:
+          MC_LOG_DEBUG("admin request head over the limit max_bytes={}", limits_.max_head_bytes);
+          SendErrorAndForget(
+              p.sock, 431, "Request Header Fields Too Large", "REQUEST_HEADER_FIELDS_TOO_LARGE",
+              "request line and headers over " + std::to_string(limits_.max_head_bytes) +
+                  " bytes");
+          break;
+        case HeadOutcome::kPartial:
+          if (now < p.accepted + limits_.head_timeout) {
+            still.push_back(std::move(p));
+            continue;
+          }
+          MC_LOG_DEBUG("admin request head timed out timeout_ms={}", limits_.head_timeout.count());
+          SendErrorAndForget(p.sock, 408, "Request Timeout", "REQUEST_TIMEOUT",
+                             "request line and headers did not arrive within " +
+                                 std::to_string(limits_.head_timeout.count()) + " ms");
+          break;
+        case HeadOutcome::kClosed:
+          break;
+      }
+      CloseSocket(p.sock);
+      connections_.fetch_sub(1);
+    }
+    pending.swap(still);
+    for (const Incoming& in : arrived) Admit(in, pending);
+  }
+}
+
+void BoundedServer::Admit(const Incoming& in, std::vector<Pending>& pending) {
+  if (connections_.load() >= limits_.max_connections) {
+    if (pending.empty()) {  // every admitted connection sent a whole request
+      Refuse(in.sock);
+      return;
+    }
+    // Room for the newcomer: the peer holding the most connections without
+    // a whole request loses its oldest one. A flood of idle connections
+    // thus sheds its own, and a client that sends its request at once (a
+    // probe, a scrape) is admitted and served.
+    std::map<std::string_view, size_t> per_peer;
+    size_t most = 0;
+    for (const Pending& p : pending) most = std::max(most, ++per_peer[p.peer]);
+    auto victim = std::find_if(pending.begin(), pending.end(),
+                               [&](const Pending& p) { return per_peer[p.peer] == most; });
+    MC_LOG_DEBUG("admin connection without a request shed peer={} connections={} max={}",
+                 victim->peer, connections_.load(), limits_.max_connections);
+    SendErrorAndForget(victim->sock, 503, "Service Unavailable", "SERVICE_UNAVAILABLE",
+                       "too many admin connections at once (max " +
+                           std::to_string(limits_.max_connections) +
+                           "); this one had sent no whole request yet and was closed to make "
+                           "room; retry");
+    CloseSocket(victim->sock);
+    pending.erase(victim);
+    connections_.fetch_sub(1);
+  }
+  connections_.fetch_add(1);
+  pending.push_back({in.sock, in.accepted, {}, PeerOf(in.sock)});
+}
+
+void BoundedServer::Dispatch(Pending&& p) {
+  pool_->enqueue([this, sock = p.sock, accepted = p.accepted, head = std::move(p.head)]() mutable {
+    Serve(sock, std::move(head), accepted);
+    connections_.fetch_sub(1);
+  });
+}
+
+void BoundedServer::Serve(socket_t sock, std::string head, Clock::time_point accepted) {
+  if (!stopping()) {
+    StripRangeHeaders(&head);
+    DeadlineStream stream(sock, std::move(head), accepted + limits_.request_timeout,
+                          limits_.write_timeout);
+    bool closed = false;
+    process_request(stream, /*close_connection=*/true, closed, nullptr);
   }
   CloseSocket(sock);
 }

@@ -544,8 +544,8 @@ TEST_F(AdminServerTest, ClientsDrippingTheirHeadsAreCutAndOthersAnswered) {
   EXPECT_EQ(cut, drippers) << "a client dripping its head was never cut";
 }
 
-// Idle connections beyond max_connections are answered 503 and closed at
-// once, instead of each holding an fd while queued for one of the 4 threads
+// Idle connections beyond max_connections shed the oldest idle ones (503,
+// closed at once), instead of each holding an fd while queued for one of the 4 threads
 // (1,500 of them kept 1,492 fds and starved every request); the admitted
 // ones are closed at the head deadline, so the server answers again while
 // the clients still hold all of them open.
@@ -564,9 +564,10 @@ TEST_F(AdminServerTest, IdleConnectionsOverTheCapAreRefusedAndOthersStillAnswere
   int refused = 0;
   for (int fd : fds) refused += ServerSpoke(fd, std::chrono::milliseconds(0)) ? 1 : 0;
   EXPECT_GE(refused, idle - cap);
-  // The last to connect came when the first `cap` were still admitted.
+  // A full server sheds its oldest connection without a request for a
+  // newcomer: the first to connect was answered 503 and closed.
   char reply[12] = {};
-  EXPECT_EQ(recv(fds.back(), reply, sizeof(reply), MSG_DONTWAIT), 12);
+  EXPECT_EQ(recv(fds.front(), reply, sizeof(reply), MSG_DONTWAIT), 12);
   EXPECT_EQ(std::string_view(reply, sizeof(reply)), "HTTP/1.1 503");
 
   // Answered again within 3 s of the flood, with every idle socket still
@@ -584,6 +585,88 @@ TEST_F(AdminServerTest, IdleConnectionsOverTheCapAreRefusedAndOthersStillAnswere
   for (int fd : fds) closed += ServerSpoke(fd, std::chrono::milliseconds(0)) ? 1 : 0;
   EXPECT_EQ(closed, idle) << "an idle connection was kept past the head deadline";
   for (int fd : fds) close(fd);
+}
+
+// A client that keeps more than max_connections idle connections open and
+// reconnects each one the moment it is closed held every slot, so every
+// request, /livez included, was answered 503 (a liveness probe then restarts
+// a healthy process). Idle connections hold no thread and a full server
+// sheds them for a newcomer, so a request sent at once is answered.
+TEST_F(AdminServerTest, RequestsAreAnsweredWhileIdleClientsKeepTheServerFull) {
+  const int cap = static_cast<int>(AdminServerOptions{}.max_connections);
+  std::atomic<bool> done{false};
+  std::atomic<int> flooding{0};
+  std::jthread flood([&, port = server_->port()] {
+    std::vector<int> fds;
+    for (int i = 0; i < cap + 8; ++i) {
+      int fd = ConnectLoopback(port);
+      if (fd >= 0) fds.push_back(fd);
+    }
+    flooding = static_cast<int>(fds.size());
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done && std::chrono::steady_clock::now() < give_up) {
+      for (int& fd : fds) {  // reconnect every connection the server closed
+        if (fd >= 0 && !ServerSpoke(fd, std::chrono::milliseconds(0))) continue;
+        if (fd >= 0) close(fd);
+        fd = ConnectLoopback(port);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    for (int fd : fds) {
+      if (fd >= 0) close(fd);
+    }
+  });
+  const auto wait_flood = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (flooding == 0 && std::chrono::steady_clock::now() < wait_flood) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(flooding.load(), cap);
+  int answered = 0;
+  std::string failures;
+  for (int i = 0; i < 6; ++i) {  // across the 2 s head deadline of the first wave
+    auto reply = HttpCall("127.0.0.1", server_->port(), "GET", "/echo", {}, {},
+                          std::chrono::milliseconds(1000));
+    if (reply && reply->status == 200) {
+      ++answered;
+    } else {
+      failures += (reply ? std::to_string(reply->status) + " " + reply->body : "no reply") + "; ";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  done = true;
+  EXPECT_EQ(answered, 6) << failures;
+}
+
+// A client without the token that sends a POST head and then trickles its
+// body held a pool thread for the whole read_timeout (the body was read
+// before the token was checked); as many as the server has threads delayed
+// every request by up to 5 s. It is answered 401 before its body is read.
+TEST_F(AdminServerTest, UnauthorizedBodiesAreRefusedBeforeTheyAreRead) {
+  const int tricklers = static_cast<int>(AdminServerOptions{}.threads);
+  std::vector<int> fds;
+  const std::string head =
+      "POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: 1000\r\n\r\n{";
+  for (int i = 0; i < tricklers; ++i) {
+    int fd = ConnectLoopback(server_->port());
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+    fds.push_back(fd);
+  }
+  for (int fd : fds) {
+    ASSERT_TRUE(ServerSpoke(fd, std::chrono::milliseconds(2000)))
+        << "a trickled body without the token was waited for";
+    char reply[12] = {};
+    EXPECT_EQ(recv(fd, reply, sizeof(reply), 0), 12);
+    EXPECT_EQ(std::string_view(reply, sizeof(reply)), "HTTP/1.1 401");
+    close(fd);
+  }
+  // With the token the body is read and served as before.
+  auto ok = api_->Call("POST", "/echo", "hi", kToken);
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(JsonOf(ok)["body"], "hi");
+  // Unknown paths still say so.
+  ExpectError(api_->Call("POST", "/nope", "hi"), 404, "ROUTE_NOT_FOUND");
 }
 
 TEST(HttpStatusForTest, MapsEveryErrorFamily) {
