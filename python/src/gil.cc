@@ -28,22 +28,33 @@ Gate* g_gate = new Gate();
 // InitGilGate.
 unsigned long g_main_thread = 0;
 
+// How many times this thread is past the gate: a call made from inside a
+// scope that passed it (a future's done-callback calling the client, on
+// the thread completing the future) must pass again even once the gate is
+// closed, or it would park while its outer scope still counts as passing,
+// and the exit hook would wait for that scope for ever.
+thread_local size_t t_passing = 0;
+
 // True when this thread may take the GIL; it then counts as passing until
 // Leave(). `me` is PyThread_get_thread_ident().
 bool Enter(unsigned long me) {
   Gate& g = *g_gate;
   std::lock_guard lock(g.mu);
-  if (g.closed && me != g.exiting_thread) return false;
-  // Finalizing without the exit hook having run (an embedder's
-  // Py_FinalizeEx without atexit): best effort.
-  if (!g.closed && InterpreterFinalizing() && me != g_main_thread) return false;
+  if (t_passing == 0) {
+    if (g.closed && me != g.exiting_thread) return false;
+    // Finalizing without the exit hook having run (an embedder's
+    // Py_FinalizeEx without atexit): best effort.
+    if (!g.closed && InterpreterFinalizing() && me != g_main_thread) return false;
+  }
   ++g.passing;
+  ++t_passing;
   return true;
 }
 
 void Leave() {
   Gate& g = *g_gate;
   std::lock_guard lock(g.mu);
+  --t_passing;
   if (--g.passing == 0) g.idle.notify_all();
 }
 

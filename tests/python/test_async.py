@@ -302,3 +302,31 @@ def test_a_value_too_large_for_memory_raises_memory_error(master, keys, mode):
         """ % (key, mode), timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.strip() == "ok"
+
+
+def test_an_interpreter_exiting_while_a_done_callback_is_in_a_call_exits(master, client, keys):
+    # A future's done-callback runs on the client's thread that completes
+    # the future, and may call the client itself. When the program ends
+    # while such a nested call is out, its return must pass the exit gate
+    # (its outer scope already counts as passing): parked there, it kept
+    # the exit hook waiting for that outer scope for ever.
+    key = keys()
+    client.put(key, b"v" * (8 << 20))
+    for round in range(3):
+        done = run_script(master, """
+            import threading
+            key = %r
+            busy = threading.Event()
+
+            def again(_):
+                busy.set()
+                for n in range(1 << 62):
+                    try:
+                        c.get(key)
+                    except mooncake.Error:
+                        return
+
+            c.get_async(key).add_done_callback(again)
+            busy.wait()
+            """ % key, timeout=60)
+        assert done.returncode == 0, "round %d: %s" % (round, done.stderr)
