@@ -1,5 +1,6 @@
 #include "http/admin_server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
 
 #include <algorithm>
@@ -47,6 +48,26 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
     diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
   }
   return diff == 0;
+}
+
+// Whether `host` (a Host header: name or address, optional ":port") names
+// this machine by address or as localhost, not by a DNS name that a hostile
+// page could point at it (DNS rebinding).
+bool IsAddressOrLocalhost(std::string_view host) {
+  if (host.starts_with('[')) return host.find(']') != std::string_view::npos;  // IPv6 literal
+  if (size_t colon = host.rfind(':'); colon != std::string_view::npos) host = host.substr(0, colon);
+  if (Lower(host) == "localhost") return true;
+  in_addr v4{};
+  return inet_pton(AF_INET, std::string(host).c_str(), &v4) == 1;
+}
+
+// The authority ("host[:port]") of an Origin header ("scheme://host[:port]");
+// empty for "null" or anything else without a scheme.
+std::string_view OriginAuthority(std::string_view origin) {
+  size_t scheme_end = origin.find("://");
+  if (scheme_end == std::string_view::npos) return {};
+  origin.remove_prefix(scheme_end + 3);
+  return origin.substr(0, origin.find('/'));
 }
 
 // Code names for failures httplib detects before any route runs.
@@ -241,6 +262,7 @@ struct AdminServer::Impl {
 
   HttpResponse Handle(HttpRequest& req) const;
   bool Authorized(const HttpRequest& req) const;
+  std::optional<HttpResponse> CrossSiteRefusal(const HttpRequest& req) const;
   void Configure();
 
   const AdminServerOptions options;
@@ -259,6 +281,35 @@ bool AdminServer::Impl::Authorized(const HttpRequest& req) const {
   return ConstantTimeEquals(std::string_view(it->second).substr(kScheme.size()), options.token);
 }
 
+// A browser on a host that reaches the admin port can be made to send a
+// "simple" cross-site POST (no preflight) by any web page, and a page on a
+// DNS name rebound to this address can send any request as same-origin.
+// Mutating requests are refused (403) when they carry an Origin that is not
+// this server's (browsers send Origin on every cross-origin POST, PUT,
+// PATCH and DELETE); without a token they must also name the server by IP
+// address or localhost in Host. The CLI, curl and scripts send no Origin.
+std::optional<HttpResponse> AdminServer::Impl::CrossSiteRefusal(const HttpRequest& req) const {
+  if (!IsMutating(req.method)) return std::nullopt;
+  auto host = req.headers.find("host");
+  auto origin = req.headers.find("origin");
+  if (origin != req.headers.end() &&
+      (host == req.headers.end() ||
+       Lower(OriginAuthority(origin->second)) != Lower(host->second))) {
+    return HttpResponse::Error(403, "FORBIDDEN_ORIGIN",
+                               "cross-origin request refused: Origin " + origin->second +
+                                   " is not this server; send mutating requests from a client "
+                                   "that sends no Origin (mooncake-cli, curl)");
+  }
+  if (options.token.empty() && host != req.headers.end() && !IsAddressOrLocalhost(host->second)) {
+    return HttpResponse::Error(
+        403, "FORBIDDEN_HOST",
+        "without an admin token, mutating requests must name this server by IP address or "
+        "localhost (Host: " +
+            host->second + "); use the address, or configure --admin-token");
+  }
+  return std::nullopt;
+}
+
 HttpResponse AdminServer::Impl::Handle(HttpRequest& req) const {
   std::vector<std::string> allowed;
   for (const auto& route : routes) {
@@ -268,6 +319,7 @@ HttpResponse AdminServer::Impl::Handle(HttpRequest& req) const {
       allowed.push_back(route.method);
       continue;
     }
+    if (auto refused = CrossSiteRefusal(req)) return *refused;
     if (!Authorized(req)) {
       auto out = HttpResponse::Error(401, "UNAUTHORIZED",
                                      "this request needs an Authorization: Bearer <token> header "

@@ -22,6 +22,10 @@
 //    DELETE) must carry `Authorization: Bearer <token>`, else 401
 //    UNAUTHORIZED (before any body is read); reads (GET, HEAD) stay open so
 //    monitoring needs no secret.
+//  * Against cross-site requests from a browser (CSRF, DNS rebinding): a
+//    mutating request with an Origin header that does not match its Host is
+//    refused 403 FORBIDDEN_ORIGIN; without a token, one whose Host is not an
+//    IP literal or localhost is refused 403 FORBIDDEN_HOST.
 //  * Bounded connections, request heads and bodies, and deadlines for a
 //    whole request and a whole response, so a slow or hostile client cannot
 //    pin a thread, fds or memory for long (see AdminServerOptions); one

@@ -669,6 +669,68 @@ TEST_F(AdminServerTest, UnauthorizedBodiesAreRefusedBeforeTheyAreRead) {
   ExpectError(api_->Call("POST", "/nope", "hi"), 404, "ROUTE_NOT_FOUND");
 }
 
+// Any web page could make the operator's browser POST to a token-less admin
+// port ("simple" requests need no preflight), and a page on a DNS name
+// rebound to 127.0.0.1 could send anything as same-origin. Mutating
+// requests with a foreign Origin, or (without a token) a Host that is not an
+// address or localhost, are refused; reads and the CLI's requests are not.
+TEST(AdminServerCrossSiteTest, ForeignOriginsAndRebindableHostsCannotMutate) {
+  AdminServer open_server;  // no token: the default
+  std::atomic<int> posts{0};
+  open_server.Route("POST", "/evict", [&](const HttpRequest&) {
+    ++posts;
+    return HttpResponse::Json(200, "{}");
+  });
+  open_server.Route("GET", "/evict", [](const HttpRequest&) { return HttpResponse::Json(200, "{}"); });
+  ASSERT_TRUE(open_server.Start("127.0.0.1", 0));
+  const int port = open_server.port();
+  const std::string self = "127.0.0.1:" + std::to_string(port);
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  auto post = [&](Headers headers) {
+    headers.emplace_back("Content-Type", "text/plain;charset=UTF-8");
+    auto reply = HttpCall("127.0.0.1", port, "POST", "/evict", "{\"tier\":\"dram\"}", headers);
+    EXPECT_TRUE(reply);
+    return reply ? *reply : HttpReply{};
+  };
+  ExpectError(post({{"Origin", "http://evil.example"}}), 403, "FORBIDDEN_ORIGIN");
+  ExpectError(post({{"Origin", "null"}}), 403, "FORBIDDEN_ORIGIN");
+  ExpectError(post({{"Host", "evil.example:" + std::to_string(port)}}), 403, "FORBIDDEN_HOST");
+  ExpectError(post({{"Host", "evil.example:" + std::to_string(port)},
+                    {"Origin", "http://evil.example:" + std::to_string(port)}}),
+              403, "FORBIDDEN_HOST");
+  EXPECT_EQ(posts, 0);
+  // The CLI and curl send no Origin and name the server by address.
+  EXPECT_EQ(post({}).status, 200);
+  EXPECT_EQ(post({{"Host", "localhost:" + std::to_string(port)}}).status, 200);
+  EXPECT_EQ(post({{"Host", "[::1]:" + std::to_string(port)}}).status, 200);
+  EXPECT_EQ(post({{"Origin", "http://" + self}}).status, 200);  // same origin
+  EXPECT_EQ(posts, 4);
+  // Reads stay open.
+  auto read = HttpCall("127.0.0.1", port, "GET", "/evict", {},
+                       {{"Host", "evil.example"}, {"Origin", "http://evil.example"}});
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->status, 200);
+
+  // With a token a DNS name is fine (the token is the check), a foreign
+  // Origin is still refused.
+  AdminServerOptions options;
+  options.token = kToken;
+  AdminServer guarded(options);
+  guarded.Route("POST", "/evict", [](const HttpRequest&) { return HttpResponse::Json(200, "{}"); });
+  ASSERT_TRUE(guarded.Start("127.0.0.1", 0));
+  const Headers auth = {{"Authorization", std::string("Bearer ") + kToken}};
+  Headers named = auth;
+  named.emplace_back("Host", "worker-3.internal");
+  auto by_name = HttpCall("127.0.0.1", guarded.port(), "POST", "/evict", "{}", named);
+  ASSERT_TRUE(by_name);
+  EXPECT_EQ(by_name->status, 200) << by_name->body;
+  Headers foreign = auth;
+  foreign.emplace_back("Origin", "http://evil.example");
+  auto cross = HttpCall("127.0.0.1", guarded.port(), "POST", "/evict", "{}", foreign);
+  ASSERT_TRUE(cross);
+  ExpectError(*cross, 403, "FORBIDDEN_ORIGIN");
+}
+
 TEST(HttpStatusForTest, MapsEveryErrorFamily) {
   EXPECT_EQ(HttpStatusFor(ErrorCode::kObjectNotFound), 404);
   EXPECT_EQ(HttpStatusFor(ErrorCode::kTierNotFound), 404);
