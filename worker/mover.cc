@@ -226,13 +226,15 @@ bool Mover::DropObject(const std::string& key, size_t tier) {
     object_id = object->id;
   }
   auto released = ctx_.directory->Release(key);
-  std::lock_guard lock(ctx_.mu);
+  std::unique_lock lock(ctx_.mu);
   Object* object = table_.FindSame(key, object_id);
   if (object == nullptr) return false;
   if (!released && released.error() != ErrorCode::kObjectNotFound &&
       released.error() != ErrorCode::kNotOwner) {
-    table_.SetMove(*object, MoveState::kIdle);  // the master still points here; keep the data
+    table_.SetMove(*object, MoveState::kIdle);  // the master may still point here; keep the data
     MC_LOG_WARN("drop failed key={} error={}", key, ToString(released.error()));
+    lock.unlock();
+    ClaimKeptCopies({{.key = key, .object_id = object_id}});
     return false;
   }
   table_.Erase(*object);
@@ -425,6 +427,33 @@ Result<void> Mover::AdoptAbort(const std::string& key) {
   if (!object->adopted()) return Err(ErrorCode::kInvalidParams);
   table_.Erase(*object);
   return {};
+}
+
+void Mover::ClaimKeptCopies(const std::vector<KeptCopy>& kept) {
+  if (kept.empty()) return;
+  std::vector<std::string> keys;
+  keys.reserve(kept.size());
+  for (const KeptCopy& copy : kept) keys.push_back(copy.key);
+  std::vector<Result<void>> claimed = ctx_.directory->ClaimMany(keys);
+  std::vector<std::string> gone;  // claimed, but nothing of the key is here any more
+  {
+    std::lock_guard lock(ctx_.mu);
+    for (size_t i = 0; i < kept.size(); ++i) {
+      Object* object = table_.FindSame(kept[i].key, kept[i].object_id);
+      if (claimed[i]) {
+        if (table_.Find(kept[i].key) == nullptr) gone.push_back(kept[i].key);
+        continue;  // the master names this node, as before
+      }
+      // Not answered: nothing better to do now (the next registration
+      // announces the copy).
+      if (claimed[i].error() != ErrorCode::kObjectAlreadyExists) continue;
+      if (object == nullptr || !object->complete() || object->moving()) continue;
+      MC_LOG_WARN("erased a copy kept after a failed release: another node owns key={}",
+                  kept[i].key);
+      table_.Erase(*object);
+    }
+  }
+  if (!gone.empty()) ctx_.directory->ReleaseMany(gone);
 }
 
 void Mover::SettleHandOvers() {

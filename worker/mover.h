@@ -91,6 +91,16 @@ class Mover {
   void SettleHandOvers();
   // Drops an adopted copy whose ownership swap failed.
   Result<void> AdoptAbort(const std::string& key);
+  // A copy kept because its release failed (a remove, a drop) may be one the
+  // master forgot all the same: the answer was lost after the release
+  // landed, or a registration meanwhile released it. Claims each such key
+  // again (a claim of a key this node owns succeeds), and erases the copy
+  // when another node owns the key by now. Call without ctx_.mu.
+  struct KeptCopy {
+    std::string key;
+    uint64_t object_id = 0;
+  };
+  void ClaimKeptCopies(const std::vector<KeptCopy>& kept);
   // Queues the adopted copy of `key` for the next ConfirmAdoptedObjects,
   // whether due or not (its sender's swap named this node). kObjectNotFound
   // when no adopted copy of `key` is here.

@@ -554,11 +554,19 @@ std::vector<Result<void>> TieredCacheBackend::RemoveMany(const std::vector<std::
   }
   if (told.empty()) return results;
   std::vector<Result<void>> released = ctx_->directory->ReleaseMany(release);
-  std::lock_guard lock(ctx_->mu);
-  for (size_t j = 0; j < told.size(); ++j) {
-    size_t i = told[j];
-    results[i] = FinishRemoveLocked(keys[i], removals[i].object_id, released[j]);
+  std::vector<Mover::KeptCopy> kept;
+  {
+    std::lock_guard lock(ctx_->mu);
+    for (size_t j = 0; j < told.size(); ++j) {
+      size_t i = told[j];
+      results[i] = FinishRemoveLocked(keys[i], removals[i].object_id, released[j]);
+      if (!results[i] && removals[i].object_id != 0 &&
+          table_->FindSame(keys[i], removals[i].object_id) != nullptr) {
+        kept.push_back({.key = keys[i], .object_id = removals[i].object_id});
+      }
+    }
   }
+  mover_->ClaimKeptCopies(kept);
   return results;
 }
 

@@ -124,6 +124,10 @@ class InMemoryDirectory : public OwnerDirectory {
     --releases_waiting_;
     if (release_failure_ != ErrorCode::kOk) return Err(release_failure_);
     if (owned_.erase(key) == 0) return Err(ErrorCode::kObjectNotFound);
+    if (lost_release_answer_ != ErrorCode::kOk) {
+      if (claimed_elsewhere_after_lost_release_) owned_[key] = kElsewhere;
+      return Err(lost_release_answer_);
+    }
     return {};
   }
   std::vector<Result<void>> ReleaseMany(const std::vector<std::string>& keys) override {
@@ -164,6 +168,13 @@ class InMemoryDirectory : public OwnerDirectory {
     std::lock_guard lock(mu_);
     release_failure_ = code;
   }
+  // Releases are applied but answered with `code` (kOk: answered again);
+  // with `then_claimed_elsewhere`, another node puts the key right after.
+  void LoseReleaseAnswers(ErrorCode code, bool then_claimed_elsewhere = false) {
+    std::lock_guard lock(mu_);
+    lost_release_answer_ = code;
+    claimed_elsewhere_after_lost_release_ = then_claimed_elsewhere;
+  }
   bool Owns(const std::string& key) {
     std::lock_guard lock(mu_);
     return owned_.contains(key);
@@ -192,15 +203,17 @@ class InMemoryDirectory : public OwnerDirectory {
   }
 
   std::mutex mu_;
-  std::map<std::string, Owner> owned_;            // guarded by mu_
-  int claim_many_calls_ = 0;                      // guarded by mu_
-  int release_many_calls_ = 0;                    // guarded by mu_
-  size_t released_in_batches_ = 0;                // guarded by mu_
-  ErrorCode release_failure_ = ErrorCode::kOk;    // guarded by mu_
-  ErrorCode lost_claim_answer_ = ErrorCode::kOk;  // guarded by mu_
-  ErrorCode claim_failure_ = ErrorCode::kOk;      // guarded by mu_
-  bool hold_releases_ = false;                    // guarded by mu_
-  size_t releases_waiting_ = 0;                   // guarded by mu_
+  std::map<std::string, Owner> owned_;                 // guarded by mu_
+  int claim_many_calls_ = 0;                           // guarded by mu_
+  int release_many_calls_ = 0;                         // guarded by mu_
+  size_t released_in_batches_ = 0;                     // guarded by mu_
+  ErrorCode release_failure_ = ErrorCode::kOk;         // guarded by mu_
+  ErrorCode lost_claim_answer_ = ErrorCode::kOk;       // guarded by mu_
+  ErrorCode lost_release_answer_ = ErrorCode::kOk;     // guarded by mu_
+  bool claimed_elsewhere_after_lost_release_ = false;  // guarded by mu_
+  ErrorCode claim_failure_ = ErrorCode::kOk;           // guarded by mu_
+  bool hold_releases_ = false;                         // guarded by mu_
+  size_t releases_waiting_ = 0;                        // guarded by mu_
   std::condition_variable releases_go_, releases_arrived_;
   int claims_ = 0;  // guarded by mu_
   std::atomic<uint64_t> registrations_{0};

@@ -1038,6 +1038,34 @@ TEST_F(BackendTest, RemoveManyKeepsTheObjectsWhenTheDirectoryCannotBeTold) {
   EXPECT_FALSE(directory_.Owns("b"));
 }
 
+// The master applied the release but its answer was lost: the remove
+// fails and the copy stays, so the master must name this node again, or
+// readers asking it would miss a key this node serves and a put elsewhere
+// would make two owners.
+TEST_F(BackendTest, ARemoveWhoseReleaseAnswerIsLostClaimsTheKeptCopyAgain) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("a", "alpha", {}));
+  directory_.LoseReleaseAnswers(ErrorCode::kRpcTimeout);
+  EXPECT_EQ(backend_->Remove("a", false).error(), ErrorCode::kRpcTimeout);
+  directory_.LoseReleaseAnswers(ErrorCode::kOk);
+  EXPECT_TRUE(directory_.Owns("a"));
+  auto a = backend_->Get("a", 0, 0);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->data, "alpha");
+}
+
+// The same, but another node put the key between the lost release and the
+// claim: this copy is no longer the key's and goes.
+TEST_F(BackendTest, ARemoveWhoseReleaseAnswerIsLostErasesTheCopyOfAKeyPutElsewhere) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("a", "alpha", {}));
+  directory_.LoseReleaseAnswers(ErrorCode::kRpcTimeout, /*then_claimed_elsewhere=*/true);
+  EXPECT_EQ(backend_->Remove("a", false).error(), ErrorCode::kRpcTimeout);
+  directory_.LoseReleaseAnswers(ErrorCode::kOk);
+  EXPECT_EQ(backend_->Get("a", 0, 0).error(), ErrorCode::kObjectNotFound);
+  EXPECT_TRUE(backend_->Keys().empty());
+}
+
 TEST_F(BackendTest, TwoPhaseWriteIsInvisibleUntilPutEnd) {
   Open(8 * kMiB, 32 * kMiB);
   auto handle = backend_->PutStart("tp", 10, {});
