@@ -70,6 +70,18 @@ std::string_view OriginAuthority(std::string_view origin) {
   return origin.substr(0, origin.find('/'));
 }
 
+// Whether the request has no Content-Length, or exactly one of only
+// decimal digits.
+bool ValidContentLength(const httplib::Request& req) {
+  const size_t count = req.get_header_value_count("Content-Length");
+  if (count == 0) return true;
+  if (count > 1) return false;
+  const std::string value = req.get_header_value("Content-Length");
+  return !value.empty() && value.size() <= 19 &&
+         std::all_of(value.begin(), value.end(),
+                     [](unsigned char c) { return c >= '0' && c <= '9'; });
+}
+
 // Code names for failures httplib detects before any route runs.
 std::string_view CodeForStatus(int status) {
   switch (status) {
@@ -332,6 +344,8 @@ HttpResponse AdminServer::Impl::Handle(HttpRequest& req) const {
   }
   if (allowed.empty())
     return HttpResponse::Error(404, "ROUTE_NOT_FOUND", "no such path: " + req.path);
+  // HEAD is served wherever GET is (routed as GET).
+  if (std::find(allowed.begin(), allowed.end(), "GET") != allowed.end()) allowed.push_back("HEAD");
   std::string allow;
   for (const auto& m : allowed) allow += (allow.empty() ? "" : ", ") + m;
   auto out = HttpResponse::Error(405, "METHOD_NOT_ALLOWED",
@@ -394,6 +408,12 @@ void AdminServer::Impl::Configure() {
                                                   httplib::Response& res) {
     if (req.has_header("Transfer-Encoding")) {
       Apply(HttpResponse::Error(411, CodeForStatus(411), ReasonFor(411)), res);
+    } else if (!ValidContentLength(req)) {
+      // httplib reads "abc" or "0x10" as 0 and would route the request with
+      // an empty body; its real length is unknown, so nothing is read.
+      Apply(HttpResponse::Error(400, "BAD_REQUEST",
+                                "Content-Length must be a decimal number of bytes, given once"),
+            res);
     } else if (IsMutating(req.method) && !req.has_header("Content-Length")) {
       dispatch(req, res);  // req.body is still empty
     } else if (IsMutating(req.method) && !options.token.empty() &&

@@ -352,7 +352,7 @@ TEST_F(AdminServerTest, UnknownPathsAndWrongMethodsGetJsonErrors) {
   ExpectError(api_->Get("/items//parts/x"), 404, "ROUTE_NOT_FOUND");  // {id} must be non-empty
   auto reply = api_->Call("PUT", "/echo", "{}", kToken);
   ExpectError(reply, 405, "METHOD_NOT_ALLOWED");
-  EXPECT_EQ(reply.headers["allow"], "POST, GET");
+  EXPECT_EQ(reply.headers["allow"], "POST, GET, HEAD");
   ExpectError(api_->Call("DELETE", "/items/1/parts/2", "", kToken), 405, "METHOD_NOT_ALLOWED");
 }
 
@@ -501,6 +501,30 @@ int ConnectLoopback(int port) {
 bool ServerSpoke(int fd, std::chrono::milliseconds timeout) {
   pollfd p{fd, POLLIN, 0};
   return poll(&p, 1, static_cast<int>(timeout.count())) > 0;
+}
+
+// "Content-Length: abc" (or "0x10", or two lengths) was read as 0 and the
+// request routed with an empty body; it is malformed HTTP.
+TEST_F(AdminServerTest, AContentLengthThatIsNotANumberIsRefused) {
+  for (const std::string length : {"abc", "0x10", "-1", "1 2", "99999999999999999999"}) {
+    const std::string request = "POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " +
+                                std::string(kToken) + "\r\nContent-Length: " + length +
+                                "\r\n\r\n{}";
+    int fd = ConnectLoopback(server_->port());
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(request.size()));
+    timeval timeout{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    std::string reply;
+    char buf[4096];
+    for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) reply.append(buf, static_cast<size_t>(n));
+    close(fd);
+    EXPECT_TRUE(reply.starts_with("HTTP/1.1 400")) << "Content-Length: " << length << "\n" << reply;
+    EXPECT_NE(reply.find("\"code\":\"BAD_REQUEST\""), std::string::npos) << reply;
+  }
+  auto ok = api_->Call("POST", "/echo", "hi", kToken);
+  EXPECT_EQ(ok.status, 200) << ok.body;
 }
 
 // Clients that send a request head a byte at a time (every 500 ms, far
