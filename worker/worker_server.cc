@@ -299,12 +299,16 @@ void WorkerServer::Stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  const int ports[] = {port(), admin_port()};
   // A heartbeat may be waiting for a new master leader (--etcd).
   if (master_) master_->StopFollowing();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
   if (maintenance_thread_.joinable()) maintenance_thread_.join();
   if (admin_) admin_->Stop();
   if (rpc_) rpc_->Stop();
+  // After the heartbeat thread (the only writer) ended: a supervisor that
+  // waits for the file must not find this stopped worker's ports in it.
+  if (!config_.ready_file.empty()) RemoveReadyFileIfOurs(config_.ready_file, ports);
 }
 
 bool WorkerServer::WaitRegistered(Millis timeout) {
@@ -436,13 +440,7 @@ void WorkerServer::HeartbeatLoop() {
       if (registered_again) outcome = *registered_again;
       if (outcome && master_->NeedsRegistration()) outcome = Err(ErrorCode::kNodeNotFound);
     }
-    if (outcome && !registered) {
-      registered = true;
-      if (!config_.ready_file.empty()) {
-        int ports[] = {port(), admin_port()};
-        WriteReadyFilePorts(config_.ready_file, ports);
-      }
-    }
+    if (outcome && !registered) registered = true;
     if (!outcome && !warned) {
       MC_LOG_WARN("master unreachable master={} error={}", config_.master_description(),
                   ToString(outcome.error()));
@@ -453,6 +451,14 @@ void WorkerServer::HeartbeatLoop() {
     if (registered && !registered_) {
       registered_ = true;
       cv_.notify_all();
+      // Only now, with registered_ and last_master_ok_ set: a supervisor
+      // that reads the file and then asks /readyz finds the worker ready.
+      if (!config_.ready_file.empty()) {
+        lock.unlock();
+        const int ports[] = {port(), admin_port()};
+        WriteReadyFilePorts(config_.ready_file, ports);
+        lock.lock();
+      }
     }
     auto wait = registered && outcome ? Millis(config_.heartbeat_interval_ms) : kRegisterRetry;
     cv_.wait_for(lock, wait, [this] { return stopping_; });
