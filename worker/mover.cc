@@ -231,10 +231,11 @@ bool Mover::DropObject(const std::string& key, size_t tier) {
   if (object == nullptr) return false;
   if (!released && released.error() != ErrorCode::kObjectNotFound &&
       released.error() != ErrorCode::kNotOwner) {
-    table_.SetMove(*object, MoveState::kIdle);  // the master may still point here; keep the data
+    // The master may still point here: keep the data (put back to idle by
+    // ClaimKeptCopies).
     MC_LOG_WARN("drop failed key={} error={}", key, ToString(released.error()));
     lock.unlock();
-    ClaimKeptCopies({{.key = key, .object_id = object_id}});
+    ClaimKeptCopies({{.key = key, .object_id = object_id, .dropping = true}});
     return false;
   }
   table_.Erase(*object);
@@ -440,17 +441,23 @@ void Mover::ClaimKeptCopies(const std::vector<KeptCopy>& kept) {
     std::lock_guard lock(ctx_.mu);
     for (size_t i = 0; i < kept.size(); ++i) {
       Object* object = table_.FindSame(kept[i].key, kept[i].object_id);
-      if (claimed[i]) {
-        if (table_.Find(kept[i].key) == nullptr) gone.push_back(kept[i].key);
-        continue;  // the master names this node, as before
+      if (object == nullptr) {
+        if (claimed[i] && table_.Find(kept[i].key) == nullptr) gone.push_back(kept[i].key);
+        continue;
       }
-      // Not answered: nothing better to do now (the next registration
-      // announces the copy).
-      if (claimed[i].error() != ErrorCode::kObjectAlreadyExists) continue;
-      if (object == nullptr || !object->complete() || object->moving()) continue;
-      MC_LOG_WARN("erased a copy kept after a failed release: another node owns key={}",
-                  kept[i].key);
-      table_.Erase(*object);
+      if (!claimed[i] && claimed[i].error() == ErrorCode::kObjectAlreadyExists) {
+        MC_LOG_WARN("erased a copy kept after a failed release: another node owns key={}",
+                    kept[i].key);
+        table_.Erase(*object);
+        continue;
+      }
+      // Claimed: the master names this node, as before. Not answered:
+      // nothing better to do now (the next registration announces it).
+      if (kept[i].dropping) {
+        table_.SetMove(*object, MoveState::kIdle);
+      } else {
+        table_.SetState(*object, ObjectState::kComplete);
+      }
     }
   }
   if (!gone.empty()) ctx_.directory->ReleaseMany(gone);

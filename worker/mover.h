@@ -95,10 +95,14 @@ class Mover {
   // master forgot all the same: the answer was lost after the release
   // landed, or a registration meanwhile released it. Claims each such key
   // again (a claim of a key this node owns succeeds), and erases the copy
-  // when another node owns the key by now. Call without ctx_.mu.
+  // when another node owns the key by now. The copies stay on their way out
+  // (ObjectState::kRemoving, or MoveState::kDropping) until the claim is
+  // answered, so no other remove or drop starts meanwhile; then they are
+  // put back. Call without ctx_.mu.
   struct KeptCopy {
     std::string key;
     uint64_t object_id = 0;
+    bool dropping = false;  // an eviction's drop, not a remove
   };
   void ClaimKeptCopies(const std::vector<KeptCopy>& kept);
   // Queues the adopted copy of `key` for the next ConfirmAdoptedObjects,

@@ -609,12 +609,9 @@ Result<void> TieredCacheBackend::FinishRemoveLocked(const std::string& key, uint
     writer_->ReleasedLocked(key);
     return failed ? released : Result<void>{};
   }
-  if (failed) {
-    if (Object* object = table_->FindSame(key, object_id)) {
-      table_->SetState(*object, ObjectState::kComplete);
-    }
-    return released;
-  }
+  // Kept, still kRemoving: the caller claims it again (ClaimKeptCopies),
+  // which puts it back.
+  if (failed) return released;
   table_->EraseIfSame(key, object_id);
   ctx_->counters.removes.fetch_add(1, std::memory_order_relaxed);
   return {};

@@ -216,8 +216,9 @@ class TieredCacheBackend {
   };
   // Marks the object removing (or revokes its write). Caller holds ctx_->mu.
   PendingRemoval BeginRemoveLocked(const std::string& key, bool force);
-  // Erases the object once the directory let it go, or puts it back when
-  // the directory could not be told. Caller holds ctx_->mu.
+  // Erases the object once the directory let it go; when the directory
+  // could not be told, leaves it kRemoving for Mover::ClaimKeptCopies.
+  // Caller holds ctx_->mu.
   Result<void> FinishRemoveLocked(const std::string& key, uint64_t object_id,
                                   const Result<void>& released);
 

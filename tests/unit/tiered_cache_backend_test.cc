@@ -1054,6 +1054,26 @@ TEST_F(BackendTest, ARemoveWhoseReleaseAnswerIsLostClaimsTheKeptCopyAgain) {
   EXPECT_EQ(a->data, "alpha");
 }
 
+// A second remove while the kept copy is claimed again is refused: run to
+// the end, its release could reach the master before the claim, and the
+// claim would then name this node for a key it erased.
+TEST_F(BackendTest, ARemoveWhileAKeptCopyIsClaimedAgainIsBusy) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("a", "alpha", {}));
+  directory_.LoseReleaseAnswers(ErrorCode::kRpcTimeout);
+  Result<void> during_claim;
+  directory_.RegisterAfterNextClaim([&] {
+    directory_.LoseReleaseAnswers(ErrorCode::kOk);
+    during_claim = backend_->Remove("a", false);
+    return std::vector<std::string>{"a"};
+  });
+  EXPECT_EQ(backend_->Remove("a", false).error(), ErrorCode::kRpcTimeout);
+  ASSERT_FALSE(during_claim);
+  EXPECT_EQ(during_claim.error(), ErrorCode::kObjectReplicaBusy);
+  EXPECT_TRUE(directory_.Owns("a"));
+  EXPECT_TRUE(backend_->Get("a", 0, 0));
+}
+
 // The same, but another node put the key between the lost release and the
 // claim: this copy is no longer the key's and goes.
 TEST_F(BackendTest, ARemoveWhoseReleaseAnswerIsLostErasesTheCopyOfAKeyPutElsewhere) {
