@@ -3,11 +3,14 @@
 // GatedReadTier: a CacheTier for tests that forwards to a real tier but can
 // hold its reads, a write and its Persists open, to pin an interleaving instead of
 // hoping for it, and fail its Persist on demand, as a full or broken disk
-// would.
+// would, or throw from its reads, as a copy whose buffer cannot be
+// allocated would.
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -40,6 +43,8 @@ class GatedReadTier : public CacheTier {
     }
     cv_.notify_all();
   }
+  // Every Read throws std::bad_alloc from now on (false: they forward again).
+  void ThrowOnReads(bool on) { throw_on_read_ = on; }
   // Every Persist fails with `code` from now on; kOk forwards them again.
   void FailPersists(ErrorCode code) {
     std::lock_guard lock(mu_);
@@ -111,6 +116,7 @@ class GatedReadTier : public CacheTier {
   }
   Result<void> Read(const TierLocation& location, uint64_t offset,
                     std::span<std::byte> out) const override {
+    if (throw_on_read_) throw std::bad_alloc();
     {
       std::unique_lock lock(mu_);
       if (closed_) {
@@ -143,6 +149,7 @@ class GatedReadTier : public CacheTier {
 
  private:
   std::unique_ptr<CacheTier> inner_;
+  std::atomic<bool> throw_on_read_{false};
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   bool closed_ = false;                         // guarded by mu_

@@ -572,6 +572,16 @@ TEST_F(MasterServiceTest, ReRegistrationsDuringClaimsAndLookupsNeverNameAnotherN
   }
 }
 
+// A master on a free RPC port (never a default one: a local cluster may hold
+// 50051), without an admin server, that declares no node dead in a test.
+Result<std::unique_ptr<MasterServer>> StartRpcOnlyMaster() {
+  MasterConfig config;
+  config.port = 0;
+  config.admin_port = -1;
+  config.node_ttl_ms = 60000;
+  return MasterServer::Start(config);
+}
+
 // The real thing over loopback: MasterServer, Thrift framing, the handler.
 TEST(MasterServerTest, ServesThriftClients) {
   MasterConfig config;
@@ -679,11 +689,7 @@ TEST(MasterServerTest, ServesThriftClients) {
 }
 
 TEST(MasterServerTest, BatchPutOwnerOverThriftAnswersEachKeyWithItsOwner) {
-  MasterConfig config;
-  config.port = 0;  // never a default port
-  config.admin_port = -1;
-  config.node_ttl_ms = 60000;
-  auto server = MasterServer::Start(config);
+  auto server = StartRpcOnlyMaster();
   ASSERT_TRUE(server);
   ASSERT_TRUE((*server)->service().RegisterNode(Node("a")));
   ASSERT_TRUE((*server)->service().RegisterNode(Node("b")));
@@ -734,11 +740,7 @@ TEST(MasterServerTest, ReaperExpiresSilentNodes) {
 // itself and the nodes that refused the object already (their heartbeats may
 // still show room they no longer have).
 TEST(MasterServerTest, AWorkerPicksNeitherItselfNorTheNodesItNames) {
-  MasterConfig config;
-  config.port = 0;
-  config.admin_port = -1;
-  config.node_ttl_ms = 60000;
-  auto server = MasterServer::Start(config);
+  auto server = StartRpcOnlyMaster();
   ASSERT_TRUE(server);
   MasterService& service = (*server)->service();
   ASSERT_TRUE(service.RegisterNode(Node("a", 8 * kGiB)));
@@ -755,11 +757,7 @@ TEST(MasterServerTest, AWorkerPicksNeitherItselfNorTheNodesItNames) {
 // since it was sent if no node owns it while the sender lives. A master
 // that does not know the asking node (it restarted) cannot tell.
 TEST(MasterServerTest, AWorkerTellsAKeyRemovedSinceItsCopyWasSent) {
-  MasterConfig config;
-  config.port = 0;
-  config.admin_port = -1;
-  config.node_ttl_ms = 60000;
-  auto server = MasterServer::Start(config);
+  auto server = StartRpcOnlyMaster();
   ASSERT_TRUE(server);
   MasterService& service = (*server)->service();
   ASSERT_TRUE(service.RegisterNode(Node("sender")));

@@ -812,37 +812,6 @@ TEST_F(BackendTest, PromotionCanBeTurnedOff) {
   EXPECT_EQ(TierOf("n0"), "ssd");
 }
 
-// A tier that forwards to `inner` but whose reads throw once armed, as a
-// copy whose buffer cannot be allocated would (std::bad_alloc).
-class ThrowingReadTier : public CacheTier {
- public:
-  explicit ThrowingReadTier(std::unique_ptr<CacheTier> inner) : inner_(std::move(inner)) {}
-  void Arm(bool armed) { armed_ = armed; }
-
-  std::string_view name() const override { return inner_->name(); }
-  TierKind kind() const override { return inner_->kind(); }
-  uint64_t capacity() const override { return inner_->capacity(); }
-  uint64_t used() const override { return inner_->used(); }
-  uint64_t object_count() const override { return inner_->object_count(); }
-  Result<TierLocation> Allocate(uint64_t size) override { return inner_->Allocate(size); }
-  void Free(const TierLocation& location) override { inner_->Free(location); }
-  Result<void> Write(const TierLocation& location, uint64_t offset,
-                     std::span<const std::byte> data) override {
-    return inner_->Write(location, offset, data);
-  }
-  Result<void> Read(const TierLocation& location, uint64_t offset,
-                    std::span<std::byte> out) const override {
-    if (armed_) throw std::bad_alloc();
-    return inner_->Read(location, offset, out);
-  }
-  Result<void> Persist(const DurableObjectMeta& meta) override { return inner_->Persist(meta); }
-  std::vector<DurableObjectMeta> Recover() override { return inner_->Recover(); }
-
- private:
-  std::unique_ptr<CacheTier> inner_;
-  std::atomic<bool> armed_{false};
-};
-
 // A Get whose copy throws lets go of the object: a pin left behind would
 // keep it from ever moving or being evicted, its upserts busy and its
 // removes refused for good.
@@ -850,9 +819,9 @@ TEST_F(BackendTest, AGetWhoseCopyThrowsLetsGoOfTheObject) {
   backend_.reset();
   std::vector<std::unique_ptr<CacheTier>> tiers;
   tiers.push_back(std::move(DramTier::Create("dram", 8 * kMiB).value()));
-  auto ssd = std::make_unique<ThrowingReadTier>(
+  auto ssd = std::make_unique<GatedReadTier>(
       std::move(SsdTier::Open("ssd", dir_ + "/ssd", 32 * kMiB).value()));
-  ThrowingReadTier* throwing = ssd.get();
+  GatedReadTier* throwing = ssd.get();
   tiers.push_back(std::move(ssd));
   backend_ = std::make_unique<TieredCacheBackend>(std::move(tiers), &directory_, DefaultOptions());
   backend_->Recover();
@@ -860,11 +829,11 @@ TEST_F(BackendTest, AGetWhoseCopyThrowsLetsGoOfTheObject) {
   ASSERT_TRUE(backend_->EvictTier("dram", 0.0));
   ASSERT_EQ(TierOf("a"), "ssd");
 
-  throwing->Arm(true);
+  throwing->ThrowOnReads(true);
   EXPECT_THROW(backend_->Get("a", 0, 0), std::bad_alloc);
   EXPECT_EQ(backend_->Inspect("a")->readers, 0);
   EXPECT_EQ(Tier(1).hits, 0u) << "nothing was read";
-  throwing->Arm(false);
+  throwing->ThrowOnReads(false);
   EXPECT_EQ(backend_->Get("a", 0, 0)->data, Pattern("a", 4096));
   EXPECT_TRUE(backend_->Remove("a", /*force=*/false)) << "an unpinned object can be removed";
 }
