@@ -14,6 +14,15 @@
 namespace mooncake {
 namespace {
 
+// The node registry of one master (shard).
+Result<std::vector<rpc::NodeInfo>> ListNodesAt(MasterEndpoint& master) {
+  return master.Call([](rpc::MasterServiceClient& client) {
+    std::vector<rpc::NodeInfo> nodes;
+    client.ListNodes(nodes);
+    return nodes;
+  });
+}
+
 NodeRecord FromRpcNode(const rpc::NodeInfo& info) {
   NodeRecord node{.node_id = info.node_id,
                   .host = info.host,
@@ -431,11 +440,7 @@ Result<NodeRecord> MasterLink::PickNode(uint64_t size, const std::vector<std::st
 }
 
 Result<NodeRecord> MasterLink::FindNode(const std::string& node_id) {
-  auto reply = channel_->shards.Any().Call([&](rpc::MasterServiceClient& client) {
-    std::vector<rpc::NodeInfo> nodes;
-    client.ListNodes(nodes);
-    return nodes;
-  });
+  auto reply = ListNodesAt(channel_->shards.Any());
   if (!reply) return Err(reply.error());
   for (const auto& node : *reply) {
     if (node.node_id == node_id && node.alive) return FromRpcNode(node);
@@ -476,11 +481,7 @@ Result<bool> MasterLink::RemovedSinceSent(const std::string& key, const std::str
   if (owner.error() != ErrorCode::kObjectNotFound) return Err(owner.error());
   // The same shard's registry: it is the one that would have forgotten the
   // key with its sender, or lost both in a restart.
-  auto reply = channel_->shards.ForKey(key).Call([&](rpc::MasterServiceClient& client) {
-    std::vector<rpc::NodeInfo> nodes;
-    client.ListNodes(nodes);
-    return nodes;
-  });
+  auto reply = ListNodesAt(channel_->shards.ForKey(key));
   if (!reply) return Err(reply.error());
   auto alive = [&](const std::string& id) {
     return std::ranges::any_of(*reply,
