@@ -36,6 +36,7 @@ void Maintenance::RunPass() {
   mover_.DemoteAboveWatermarks();
   mover_.ConfirmAdoptedObjects();
   mover_.SettleHandOvers();
+  mover_.RetryKeptCopyClaims();
   // Per-object moves log at DEBUG; operators get one line per pass.
   mover_.LogMoveSummary();
 }

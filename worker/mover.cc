@@ -13,6 +13,13 @@ namespace {
 constexpr int kAllocationRounds = 8;
 constexpr uint64_t kCopyBufferBytes = kRpcChunkBytes;
 
+// The master did not answer a call (away, or no leader to be found): what
+// the call asked may or may not have been applied there.
+bool Unanswered(ErrorCode error) {
+  return error == ErrorCode::kRpcTimeout || error == ErrorCode::kRpcFail ||
+         error == ErrorCode::kNotLeader;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -451,8 +458,16 @@ void Mover::ClaimKeptCopies(const std::vector<KeptCopy>& kept) {
         table_.Erase(*object);
         continue;
       }
-      // Claimed: the master names this node, as before. Not answered:
-      // nothing better to do now (the next registration announces it).
+      // Not answered: the master may have forgotten the key (the release
+      // landed) or not; the copy stays on its way out, still readable, and
+      // is claimed again on the next maintenance pass (RetryKeptCopyClaims).
+      if (!claimed[i] && Unanswered(claimed[i].error()) && retry_claims_.size() < kMaxRetryClaims) {
+        retry_claims_.push_back(kept[i]);
+        continue;
+      }
+      // Claimed: the master names this node, as before. Refused otherwise
+      // (its key table full, say), or past the bound: nothing better to do
+      // now (the next registration announces it).
       if (kept[i].dropping) {
         table_.SetMove(*object, MoveState::kIdle);
       } else {
@@ -461,6 +476,15 @@ void Mover::ClaimKeptCopies(const std::vector<KeptCopy>& kept) {
     }
   }
   if (!gone.empty()) ctx_.directory->ReleaseMany(gone);
+}
+
+void Mover::RetryKeptCopyClaims() {
+  std::vector<KeptCopy> retry;
+  {
+    std::lock_guard lock(ctx_.mu);
+    retry.swap(retry_claims_);
+  }
+  ClaimKeptCopies(retry);
 }
 
 void Mover::SettleHandOvers() {

@@ -104,7 +104,11 @@ class Mover {
     uint64_t object_id = 0;
     bool dropping = false;  // an eviction's drop, not a remove
   };
+  // A claim the master did not answer is sent again by the next
+  // RetryKeptCopyClaims, the copy staying on its way out (still readable;
+  // removes and upserts of it are busy) until one is answered.
   void ClaimKeptCopies(const std::vector<KeptCopy>& kept);
+  void RetryKeptCopyClaims();
   // Queues the adopted copy of `key` for the next ConfirmAdoptedObjects,
   // whether due or not (its sender's swap named this node). kObjectNotFound
   // when no adopted copy of `key` is here.
@@ -186,6 +190,10 @@ class Mover {
   };
   std::vector<UnsettledHandOver> unsettled_;  // guarded by ctx_.mu
   static constexpr size_t kMaxUnsettled = 4096;
+  // Kept copies whose claim the master did not answer (ClaimKeptCopies);
+  // bounded: past kMaxRetryClaims such a copy is put back unclaimed.
+  std::vector<KeptCopy> retry_claims_;  // guarded by ctx_.mu
+  static constexpr size_t kMaxRetryClaims = 4096;
   // Adopted copies whose senders said the master named this node; bounded
   // (kMaxConfirmSoon): past it they wait for their turn in the queue above.
   std::vector<UnconfirmedAdopt> confirm_soon_;  // guarded by ctx_.mu

@@ -1055,6 +1055,33 @@ TEST_F(BackendTest, ARemoveWhoseReleaseAnswerIsLostErasesTheCopyOfAKeyPutElsewhe
   EXPECT_TRUE(backend_->Keys().empty());
 }
 
+// The master away for the claim as well: the copy stays readable and on
+// its way out (a second remove is busy), and the next maintenance pass
+// claims it again, so the master names this node for it once more.
+TEST_F(BackendTest, AKeptCopyWhoseClaimIsUnansweredIsClaimedOnTheNextPass) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("a", "alpha", {}));
+  directory_.LoseReleaseAnswers(ErrorCode::kRpcTimeout);
+  directory_.FailClaimsWith(ErrorCode::kRpcTimeout);
+  EXPECT_EQ(backend_->Remove("a", false).error(), ErrorCode::kRpcTimeout);
+  directory_.LoseReleaseAnswers(ErrorCode::kOk);
+  EXPECT_FALSE(directory_.Owns("a"));  // the release landed
+  auto during = backend_->Get("a", 0, 0);
+  ASSERT_TRUE(during);
+  EXPECT_EQ(during->data, "alpha");
+  EXPECT_EQ(backend_->Remove("a", false).error(), ErrorCode::kObjectReplicaBusy);
+  backend_->RunMaintenance();  // the master still away: asked again later
+  EXPECT_FALSE(directory_.Owns("a"));
+  directory_.FailClaimsWith(ErrorCode::kOk);
+  backend_->RunMaintenance();
+  EXPECT_TRUE(directory_.Owns("a"));
+  auto a = backend_->Get("a", 0, 0);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->data, "alpha");
+  EXPECT_TRUE(backend_->Remove("a", false));
+  EXPECT_FALSE(directory_.Owns("a"));
+}
+
 TEST_F(BackendTest, TwoPhaseWriteIsInvisibleUntilPutEnd) {
   Open(8 * kMiB, 32 * kMiB);
   auto handle = backend_->PutStart("tp", 10, {});
