@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <system_error>
 
 #include "common/log.h"
 #include "mooncake_rpc/WorkerService.h"
@@ -83,7 +84,56 @@ ThriftPeerTransfer::ThriftPeerTransfer(MasterLink& master, CrashPoint crash_poin
       tls_(std::move(tls)),
       rpc_poll_us_(rpc_poll_us) {}
 
-ThriftPeerTransfer::~ThriftPeerTransfer() = default;
+ThriftPeerTransfer::~ThriftPeerTransfer() {
+  {
+    std::lock_guard lock(confirm_mu_);
+    stopping_ = true;
+  }
+  confirm_cv_.notify_all();
+  if (confirm_thread_.joinable()) confirm_thread_.join();
+}
+
+void ThriftPeerTransfer::ConfirmLater(std::shared_ptr<WorkerChannel> channel,
+                                      const std::string& key) {
+  {
+    std::lock_guard lock(confirm_mu_);
+    if (stopping_) return;
+    if (confirms_.size() >= kMaxPendingConfirms) {
+      MC_LOG_DEBUG("adopt confirm queue full; the target confirms later key={}", key);
+      return;
+    }
+    if (!confirm_thread_.joinable()) {
+      try {
+        confirm_thread_ = std::thread([this] { SendConfirms(); });
+      } catch (const std::system_error& e) {
+        MC_LOG_WARN("cannot start the adopt confirm thread error=\"{}\"; the target confirms later",
+                    e.what());
+        return;
+      }
+    }
+    confirms_.push_back({.channel = std::move(channel), .key = key});
+  }
+  confirm_cv_.notify_one();
+}
+
+void ThriftPeerTransfer::SendConfirms() {
+  std::unique_lock lock(confirm_mu_);
+  for (;;) {
+    confirm_cv_.wait(lock, [this] { return stopping_ || !confirms_.empty(); });
+    // What is left at shutdown is confirmed by each target after its delay.
+    if (stopping_) return;
+    PendingConfirm next = std::move(confirms_.front());
+    confirms_.pop_front();
+    lock.unlock();
+    auto confirmed = next.channel->rpc.Call(
+        [&](rpc::WorkerServiceClient& c) { return c.AdoptConfirm(next.key); });
+    if (!confirmed) {
+      MC_LOG_DEBUG("adopt confirm not delivered key={} target={} error={}", next.key,
+                   next.channel->address, ToString(confirmed.error()));
+    }
+    lock.lock();
+  }
+}
 
 std::shared_ptr<ThriftPeerTransfer::WorkerChannel> ThriftPeerTransfer::Channel(
     const NodeRecord& node) {
@@ -157,7 +207,7 @@ Result<std::string> ThriftPeerTransfer::Transfer(const std::string& key, uint64_
   // Best effort: unconfirmed, the target would refuse upserts and removes of
   // the key (OBJECT_REPLICA_BUSY) until its own check, --adopt-confirm-delay-ms
   // later; a target of an older release answers that it has no such method.
-  channel->rpc.Call([&](rpc::WorkerServiceClient& c) { return c.AdoptConfirm(key); });
+  ConfirmLater(std::move(channel), key);
   return node->node_id;
 }
 

@@ -12,17 +12,26 @@
 // PutChunk on the same handle and AdoptEnd(handle, false) (PutChunk counts
 // bytes, so a partial RDMA write is simply overwritten).
 //
+// Once the master names the target, the target is told so (AdoptConfirm,
+// so that it takes writes of the key at once) from a thread of this
+// transfer's own, not on the hand-over's path: the eviction that moved the
+// object, often a put's, does not wait a round trip more for it, nor a
+// timeout for a target that went away.
+//
 // Thread-safety: Transfer may run from several threads; worker channels and
 // the last transport used per peer are cached under mu_; channels, the
 // RdmaLink and the counters are themselves thread-safe.
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "thrift/rpc_limits.h"
@@ -128,6 +137,11 @@ class ThriftPeerTransfer : public PeerTransfer {
   std::optional<bool> HandedOverDespite(const std::string& key, const std::string& target,
                                         ErrorCode error);
   void MaybeCrash(CrashPoint point) const;
+  // Queues an AdoptConfirm of `key` for `channel`'s node. Best effort: past
+  // kMaxPendingConfirms, or at shutdown, the node confirms its copy after
+  // its own delay (--adopt-confirm-delay-ms) instead.
+  void ConfirmLater(std::shared_ptr<WorkerChannel> channel, const std::string& key);
+  void SendConfirms();  // the confirm thread
 
   MasterLink& master_;
   const CrashPoint crash_point_;
@@ -139,6 +153,17 @@ class ThriftPeerTransfer : public PeerTransfer {
   std::map<std::string, bool> last_used_rdma_;  // guarded by mu_
   std::atomic<uint64_t> rdma_objects_{0}, rdma_bytes_{0}, tcp_objects_{0}, tcp_bytes_{0};
   std::atomic<uint64_t> rdma_fallbacks_{0};
+
+  struct PendingConfirm {
+    std::shared_ptr<WorkerChannel> channel;
+    std::string key;
+  };
+  static constexpr size_t kMaxPendingConfirms = 4096;
+  std::mutex confirm_mu_;
+  std::condition_variable confirm_cv_;
+  std::deque<PendingConfirm> confirms_;  // guarded by confirm_mu_
+  bool stopping_ = false;                // guarded by confirm_mu_
+  std::thread confirm_thread_;           // started by the first ConfirmLater, under confirm_mu_
 };
 
 }  // namespace mooncake

@@ -1,0 +1,126 @@
+// ThriftPeerTransfer (worker/peer_transfer.h) against a real master and a
+// target that speaks the worker's Thrift service: once the master names the
+// target, the target is told so (AdoptConfirm) off the hand-over's path.
+
+#include "worker/peer_transfer.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "master/master_config.h"
+#include "master/master_server.h"
+#include "mooncake_rpc/WorkerService.h"
+#include "thrift/rpc_server.h"
+
+namespace mooncake {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A target that takes every adopt and holds each AdoptConfirm until
+// Release(), as a node that went away right after the swap would.
+class HoldingTarget : public rpc::WorkerServiceNull {
+ public:
+  void AdoptStart(rpc::PutStartResult& result, const std::string& /*key*/, const int64_t /*size*/,
+                  const rpc::ReplicateConfig& /*config*/, const int64_t /*version*/,
+                  const std::string& /*sender*/) override {
+    result.code = rpc::ErrorCode::OK;
+    result.handle = 1;
+  }
+  rpc::ErrorCode::type PutChunk(const int64_t /*handle*/, const int64_t /*offset*/,
+                                const std::string& /*data*/) override {
+    return rpc::ErrorCode::OK;
+  }
+  rpc::ErrorCode::type AdoptEnd(const int64_t /*handle*/, const bool /*written*/) override {
+    return rpc::ErrorCode::OK;
+  }
+  rpc::ErrorCode::type AdoptConfirm(const std::string& key) override {
+    std::unique_lock lock(mu_);
+    confirmed_.push_back(key);
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return released_; });
+    return rpc::ErrorCode::OK;
+  }
+
+  // Waits (bounded) until an AdoptConfirm of `key` arrived.
+  bool ConfirmArrives(const std::string& key) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, 10s,
+                        [&] { return std::ranges::find(confirmed_, key) != confirmed_.end(); });
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> confirmed_;  // guarded by mu_
+  bool released_ = false;               // guarded by mu_
+};
+
+NodeRecord Node(const std::string& id, int port) {
+  NodeRecord node;
+  node.node_id = id;
+  node.host = "127.0.0.1";
+  node.port = port;
+  node.tiers.push_back(TierUsage{"dram", "dram", 1ull << 30, 0, 0});
+  return node;
+}
+
+TEST(ThriftPeerTransferTest, AHandOverDoesNotWaitForTheTargetToTakeItsConfirm) {
+  // Given a master that knows node a, which owns "k", and node b, a target
+  // that holds every AdoptConfirm.
+  MasterConfig config;
+  config.port = 0;  // never a default port: a local cluster may hold it
+  config.admin_port = -1;
+  config.node_ttl_ms = 60000;
+  auto master = MasterServer::Start(config);
+  ASSERT_TRUE(master);
+  auto target = std::make_shared<HoldingTarget>();
+  auto server = RpcServer::Start(std::make_shared<rpc::WorkerServiceProcessor>(target),
+                                 RpcServerOptions{.host = "127.0.0.1", .port = 0});
+  ASSERT_TRUE(server) << ToString(server.error());
+  MasterService& service = (*master)->service();
+  ASSERT_TRUE(service.RegisterNode(Node("a", 1)));
+  ASSERT_TRUE(service.RegisterNode(Node("b", (*server)->port())));
+  ASSERT_TRUE(service.PutOwner("k", "a"));
+  MasterLink link(MasterTarget{.host = "127.0.0.1", .port = (*master)->port()});
+  link.set_node_id("a");
+  {
+    ThriftPeerTransfer peers(link);
+    const std::string value = "value";
+    ObjectSource source{.read = [&](uint64_t offset, std::span<std::byte> out) -> Result<void> {
+      std::memcpy(out.data(), value.data() + offset, out.size());
+      return {};
+    }};
+    // When a moves "k" to b.
+    auto moved = std::async(std::launch::async, [&] {
+      return peers.Transfer("k", value.size(), 1, ObjectOptions{}, source, "b", false);
+    });
+    // Then the move returns once the master names b, while b still holds
+    // the confirm it was sent.
+    const bool returned = moved.wait_for(10s) == std::future_status::ready;
+    EXPECT_TRUE(target->ConfirmArrives("k"));
+    target->Release();
+    ASSERT_TRUE(returned) << "the hand-over waited for the target's AdoptConfirm";
+    auto to = moved.get();
+    ASSERT_TRUE(to) << ToString(to.error());
+    EXPECT_EQ(*to, "b");
+    EXPECT_EQ(service.GetLocation("k")->node_id, "b");
+  }
+  (*server)->Stop();
+}
+
+}  // namespace
+}  // namespace mooncake
