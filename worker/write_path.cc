@@ -511,20 +511,27 @@ Result<AllocationPtr> WritePath::PlaceLocked(uint64_t handle, const std::string&
   return allocation;
 }
 
+Result<PendingWrite*> WritePath::WriterCallLocked(uint64_t handle) {
+  auto pending = pending_.find(handle);
+  if (pending == pending_.end() || pending->second.committing) {
+    return Err(ErrorCode::kIllegalClient);
+  }
+  if (!pending->second.placed()) return Err(ErrorCode::kReplicaIsNotReady);
+  return &pending->second;
+}
+
 Result<void> WritePath::Chunk(uint64_t handle, uint64_t offset, std::string_view data) {
   AllocationPtr allocation;
   {
     std::lock_guard lock(ctx_.mu);
-    auto pending = pending_.find(handle);
-    if (pending == pending_.end() || pending->second.committing) {
-      return Err(ErrorCode::kIllegalClient);
-    }
-    if (data.empty() || offset > pending->second.size ||
-        data.size() > pending->second.size - offset) {
+    auto write = WriterCallLocked(handle);
+    if (!write) return Err(write.error());
+    PendingWrite& pending = **write;
+    if (data.empty() || offset > pending.size || data.size() > pending.size - offset) {
       return Err(ErrorCode::kInvalidParams);
     }
-    allocation = pending->second.allocation;
-    ++pending->second.chunks_in_flight;
+    allocation = pending.allocation;
+    ++pending.chunks_in_flight;
   }
   auto bytes = std::as_bytes(std::span(data.data(), data.size()));
   auto written = allocation->tier->Write(allocation->location, offset, bytes);
@@ -583,11 +590,9 @@ Result<PlacedWrite> WritePath::StartPlaced(const std::string& key, uint64_t size
 Result<void> WritePath::EndPlaced(uint64_t handle) {
   {
     std::lock_guard lock(ctx_.mu);
-    auto pending = pending_.find(handle);
-    if (pending == pending_.end() || pending->second.committing) {
-      return Err(ErrorCode::kIllegalClient);
-    }
-    PendingWrite& write = pending->second;
+    auto pending = WriterCallLocked(handle);
+    if (!pending) return Err(pending.error());
+    PendingWrite& write = **pending;
     write.written.MarkAll(write.size);
     ctx_.CountWritten(write.allocation->tier, write.size);
   }
@@ -614,16 +619,15 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::Commit(uint64_t hand
 }
 
 Result<WritePath::Committing> WritePath::BeginCommitLocked(uint64_t handle, uint64_t bytes_copied) {
-  auto pending = pending_.find(handle);
-  if (pending == pending_.end() || pending->second.committing) {
-    return Err(ErrorCode::kIllegalClient);
-  }
-  if (bytes_copied > 0) pending->second.written.Add(0, bytes_copied);
-  if (!pending->second.written.Covers(pending->second.size)) {
+  auto pending = WriterCallLocked(handle);
+  if (!pending) return Err(pending.error());
+  PendingWrite& write = **pending;
+  if (bytes_copied > 0) write.written.Add(0, bytes_copied);
+  if (!write.written.Covers(write.size)) {
     return Err(ErrorCode::kInvalidParams);  // the writer may still send the rest
   }
-  pending->second.committing = true;
-  Committing c{.handle = handle, .write = pending->second};
+  write.committing = true;
+  Committing c{.handle = handle, .write = write};
   if (c.write.mode == WriteMode::kAdopt) {
     c.version = c.write.adopted.version;
     table_.ObserveVersion(c.version);
@@ -778,10 +782,9 @@ Result<AllocationPtr> WritePath::WriteThrough(const std::string& key, const Allo
 
 Result<void> WritePath::Revoke(uint64_t handle) {
   return LockedThenRelease([&](std::vector<std::string>& release) -> Result<void> {
-    auto pending = pending_.find(handle);
-    if (pending == pending_.end() || pending->second.committing) {
-      return Err(ErrorCode::kIllegalClient);
-    }
+    // Not before it is placed: its writer has not had the handle yet, and
+    // Start revokes it itself if no space is found.
+    if (auto pending = WriterCallLocked(handle); !pending) return Err(pending.error());
     RevokeLocked(handle, /*writer_gone=*/true, release);
     return {};
   });
@@ -845,7 +848,11 @@ void WritePath::DiscardExpiredWrites() {
     auto now = SteadyClock::now();
     std::vector<uint64_t> expired;
     for (const auto& [handle, pending] : pending_) {
-      if (!pending.committing && pending.deadline <= now) expired.push_back(handle);
+      // One not yet placed is not abandoned: its Start is still finding it
+      // space, and places or revokes it.
+      if (!pending.committing && pending.placed() && pending.deadline <= now) {
+        expired.push_back(handle);
+      }
     }
     for (uint64_t handle : expired) {
       MC_LOG_WARN("discarded abandoned write key={} size={}", pending_[handle].key,
@@ -900,9 +907,8 @@ Result<DirectWritePlan> WritePath::OpenForWrite(const std::string& key, uint64_t
 Result<WriteTarget> WritePath::Target(uint64_t handle) const {
   std::lock_guard lock(ctx_.mu);
   auto pending = pending_.find(handle);
-  if (pending == pending_.end() || !pending->second.allocation) {
-    return Err(ErrorCode::kIllegalClient);
-  }
+  if (pending == pending_.end()) return Err(ErrorCode::kIllegalClient);
+  if (!pending->second.placed()) return Err(ErrorCode::kReplicaIsNotReady);
   const PendingWrite& write = pending->second;
   return WriteTarget{.tier = write.tier,
                      .tier_name = std::string(ctx_.tiers[write.tier]->name()),
@@ -916,11 +922,13 @@ Result<void> WritePath::CommitDirect(uint64_t handle, std::string_view key) {
     if (pending == pending_.end() || (!key.empty() && pending->second.key != key)) {
       return Err(ErrorCode::kIllegalClient);
     }
+    auto write = WriterCallLocked(handle);
+    if (!write) return Err(write.error());
     // Only writes opened for direct placement may skip counting bytes.
-    if (!pending->second.direct && pending->second.mode != WriteMode::kAdopt) {
+    if (!(*write)->direct && (*write)->mode != WriteMode::kAdopt) {
       return Err(ErrorCode::kInvalidParams);
     }
-    pending->second.written.MarkAll(pending->second.size);
+    (*write)->written.MarkAll((*write)->size);
   }
   return End(handle);
 }

@@ -86,6 +86,12 @@ struct PendingWrite {
   // Whether the commit claims the key: an upsert of a key owned here needs
   // no claim of its own.
   bool NeedsClaim() const { return !was_published || claim_uncertain; }
+  // Whether the write has its space. A write is in pending_, its handle
+  // live, from its reserve on, while FindSpace looks for space without
+  // ctx_.mu (evicting may take seconds); handles are sequential, so any
+  // client can name one meanwhile, and nothing may touch the allocation
+  // before this.
+  bool placed() const { return allocation != nullptr; }
 };
 
 class WritePath {
@@ -182,6 +188,11 @@ class WritePath {
   // Claims the committed keys in one call and publishes them.
   void PublishWave(std::vector<std::optional<CommittedWrite>> committed,
                    std::span<Result<void>> results);
+  // The pending write `handle` for a call of its writer (a chunk, a commit,
+  // a revoke): ILLEGAL_CLIENT when there is none (pre-empted, discarded,
+  // never issued) or it is committing already; REPLICA_IS_NOT_READY while
+  // it is still looking for space (not placed()).
+  Result<PendingWrite*> WriterCallLocked(uint64_t handle);
   // The checks of a write that need no lock.
   Result<void> CheckWrite(const std::string& key, uint64_t size,
                           const ObjectOptions& options) const;

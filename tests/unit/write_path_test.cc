@@ -6,10 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "tests/test_bytes.h"
 #include "tests/unit/backend_parts.h"
@@ -407,6 +409,47 @@ TEST(WritePathTest, ForgettingAPendingWriteFailsItsWriter) {
   }
   EXPECT_EQ(parts.writer.Chunk(*handle, 0, "abc").error(), ErrorCode::kIllegalClient);
   EXPECT_EQ(parts.writer.Target(*handle).error(), ErrorCode::kIllegalClient);
+}
+
+// A write's handle is live from its reserve on, while its Start looks for
+// space without the lock (here: dropping a victim, its release held at the
+// master). Handles are sequential, so any client can name it meanwhile; every
+// call of a writer then answers "not ready" instead of touching the space
+// the write does not have yet (a null allocation: the worker crashed).
+TEST(WritePathTest, ACallForAWriteStillLookingForSpaceIsNotReadyNotACrash) {
+  BackendParts parts({1 * kMiB}, DiscardAtOnce());
+  parts.AddComplete("victim", Pattern(900 * kKiB, 1), 0);
+  auto probe = StartPut(parts, "probe", 1);
+  ASSERT_TRUE(probe);
+  ASSERT_TRUE(parts.writer.Revoke(*probe));
+  const uint64_t next = *probe + 1;  // the handle the plan below gets
+  parts.directory.HoldReleases();    // FindSpace -> DropObject -> Release waits
+  Result<DirectWritePlan> plan = Err(ErrorCode::kInternalError);
+  std::thread writer(
+      [&] { plan = parts.writer.OpenForWrite("new", 900 * kKiB, {}, WriteMode::kCreate); });
+  ASSERT_TRUE(parts.directory.AwaitHeldReleases(1, std::chrono::seconds(10)));
+  EXPECT_EQ(parts.StateOf("new"), ObjectState::kWriting);
+  EXPECT_EQ(parts.writer.Chunk(next, 0, "x").error(), ErrorCode::kReplicaIsNotReady);
+  EXPECT_EQ(parts.writer.CommitDirect(next, "").error(), ErrorCode::kReplicaIsNotReady);
+  EXPECT_EQ(parts.writer.CommitDirect(next, "new").error(), ErrorCode::kReplicaIsNotReady);
+  EXPECT_EQ(parts.writer.EndPlaced(next).error(), ErrorCode::kReplicaIsNotReady);
+  EXPECT_EQ(parts.writer.End(next).error(), ErrorCode::kReplicaIsNotReady);
+  EXPECT_EQ(parts.writer.Revoke(next).error(), ErrorCode::kReplicaIsNotReady);
+  EXPECT_EQ(parts.writer.Target(next).error(), ErrorCode::kReplicaIsNotReady);
+  // Nor is it discarded as abandoned: its Start is still at work on it.
+  parts.writer.DiscardExpiredWrites();
+  EXPECT_EQ(parts.StateOf("new"), ObjectState::kWriting);
+  parts.directory.LetReleasesGo();
+  writer.join();
+  // The write was left as it was: it gets its space and commits.
+  ASSERT_TRUE(plan) << ToString(plan.error());
+  EXPECT_EQ(plan->epoch, next);
+  const std::string value = Pattern(900 * kKiB, 2);
+  ASSERT_TRUE(parts.ctx.tiers[0]->Write(plan->target.location, 0,
+                                        std::as_bytes(std::span(value.data(), value.size()))));
+  ASSERT_TRUE(parts.writer.CommitDirect(next, "new"));
+  EXPECT_EQ(parts.Read("new"), value);
+  EXPECT_EQ(parts.StateOf("victim"), ObjectState::kRemoved);
 }
 
 }  // namespace
