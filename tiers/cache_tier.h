@@ -90,6 +90,10 @@ class CacheTier {
   // Copies [offset, offset + out.size()) of the location into `out`.
   virtual Result<void> Read(const TierLocation& location, uint64_t offset,
                             std::span<std::byte> out) const = 0;
+  // Whether a read of the location found its bytes damaged or missing (a
+  // checksum mismatch, a lost record), not a passing I/O error: they will
+  // never read back, so the object is lost and its space only holds room.
+  virtual bool Damaged(const TierLocation& location) const { return false; }
 
   // Where the location's bytes lie in this process's memory, for tiers of
   // host memory (DRAM); null for the others. Valid until the location is

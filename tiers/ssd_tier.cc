@@ -506,6 +506,7 @@ void SsdTier::Free(const TierLocation& location) {
       if (it == live_.end()) return;
       used_ -= it->second;
       live_.erase(it);
+      damaged_.erase(id);
     }
     // If the delete fails the meta record is still on disk: retry later, or a
     // restart would bring back an object the cache already dropped.
@@ -514,6 +515,16 @@ void SsdTier::Free(const TierLocation& location) {
   } catch (const std::exception& e) {
     MC_LOG_ERROR("ssd tier free failed tier={} id={} error={}", name_, id, e.what());
   }
+}
+
+void SsdTier::MarkDamaged(uint64_t id) const {
+  std::lock_guard lock(mu_);
+  if (live_.contains(id)) damaged_.insert(id);
+}
+
+bool SsdTier::Damaged(const TierLocation& location) const {
+  std::lock_guard lock(mu_);
+  return damaged_.contains(location.offset);
 }
 
 Result<void> SsdTier::DeleteObject(uint64_t id) {
@@ -727,11 +738,13 @@ Result<void> SsdTier::ReadChunk(const TierLocation& location, uint64_t chunk,
         "ssd read failed tier={} path={} id={} chunk={} status={} reason=\"{}\"", name_, path_, id,
         chunk, s.ToString(),
         s.IsCorruption() ? "corrupt data" : (s.IsNotFound() ? "missing data" : "io error"));
+    if (s.IsCorruption() || s.IsNotFound()) MarkDamaged(id);
     return Err(ErrorCode::kInternalError);
   }
   if (value.size() < offset_in_chunk + out.size()) {
     MC_LOG_ERROR("ssd tier chunk too short tier={} id={} chunk={} bytes={}", name_, id, chunk,
                  value.size());
+    MarkDamaged(id);
     return Err(ErrorCode::kInternalError);
   }
   std::memcpy(out.data(), value.data() + offset_in_chunk, out.size());

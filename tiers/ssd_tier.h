@@ -40,6 +40,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/status.h"
@@ -98,6 +99,7 @@ class SsdTier : public CacheTier {
   Result<TierLocation> Allocate(uint64_t size) override;
   // Deletes the object's chunks and meta record and releases its bytes.
   void Free(const TierLocation& location) override;
+  bool Damaged(const TierLocation& location) const override;
   // Chunk-aligned writes that cover whole chunks are blind puts; partial
   // chunks are read, patched and rewritten.
   Result<void> Write(const TierLocation& location, uint64_t offset,
@@ -160,6 +162,8 @@ class SsdTier : public CacheTier {
                           std::span<const std::byte> data);
   Result<void> ReadChunk(const TierLocation& location, uint64_t chunk, uint64_t offset_in_chunk,
                          std::span<std::byte> out) const;
+  // Remembers that a read of live `id` found its bytes damaged or missing.
+  void MarkDamaged(uint64_t id) const;
   // Drops all chunks and the meta record of `id` in one atomic batch.
   Result<void> DeleteObject(uint64_t id);
   bool IsLive(uint64_t id) const;
@@ -180,6 +184,8 @@ class SsdTier : public CacheTier {
   uint64_t used_ = 0;                            // guarded by mu_
   uint64_t next_id_ = 1;                         // guarded by mu_
   std::vector<uint64_t> deferred_deletes_;       // guarded by mu_
+  // Live ids a read found damaged or missing (Damaged); forgotten on Free.
+  mutable std::unordered_set<uint64_t> damaged_;  // guarded by mu_
   std::atomic<bool> has_deferred_deletes_{false};
 
   // The deferred-deletes file (-1 when it could not be opened) and which id

@@ -147,8 +147,12 @@ bool Mover::EvictFromLastTier(const std::string& key, size_t tier) {
     ctx_.counters.tier[tier].evictions.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
-  // Only when no node has room does an object leave the cluster.
+  // Only when no node has room does an object leave the cluster, or when
+  // its bytes will never read back: kept, it would stay at the head of the
+  // tier's recency order, the first victim of every eviction and refused by
+  // each, so the tier could never make room again.
   if (moved.error() == ErrorCode::kNoAvailableHandle) return DropObject(key, tier);
+  if (Damaged(key)) return DropObject(key, tier, DropReason::kDamaged);
   if (moved.error() == ErrorCode::kNotOwner) {
     std::lock_guard lock(ctx_.mu);
     return table_.Find(key) == nullptr;  // TransferOut erased a copy not ours: its space is free
@@ -222,12 +226,26 @@ Result<void> Mover::TransferOut(const std::string& key, const std::string& targe
   return {};
 }
 
-bool Mover::DropObject(const std::string& key, size_t tier) {
+bool Mover::Damaged(const std::string& key) const {
+  std::lock_guard lock(ctx_.mu);
+  const Object* object = table_.Find(key);
+  return object != nullptr && object->allocation != nullptr &&
+         object->allocation->tier->Damaged(object->allocation->location);
+}
+
+bool Mover::DropObject(const std::string& key, size_t tier, DropReason reason) {
   uint64_t object_id;
   {
     std::lock_guard lock(ctx_.mu);
     Object* object = table_.Find(key);
-    if (object == nullptr || object->tier() != tier || !EvictableNowLocked(*object)) return false;
+    if (object == nullptr || object->tier() != tier) return false;
+    // A damaged object goes even while leased (a failed read leases it too)
+    // or pinned: nothing of it can be served any more.
+    const bool may_go =
+        reason == DropReason::kDamaged
+            ? object->state() == ObjectState::kComplete && object->published() && !object->moving()
+            : EvictableNowLocked(*object);
+    if (!may_go) return false;
     // Keeps other evictors off it while we ask the master.
     table_.SetMove(*object, MoveState::kDropping);
     object_id = object->id;
@@ -249,8 +267,13 @@ bool Mover::DropObject(const std::string& key, size_t tier) {
   ctx_.counters.tier[tier].evictions.fetch_add(1, std::memory_order_relaxed);
   uint64_t dropped = ctx_.counters.dropped.fetch_add(1, std::memory_order_relaxed) + 1;
   // Data loss: the cluster no longer holds this key.
-  MC_LOG_WARN("dropped key={} tier={} reason=no_space dropped_total={}", key,
-              ctx_.tiers[tier]->name(), dropped);
+  if (reason == DropReason::kDamaged) {
+    MC_LOG_ERROR("dropped key={} tier={} reason=damaged dropped_total={}", key,
+                 ctx_.tiers[tier]->name(), dropped);
+  } else {
+    MC_LOG_WARN("dropped key={} tier={} reason=no_space dropped_total={}", key,
+                ctx_.tiers[tier]->name(), dropped);
+  }
   return true;
 }
 

@@ -139,7 +139,12 @@ class Mover {
   // Frees an object's space in the last tier: hands it to another node, or
   // drops it from the cluster when no node has room.
   bool EvictFromLastTier(const std::string& key, size_t tier);
-  bool DropObject(const std::string& key, size_t tier);
+  // Why an object leaves the cluster: no node has room for it, or its
+  // bytes will never read back (CacheTier::Damaged).
+  enum class DropReason { kNoSpace, kDamaged };
+  bool DropObject(const std::string& key, size_t tier, DropReason reason = DropReason::kNoSpace);
+  // Whether the bytes of `key`'s object are damaged or lost in its tier.
+  bool Damaged(const std::string& key) const;
   // ctx_.mu held: whether `object` may leave its tier now, in either pass of
   // the victim scan (its pins, lease and readers may have changed since it
   // was picked).

@@ -45,6 +45,9 @@ class GatedReadTier : public CacheTier {
   }
   // Every Read throws std::bad_alloc from now on (false: they forward again).
   void ThrowOnReads(bool on) { throw_on_read_ = on; }
+  // Every Read fails from now on and every location reports its bytes
+  // Damaged, as an SSD whose records fail their checksums would.
+  void Damage() { damaged_ = true; }
   // Every Persist fails with `code` from now on; kOk forwards them again.
   void FailPersists(ErrorCode code) {
     std::lock_guard lock(mu_);
@@ -117,6 +120,7 @@ class GatedReadTier : public CacheTier {
   Result<void> Read(const TierLocation& location, uint64_t offset,
                     std::span<std::byte> out) const override {
     if (throw_on_read_) throw std::bad_alloc();
+    if (damaged_) return Err(ErrorCode::kInternalError);
     {
       std::unique_lock lock(mu_);
       if (closed_) {
@@ -128,8 +132,11 @@ class GatedReadTier : public CacheTier {
     }
     return inner_->Read(location, offset, out);
   }
+  bool Damaged(const TierLocation& location) const override {
+    return damaged_ || inner_->Damaged(location);
+  }
   const std::byte* HostAddress(const TierLocation& location) const override {
-    return inner_->HostAddress(location);
+    return damaged_ ? nullptr : inner_->HostAddress(location);
   }
   Result<SharedRegion> ExportRegion() const override { return inner_->ExportRegion(); }
   Result<void> Persist(const DurableObjectMeta& meta) override {
@@ -150,6 +157,7 @@ class GatedReadTier : public CacheTier {
  private:
   std::unique_ptr<CacheTier> inner_;
   std::atomic<bool> throw_on_read_{false};
+  std::atomic<bool> damaged_{false};
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   bool closed_ = false;                         // guarded by mu_

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/gated_read_tier.h"
 #include "tiers/dram_tier.h"
 #include "worker/peer_transfer.h"
 #include "worker/tiered_cache_backend.h"
@@ -190,8 +191,11 @@ struct Node {
   Node(SharedMaster& master, const std::string& id, uint64_t dram,
        BackendOptions options = Options())
       : directory(master, id), peers(master, id) {
+    auto gated =
+        std::make_unique<testing::GatedReadTier>(std::move(DramTier::Create("dram", dram).value()));
+    tier = gated.get();
     std::vector<std::unique_ptr<CacheTier>> tiers;
-    tiers.push_back(std::move(DramTier::Create("dram", dram).value()));
+    tiers.push_back(std::move(gated));
     backend = std::make_unique<TieredCacheBackend>(std::move(tiers), &directory, options);
     backend->Recover();
     backend->set_peer_transfer(&peers);
@@ -206,6 +210,7 @@ struct Node {
 
   NodeDirectory directory;
   LoopbackPeers peers;
+  testing::GatedReadTier* tier = nullptr;  // the node's one tier, owned by `backend`
   std::unique_ptr<TieredCacheBackend> backend;
 };
 
@@ -312,6 +317,25 @@ void ExpectAnEvictionBRefusesKeepsTheKey(bool offers_the_refusing_node_again) {
   EXPECT_EQ(a.backend->Stats().dropped, 0u);
   EXPECT_EQ(master.OwnerOf("k"), "A");
   EXPECT_EQ(Read(*a.backend, "k"), value);
+}
+
+// A's only tier is full and its bytes no longer read back (an SSD whose
+// records fail their checksums): the object at the head of its recency
+// order cannot be sent anywhere. It is lost already; kept, it would be the
+// first victim of every eviction and refused by each, so A could never
+// make room again. It is dropped, and the put that needed the room lands.
+TEST(MoverHandOverTest, AnObjectWhoseBytesAreDamagedIsDroppedToMakeRoom) {
+  SharedMaster master;
+  Node a(master, "A", 32 * kKiB), b(master, "B", 64 * kKiB);
+  a.EvictsTo({{"B", &b}});
+  ASSERT_TRUE(a.backend->Put("damaged", std::string(16 * kKiB, 'd'), {}));
+  ASSERT_TRUE(a.backend->Put("other", std::string(16 * kKiB, 'o'), {}));
+  a.tier->Damage();
+  EXPECT_TRUE(a.backend->Put("new", std::string(16 * kKiB, 'n'), {}));
+  EXPECT_EQ(a.backend->Stats().dropped, 1u);
+  EXPECT_EQ(master.OwnerOf("damaged"), "");
+  EXPECT_EQ(a.backend->Get("damaged", 0, 0).error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(master.OwnerOf("new"), "A");
 }
 
 TEST(MoverHandOverTest, AnEvictionTheOfferedTargetRefusesKeepsTheKey) {

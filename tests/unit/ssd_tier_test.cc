@@ -519,6 +519,26 @@ TEST_F(SsdTierFaultTest, DamagedBlobBytesFailTheReadInsteadOfServingThem) {
   EXPECT_EQ(ReadAll(*tier, small_.location), small_data_);
 }
 
+// A read that found the bytes damaged says so (Damaged), so the worker can
+// let the lost object go instead of keeping it as a victim no eviction can
+// move; an undamaged object, and a freed id, are not damaged.
+TEST_F(SsdTierFaultTest, ADamagedReadMarksItsObjectDamagedUntilItIsFreed) {
+  ASSERT_NO_FATAL_FAILURE(StoreAndFlush());
+  for (const auto& blob : FilesEndingWith(path_, ".blob")) {
+    ASSERT_NO_FATAL_FAILURE(FlipBytes(blob, fs::file_size(blob) / 2, 64));
+  }
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  EXPECT_FALSE(tier->Damaged(large_.location));  // not known before a read
+  std::vector<std::byte> out(large_.location.size);
+  ASSERT_FALSE(tier->Read(large_.location, 0, out));
+  EXPECT_TRUE(tier->Damaged(large_.location));
+  EXPECT_EQ(ReadAll(*tier, small_.location), small_data_);
+  EXPECT_FALSE(tier->Damaged(small_.location));
+  tier->Free(large_.location);
+  EXPECT_FALSE(tier->Damaged(large_.location));
+}
+
 TEST_F(SsdTierFaultTest, DamagedTableBlockFailsTheReadInsteadOfServingIt) {
   {
     auto tier = Open();
