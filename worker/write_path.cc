@@ -136,9 +136,7 @@ std::vector<std::optional<WritePath::Reservation>> WritePath::ReserveWave(
     std::span<const WholeWrite> writes, std::span<Result<void>> results) {
   const size_t n = writes.size();
   std::vector<std::optional<Reservation>> reserved(n);
-  // Space the wave replaces is freed only after the new space is found, so
-  // that a pre-empted writer's space never goes to the write pre-empting it.
-  std::vector<AllocationPtr> released;
+  ReplacedSpace replaced;  // see ReplacedSpace for when each part is freed
   for (size_t i = 0; i < n; ++i) {
     const WholeWrite& w = writes[i];
     if (auto valid = CheckWrite(w.key, w.value.size(), w.options); !valid) results[i] = valid;
@@ -146,20 +144,21 @@ std::vector<std::optional<WritePath::Reservation>> WritePath::ReserveWave(
   ForEachLocked(ctx_.mu, n, [&](size_t i) {
     if (!results[i]) return;
     const WholeWrite& w = writes[i];
-    auto reservation = ReserveLocked(w.key, w.value.size(), w.options, w.mode, {}, false, released);
+    auto reservation = ReserveLocked(w.key, w.value.size(), w.options, w.mode, {}, false, replaced);
     if (reservation) {
       reserved[i] = std::move(*reservation);
     } else {
       results[i] = Err(reservation.error());
     }
   });
+  replaced.free_now.clear();
   std::vector<std::optional<SpaceFound>> found(n);
   for (size_t i = 0; i < n; ++i) {
     if (reserved[i] && !reserved[i]->allocation) {
       found[i] = FindSpace(writes[i].value.size(), writes[i].options, writes[i].mode, false);
     }
   }
-  released.clear();
+  replaced.free_after.clear();
   std::vector<std::string> release_keys;
   ForEachLocked(ctx_.mu, n, [&](size_t i) {
     if (!found[i]) return;
@@ -290,11 +289,11 @@ bool WritePath::TryWriteWholeAsync(const std::string& key, std::string_view valu
   const SpaceFound found = std::make_pair(first, std::make_shared<Allocation>(&tier, *location));
   Result<Reservation> reserved = Err(ErrorCode::kInternalError);
   {
-    std::vector<AllocationPtr> released;  // a create replaces nothing
+    ReplacedSpace replaced;  // a create replaces nothing
     std::vector<std::string> release_keys;
     std::lock_guard lock(ctx_.mu);
     reserved = ReserveLocked(key, value.size(), options, WriteMode::kCreate, {},
-                             /*direct=*/false, released);
+                             /*direct=*/false, replaced);
     if (reserved) {
       // Cannot fail: the space is found and the write was reserved just
       // now, in this hold of ctx_.mu.
@@ -365,15 +364,15 @@ Result<uint64_t> WritePath::Start(const std::string& key, uint64_t size,
                                   const AdoptedFrom& adopted, bool direct) {
   if (auto valid = CheckWrite(key, size, options); !valid) return Err(valid.error());
   Reservation reserved;
-  // Freed on return, after the new space is found: a pre-empted writer's
-  // space is never handed to the write that pre-empted it.
-  std::vector<AllocationPtr> released;
+  // free_after is freed on return, after the new space is found.
+  ReplacedSpace replaced;
   {
     std::lock_guard lock(ctx_.mu);
-    auto reservation = ReserveLocked(key, size, options, mode, adopted, direct, released);
+    auto reservation = ReserveLocked(key, size, options, mode, adopted, direct, replaced);
     if (!reservation) return Err(reservation.error());
     reserved = std::move(*reservation);
   }
+  replaced.free_now.clear();
   if (reserved.allocation) return reserved.handle;  // in place
 
   SpaceFound found = FindSpace(size, options, mode, direct);
@@ -391,8 +390,7 @@ Result<uint64_t> WritePath::Start(const std::string& key, uint64_t size,
 Result<WritePath::Reservation> WritePath::ReserveLocked(const std::string& key, uint64_t size,
                                                         const ObjectOptions& options,
                                                         WriteMode mode, const AdoptedFrom& adopted,
-                                                        bool direct,
-                                                        std::vector<AllocationPtr>& released) {
+                                                        bool direct, ReplacedSpace& replaced) {
   if (!releasing_.empty() && releasing_.contains(key)) return Err(ErrorCode::kObjectReplicaBusy);
   // Reserve the key first so a concurrent Put of it fails fast instead of
   // allocating (and evicting) for nothing.
@@ -407,7 +405,7 @@ Result<WritePath::Reservation> WritePath::ReserveLocked(const std::string& key, 
   uint64_t handle = next_handle_;
   Object* record = nullptr;
   if (mode == WriteMode::kUpsert) {
-    if (auto cleared = ClearForUpsertLocked(key, pending, released); !cleared) {
+    if (auto cleared = ClearForUpsertLocked(key, pending, replaced); !cleared) {
       return Err(cleared.error());
     }
     record = &table_.Emplace(key, Placeholder(pending, handle), ObjectState::kWriting, pending.tier,
@@ -436,7 +434,7 @@ Object WritePath::Placeholder(const PendingWrite& pending, uint64_t handle) {
 }
 
 Result<void> WritePath::ClearForUpsertLocked(const std::string& key, PendingWrite& pending,
-                                             std::vector<AllocationPtr>& released) {
+                                             ReplacedSpace& replaced) {
   Object* existing = table_.Find(key);
   // Absent here, it is created here, even if this node handed it to
   // another one once: the claim at publish is a compare-and-set, so while
@@ -460,7 +458,7 @@ Result<void> WritePath::ClearForUpsertLocked(const std::string& key, PendingWrit
       if (previous->second.written_from_outside()) {
         QuarantineLocked(previous->second.allocation);
       } else {
-        released.push_back(previous->second.allocation);
+        replaced.free_after.push_back(previous->second.allocation);
       }
       pending_.erase(previous);
     }
@@ -474,9 +472,13 @@ Result<void> WritePath::ClearForUpsertLocked(const std::string& key, PendingWrit
     pending.allocation = old.allocation;
     pending.tier = old.tier();
   } else {
-    released.push_back(old.allocation);
+    // Other size: a complete old value's space goes before the new space
+    // is looked for (docs/design.md, "Upsert"). If none is found even so,
+    // the upsert fails and leaves the key absent, as a revoked one does. A
+    // write in flight's space is its pending write's, dealt with above.
+    (old.complete() ? replaced.free_now : replaced.free_after).push_back(old.allocation);
   }
-  released.push_back(old.durable_copy);
+  replaced.free_now.push_back(old.durable_copy);
   table_.Erase(old);
   return {};
 }

@@ -156,6 +156,20 @@ class WritePath {
     AllocationPtr allocation;
   };
   using SpaceFound = Result<std::pair<size_t, AllocationPtr>>;
+  // The space a reserve takes from the key's record, each part freed once
+  // ctx_.mu is dropped (freeing may write to an SSD tier's index), at its
+  // own time.
+  struct ReplacedSpace {
+    // The old value's space and its durable copy, freed before FindSpace:
+    // nothing copies into or out of them any more (no readers, not moving:
+    // ClearForUpsertLocked checks), and held on, they would make FindSpace
+    // evict other objects, or fail, for room the upsert itself gives back.
+    std::vector<AllocationPtr> free_now;
+    // A pre-empted writer's space, freed only once the new space is found,
+    // so that it never goes to the write that pre-empted it (a chunk of
+    // that writer may still be landing there).
+    std::vector<AllocationPtr> free_after;
+  };
   // A write between BeginCommitLocked and EndCommitLocked.
   struct Committing {
     uint64_t handle = 0;
@@ -197,19 +211,18 @@ class WritePath {
   Result<void> CheckWrite(const std::string& key, uint64_t size,
                           const ObjectOptions& options) const;
   // Reserves `key` with a kWriting record and a PendingWrite, pre-empting an
-  // unfinished upsert of it. Space the write replaces goes to `released`, to
-  // be freed once ctx_.mu is dropped.
+  // unfinished upsert of it. Space the write replaces goes to `replaced`.
   Result<Reservation> ReserveLocked(const std::string& key, uint64_t size,
                                     const ObjectOptions& options, WriteMode mode,
                                     const AdoptedFrom& adopted, bool direct,
-                                    std::vector<AllocationPtr>& released);
+                                    ReplacedSpace& replaced);
   // For an upsert: takes over the pins and publication of the key's record
   // here, pre-empts its unfinished write, and erases it (its space goes to
-  // `released`, or to `pending` for an in-place write of the same size).
+  // `replaced`, or to `pending` for an in-place write of the same size).
   // OBJECT_REPLICA_BUSY while the record is read, moved or handed over;
   // NOT_OWNER for a key this node handed to another one.
   Result<void> ClearForUpsertLocked(const std::string& key, PendingWrite& pending,
-                                    std::vector<AllocationPtr>& released);
+                                    ReplacedSpace& replaced);
   // The kWriting record of `pending`'s write `handle`.
   Object Placeholder(const PendingWrite& pending, uint64_t handle);
   // Allocates for a reserved write, evicting if need be (without ctx_.mu).

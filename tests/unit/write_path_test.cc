@@ -411,6 +411,71 @@ TEST(WritePathTest, ForgettingAPendingWriteFailsItsWriter) {
   EXPECT_EQ(parts.writer.Target(*handle).error(), ErrorCode::kIllegalClient);
 }
 
+// An upsert to another size gives its old value's space back before it looks
+// for new space: held on, that space made the search evict others (or fail)
+// for room the upsert itself was freeing. On one tier, with nothing to demote
+// to, 200 + 500 KiB held and a 600 KiB upsert of the 500 KiB key fits once
+// the old value goes: nothing else is dropped, and the hard-pinned key stays.
+TEST(WritePathTest, AnUpsertToANewSizeFitsInTheSpaceItsOldValueLeaves) {
+  BackendParts parts({1 * kMiB});
+  const std::string other = Pattern(200 * kKiB, 1);
+  ObjectOptions pinned;
+  pinned.hard_pin = true;
+  parts.AddComplete("other", other, 0);
+  parts.AddComplete("k", Pattern(500 * kKiB, 2), 0, pinned);
+  const std::string value = Pattern(600 * kKiB, 3);
+  ASSERT_TRUE(parts.writer.WriteWhole("k", value, {}, WriteMode::kUpsert));
+  EXPECT_EQ(parts.Read("k"), value);
+  EXPECT_EQ(parts.Read("other"), other);
+  EXPECT_TRUE(parts.directory.Owns("other"));
+  EXPECT_TRUE(parts.directory.Owns("k"));
+  EXPECT_EQ(parts.ctx.counters.dropped.load(), 0u);
+  EXPECT_EQ(parts.ctx.tiers[0]->used(), 800 * kKiB);
+  parts.With("k", [](Object& o) { EXPECT_TRUE(o.options.hard_pin); });
+}
+
+// The same for a two-phase upsert, with a slower tier to demote to: freeing
+// first keeps both the new value and a colder object in the fast tier, where
+// before the colder one was demoted and the new value landed below it.
+TEST(WritePathTest, ATwoPhaseUpsertToANewSizeStaysInTheTierItsOldValueLeaves) {
+  BackendParts parts({1 * kMiB, 4 * kMiB});
+  parts.AddComplete("cold", Pattern(300 * kKiB, 1), 0);
+  parts.AddComplete("k", Pattern(600 * kKiB, 2), 0);
+  const std::string value = Pattern(650 * kKiB, 3);
+  auto handle = StartPut(parts, "k", value.size(), WriteMode::kUpsert);
+  ASSERT_TRUE(handle) << ToString(handle.error());
+  for (uint64_t offset = 0; offset < value.size(); offset += kRpcChunkBytes) {
+    ASSERT_TRUE(parts.writer.Chunk(*handle, offset,
+                                   std::string_view(value).substr(offset, kRpcChunkBytes)));
+  }
+  ASSERT_TRUE(parts.writer.End(*handle));
+  EXPECT_EQ(parts.Read("k"), value);
+  EXPECT_EQ(parts.TierOf("k"), 0);
+  EXPECT_EQ(parts.TierOf("cold"), 0);
+  EXPECT_EQ(parts.ctx.tiers[1]->used(), 0u);
+}
+
+// Where the new size does not fit even without the old value, the upsert
+// fails as documented for a failed upsert: the key is absent here and
+// released at the master, and its old space is free.
+TEST(WritePathTest, AnUpsertThatFindsNoSpaceLeavesTheKeyAbsentHereAndAtTheMaster) {
+  BackendParts parts({1 * kMiB});
+  ObjectOptions pinned;
+  pinned.hard_pin = true;  // not a victim: nothing can make room
+  parts.AddComplete("pinned", Pattern(600 * kKiB, 1), 0, pinned);
+  parts.AddComplete("k", Pattern(300 * kKiB, 2), 0);
+  auto upserted = parts.writer.WriteWhole("k", Pattern(500 * kKiB, 3), {}, WriteMode::kUpsert);
+  ASSERT_FALSE(upserted);
+  EXPECT_EQ(upserted.error(), ErrorCode::kNoAvailableHandle);
+  EXPECT_EQ(parts.StateOf("k"), ObjectState::kRemoved);
+  EXPECT_FALSE(parts.directory.Owns("k"));
+  EXPECT_EQ(parts.ctx.tiers[0]->used(), 600 * kKiB);
+  EXPECT_EQ(parts.Read("pinned"), Pattern(600 * kKiB, 1));
+  // Nothing is left behind: the key can be put again.
+  EXPECT_TRUE(parts.writer.WriteWhole("k", "again", {}, WriteMode::kCreate));
+  EXPECT_TRUE(parts.directory.Owns("k"));
+}
+
 // A write's handle is live from its reserve on, while its Start looks for
 // space without the lock (here: dropping a victim, its release held at the
 // master). Handles are sequential, so any client can name it meanwhile; every
