@@ -139,10 +139,10 @@ Result<std::vector<NodeRecord>> Client::ListNodes() {
 }
 
 Result<WorkerCounters> Client::Stats(const std::string& node_id) {
-  auto node = impl_->router.Node(node_id);
-  if (!node) return Err(node.error());
   rpc::WorkerStats stats;
-  auto call = node->channel->Call([&](rpc::WorkerServiceClient& c) { c.Stats(stats); });
+  auto call = impl_->router.OnNode(node_id, [&](Owner& node) {
+    return node.channel->Call([&](rpc::WorkerServiceClient& c) { c.Stats(stats); });
+  });
   if (!call) return Err(call.error());
   WorkerCounters counters;
   counters.node_id = stats.node_id.empty() ? node_id : stats.node_id;

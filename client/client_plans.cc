@@ -105,10 +105,10 @@ Result<WritePlan> Client::OpenForWrite(std::string_view key, uint64_t size,
 
 Result<void> Client::Commit(const WritePlan& plan) {
   if (auto valid = ValidateKey(plan.key); !valid) return valid;
-  auto node = impl_->router.Node(plan.node_id);
-  if (!node) return Err(node.error());
-  auto committed = Flatten(node->channel->Call(
-      [&](rpc::WorkerServiceClient& c) { return c.Commit(plan.key, plan.epoch); }));
+  auto committed = impl_->router.OnNode(plan.node_id, [&](Owner& node) {
+    return Flatten(node.channel->Call(
+        [&](rpc::WorkerServiceClient& c) { return c.Commit(plan.key, plan.epoch); }));
+  });
   impl_->hot_cache.Erase(plan.key);
   if (committed) impl_->router.RememberOwner(plan.key, plan.node_id);
   return committed;
@@ -118,10 +118,10 @@ Result<void> Client::Revoke(const WritePlan& plan) {
   // A revoked upsert leaves the key absent, even where an old value was
   // (its space may have been reused); whatever the outcome, as Commit.
   impl_->hot_cache.Erase(plan.key);
-  auto node = impl_->router.Node(plan.node_id);
-  if (!node) return Err(node.error());
-  return Flatten(
-      node->channel->Call([&](rpc::WorkerServiceClient& c) { return c.PutRevoke(plan.epoch); }));
+  return impl_->router.OnNode(plan.node_id, [&](Owner& node) {
+    return Flatten(
+        node.channel->Call([&](rpc::WorkerServiceClient& c) { return c.PutRevoke(plan.epoch); }));
+  });
 }
 
 Result<ObjectPlacement> Client::GetLocation(std::string_view key) {

@@ -17,6 +17,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -76,6 +77,12 @@ class ClientRouter {
   // The channel of a known node; refreshes the registry once on a miss.
   // kNodeNotFound if the master does not know the node either.
   Result<Owner> Node(const std::string& node_id);
+  // Runs `call` on `node_id`'s channel; when the node cannot be reached at
+  // the address cached for it, asks the master for the registry once, and
+  // if the node now has another address (it restarted elsewhere), runs
+  // `call` there. `call` returns a Result (its error is returned as is).
+  template <typename Call>
+  auto OnNode(const std::string& node_id, Call&& call) -> std::invoke_result_t<Call&, Owner&>;
   // The owner of `key`: from the key -> owner cache when it has the key,
   // else from the master (kObjectNotFound if none).
   Result<Owner> Locate(const std::string& key);
@@ -209,5 +216,21 @@ std::vector<std::vector<size_t>> SliceIndices(const std::vector<size_t>& indices
 std::vector<std::vector<size_t>> SliceIndices(const std::vector<size_t>& indices,
                                               const std::vector<std::string>& keys,
                                               size_t max_bytes, size_t max_count);
+
+template <typename Call>
+auto ClientRouter::OnNode(const std::string& node_id, Call&& call)
+    -> std::invoke_result_t<Call&, Owner&> {
+  auto node = Node(node_id);
+  if (!node) return Err(node.error());
+  auto result = call(*node);
+  if (result || result.error() != ErrorCode::kRpcFail) return result;
+  // A refused or broken connection: the node may have restarted on another
+  // port. The registry names its address now; the same one means the
+  // failure stands.
+  if (!FetchNodes()) return result;
+  auto again = Node(node_id);
+  if (!again || again->channel == node->channel) return result;
+  return call(*again);
+}
 
 }  // namespace mooncake

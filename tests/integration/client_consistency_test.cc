@@ -159,5 +159,29 @@ TEST_F(ClientConsistencyTest, AReadFollowingAHintToANodeThatRestartedOnAnotherPo
   EXPECT_TRUE(ReadsBack(*reader, "k", value));
 }
 
+// A node's counters, and a plan's commit, reach a node that restarted on
+// another port: the client asks the master for the registry once when the
+// address it cached refuses the call.
+TEST_F(ClientConsistencyTest, StatsAndPlanCallsReachANodeThatRestartedOnAnotherPort) {
+  ASSERT_TRUE(cluster_.StartMaster());
+  ASSERT_TRUE(cluster_.StartWorker("w1"));
+  auto client = cluster_.NewClient();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(IsOk(client->Stats("w1")));  // caches w1's first address
+  auto stale_plan = client->OpenForWrite("planned", 4096, {.preferred_node = "w1"});
+  ASSERT_TRUE(IsOk(stale_plan)) << ToString(stale_plan.error());
+  const int old_port = cluster_.worker_port("w1");
+  ASSERT_TRUE(cluster_.RestartWorker("w1"));
+  ASSERT_NE(cluster_.worker_port("w1"), old_port);
+  auto stats = client->Stats("w1");
+  ASSERT_TRUE(IsOk(stats)) << ToString(stats.error());
+  EXPECT_EQ(stats->node_id, "w1");
+  // The restarted node never saw the plan: its commit is refused as one
+  // from a writer it does not know, not as an unreachable node.
+  auto committed = client->Commit(*stale_plan);
+  ASSERT_FALSE(IsOk(committed));
+  EXPECT_EQ(committed.error(), ErrorCode::kIllegalClient);
+}
+
 }  // namespace
 }  // namespace mooncake::testing
