@@ -39,6 +39,7 @@
 #include "bench/vram_bench.h"
 #include "bench/worker_loop_workload.h"
 #include "client/client.h"
+#include "common/stdio_fds.h"
 
 namespace mooncake::bench {
 namespace {
@@ -92,4 +93,9 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace mooncake::bench
 
-int main(int argc, char** argv) { return mooncake::bench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // Before anything opens a file or socket: the report must never land in a
+  // connection that took a closed stdout's number (common/stdio_fds.h).
+  mooncake::ReopenClosedStdio();
+  return mooncake::bench::Main(argc, argv);
+}

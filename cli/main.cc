@@ -14,6 +14,7 @@
 
 #include "cli/cli_args.h"
 #include "cli/commands.h"
+#include "common/stdio_fds.h"
 
 namespace {
 
@@ -48,6 +49,10 @@ std::optional<std::string> ReadWholeFile(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything opens a file or socket. A closed stdout or stdin stays
+  // unusable (EBADF) rather than becoming /dev/null: `get K >&-` must fail
+  // as writing a closed stdout does, not report a value it threw away.
+  mooncake::ReopenClosedStdio(mooncake::ClosedStdioAs::kUnusable);
   std::vector<std::string> args(argv + 1, argv + argc);
   mooncake::cli::CliEnvironment env;
   env.env_master = std::getenv("MOONCAKE_MASTER");

@@ -8,8 +8,9 @@
 
 namespace mooncake {
 
-// Call first in main, before any thread starts, so all threads inherit the
-// mask. Also ignores SIGPIPE: a peer hanging up must not kill a server.
+// Call first in main (right after ReopenClosedStdio, common/stdio_fds.h),
+// before any thread starts, so all threads inherit the mask. Also ignores
+// SIGPIPE: a peer hanging up must not kill a server.
 sigset_t BlockStopSignals();
 
 // Blocks until SIGINT or SIGTERM arrives; returns the signal number.

@@ -18,12 +18,15 @@
 #include "common/heap_tuning.h"
 #include "common/log.h"
 #include "common/signals.h"
+#include "common/stdio_fds.h"
 #include "http/ready_file.h"
 #include "master/master_config.h"
 #include "master/master_server.h"
 
 int main(int argc, char** argv) {
   using namespace mooncake;
+  // Before anything opens a file or socket (common/stdio_fds.h).
+  ReopenClosedStdio();
   sigset_t stop_signals = BlockStopSignals();
 
   std::string message;

@@ -13,6 +13,7 @@
 #include "common/heap_tuning.h"
 #include "common/log.h"
 #include "common/signals.h"
+#include "common/stdio_fds.h"
 #include "worker/worker_config.h"
 #include "worker/worker_server.h"
 
@@ -24,6 +25,8 @@ constexpr int kExitSsdUnusable = 4;
 
 int main(int argc, char** argv) {
   using namespace mooncake;
+  // Before anything opens a file or socket (common/stdio_fds.h).
+  ReopenClosedStdio();
   sigset_t stop_signals = BlockStopSignals();
 
   std::string message;
