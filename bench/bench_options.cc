@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "bench/bench_util.h"
+#include "common/config_file.h"
 #include "common/version.h"
 #include "thrift/rpc_settings.h"
 #include "thrift/rpc_transport.h"
@@ -175,6 +176,8 @@ void AddOutputFlags(CLI::App& app, BenchOptions& o) {
   // flags on the command line win over the file, unknown keys are errors.
   app.set_config("--config", "", "Read these options from a TOML/INI file (same key names)")
       ->type_name("FILE");
+  // Quoted values keep a '#' (common/config_file.h).
+  UseConfigFileFormat(app);
   app.allow_config_extras(CLI::config_extras_mode::error);
   app.footer(
       "Examples:\n  mooncake-bench --value-size 1MB --keys 2000 --concurrency 8 "
@@ -260,7 +263,7 @@ std::optional<int> ParseBenchFlags(int argc, char** argv, BenchOptions& o) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);  // the version line on stdout, exit 0
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: usage: %s\n", e.what());
+    std::fprintf(stderr, "error: usage: %s\n", NameConfigFile(app, e.what()).c_str());
     return 2;
   }
   o.duration_given = duration->count() > 0;

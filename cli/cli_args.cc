@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/config_file.h"
 #include "common/version.h"
 #include "thrift/master_shard_list.h"
 #include "thrift/rpc_settings.h"
@@ -601,10 +602,13 @@ std::optional<CliFileConfig> ParseCliConfig(std::string_view text, std::string* 
   }
   std::vector<CLI::ConfigItem> items;
   try {
+    // Quoted values keep a '#' (common/config_file.h).
     std::istringstream in{std::string(text)};
-    items = CLI::ConfigTOML().from_config(in);
+    items = ConfigFileFormat().from_config(in);
   } catch (const CLI::Error& e) {
-    *problem = std::string("not a TOML file: ") + e.what();
+    std::string what = e.what();
+    *problem = what.starts_with(kConfigFileError) ? what.substr(kConfigFileError.size())
+                                                  : "not a TOML file: " + what;
     return std::nullopt;
   }
   CliFileConfig config;

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/config_file.h"
 #include "common/status.h"
 
 namespace mooncake {
@@ -30,6 +31,9 @@ namespace mooncake {
 inline std::string ExplainParseError(const CLI::App& app, const CLI::ParseError& e) {
   const std::string what = e.what();
   if (e.get_name() == "ConfigError") {
+    // The file reader's own errors (common/config_file.h): an unclosed
+    // string, a NUL byte.
+    if (what.starts_with(kConfigFileError)) return NameConfigFile(app, what);
     constexpr std::string_view kExtras = "INI was not able to parse ";
     if (!what.starts_with(kExtras)) return what;
     std::string key = what.substr(kExtras.size());

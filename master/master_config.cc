@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "common/config_file.h"
 #include "common/etcd_client.h"
 #include "common/flag_parsing.h"
 #include "common/version.h"
@@ -62,6 +63,8 @@ void AddOptions(CLI::App& app, MasterConfig& config) {
   AddTlsOptions(app, config.tls);
   app.set_config("--config", "", "Read these options from a TOML/INI file (same key names)")
       ->type_name("FILE");
+  // Quoted values keep a '#' (common/config_file.h).
+  UseConfigFileFormat(app);
   // A misspelt key in a config file should fail loudly, not be ignored.
   app.allow_config_extras(CLI::config_extras_mode::error);
   app.set_version_flag("--version", VersionLine("mooncake-master"),

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <utility>
 
+#include "common/config_file.h"
 #include "common/etcd_client.h"
 #include "common/flag_parsing.h"
 #include "common/log.h"
@@ -133,6 +134,8 @@ void AddOptions(CLI::App& app, WorkerConfig& c) {
       ->capture_default_str();
   app.set_config("--config", "", "Read these options from a TOML/INI file (same key names)")
       ->type_name("FILE");
+  // Quoted values keep a '#' (common/config_file.h).
+  UseConfigFileFormat(app);
   app.allow_config_extras(CLI::config_extras_mode::error);
   app.set_version_flag("--version", VersionLine("mooncake-worker"),
                        "Print the version, git commit, build type and compiled-in GPU/RDMA "

@@ -4,8 +4,11 @@
 #include "bench/bench_options.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -97,6 +100,32 @@ TEST_F(BenchOptionsTest, OutOfRangeAndUnknownFlagsAreUsageErrors) {
   EXPECT_EQ(Parse({"--keys", "0"}), 2);
   EXPECT_EQ(Parse({"--get-ratio", "1.5"}), 2);
   EXPECT_EQ(Parse({"--no-such-flag"}), 2);
+}
+
+// A config file in the temp dir holding `text`, removed at the end.
+class BenchConfigFile {
+ public:
+  explicit BenchConfigFile(const std::string& text)
+      : path_(std::filesystem::temp_directory_path() /
+              ("bench_options_test_" + std::to_string(getpid()) + "_" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".toml")) {
+    std::ofstream(path_) << text;
+  }
+  ~BenchConfigFile() { std::filesystem::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// CLI11 2.1 cut a value at its first '#', quoted or not.
+TEST_F(BenchOptionsTest, AHashInsideQuotesInTheConfigFileIsPartOfTheValue) {
+  BenchConfigFile file("node = \"gpu#7\"  # the put target\nkeys = 10 # a comment\n");
+  EXPECT_EQ(Parse({"--config", file.path()}), std::nullopt);
+  EXPECT_EQ(options_.node, "gpu#7");
+  EXPECT_EQ(options_.keys, 10u);
+  BenchConfigFile open_string("node = \"gpu#7\n");
+  EXPECT_EQ(Parse({"--config", open_string.path()}), 2);
 }
 
 TEST_F(BenchOptionsTest, ExplicitDurationIsRemembered) {

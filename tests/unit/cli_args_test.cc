@@ -240,6 +240,31 @@ TEST(CliArgsTest, ConfigFileParsing) {
   EXPECT_EQ(ParseCliConfig("master = \"\"", &problem)->master, "");
 }
 
+// CLI11 2.1 cut a value at its first '#', quoted or not: `node = "gpu#7"`
+// became `"gpu`.
+TEST(CliArgsTest, AHashInsideQuotesInTheConfigFileIsPartOfTheValue) {
+  std::string problem;
+  auto config = ParseCliConfig(
+      "master = '10.0.0.1:7000'  # the master\nnode = \"gpu#7\" # a comment\n"
+      "tls-ca = \"/etc/ca#2.crt\"\n",
+      &problem);
+  ASSERT_TRUE(config) << problem;
+  EXPECT_EQ(config->master, "10.0.0.1:7000");
+  EXPECT_EQ(config->node, "gpu#7");
+  EXPECT_EQ(config->tls_ca, "/etc/ca#2.crt");
+
+  // A string left open is a usage error naming the file and the line.
+  EXPECT_FALSE(ParseCliConfig("master = \"h:1\"\nnode = \"gpu#7\n", &problem));
+  EXPECT_NE(problem.find("line 2: the string opened with \" is not closed"), std::string::npos)
+      << problem;
+  auto outcome = ParseCli({"--config", "/etc/open.toml", "nodes"},
+                          EnvWithFiles(nullptr, {{"/etc/open.toml", "node = \"gpu#7\n"}}));
+  EXPECT_FALSE(outcome.command);
+  EXPECT_EQ(outcome.exit_code, kExitUsage);
+  EXPECT_NE(outcome.err.find("config file '/etc/open.toml': line 1:"), std::string::npos)
+      << outcome.err;
+}
+
 TEST(CliArgsTest, ConfigFileRejectsUnknownKeysYamlAndGarbage) {
   for (auto [text, expected] : std::vector<std::pair<std::string, std::string>>{
            {"masters = \"x:1\"\n", "unknown key 'masters'"},

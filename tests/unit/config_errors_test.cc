@@ -104,6 +104,55 @@ TEST(ConfigErrorsTest, ASectionInAConfigFileSaysSectionsAreNotSupported) {
       << message;
 }
 
+// CLI11 2.1 cut a value at its first '#', quoted or not, and kept the
+// opening quote: ssd-path moved to a relative directory named `"/tmp/nvme`
+// and the admin token became the one character `"`.
+TEST(ConfigErrorsTest, AHashInsideQuotesIsPartOfTheValue) {
+  TempConfig worker_file(
+      "node-id = \"gpu#7\"   # the node\n"
+      "ssd-path = '/tmp/nvme#1/ssd'  # single quotes\n"
+      "admin-token = \"#Zx9-very-long-random-secret\"\n"
+      "log-level = \"debug\" # a comment after a value is still a comment\n"
+      "port = 7001 # and after a number\n"
+      "# a whole line, with \"quotes # inside\n");
+  std::string message;
+  auto worker = ParseWorker({"--config", worker_file.path().c_str()}, &message);
+  ASSERT_TRUE(worker) << message;
+  EXPECT_EQ(worker->node_id, "gpu#7");
+  EXPECT_EQ(worker->ssd_path, "/tmp/nvme#1/ssd");
+  EXPECT_EQ(worker->admin_token, "#Zx9-very-long-random-secret");
+  EXPECT_EQ(worker->log_level, "debug");
+  EXPECT_EQ(worker->port, 7001);
+
+  TempConfig master_file(
+      "admin-token = \"#Zx9-very-long-random-secret\"  # keep it\n"
+      "cluster-name = \"prod#2\"\n"
+      "port = 0\n");
+  auto master = ParseMaster({"--config", master_file.path().c_str()}, &message);
+  ASSERT_TRUE(master) << message;
+  EXPECT_EQ(master->admin_token, "#Zx9-very-long-random-secret");
+  EXPECT_EQ(master->cluster_name, "prod#2");
+}
+
+// A quote with no closing one on its line is refused, naming the file and
+// the line, rather than run with a value cut short.
+TEST(ConfigErrorsTest, AStringLeftOpenIsAnErrorNamingTheFileAndTheLine) {
+  TempConfig worker_file("port = 7001\nssd-path = \"/tmp/nvme#1/ssd\n");
+  std::string message;
+  auto worker = ParseWorker({"--config", worker_file.path().c_str()}, &message);
+  ASSERT_FALSE(worker);
+  EXPECT_EQ(worker.error(), ErrorCode::kInvalidParams);
+  EXPECT_NE(message.find("config file " + worker_file.path() +
+                         ": line 2: the string opened with \" is not closed on its line"),
+            std::string::npos)
+      << message;
+
+  TempConfig master_file("admin-token = '#secret\n");
+  ASSERT_FALSE(ParseMaster({"--config", master_file.path().c_str()}, &message));
+  EXPECT_NE(message.find("config file " + master_file.path() + ": line 1:"), std::string::npos)
+      << message;
+}
+
 TEST(ConfigErrorsTest, BadSizeNamesTheFlagTheFormAndTheValue) {
   std::string message;
   ASSERT_FALSE(ParseWorker({"--dram-capacity", "lots"}, &message));
