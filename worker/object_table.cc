@@ -289,7 +289,8 @@ std::vector<std::string> ObjectTable::PickVictims(size_t tier, uint64_t bytes,
   return victims;
 }
 
-std::vector<std::string> ObjectTable::Keys() const {
+std::vector<std::string> ObjectTable::Keys() {
+  ++listings_;
   std::vector<std::string> keys;
   keys.reserve(objects_.size());
   objects_.ForEach([&](const Record& record) {

@@ -254,8 +254,14 @@ class ObjectTable {
   std::vector<std::string> PickVictims(size_t tier, uint64_t bytes, SteadyClock::time_point now,
                                        bool allow_evict_soft_pinned);
 
-  // Keys of every complete, published object.
-  std::vector<std::string> Keys() const;
+  // Keys of every complete, published object, for a registration to
+  // announce: each call counts as one listing (listings()).
+  std::vector<std::string> Keys();
+  // How many times Keys() listed the keys to announce. A record being
+  // written is not listed, so a write of a key owned here (an upsert) during
+  // which this moved claims the key on commit: the registration that listed
+  // may have purged it at the master (WritePath, PendingWrite::listings).
+  uint64_t listings() const { return listings_; }
   // Whether the master should go on naming this node for `object`: complete
   // and published, and not on its way out. A remove or a drop waiting for
   // the master's answer is as good as gone: its release may already have
@@ -323,6 +329,7 @@ class ObjectTable {
   uint64_t next_object_id_ = 1;
   uint64_t next_version_ = 1;
   uint64_t erasures_ = 0;
+  uint64_t listings_ = 0;
 };
 
 }  // namespace mooncake

@@ -402,6 +402,9 @@ Result<WritePath::Reservation> WritePath::ReserveLocked(const std::string& key, 
   if (mode == WriteMode::kAdopt) pending.adopted = adopted;
   pending.direct = direct;
   pending.deadline = SteadyClock::now() + ctx_.options.put_start_discard_timeout;
+  // The key's record is listed up to now (if complete and published), and
+  // not from here on, until the commit.
+  pending.listings = table_.listings();
   uint64_t handle = next_handle_;
   Object* record = nullptr;
   if (mode == WriteMode::kUpsert) {
@@ -442,7 +445,8 @@ Result<void> WritePath::ClearForUpsertLocked(const std::string& key, PendingWrit
   // it is gone there the upsert creates it.
   if (existing == nullptr) return {};
   Object& old = *existing;
-  if (old.readers > 0 || old.moving() || old.transferring() || old.adopted() || old.removing()) {
+  if (old.readers > 0 || old.moving() || old.transferring() || old.adopted() || old.removing() ||
+      (!claiming_.empty() && claiming_.contains(key))) {
     return Err(ErrorCode::kObjectReplicaBusy);
   }
   // Pins are a property of the key: they survive an upsert.
@@ -455,6 +459,8 @@ Result<void> WritePath::ClearForUpsertLocked(const std::string& key, PendingWrit
     if (previous != pending_.end()) {
       pending.was_published |= previous->second.was_published;
       pending.claim_uncertain |= previous->second.claim_uncertain;
+      // Not listed since that write's reserve either.
+      pending.listings = previous->second.listings;
       if (previous->second.written_from_outside()) {
         QuarantineLocked(previous->second.allocation);
       } else {
@@ -554,7 +560,8 @@ Result<void> WritePath::End(uint64_t handle) {
   auto committed = Commit(handle);
   if (!committed) return Err(committed.error());
   if (!*committed) return {};  // an adopted object: its sender's claim stands
-  // An upsert of a key this node already owns needs no new claim.
+  // An upsert of a key this node already owns needs no new claim, unless a
+  // registration missed its key while it was written.
   if ((*committed)->write.NeedsClaim()) return ClaimThenPublish(**committed);
   return LockedThenRelease([&](std::vector<std::string>& release) {
     return FinishPublishLocked((*committed)->write, (*committed)->version, {}, release);
@@ -668,6 +675,10 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(
   // to this write (FinishPublishLocked).
   c.write.was_published = pending->second.was_published;
   c.write.claim_uncertain = pending->second.claim_uncertain;
+  // From here on the record is complete, and listed by any registration;
+  // one that listed while it was written may have purged the key and not
+  // announced it (see PendingWrite::listings).
+  c.write.unannounced = table_.listings() != pending->second.listings;
   pending_.erase(pending);
   Object* object = table_.Resolve(write.object, write.key);
   if (object == nullptr) return Err(ErrorCode::kIllegalClient);
@@ -695,12 +706,17 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(
     return std::optional<CommittedWrite>{};
   }
   table_.SetState(o, ObjectState::kComplete);
+  if (write.was_published && write.NeedsClaim()) ++claiming_[write.key];  // until published
   return std::optional<CommittedWrite>{CommittedWrite{std::move(c.write), c.version}};
 }
 
 Result<void> WritePath::FinishPublishLocked(const PendingWrite& write, uint64_t version,
                                             const Result<void>& claimed,
                                             std::vector<std::string>& release) {
+  if (write.was_published && write.NeedsClaim()) {
+    auto claiming = claiming_.find(write.key);
+    if (claiming != claiming_.end() && --claiming->second == 0) claiming_.erase(claiming);
+  }
   Object* object = table_.Resolve(write.object, write.key);
   if (!claimed) {
     if (object != nullptr) table_.Erase(*object);

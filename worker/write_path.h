@@ -74,6 +74,14 @@ struct PendingWrite {
   // A claim of the key answered with an error may have landed: the write
   // claims on commit, yet releases the key if dropped (was_published too).
   bool claim_uncertain = false;
+  // ObjectTable::listings() when the key's record last could be listed for
+  // an announcement: at the reserve, or at the reserve of the write this
+  // one pre-empted. A kWriting record is not listed, so if a registration
+  // listed the keys since, it may have purged this one at the master and
+  // not announced it: the commit finds that out (`unannounced`) and claims
+  // the key again, even for an upsert of a key owned here.
+  uint64_t listings = 0;
+  bool unannounced = false;
   AdoptedFrom adopted;  // an adopt's
   bool direct = false;  // a producer writes the bytes itself (plan-based write)
   ObjectOptions options;
@@ -84,8 +92,8 @@ struct PendingWrite {
   // Such space is quarantined, not reused at once, when the write is dropped.
   bool written_from_outside() const { return direct || mode == WriteMode::kAdopt; }
   // Whether the commit claims the key: an upsert of a key owned here needs
-  // no claim of its own.
-  bool NeedsClaim() const { return !was_published || claim_uncertain; }
+  // no claim of its own, unless a registration missed it meanwhile.
+  bool NeedsClaim() const { return !was_published || claim_uncertain || unannounced; }
   // Whether the write has its space. A write is in pending_, its handle
   // live, from its reserve on, while FindSpace looks for space without
   // ctx_.mu (evicting may take seconds); handles are sequential, so any
@@ -316,6 +324,13 @@ class WritePath {
   // holding a key the master had then forgotten: other nodes could put it
   // too, and no client could find it. Such a put is refused as busy instead.
   std::unordered_map<std::string, uint32_t> releasing_;  // guarded by ctx_.mu
+  // Keys whose record is complete and published while the commit's claim of
+  // it is still out (a write that NeedsClaim() although the key was owned
+  // here: a registration missed it, or an earlier claim's answer was lost).
+  // An upsert of the key meanwhile is refused as busy: it would take over,
+  // as owned, a key the claim may yet fail to get (another node put it
+  // meanwhile), and commit without a claim of its own.
+  std::unordered_map<std::string, uint32_t> claiming_;  // guarded by ctx_.mu
 };
 
 }  // namespace mooncake

@@ -27,7 +27,15 @@ class InMemoryDirectory : public OwnerDirectory {
   // error, as when the master's answer is lost.
   // With RegisterAfterNextClaim, that registration runs once the claim is
   // applied and before it is answered.
+  // With HoldClaims, a claim waits before it is applied.
   Result<void> Claim(const std::string& key) override {
+    {
+      std::unique_lock lock(mu_);
+      ++claims_waiting_;
+      claims_arrived_.notify_all();
+      claims_go_.wait(lock, [&] { return !hold_claims_; });
+      --claims_waiting_;
+    }
     Result<void> claimed = ClaimNow(key);
     std::function<std::vector<std::string>()> registration;
     {
@@ -45,12 +53,20 @@ class InMemoryDirectory : public OwnerDirectory {
   // node's keys are purged, the count moves, and the keys `held` lists then
   // are announced (another node's stay theirs).
   void Register(const std::function<std::vector<std::string>()>& held) {
+    PurgeAndCount();
+    Announce(held());
+  }
+  // Register's steps apart, as the worker takes them (WorkerServer::
+  // RegisterAndAnnounce): the master purges this node's keys and the count
+  // moves, then the keys held are listed and announced.
+  void PurgeAndCount() {
     {
       std::lock_guard lock(mu_);
       std::erase_if(owned_, [](const auto& entry) { return entry.second == kHere; });
     }
     registrations_.fetch_add(1);
-    std::vector<std::string> keys = held();
+  }
+  void Announce(const std::vector<std::string>& keys) {
     std::lock_guard lock(mu_);
     for (const std::string& key : keys) owned_.emplace(key, kHere);
   }
@@ -61,6 +77,22 @@ class InMemoryDirectory : public OwnerDirectory {
     std::lock_guard lock(mu_);
     register_after_claim_ = std::move(held);
     registrations_after_claims_ = claims;
+  }
+  // Claims (not ClaimAsync's: see HoldAsyncClaims) wait from now until
+  // LetClaimsGo before they are applied, as claims still on the wire would.
+  void HoldClaims() {
+    std::lock_guard lock(mu_);
+    hold_claims_ = true;
+  }
+  void LetClaimsGo() {
+    std::lock_guard lock(mu_);
+    hold_claims_ = false;
+    claims_go_.notify_all();
+  }
+  // Waits up to `timeout` for `n` claims to be held; whether they were.
+  bool AwaitHeldClaims(size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    return claims_arrived_.wait_for(lock, timeout, [&] { return claims_waiting_ >= n; });
   }
   // Claims are applied but answered with `code` (kOk: answered again).
   void LoseClaimAnswers(ErrorCode code) {
@@ -215,6 +247,9 @@ class InMemoryDirectory : public OwnerDirectory {
   bool hold_releases_ = false;                         // guarded by mu_
   size_t releases_waiting_ = 0;                        // guarded by mu_
   std::condition_variable releases_go_, releases_arrived_;
+  bool hold_claims_ = false;   // guarded by mu_
+  size_t claims_waiting_ = 0;  // guarded by mu_
+  std::condition_variable claims_go_, claims_arrived_;
   int claims_ = 0;  // guarded by mu_
   std::atomic<uint64_t> registrations_{0};
   std::function<std::vector<std::string>()> register_after_claim_;               // guarded by mu_

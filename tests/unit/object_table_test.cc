@@ -366,6 +366,15 @@ TEST_F(ObjectTableTest, KeysListCompleteOwnedObjectsOnly) {
   EXPECT_EQ(keys, (std::vector<std::string>{"owned", "removing"}));
 }
 
+// Each listing for an announcement is counted: a write that sees the count
+// move knows a registration listed the keys without its record.
+TEST_F(ObjectTableTest, EveryListingOfTheKeysIsCounted) {
+  const uint64_t before = table_.listings();
+  table_.Keys();
+  table_.Keys();
+  EXPECT_EQ(table_.listings(), before + 2);
+}
+
 TEST_F(ObjectTableTest, ObjectsOnTheirWayOutAreNotHeld) {
   EXPECT_FALSE(ObjectTable::IsHeld(Add("writing", S::kWriting, 0)));
   EXPECT_FALSE(ObjectTable::IsHeld(Add("publishing", S::kComplete, 0, 100, {}, false)));

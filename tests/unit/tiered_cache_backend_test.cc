@@ -364,6 +364,118 @@ TEST_F(BackendTest, AKeyTakenElsewhereDuringARegistrationFailsThePutClaimedBefor
   EXPECT_EQ(Tier(0).used, used_before);
 }
 
+// A registration purges this node's keys at the master and announces the
+// complete ones. An upsert of a key owned here that is being written then is
+// not listed, and would send no claim of its own: committed after the list
+// was taken, the master would forget a key this node holds (no client could
+// find it, another node could put it). It claims the key again on commit.
+// In place and to another size; and also when the registration counted
+// itself before the upsert was reserved and listed after it, which a
+// comparison of registration counts would miss.
+TEST_F(BackendTest, AnOwnedKeysUpsertCommittedAfterARegistrationIsStillOwnedAtTheMaster) {
+  Open(8 * kMiB, 32 * kMiB);
+  for (bool counted_before_reserve : {false, true}) {
+    for (uint64_t size : {7, 9}) {  // in place, another size
+      const std::string key = "k-" + std::to_string(size) + (counted_before_reserve ? "-c" : "");
+      SCOPED_TRACE(key);
+      ASSERT_TRUE(backend_->Put(key, "old-val", {}));
+      if (counted_before_reserve) directory_.PurgeAndCount();
+      auto upsert = backend_->PutStart(key, size, {}, WriteMode::kUpsert);
+      ASSERT_TRUE(upsert) << ToString(upsert.error());
+      if (counted_before_reserve) {
+        directory_.Announce(backend_->Keys());
+      } else {
+        directory_.Register([this] { return backend_->Keys(); });  // the master restarted
+      }
+      ASSERT_FALSE(directory_.Owns(key));  // purged and not announced
+      const std::string value = Pattern(key, size, 1);
+      ASSERT_TRUE(backend_->PutChunk(*upsert, 0, value));
+      ASSERT_TRUE(backend_->PutEnd(*upsert));
+      EXPECT_TRUE(directory_.Owns(key));
+      EXPECT_EQ(backend_->Get(key, 0, 0)->data, value);
+    }
+  }
+  // With no registration meanwhile, an upsert of an owned key still sends
+  // no claim.
+  ASSERT_TRUE(backend_->Put("quiet", "old-val", {}));
+  const int claims = directory_.claims();
+  ASSERT_TRUE(backend_->Upsert("quiet", "new-value", {}));
+  EXPECT_EQ(directory_.claims(), claims);
+  EXPECT_TRUE(directory_.Owns("quiet"));
+}
+
+// An upsert that claims its key again (a registration missed it) is complete
+// and published while that claim is out. Another upsert of the key meanwhile
+// is busy: taking the key over as owned here, it would commit without a
+// claim, and should the claim fail (another node put the key while the
+// master did not know it was here), two nodes would hold the key.
+TEST_F(BackendTest, AnUpsertWhileAnotherClaimsTheKeyAgainIsBusy) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("k", "old-val", {}));
+  auto upsert = backend_->PutStart("k", 7, {}, WriteMode::kUpsert);
+  ASSERT_TRUE(upsert);
+  directory_.Register([this] { return backend_->Keys(); });
+  ASSERT_TRUE(backend_->PutChunk(*upsert, 0, "new-val"));
+  directory_.HoldClaims();
+  std::optional<Result<void>> ended;
+  std::thread end([&] { ended = backend_->PutEnd(*upsert); });
+  ASSERT_TRUE(directory_.AwaitHeldClaims(1, std::chrono::seconds(10)));
+  directory_.ClaimElsewhere("k");  // another node put it meanwhile
+  auto second = backend_->Upsert("k", "second value", {});
+  EXPECT_EQ(second ? ErrorCode::kOk : second.error(), ErrorCode::kObjectReplicaBusy);
+  directory_.LetClaimsGo();
+  end.join();
+  ASSERT_TRUE(ended.has_value());
+  ASSERT_FALSE(*ended);
+  EXPECT_EQ(ended->error(), ErrorCode::kObjectAlreadyExists);
+  EXPECT_EQ(backend_->Get("k", 0, 0).error(), ErrorCode::kObjectNotFound);
+  // The key is the other node's now; an upsert here is refused at the master.
+  EXPECT_EQ(backend_->Upsert("k", "second value", {}).error(), ErrorCode::kObjectAlreadyExists);
+  EXPECT_EQ(backend_->Get("k", 0, 0).error(), ErrorCode::kObjectNotFound);
+}
+
+// The same for whole values (Upsert, and PutMany's batched claims): here the
+// registration comes while the upsert finds its space, dropping a victim
+// whose release the master holds (one DRAM tier, nothing to demote to).
+TEST(RegistrationTest, AnOwnedKeysWholeUpsertCommittedAfterARegistrationIsStillOwnedAtTheMaster) {
+  for (bool batch : {false, true}) {
+    SCOPED_TRACE(batch ? "PutMany" : "Upsert");
+    InMemoryDirectory directory;
+    std::vector<std::unique_ptr<CacheTier>> tiers;
+    tiers.push_back(std::move(DramTier::Create("dram", kMiB).value()));
+    BackendOptions options;
+    options.kv_lease_ttl = Millis(0);
+    TieredCacheBackend backend(std::move(tiers), &directory, options);
+    backend.Recover();
+    ASSERT_TRUE(backend.Put("victim", Pattern("victim", 600 * 1024), {}));
+    ASSERT_TRUE(backend.Put("k", Pattern("k", 100 * 1024), {}));
+    const std::string value = Pattern("k", 500 * 1024, 1);
+    directory.HoldReleases();
+    Result<void> upserted = Err(ErrorCode::kInternalError);
+    std::thread upsert([&] {
+      if (batch) {
+        const std::string k = "k", fresh = "fresh";  // WholeWrite keeps a reference
+        std::vector<WholeWrite> writes = {{k, value, {}, WriteMode::kUpsert},
+                                          {fresh, "f", {}, WriteMode::kCreate}};
+        auto results = backend.PutMany(writes);
+        upserted = results.at(0);
+        EXPECT_TRUE(results.at(1)) << ToString(results.at(1).error());
+      } else {
+        upserted = backend.Upsert("k", value, {});
+      }
+    });
+    ASSERT_TRUE(directory.AwaitHeldReleases(1, std::chrono::seconds(10)));
+    directory.Register([&] { return backend.Keys(); });
+    ASSERT_FALSE(directory.Owns("k"));
+    directory.LetReleasesGo();
+    upsert.join();
+    ASSERT_TRUE(upserted) << ToString(upserted.error());
+    EXPECT_TRUE(directory.Owns("k"));
+    EXPECT_EQ(backend.Get("k", 0, 0)->data, value);
+    if (batch) EXPECT_TRUE(directory.Owns("fresh"));
+  }
+}
+
 // A directory whose releases reach the master at once but whose answers
 // wait for AnswerReleases: the master has let the key go, this node does
 // not know yet.
