@@ -60,22 +60,27 @@ json NodeJson(const NodeRecord& node) {
           {"tiers", std::move(tiers)}};
 }
 
-// This master's HA role for /readyz and /metrics: "standalone" without
-// --etcd; else "leader" (serving keys), "rebuilding" (leader inside its
-// --ha-rebuild-ms window: key calls still answer NOT_LEADER) or "standby".
+// This master's HA role for /readyz and /metrics: "standalone" (no
+// --etcd, serving keys), "leader" (serving keys), "rebuilding" (inside the
+// --rebuild-ms window after a start or an election: key calls still answer
+// NOT_LEADER) or "standby".
 struct HaRole {
   std::string name = "standalone";
   std::string leader;  // the leader's RPC address; empty when unknown or standalone
   bool serving = true;
+  bool standalone = true;
 };
 
 HaRole RoleOf(const RoleGate* gate) {
   HaRole out;
   if (!gate) return out;
   RoleSnapshot snap = gate->Snapshot();
-  out.leader = snap.leader_address;
+  out.standalone = snap.standalone;
+  if (!snap.standalone) out.leader = snap.leader_address;
   out.serving = snap.serving_keys;
-  out.name = snap.serving_keys ? "leader" : snap.leader ? "rebuilding" : "standby";
+  out.name = snap.serving_keys ? (snap.standalone ? "standalone" : "leader")
+             : snap.leader     ? "rebuilding"
+                               : "standby";
   return out;
 }
 
@@ -88,13 +93,14 @@ HttpResponse Readiness(const MasterService& service, const RoleGate* gate) {
   size_t alive = 0, dead = 0;
   json reasons = json::array();
   if (role.name == "standby") {
-    reasons.push_back("standby: " + (role.leader.empty() ? std::string("no leader known yet")
-                                                         : "the leader is " + role.leader) +
+    reasons.push_back("standby: " +
+                      (role.leader.empty() ? std::string("no leader known yet")
+                                           : "the leader is " + role.leader) +
                       "; key calls answer NOT_LEADER here");
   } else if (role.name == "rebuilding") {
-    reasons.push_back(
-        "new leader rebuilding its directory from the workers' announcements; key calls "
-        "answer NOT_LEADER until --ha-rebuild-ms passes");
+    reasons.push_back(std::string(role.standalone ? "master just started" : "new leader") +
+                      " rebuilding its directory from the workers' announcements; key calls "
+                      "answer NOT_LEADER until --rebuild-ms passes");
   }
   for (const auto& node : service.ListNodes()) {
     ++(node.alive ? alive : dead);
@@ -471,8 +477,8 @@ HttpResponse Metrics(const MasterService& service, const RequestMetrics* request
   // A standby's registry is its own (empty) one: this tells it apart.
   const HaRole role = RoleOf(gate);
   w.Gauge("mooncake_master_is_leader",
-          "1 if this master serves key calls (the HA leader past its rebuild window, or a "
-          "master without --etcd), else 0",
+          "1 if this master serves key calls (the HA leader, or a master without --etcd, "
+          "past its rebuild window), else 0",
           role.serving ? 1.0 : 0.0);
   w.BeginGauge("mooncake_master_ha_role",
                "1 for this master's HA role: standalone, leader, rebuilding or standby");
@@ -511,20 +517,17 @@ void RegisterMasterAdminRoutes(AdminServer& server, MasterService& service,
   server.Route("GET", "/cluster/stats", [svc, collector](const HttpRequest&) {
     return JsonResponse(collector->Collect(svc->ListNodes()));
   });
-  server.Route("GET", "/readyz",
-               [svc, gate](const HttpRequest&) { return Readiness(*svc, gate); });
-  server.Route("GET", "/health",
-               [svc, gate](const HttpRequest&) { return Readiness(*svc, gate); });
+  server.Route("GET", "/readyz", [svc, gate](const HttpRequest&) { return Readiness(*svc, gate); });
+  server.Route("GET", "/health", [svc, gate](const HttpRequest&) { return Readiness(*svc, gate); });
   server.Route("GET", "/nodes", [svc](const HttpRequest&) { return Nodes(*svc); });
   server.Route("DELETE", "/nodes/{id}",
                [svc](const HttpRequest& req) { return ForgetNode(*svc, req); });
   server.Route("GET", "/keys", [svc](const HttpRequest& req) { return KeyList(*svc, req); });
   server.Route("GET", "/keys/{key...}",
                [svc](const HttpRequest& req) { return KeyLookup(*svc, req); });
-  server.Route("GET", "/metrics",
-               [svc, requests, rpc = std::move(rpc), gate](const HttpRequest&) {
-                 return Metrics(*svc, requests, rpc, gate);
-               });
+  server.Route("GET", "/metrics", [svc, requests, rpc = std::move(rpc), gate](const HttpRequest&) {
+    return Metrics(*svc, requests, rpc, gate);
+  });
 }
 
 }  // namespace mooncake

@@ -25,7 +25,18 @@ RoleGate::RoleGate(std::string cluster_name, Millis rebuild_window)
 
 void RoleGate::set_self_address(std::string address) {
   std::lock_guard lock(mu_);
+  // A leader names itself as the leader (GetRole): a caller told
+  // NOT_LEADER by a master that names itself waits and retries there.
+  if (leader_ && leader_address_ == self_address_) leader_address_ = address;
   self_address_ = std::move(address);
+}
+
+void RoleGate::LeadAlone() {
+  {
+    std::lock_guard lock(mu_);
+    standalone_ = true;
+  }
+  BecomeLeader(SteadyClock::time_point::max());
 }
 
 void RoleGate::BecomeLeader(SteadyClock::time_point valid_until) {
@@ -59,6 +70,7 @@ RoleSnapshot RoleGate::Snapshot() const {
   out.serving_keys = serving_keys();
   out.leader = leader();
   std::lock_guard lock(mu_);
+  out.standalone = standalone_;
   out.leader_address = leader_address_;
   out.cluster_name = cluster_name_;
   out.self_address = self_address_;

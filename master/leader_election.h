@@ -5,7 +5,10 @@
 // RoleGate holds what this master is right now: a standby (it answers
 // NOT_LEADER), a leader still rebuilding its directory from the workers'
 // re-announcements (it serves the node registry but answers key calls with
-// NOT_LEADER for `rebuild_window`), or a serving leader. LeaderElection
+// NOT_LEADER for `rebuild_window`), or a serving leader. A master without
+// etcd leads a group of its own for good (LeadAlone) but still rebuilds
+// first: it starts with an empty directory, and workers that held keys
+// before its restart re-announce them only at their next heartbeat. LeaderElection
 // campaigns for the leader key /mooncake/<cluster>/leader in etcd with a
 // lease and a create-if-absent transaction, keeps the lease alive at a third
 // of its TTL while it leads, and flips the gate.
@@ -40,6 +43,8 @@ namespace mooncake {
 class EtcdClient;
 
 struct RoleSnapshot {
+  // No HA: the one master of its own group (LeadAlone).
+  bool standalone = false;
   bool leader = false;
   // Leader and past its rebuild window: answers key calls.
   bool serving_keys = false;
@@ -53,6 +58,9 @@ class RoleGate {
   RoleGate(std::string cluster_name, Millis rebuild_window);
 
   void set_self_address(std::string address);
+  // No HA: leads from now on for good, answering key calls once the rebuild
+  // window has passed (the same window a newly elected leader waits out).
+  void LeadAlone();
   // Leads from now until `valid_until` (the lease's end as this master
   // knows it, less a margin); key calls are served once the rebuild window
   // passed. Past `valid_until` the gate answers as a standby by itself, even
@@ -76,6 +84,7 @@ class RoleGate {
   std::atomic<int64_t> serve_from_{0};
   std::atomic<int64_t> valid_until_{0};
   mutable std::mutex mu_;
+  bool standalone_ = false;     // guarded by mu_
   std::string leader_address_;  // guarded by mu_
   std::string self_address_;    // guarded by mu_
 };

@@ -1,21 +1,25 @@
 #pragma once
 
-// The Thrift face of a master in an HA group: forwards every call to the
-// plain MasterHandler when this master may answer it, and otherwise answers
-// NOT_LEADER (docs/ha.md):
+// The Thrift face of every master: forwards each call to the plain
+// MasterHandler when this master may answer it, and otherwise answers
+// NOT_LEADER (docs/ha.md). A master without etcd is the leader of its own
+// group (RoleGate::LeadAlone) and only ever rebuilds, after its start:
 //
 // * a standby answers every call with NOT_LEADER: bare ErrorCode returns,
 //   the `code` of result structs, every element of batch results;
 //   ListNodes, which has no code, fails with a TApplicationException whose
 //   message starts with "NOT_LEADER" (an empty list would say "no nodes");
-// * a leader inside its rebuild window serves RegisterNode, Heartbeat,
+// * a leader inside its rebuild window (after an election, or after the
+//   start of a master without etcd) serves RegisterNode, Heartbeat,
 //   AnnounceKeys and ListNodes (that is how workers rebuild its directory)
 //   but answers the key calls (GetLocation, BatchGetLocation, PutOwner,
 //   BatchPutOwner, UpdateOwner, RemoveOwner, BatchRemoveOwner) and PickNode
 //   with NOT_LEADER, so no caller is told "not found" for a key whose owner
 //   has not re-announced yet, nor "no space" while nodes are still
 //   re-registering;
-// * GetRole always answers, from the gate.
+// * GetRole always answers, from the gate: a leader names itself, which
+//   is how a caller told NOT_LEADER knows to wait and retry at the same
+//   master (thrift/master_endpoint.cc).
 //
 // Thread-safety: stateless apart from the references; the gate and the
 // inner handler are thread-safe and must outlive this one.

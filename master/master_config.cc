@@ -54,8 +54,10 @@ void AddOptions(CLI::App& app, MasterConfig& config) {
   app.add_option("--etcd-lease-ttl-s", config.etcd_lease_ttl_s,
                  "TTL of the leader's etcd lease in seconds")
       ->capture_default_str();
-  app.add_option("--ha-rebuild-ms", config.ha_rebuild_ms,
-                 "A new leader answers key calls NOT_LEADER this long while workers re-announce")
+  app.add_option("--rebuild-ms,--ha-rebuild-ms", config.rebuild_ms,
+                 "After a start (and each won election) key calls answer NOT_LEADER, so callers "
+                 "wait, this long while workers re-announce their keys; must exceed their "
+                 "heartbeat interval")
       ->capture_default_str();
   AddAdminOptions(
       app, {config.admin_host, config.admin_port, config.admin_token, config.admin_token_file});
@@ -97,8 +99,8 @@ std::string HaConfigProblem(const MasterConfig& config) {
   if (config.etcd_lease_ttl_s < 1 || config.etcd_lease_ttl_s > 60) {
     return "--etcd-lease-ttl-s must be in 1..60, got " + std::to_string(config.etcd_lease_ttl_s);
   }
-  if (config.ha_rebuild_ms < 0 || config.ha_rebuild_ms > 60000) {
-    return "--ha-rebuild-ms must be in 0..60000, got " + std::to_string(config.ha_rebuild_ms);
+  if (config.rebuild_ms < 0 || config.rebuild_ms > 60000) {
+    return "--rebuild-ms must be in 0..60000, got " + std::to_string(config.rebuild_ms);
   }
   if (!config.advertise_address.empty() && !IsHostPort(config.advertise_address)) {
     return "--advertise-address must be HOST:PORT with a port in 1..65535, got \"" +

@@ -73,10 +73,15 @@ struct MasterConfig {
   // TTL of the leader's etcd lease: a dead leader is replaced after at most
   // about this long (etcd's minimum is 2 s).
   int64_t etcd_lease_ttl_s = 3;
-  // After winning an election, key calls are answered NOT_LEADER (retry)
-  // for this long while the workers re-register and re-announce their keys.
-  // Must exceed the workers' heartbeat interval.
-  int64_t ha_rebuild_ms = 2500;
+  // After starting, and with `etcd` after each won election, key calls
+  // and PickNode are answered NOT_LEADER (callers wait and retry) for this
+  // long while the workers re-register and re-announce their keys: the
+  // directory starts empty, so until then a get would hear "not found", a
+  // remove would be undone and a put would overwrite. Must exceed the
+  // workers' heartbeat interval. 0: serve at once (only where no worker can
+  // hold keys from before this master started). --rebuild-ms; the old name
+  // --ha-rebuild-ms still works.
+  int64_t rebuild_ms = 2500;
 
   // Set by ParseMasterConfig when --help was given: `message` then holds the
   // help text, the other fields are defaults, and the caller should print it
@@ -105,10 +110,10 @@ Result<void> LoadAdminToken(MasterConfig& config, std::string* message);
 // --log-level --admin-host --admin-port --admin-token --admin-token-file
 // --max-connections --rpc-idle-timeout-ms --rpc-read-timeout-ms --tls-cert
 // --tls-key --tls-ca --etcd --cluster-name --advertise-address
-// --etcd-lease-ttl-s --ha-rebuild-ms and --config FILE (TOML/INI, same key names as the flags;
-// flags given on the command line win over the file). On a parse or validation error returns
-// kInvalidParams with the reason in `*message`; on --help returns a config with show_help set and
-// the help text in `*message`. `message` may be null.
+// --etcd-lease-ttl-s --rebuild-ms (alias --ha-rebuild-ms) and --config FILE (TOML/INI, same key
+// names as the flags; flags given on the command line win over the file). On a parse or validation
+// error returns kInvalidParams with the reason in `*message`; on --help returns a config with
+// show_help set and the help text in `*message`. `message` may be null.
 Result<MasterConfig> ParseMasterConfig(int argc, const char* const* argv, std::string* message);
 
 }  // namespace mooncake

@@ -256,7 +256,9 @@ void MasterHandler::ListNodes(std::vector<rpc::NodeInfo>& _return) {
 }
 
 void MasterHandler::GetRole(rpc::MasterRole& _return) {
-  // Without HA a master leads its own one-master group.
+  // Without HA a master leads its own one-master group. MasterServer wraps
+  // this handler in LeaderGatedHandler, whose GetRole answers instead (with
+  // this master's address); this one serves handlers used bare (tests).
   _return = rpc::MasterRole();
   _return.is_leader = true;
 }

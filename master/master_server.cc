@@ -21,6 +21,19 @@ namespace {
 // quarter of the TTL; the floor keeps a tiny TTL from spinning the thread.
 Millis ReaperPeriod(Millis ttl) { return std::max(Millis(100), ttl / 4); }
 
+// The address a master without etcd names in GetRole, as the leader of its
+// own group: --advertise-address, else --host and the port. Callers wait out
+// the rebuild window only at a master that names the address they called
+// (thrift/master_endpoint.cc), so a wildcard --host, which names no address
+// a caller could use, names none: callers are then answered NOT_LEADER.
+std::string StandaloneAddress(const MasterConfig& config, int port) {
+  if (!config.advertise_address.empty()) return config.advertise_address;
+  if (config.host == "0.0.0.0" || config.host == "::" || config.host == "[::]") return "";
+  // An IPv6 literal in brackets, as callers write it (SplitMasterAddress).
+  const bool v6 = config.host.find(':') != std::string::npos;
+  return (v6 ? "[" + config.host + "]" : config.host) + ":" + std::to_string(port);
+}
+
 }  // namespace
 
 MasterServer::MasterServer(MasterOptions options)
@@ -46,9 +59,19 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(
   server->requests_ = std::make_unique<RequestMetrics>(MasterHandler::OperationNames());
   std::shared_ptr<rpc::MasterServiceIf> handler =
       std::make_shared<MasterHandler>(*server->service_, *server->requests_);
-  if (!config.etcd.empty()) {
-    server->gate_ = std::make_unique<RoleGate>(config.cluster_name, Millis(config.ha_rebuild_ms));
-    handler = std::make_shared<LeaderGatedHandler>(std::move(handler), *server->gate_);
+  // Every master starts with an empty directory and rebuilds it from the
+  // workers' re-announcements, so every master has the gate: with etcd it
+  // answers as a standby until elected, without it leads alone at once,
+  // both answering key calls NOT_LEADER for the rebuild window.
+  const bool ha = !config.etcd.empty();
+  server->gate_ =
+      std::make_unique<RoleGate>(ha ? config.cluster_name : "", Millis(config.rebuild_ms));
+  handler = std::make_shared<LeaderGatedHandler>(std::move(handler), *server->gate_);
+  if (!ha) {
+    // Known before binding unless the port is picked: a caller told
+    // NOT_LEADER waits only when GetRole names the address it called.
+    if (config.port != 0) server->gate_->set_self_address(StandaloneAddress(config, config.port));
+    server->gate_->LeadAlone();
   }
   auto processor = std::make_shared<rpc::MasterServiceProcessor>(handler);
   // Every master call but RegisterNode answers from memory: the epoll
@@ -64,11 +87,17 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(
   }
   server->rpc_ = std::move(*rpc);
   server->port_ = server->rpc_->port();
+  if (!ha) server->gate_->set_self_address(StandaloneAddress(config, server->port_));
   // The destructor stops the RPC server if the admin server cannot start.
   if (auto admin = server->StartAdmin(config); !admin) return Err(admin.error());
-  if (server->gate_) {
+  if (ha) {
     auto started = server->StartElection(config, std::move(on_lost_leadership));
     if (!started) return Err(started.error());
+  } else if (config.rebuild_ms > 0) {
+    MC_LOG_INFO(
+        "master rebuilding its directory from the workers; key calls answer NOT_LEADER "
+        "(callers wait) rebuild_ms={} address={}",
+        config.rebuild_ms, server->gate_->Snapshot().self_address);
   }
   server->reaper_ = std::thread(
       [s = server.get(), period = ReaperPeriod(options.node_ttl)] { s->ReaperLoop(period); });

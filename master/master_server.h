@@ -37,8 +37,11 @@ class MasterServer {
   // for a bad config, kRpcFail if a port cannot be bound. Returns once both
   // sockets listen.
   //
-  // With config.etcd set the master joins the HA group config.cluster_name
-  // (docs/ha.md): it answers as a standby until it wins the election.
+  // Key calls and PickNode answer NOT_LEADER for config.rebuild_ms after
+  // the start, while the workers re-announce their keys (callers wait and
+  // retry). With config.etcd set the master joins the HA group
+  // config.cluster_name (docs/ha.md): it answers as a standby until it wins
+  // the election, and rebuilds after each win.
   // `on_lost_leadership` (may be empty) runs, on the election's thread, if
   // this master led and lost its lease; it then answers as a standby for
   // good, and mooncake-master exits so that it restarts with empty state.
@@ -76,9 +79,10 @@ class MasterServer {
   std::unique_ptr<MasterService> service_;
   // Counts and times Thrift requests; read by the admin /metrics route.
   std::unique_ptr<RequestMetrics> requests_;
-  // HA only (config.etcd): what this master is now (the RPC handler reads
-  // it, so it is declared before rpc_ and outlives it), and the campaign
-  // that sets it (stopped first).
+  // What this master is now (the RPC handler reads it, so it is declared
+  // before rpc_ and outlives it): without etcd the leader of its own group,
+  // rebuilding for config.rebuild_ms after the start; with etcd set by the
+  // campaign (HA only, stopped first).
   std::unique_ptr<RoleGate> gate_;
   std::unique_ptr<LeaderElection> election_;
   std::unique_ptr<RpcServer> rpc_;

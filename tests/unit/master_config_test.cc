@@ -100,6 +100,33 @@ TEST(MasterConfigTest, MissingConfigFileIsRejected) {
   EXPECT_FALSE(message.empty());
 }
 
+// Every master rebuilds its directory after a start (docs/operations.md):
+// --rebuild-ms sets the window for all masters; --ha-rebuild-ms, its name
+// when only HA masters had one, still sets it, on the command line and in
+// a config file.
+TEST(MasterConfigTest, RebuildWindowDefaultsTo2500MsUnderEitherName) {
+  std::string message;
+  auto defaults = Parse({}, &message);
+  ASSERT_TRUE(defaults) << message;
+  EXPECT_EQ(defaults->rebuild_ms, 2500);
+  auto named = Parse({"--rebuild-ms", "4000"}, &message);
+  ASSERT_TRUE(named) << message;
+  EXPECT_EQ(named->rebuild_ms, 4000);
+  auto old_name = Parse({"--ha-rebuild-ms", "0"}, &message);
+  ASSERT_TRUE(old_name) << message;
+  EXPECT_EQ(old_name->rebuild_ms, 0);
+  for (const char* key : {"rebuild-ms", "ha-rebuild-ms"}) {
+    ConfigFile file(std::string(key) + " = 1234\n");
+    auto from_file = Parse({"--config", file.path().c_str()}, &message);
+    ASSERT_TRUE(from_file) << key << ": " << message;
+    EXPECT_EQ(from_file->rebuild_ms, 1234) << key;
+  }
+  for (const char* bad : {"-1", "60001"}) {
+    EXPECT_FALSE(Parse({"--rebuild-ms", bad}, &message)) << bad;
+    EXPECT_NE(message.find("--rebuild-ms"), std::string::npos) << message;
+  }
+}
+
 TEST(MasterConfigTest, RejectsOutOfRangeValues) {
   struct Case {
     std::initializer_list<const char*> args;

@@ -573,12 +573,14 @@ TEST_F(MasterServiceTest, ReRegistrationsDuringClaimsAndLookupsNeverNameAnotherN
 }
 
 // A master on a free RPC port (never a default one: a local cluster may hold
-// 50051), without an admin server, that declares no node dead in a test.
+// 50051), without an admin server, that declares no node dead in a test and
+// serves key calls at once (no rebuild window: no worker held keys before).
 Result<std::unique_ptr<MasterServer>> StartRpcOnlyMaster() {
   MasterConfig config;
   config.port = 0;
   config.admin_port = -1;
   config.node_ttl_ms = 60000;
+  config.rebuild_ms = 0;
   return MasterServer::Start(config);
 }
 
@@ -588,6 +590,7 @@ TEST(MasterServerTest, ServesThriftClients) {
   config.port = 0;        // never a default port: a local cluster may hold
   config.admin_port = 0;  // 50051/50050 (scripts/local-cluster.sh)
   config.node_ttl_ms = 60000;
+  config.rebuild_ms = 0;
   auto server = MasterServer::Start(config);
   ASSERT_TRUE(server);
   ASSERT_GT((*server)->port(), 0);
@@ -829,6 +832,107 @@ TEST(MasterServerTest, StartRejectsBadConfigAndBusyPort) {
   EXPECT_EQ(MasterServer::Start(clash).error(), ErrorCode::kRpcFail);
 }
 
+// A master starts with an empty directory, and workers that held keys
+// before it (re)started re-announce them only at their next heartbeat. So
+// until its rebuild window passes it serves the node registry, by which the
+// directory is rebuilt, but answers key calls and PickNode NOT_LEADER and
+// names itself in GetRole, as a newly elected HA leader does: callers wait
+// instead of hearing "not found", and /readyz says it is not ready.
+TEST(MasterServerTest, AStartedMasterAnswersKeyCallsNotLeaderUntilItsRebuildWindowPasses) {
+  MasterConfig config;
+  config.port = 0;
+  config.admin_port = 0;
+  config.node_ttl_ms = 60000;
+  config.rebuild_ms = 60000;  // longer than the test
+  auto server = MasterServer::Start(config);
+  ASSERT_TRUE(server);
+  const int port = (*server)->port();
+  RpcChannel<rpc::MasterServiceClient> channel("127.0.0.1", port);
+
+  rpc::NodeInfo node;
+  node.node_id = "w1";
+  node.host = "127.0.0.1";
+  node.port = 7001;
+  auto registered = channel.Call([&](auto& c) { return c.RegisterNode(node); });
+  ASSERT_TRUE(registered);
+  EXPECT_EQ(*registered, rpc::ErrorCode::OK);
+  auto announced = channel.Call([](auto& c) {
+    rpc::AnnounceResult r;
+    c.AnnounceKeys(r, "w1", {"held"});
+    return r;
+  });
+  ASSERT_TRUE(announced);
+  EXPECT_EQ(announced->code, rpc::ErrorCode::OK);
+  EXPECT_EQ((*server)->service().key_count(), 1u);
+
+  auto get = channel.Call([](auto& c) {
+    rpc::LocationResult r;
+    c.GetLocation(r, "absent");
+    return r;
+  });
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->code, rpc::ErrorCode::NOT_LEADER) << "a verdict about a key while rebuilding";
+  auto put = channel.Call([](auto& c) {
+    rpc::PutOwnerResult r;
+    c.PutOwner(r, "new", "w1");
+    return r;
+  });
+  ASSERT_TRUE(put);
+  EXPECT_EQ(put->code, rpc::ErrorCode::NOT_LEADER);
+  auto removed = channel.Call([](auto& c) { return c.RemoveOwner("held", "w1"); });
+  ASSERT_TRUE(removed);
+  EXPECT_EQ(*removed, rpc::ErrorCode::NOT_LEADER);
+  auto picked = channel.Call([](auto& c) {
+    rpc::PickNodeResult r;
+    c.PickNode(r, 1, {});
+    return r;
+  });
+  ASSERT_TRUE(picked);
+  EXPECT_EQ(picked->code, rpc::ErrorCode::NOT_LEADER);
+
+  // It names itself (the address callers reach it at), so they wait there.
+  auto role = channel.Call([](auto& c) {
+    rpc::MasterRole r;
+    c.GetRole(r);
+    return r;
+  });
+  ASSERT_TRUE(role);
+  EXPECT_TRUE(role->is_leader);
+  EXPECT_EQ(role->leader_address, "127.0.0.1:" + std::to_string(port));
+  EXPECT_EQ(role->self_address, role->leader_address);
+  EXPECT_EQ(role->cluster_name, "");
+
+  auto ready = testing::Http((*server)->admin_port(), "GET", "/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503) << ready->body;
+  auto doc = nlohmann::json::parse(ready->body);
+  EXPECT_EQ(doc["ready"], false);
+  EXPECT_EQ(doc["ha_role"], "rebuilding");
+  EXPECT_EQ(doc["leader"], nullptr);
+  EXPECT_TRUE((*server)->service().GetLocation("held"));  // kept, only not answered yet
+}
+
+// What callers make of that: MasterEndpoint (workers, clients, the CLI)
+// waits at a master that names the address it called, and gets the real
+// answer once the window is over, not NOT_LEADER.
+TEST(MasterServerTest, CallersWaitOutTheRebuildWindowOfAStartedMaster) {
+  MasterConfig config;
+  config.port = 0;
+  config.admin_port = -1;
+  config.node_ttl_ms = 60000;
+  config.rebuild_ms = 1000;
+  auto server = MasterServer::Start(config);
+  ASSERT_TRUE(server);
+  const auto started = SteadyClock::now();
+  ASSERT_TRUE((*server)->service().RegisterNode(Node("a", 8 * kGiB)));
+  MasterLink link(MasterTarget{.host = "127.0.0.1", .port = (*server)->port()});
+  link.set_node_id("b");
+  auto picked = link.PickNode(1);
+  ASSERT_TRUE(picked) << ToString(picked.error());
+  EXPECT_EQ(picked->node_id, "a");
+  EXPECT_GE(SteadyClock::now() - started, Millis(1000)) << "answered inside the window";
+}
+
 // ---- What an operator sees over HTTP, from a real MasterServer ----
 
 // A started master (RPC and admin on free ports, admin token kToken) and a
@@ -843,6 +947,7 @@ class MasterAdminHttpTest : public ::testing::Test {
     config.admin_port = 0;
     config.node_ttl_ms = node_ttl_ms;
     config.admin_token = kToken;
+    config.rebuild_ms = 0;
     auto server = MasterServer::Start(config);
     ASSERT_TRUE(server);
     server_ = std::move(*server);
