@@ -8,6 +8,8 @@
 #include <new>
 #include <shared_mutex>
 
+#include "master/writer_first_mutex.h"
+
 namespace mooncake {
 namespace {
 
@@ -86,9 +88,11 @@ struct Probe {
 
 // One shard: a linear-probing table over an append-only arena. Every member
 // is guarded by mu (shared to read, exclusive to write); count is atomic only
-// so that size() can sum without locking.
+// so that size() can sum without locking. mu prefers writers: a purge
+// (RemoveOwners) or a claim must not wait out a stream of overlapping
+// lookups (writer_first_mutex.h).
 struct alignas(64) KeyDirectory::Shard {
-  mutable std::shared_mutex mu;
+  mutable WriterFirstSharedMutex mu;
   Slot* slots = nullptr;  // mask + 1 slots (a power of two), or null when empty
   size_t mask = 0;
   std::atomic<size_t> count{0};

@@ -17,8 +17,9 @@
 // std::string, no per-entry node, no per-key malloc.
 //
 // Thread-safety: every method is safe to call concurrently. Each shard's
-// shared_mutex guards that shard: lookups and iteration take it shared,
-// writes exclusive. No method holds two shard locks at once. Batched calls
+// readers-writer lock guards that shard: lookups and iteration take it
+// shared, writes exclusive, and a waiting writer keeps new readers out. No
+// method holds two shard locks at once. Batched calls
 // group their keys by shard and lock each shard they touch once per pass
 // over the batch, not once per key; FindMany makes two passes so that its
 // cache misses overlap (prefetching slots, then key blobs).

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "master/key_directory.h"
+#include "master/writer_first_mutex.h"
 
 namespace mooncake {
 namespace {
@@ -72,10 +73,15 @@ struct Incarnation {
 //
 // nodes_mu guards the registry (heartbeats, usage, PickNode); heartbeats
 // take only it, so they never wait behind key traffic.
+//
+// index_mu prefers writers (writer_first_mutex.h): with std::shared_mutex,
+// lookups on many connections kept it held shared without a break and a
+// registration or the reaper waited seconds for it. No thread takes it
+// shared twice.
 struct MasterService::State {
   KeyDirectory keys;
 
-  mutable std::shared_mutex index_mu;
+  mutable WriterFirstSharedMutex index_mu;
   std::vector<Incarnation> incarnations;                 // guarded by index_mu
   std::vector<uint32_t> free_indexes;                    // guarded by index_mu
   std::unordered_map<std::string, uint32_t> live_index;  // node id -> live index; index_mu
