@@ -560,8 +560,7 @@ std::vector<Result<void>> TieredCacheBackend::RemoveMany(const std::vector<std::
     for (size_t j = 0; j < told.size(); ++j) {
       size_t i = told[j];
       results[i] = FinishRemoveLocked(keys[i], removals[i].object_id, released[j]);
-      if (!results[i] && removals[i].object_id != 0 &&
-          table_->FindSame(keys[i], removals[i].object_id) != nullptr) {
+      if (!results[i] && table_->FindSame(keys[i], removals[i].object_id) != nullptr) {
         kept.push_back({.key = keys[i], .object_id = removals[i].object_id});
       }
     }
@@ -575,15 +574,17 @@ TieredCacheBackend::PendingRemoval TieredCacheBackend::BeginRemoveLocked(const s
   Object* object = table_->Find(key);
   if (object == nullptr) return {.done = Err(ErrorCode::kObjectNotFound)};
   if (!object->complete()) {
-    // Removing a key that is still being written revokes that write; if it
-    // was an upsert of an owned key, the master is told.
-    bool was_published = object->published();
+    // An upsert of a key owned here: the master must be told first, and if
+    // it cannot be, the object is to stay as it was, but the upsert has let
+    // the old value go and cannot be rolled back. Busy until the upsert is
+    // committed or revoked (retry), as for a put whose claim is in flight.
+    if (object->published()) return {.done = Err(ErrorCode::kObjectReplicaBusy)};
+    // A key whose first put is still being written, unknown to the master:
+    // removing it revokes that write.
     writer_->ForgetLocked(object->write_handle);
     table_->Erase(*object);
     ctx_->counters.removes.fetch_add(1, std::memory_order_relaxed);
-    if (!was_published) return {.done = Result<void>{}};
-    writer_->ReleasingLocked(key);
-    return {.object_id = 0};  // nothing left here once the master is told
+    return {.done = Result<void>{}};
   }
   // Handing it to another node, the outcome decides who must remove it;
   // its claim at the master still in flight (a put's, an adopt's), a release
@@ -605,10 +606,6 @@ Result<void> TieredCacheBackend::FinishRemoveLocked(const std::string& key, uint
                                                     const Result<void>& released) {
   bool failed = !released && released.error() != ErrorCode::kObjectNotFound &&
                 released.error() != ErrorCode::kNotOwner;
-  if (object_id == 0) {
-    writer_->ReleasedLocked(key);
-    return failed ? released : Result<void>{};
-  }
   // Kept, still kRemoving: the caller claims it again (ClaimKeptCopies),
   // which puts it back.
   if (failed) return released;

@@ -174,7 +174,9 @@ class TieredCacheBackend {
   // The node a key recently moved to, if this node handed it over.
   std::string MovedTo(const std::string& key) const;
   // Removes the object here and in the directory. kObjectHasLease while it is
-  // read or leased, unless `force`.
+  // read or leased, unless `force`; kObjectReplicaBusy while its claim is in
+  // flight or an upsert of it is being written (retry). If the directory
+  // cannot be told, the object stays and the error is returned.
   Result<void> Remove(const std::string& key, bool force);
   // Remove for each key, one result each in order, telling the directory
   // of all of them in one call (OwnerDirectory::ReleaseMany).
@@ -209,12 +211,14 @@ class TieredCacheBackend {
 
  private:
   // A removal after its first step (under ctx_->mu): finished, or waiting
-  // for the directory. object_id 0: nothing is left here to erase.
+  // for the directory to release the object `object_id`.
   struct PendingRemoval {
     std::optional<Result<void>> done;
     uint64_t object_id = 0;
   };
-  // Marks the object removing (or revokes its write). Caller holds ctx_->mu.
+  // Marks the object removing, or revokes the write of a key the master
+  // does not know yet; OBJECT_REPLICA_BUSY for an upsert of an owned key
+  // still being written. Caller holds ctx_->mu.
   PendingRemoval BeginRemoveLocked(const std::string& key, bool force);
   // Erases the object once the directory let it go; when the directory
   // could not be told, leaves it kRemoving for Mover::ClaimKeptCopies.

@@ -557,7 +557,9 @@ TEST(RegistrationTest, AKeyWhoseRemoveOrDropIsUnansweredIsReleasedAgainAfterTheA
 // An upsert that pre-empts a put whose claim is still on the wire takes the
 // key over; if the upsert is then revoked, or removed while it is written,
 // the key is gone here, and the master must not keep pointing here once the
-// put's claim lands, whichever of the two comes first.
+// put's claim lands, whichever of the two comes first. (Once the claim has
+// landed the upsert owns the key, and a remove is busy until it ends: it is
+// revoked then.)
 TEST_F(BackendTest, AnUpsertEndedWhileAPutsClaimIsOutLeavesTheMasterNotPointingHere) {
   Open(8 * kMiB, 32 * kMiB);
   for (bool removed : {false, true}) {
@@ -578,7 +580,14 @@ TEST_F(BackendTest, AnUpsertEndedWhileAPutsClaimIsOutLeavesTheMasterNotPointingH
       if (claim_lands_first) {
         directory_.RunHeldClaims();
         ASSERT_TRUE(directory_.Owns(key));
-        ASSERT_TRUE(end_upsert());
+        if (removed) {
+          auto busy = backend_->Remove(key, /*force=*/true);
+          ASSERT_FALSE(busy);
+          ASSERT_EQ(busy.error(), ErrorCode::kObjectReplicaBusy);
+          ASSERT_TRUE(backend_->PutRevoke(*upsert));
+        } else {
+          ASSERT_TRUE(end_upsert());
+        }
       } else {
         ASSERT_TRUE(end_upsert());
         directory_.RunHeldClaims();
@@ -650,33 +659,75 @@ TEST_F(BackendTest, APutsClaimLandingWhileTheUpsertCommitsHandsItTheKey) {
 // it goes through.
 TEST_F(BackendTest, APutWhileTheKeysReleaseIsOutIsBusyUntilTheMasterHasAnswered) {
   Open(8 * kMiB, 32 * kMiB);
-  for (bool by_remove : {false, true}) {
-    SCOPED_TRACE(by_remove ? "a remove of an upsert in flight" : "a revoked upsert");
-    const std::string key = by_remove ? "removed" : "revoked";
-    ASSERT_TRUE(backend_->Put(key, "old value", {}));
-    auto upsert = backend_->PutStart(key, 8192, {}, WriteMode::kUpsert);
-    ASSERT_TRUE(upsert) << ToString(upsert.error());
-    directory_.HoldReleases();
-    std::thread leaving([&] {
-      EXPECT_TRUE(by_remove ? backend_->Remove(key, /*force=*/true) : backend_->PutRevoke(*upsert));
-    });
-    ASSERT_TRUE(directory_.AwaitHeldReleases(1, std::chrono::seconds(10)));
-    auto put = backend_->Put(key, "new value", {});
-    ASSERT_FALSE(put);
-    EXPECT_EQ(put.error(), ErrorCode::kObjectReplicaBusy);
-    std::optional<Result<void>> async_put;
-    ASSERT_TRUE(backend_->TryPutAsync(key, "new value", {},
-                                      [&](Result<void> r) { async_put = std::move(r); }));
-    ASSERT_TRUE(async_put.has_value());  // refused at once, before any claim
-    EXPECT_EQ(async_put->error(), ErrorCode::kObjectReplicaBusy);
-    directory_.LetReleasesGo();
-    leaving.join();
-    EXPECT_FALSE(directory_.Owns(key));
-    EXPECT_FALSE(backend_->Get(key, 0, 0));
-    ASSERT_TRUE(backend_->Put(key, "new value", {}));
-    EXPECT_TRUE(directory_.Owns(key));
-    EXPECT_EQ(backend_->Get(key, 0, 0)->data, "new value");
+  const std::string key = "revoked";  // a revoked upsert
+  ASSERT_TRUE(backend_->Put(key, "old value", {}));
+  auto upsert = backend_->PutStart(key, 8192, {}, WriteMode::kUpsert);
+  ASSERT_TRUE(upsert) << ToString(upsert.error());
+  directory_.HoldReleases();
+  std::thread leaving([&] { EXPECT_TRUE(backend_->PutRevoke(*upsert)); });
+  ASSERT_TRUE(directory_.AwaitHeldReleases(1, std::chrono::seconds(10)));
+  auto put = backend_->Put(key, "new value", {});
+  ASSERT_FALSE(put);
+  EXPECT_EQ(put.error(), ErrorCode::kObjectReplicaBusy);
+  std::optional<Result<void>> async_put;
+  ASSERT_TRUE(backend_->TryPutAsync(key, "new value", {},
+                                    [&](Result<void> r) { async_put = std::move(r); }));
+  ASSERT_TRUE(async_put.has_value());  // refused at once, before any claim
+  EXPECT_EQ(async_put->error(), ErrorCode::kObjectReplicaBusy);
+  directory_.LetReleasesGo();
+  leaving.join();
+  EXPECT_FALSE(directory_.Owns(key));
+  EXPECT_FALSE(backend_->Get(key, 0, 0));
+  ASSERT_TRUE(backend_->Put(key, "new value", {}));
+  EXPECT_TRUE(directory_.Owns(key));
+  EXPECT_EQ(backend_->Get(key, 0, 0)->data, "new value");
+}
+
+// A remove of a key whose upsert is still being written would have to end
+// the upsert, which has let the old value go already, before the master is
+// told: if the master then cannot be told, nothing can be put back as it
+// was. It answers busy (retry) and changes nothing, whatever the master
+// says; once the upsert is committed or revoked, removes work as usual. A
+// first put still being written is unknown to the master: a remove revokes
+// it at once.
+TEST_F(BackendTest, ARemoveOfAKeyWhoseUpsertIsBeingWrittenIsBusyAndChangesNothing) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("k", "old value", {}));
+  auto upsert = backend_->PutStart("k", 9, {}, WriteMode::kUpsert);
+  ASSERT_TRUE(upsert);
+  directory_.FailReleasesWith(ErrorCode::kRpcFail);  // the master cannot be told
+  auto removed = backend_->Remove("k", /*force=*/true);
+  ASSERT_FALSE(removed);
+  EXPECT_EQ(removed.error(), ErrorCode::kObjectReplicaBusy);
+  EXPECT_EQ(backend_->Get("k", 0, 0).error(), ErrorCode::kReplicaIsNotReady);
+  std::vector<std::string> both = {"k", "k"};
+  for (const auto& result : backend_->RemoveMany(both, /*force=*/true)) {
+    EXPECT_EQ(result.error(), ErrorCode::kObjectReplicaBusy);
   }
+  // The upsert goes on as if nothing had happened.
+  ASSERT_TRUE(backend_->PutChunk(*upsert, 0, "new value"));
+  ASSERT_TRUE(backend_->PutEnd(*upsert));
+  EXPECT_EQ(backend_->Get("k", 0, 0)->data, "new value");
+  EXPECT_TRUE(directory_.Owns("k"));
+  // With the master reachable too, then removed once the upsert has ended.
+  directory_.FailReleasesWith(ErrorCode::kOk);
+  auto second = backend_->PutStart("k", 3, {}, WriteMode::kUpsert);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(backend_->Remove("k", /*force=*/true).error(), ErrorCode::kObjectReplicaBusy);
+  EXPECT_TRUE(directory_.Owns("k"));
+  ASSERT_TRUE(backend_->PutChunk(*second, 0, "abc"));
+  ASSERT_TRUE(backend_->PutEnd(*second));
+  EXPECT_TRUE(backend_->Remove("k", /*force=*/true));
+  EXPECT_FALSE(directory_.Owns("k"));
+  EXPECT_EQ(backend_->Get("k", 0, 0).error(), ErrorCode::kObjectNotFound);
+  // A first put being written: revoked by the remove, the master not asked.
+  auto first = backend_->PutStart("fresh", 3, {});
+  ASSERT_TRUE(first);
+  directory_.FailReleasesWith(ErrorCode::kRpcFail);
+  EXPECT_TRUE(backend_->Remove("fresh", /*force=*/false));
+  directory_.FailReleasesWith(ErrorCode::kOk);
+  EXPECT_EQ(backend_->PutChunk(*first, 0, "abc").error(), ErrorCode::kIllegalClient);
+  EXPECT_EQ(backend_->Get("fresh", 0, 0).error(), ErrorCode::kObjectNotFound);
 }
 
 // An upsert whose new copy cannot be made durable (a full or broken disk)
