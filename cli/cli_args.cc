@@ -24,7 +24,9 @@ constexpr const char* kTopFooter =
     "else ~/.config/mooncake/cli.toml, with the line master = \"host:port\") > 127.0.0.1:50051.\n"
     "The config file (TOML) may also set node, json, tls-cert, tls-key and tls-ca; flags win.\n"
     "Master HA: --etcd http://HOST:PORT[,...] (or MOONCAKE_ETCD, or the file's etcd key) finds\n"
-    "the leader of --cluster-name (default mooncake) in etcd; --master on the command line wins.\n"
+    "the leader of --cluster-name (default mooncake) in etcd.\n"
+    "--master, --etcd and --master-shards are one setting: the first of flag, environment,\n"
+    "config file that gives any of them decides (MOONCAKE_MASTER beats the file's etcd).\n"
     "Sharded masters: --master-shards 0-8191=HOST:PORT,8192-16383=HOST:PORT or "
     "HOST:PORT,HOST:PORT\n"
     "(or MOONCAKE_MASTER_SHARDS, or the file's master-shards key) routes each key by its slot.\n"
@@ -276,43 +278,50 @@ std::optional<CliFileConfig> LoadConfig(const Subcommands& s, const RawArgs& raw
   return config;
 }
 
-// The master address by precedence: flag > env > config file > default.
-std::optional<std::string> ResolveMaster(const Subcommands& s, const RawArgs& raw,
-                                         const CliEnvironment& env, const CliFileConfig& file,
-                                         std::string& problem) {
-  if (s.master->count() > 0) return raw.master;
-  if (env.env_master && *env.env_master) return std::string(env.env_master);
-  if (file.master) {
-    if (file.master->empty()) {
-      problem = "config file: master is empty";
-      return std::nullopt;
-    }
-    return file.master;
+// Where a master setting came from, lowest first.
+enum class Source { kNone, kFile, kEnvironment, kFlag };
+
+struct Sourced {
+  std::string value;
+  Source source = Source::kNone;
+};
+
+// One master setting by precedence: flag > environment > config file.
+Sourced FromSources(const CLI::Option* flag, const std::string& flag_value, const char* env,
+                    const std::optional<std::string>& file) {
+  if (flag->count() > 0) return {flag_value, Source::kFlag};
+  if (env && *env) return {env, Source::kEnvironment};
+  if (file) return {*file, Source::kFile};
+  return {};
+}
+
+// Where the master is: --master, --etcd and --master-shards (and their
+// environment variables and file keys) are one setting, so the highest
+// source that gives any of them decides and a lower one's are dropped:
+// MOONCAKE_MASTER beats the file's etcd and master-shards keys as it beats
+// its master key. Within one source, etcd or shards win over master.
+struct MasterSettings {
+  Sourced master, etcd, shards;
+};
+
+MasterSettings ResolveMasterSettings(const Subcommands& s, const RawArgs& raw,
+                                     const CliEnvironment& env, const CliFileConfig& file) {
+  // An empty etcd or master-shards key in the file says nothing.
+  auto non_empty = [](const std::optional<std::string>& v) {
+    return v && !v->empty() ? v : std::nullopt;
+  };
+  MasterSettings m{FromSources(s.master, raw.master, env.env_master, file.master),
+                   FromSources(s.etcd, raw.etcd, env.env_etcd, non_empty(file.etcd)),
+                   FromSources(s.shards, raw.master_shards, env.env_master_shards,
+                               non_empty(file.master_shards))};
+  Source highest = std::max({m.master.source, m.etcd.source, m.shards.source});
+  for (Sourced* setting : {&m.master, &m.etcd, &m.shards}) {
+    if (setting->source < highest) *setting = {};
   }
-  return std::string(kDefaultMaster);
+  return m;
 }
 
 std::string_view TrimSpace(std::string_view text);
-
-// etcd endpoints by precedence: --etcd > MOONCAKE_ETCD > file; none when
-// --master is on the command line (it names the master outright).
-std::string ResolveEtcd(const Subcommands& s, const RawArgs& raw, const CliEnvironment& env,
-                        const CliFileConfig& file) {
-  if (s.etcd->count() > 0) return raw.etcd;
-  if (s.master->count() > 0) return "";
-  if (env.env_etcd && *env.env_etcd) return env.env_etcd;
-  return file.etcd.value_or("");
-}
-
-// The shard list by precedence: --master-shards > MOONCAKE_MASTER_SHARDS >
-// file; none when --master or --etcd is on the command line.
-std::string ResolveShards(const Subcommands& s, const RawArgs& raw, const CliEnvironment& env,
-                          const CliFileConfig& file) {
-  if (s.shards->count() > 0) return raw.master_shards;
-  if (s.master->count() > 0 || s.etcd->count() > 0) return "";
-  if (env.env_master_shards && *env.env_master_shards) return env.env_master_shards;
-  return file.master_shards.value_or("");
-}
 
 // [http://]HOST:PORT entries separated by commas.
 bool ValidEtcdList(std::string_view text) {
@@ -352,16 +361,17 @@ ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironmen
   if (s.master->count() > 0 && s.etcd->count() > 0) {
     return Usage("give --master or --etcd, not both");
   }
-  if (auto etcd = ResolveEtcd(s, raw, env, *file); !etcd.empty()) {
+  if (s.shards->count() > 0 && (s.master->count() > 0 || s.etcd->count() > 0)) {
+    return Usage("give --master-shards or --master/--etcd, not both");
+  }
+  MasterSettings where = ResolveMasterSettings(s, raw, env, *file);
+  if (const std::string& etcd = where.etcd.value; !etcd.empty()) {
     if (!ValidEtcdList(etcd)) {
       return Usage("--etcd must be http://HOST:PORT[,http://HOST:PORT...], got '" + etcd + "'");
     }
     cmd.etcd = etcd;
   }
-  if (s.shards->count() > 0 && (s.master->count() > 0 || s.etcd->count() > 0)) {
-    return Usage("give --master-shards or --master/--etcd, not both");
-  }
-  if (auto shards = ResolveShards(s, raw, env, *file); !shards.empty()) {
+  if (const std::string& shards = where.shards.value; !shards.empty()) {
     if (std::string why; !ParseMasterShards(shards, &why)) return Usage("--master-shards: " + why);
     if (!cmd.etcd.empty()) return Usage("master shards and etcd are exclusive");
     cmd.master_shards = shards;
@@ -371,10 +381,17 @@ ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironmen
   if (cmd.cluster_name.empty() || cmd.cluster_name.find('/') != std::string::npos) {
     return Usage("--cluster-name must be non-empty and hold no '/'");
   }
-  auto master = ResolveMaster(s, raw, env, *file, problem);
-  if (!master) return Usage(problem);
-  auto address = ParseHostPort(*master);
-  if (!address) return Usage("--master must be HOST:PORT, got '" + *master + "'");
+  // The master address is checked only when it is used; with etcd or
+  // shards the default stands in, unused.
+  std::string master(kDefaultMaster);
+  if (cmd.etcd.empty() && cmd.master_shards.empty() && where.master.source != Source::kNone) {
+    master = where.master.value;
+    if (where.master.source == Source::kFile && master.empty()) {
+      return Usage("config file: master is empty");
+    }
+  }
+  auto address = ParseHostPort(master);
+  if (!address) return Usage("--master must be HOST:PORT, got '" + master + "'");
   std::tie(cmd.master_host, cmd.master_port) = *address;
   cmd.node = s.node->count() > 0 ? raw.node : file->node.value_or("");
   cmd.json = json;

@@ -70,15 +70,21 @@ struct CliCommand {
 // (~/.config/mooncake/cli.toml; skipped when absent). It is TOML with the
 // keys of CliFileConfig; an unknown key, a [section] or a line that is not
 // `key = value` is a usage error naming it.
-// etcd (--etcd, MOONCAKE_ETCD, or the file's etcd key, in that order) is used
-// instead of a master address unless --master is given on the command line;
-// --master and --etcd together are a usage error. --cluster-name wins over
-// the file's cluster-name key (default "mooncake").
+// etcd (--etcd, MOONCAKE_ETCD, or the file's etcd key, in that order) and a
+// shard list (--master-shards, MOONCAKE_MASTER_SHARDS, the file's
+// master-shards key) are used instead of a master address. The three are one
+// setting, where the master is: the highest source (flag > environment >
+// file) that gives any of them decides, and what a lower source gives is
+// ignored (MOONCAKE_MASTER beats the file's etcd key); within one source,
+// etcd or shards win over master, and etcd with shards is a usage error, as
+// are --master and --etcd together. The master address is checked only when
+// it is used. --cluster-name wins over the file's cluster-name key (default
+// "mooncake").
 struct CliEnvironment {
   const char* env_master = nullptr;
   const char* env_etcd = nullptr;
   // MOONCAKE_MASTER_SHARDS: like --master-shards, below it and above the
-  // file's master-shards key; unused when --master or --etcd is given.
+  // file's keys; unused when --master or --etcd is given.
   const char* env_master_shards = nullptr;
   std::string default_config_path;
   // Reads a whole file; nullopt when it cannot be read. Null: no file is read.

@@ -1,7 +1,10 @@
 #include "worker/worker_config.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdlib>
 #include <sstream>
+#include <string_view>
 #include <utility>
 
 #include "common/config_file.h"
@@ -42,26 +45,23 @@ void AddSizeOption(CLI::App& app, const std::string& name, uint64_t& target,
 
 void AddOptions(CLI::App& app, WorkerConfig& c) {
   // Environment variables sit below flags and config file keys: CLI11 2.1
-  // reads an option's envname only when neither set it.
+  // reads an option's envname only when neither set it. Those of --master,
+  // --etcd and --master-shards are read by ResolveMasterAddress instead.
   app.add_option("--node-id", c.node_id, "Cluster-wide node name (default HOST:PORT)")
       ->envname("MOONCAKE_NODE_ID");
   app.add_option("--host", c.host, "Address to bind the Thrift service to")->capture_default_str();
   app.add_option("--advertise-host", c.advertise_host,
                  "Address clients and peers use (default: --host)");
   app.add_option("--port", c.port, "TCP port (0 picks a free port)")->capture_default_str();
-  app.add_option("--master", c.master, "Master address HOST:PORT")
-      ->envname("MOONCAKE_MASTER")
-      ->capture_default_str();
+  app.add_option("--master", c.master, "Master address HOST:PORT")->capture_default_str();
   app.add_option("--etcd", c.etcd,
                  "Master HA: etcd endpoints http://HOST:PORT[,...]; the leader of "
-                 "--cluster-name is found there and followed (instead of --master)")
-      ->envname("MOONCAKE_ETCD");
+                 "--cluster-name is found there and followed (instead of --master)");
   app.add_option("--cluster-name", c.cluster_name, "Master HA group name in etcd")
       ->capture_default_str();
   app.add_option("--master-shards", c.master_shards,
                  "Sharded masters: FIRST-LAST=HOST:PORT[,...] or HOST:PORT,HOST:PORT (even "
-                 "split); registers with every shard (instead of --master)")
-      ->envname("MOONCAKE_MASTER_SHARDS");
+                 "split); registers with every shard (instead of --master)");
   AddSizeOption(app, "--dram-capacity", c.dram_capacity, "DRAM tier size");
   app.add_flag("--dram-prefault", c.dram_prefault,
                "Populate the whole DRAM arena at startup (before ready): steady put latency "
@@ -164,6 +164,61 @@ std::string TierCapacityProblem(const std::string& flag, uint64_t bytes) {
   return text;
 }
 
+// Whether `flag` is among the command-line arguments, as `--flag VALUE` or
+// `--flag=VALUE` (not after `--`): CLI11 2.1 counts a config file's key
+// and a flag alike.
+bool OnCommandLine(int argc, const char* const* argv, std::string_view flag) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") return false;
+    if (arg == flag || (arg.starts_with(flag) && arg.substr(flag.size()).starts_with('='))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Where --master, --etcd and --master-shards were given, lowest first.
+enum class Source { kNone, kEnvironment, kFile, kFlag };
+
+// --master, --etcd and --master-shards say one thing, where the master is,
+// so they are one setting: the highest source that gives any of them (a
+// flag, then a config file key, then MOONCAKE_MASTER / MOONCAKE_ETCD /
+// MOONCAKE_MASTER_SHARDS) decides, and what a lower source gives is
+// dropped. Otherwise MOONCAKE_ETCD set for a host's clients beat an
+// explicit --master and the worker joined another cluster. Within one
+// source, etcd or shards win over master (WorkerConfig).
+void ResolveMasterAddress(const CLI::App& app, int argc, const char* const* argv, WorkerConfig& c) {
+  const WorkerConfig defaults;
+  struct Setting {
+    const char* flag;
+    const char* env;
+    std::string* value;
+    const std::string& fallback;
+    Source source = Source::kNone;
+  };
+  Setting settings[] = {
+      {"--master", "MOONCAKE_MASTER", &c.master, defaults.master},
+      {"--etcd", "MOONCAKE_ETCD", &c.etcd, defaults.etcd},
+      {"--master-shards", "MOONCAKE_MASTER_SHARDS", &c.master_shards, defaults.master_shards}};
+  Source highest = Source::kNone;
+  for (Setting& s : settings) {
+    const char* env = std::getenv(s.env);
+    if (OnCommandLine(argc, argv, s.flag)) {
+      s.source = Source::kFlag;
+    } else if (app.get_option(s.flag)->count() > 0) {
+      s.source = Source::kFile;
+    } else if (env && *env) {
+      s.source = Source::kEnvironment;
+      *s.value = env;
+    }
+    highest = std::max(highest, s.source);
+  }
+  for (Setting& s : settings) {
+    if (s.source < highest) *s.value = s.fallback;
+  }
+}
+
 }  // namespace
 
 std::string WorkerConfig::master_description() const {
@@ -190,7 +245,8 @@ Result<void> ValidateWorkerConfig(const WorkerConfig& c, std::string* message) {
   };
   if (c.host.empty()) return fail("--host must not be empty");
   if (c.port < 0 || c.port > 65535) return fail("--port must be in 0..65535");
-  if (!ParseHostPort(c.master, nullptr, nullptr)) {
+  // Checked only when used: with etcd or shards it names nothing.
+  if (c.etcd.empty() && c.master_shards.empty() && !ParseHostPort(c.master, nullptr, nullptr)) {
     return fail("--master must be HOST:PORT, got \"" + c.master + "\"");
   }
   if (!c.etcd.empty() && !ParseEtcdEndpoints(c.etcd)) {
@@ -268,7 +324,9 @@ Result<WorkerConfig> ParseWorkerConfig(int argc, const char* const* argv, std::s
       "Environment: MOONCAKE_MASTER (--master), MOONCAKE_ETCD (--etcd), MOONCAKE_MASTER_SHARDS\n"
       "(--master-shards), MOONCAKE_NODE_ID\n"
       "(--node-id). Precedence:\n"
-      "a flag, then a --config file key, then the environment variable, then the default.");
+      "a flag, then a --config file key, then the environment variable, then the default.\n"
+      "--master, --etcd and --master-shards are one setting, where the master is: the first\n"
+      "of those sources that gives any of them decides, and the others' values are ignored.");
   bool help = false;
   if (auto parsed = ParseFlags(app, argc, argv, &help, message); !parsed)
     return Err(parsed.error());
@@ -277,6 +335,7 @@ Result<WorkerConfig> ParseWorkerConfig(int argc, const char* const* argv, std::s
     shown.show_help = true;
     return shown;
   }
+  ResolveMasterAddress(app, argc, argv, config);
   // A token read from a file must pass the same checks as one from a flag.
   if (auto loaded = LoadAdminToken(config.admin_token, config.admin_token_file, message); !loaded) {
     return Err(loaded.error());

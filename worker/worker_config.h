@@ -36,7 +36,10 @@ struct WorkerConfig {
   // Mutual TLS on the Thrift service and on this worker's own calls to the
   // master and to other workers; off when empty.
   TlsSettings tls;
-  // The master, as HOST:PORT. Ignored when `etcd` is set.
+  // The master, as HOST:PORT. Ignored (and not checked) when `etcd` or
+  // `master_shards` is set. ParseWorkerConfig takes these three from one
+  // source: a flag, else the config file, else MOONCAKE_MASTER /
+  // MOONCAKE_ETCD / MOONCAKE_MASTER_SHARDS; the others' values are dropped.
   std::string master = "127.0.0.1:50051";
   // Master HA (docs/ha.md): comma-separated etcd endpoints
   // (http://HOST:PORT); non-empty: find the leader of `cluster_name` there

@@ -220,6 +220,40 @@ TEST(CliArgsTest, MasterPrecedenceFlagEnvFileDefault) {
   EXPECT_EQ(missing.exit_code, kExitUsage);
 }
 
+// --master, --etcd and --master-shards are one setting, by flag >
+// environment > file: MOONCAKE_MASTER beats the file's etcd and
+// master-shards keys as it beats its master key. The file's etcd won, and
+// `MOONCAKE_MASTER=staging:50051 mooncake-cli remove K` went to production.
+TEST(CliArgsTest, TheEnvironmentsMasterBeatsTheFilesEtcdAndShards) {
+  const std::string path = "/home/u/.config/mooncake/cli.toml";
+  for (const std::string& text : {std::string("etcd = \"http://e:2379\"\n"),
+                                  std::string("master-shards = \"127.0.0.1:1,127.0.0.1:2\"\n")}) {
+    auto outcome = ParseCli({"nodes"}, EnvWithFiles("10.0.0.1:50051", {{path, text}}));
+    ASSERT_TRUE(outcome.command) << text << outcome.err;
+    EXPECT_EQ(outcome.command->etcd, "") << text;
+    EXPECT_EQ(outcome.command->master_shards, "") << text;
+    EXPECT_EQ(outcome.command->master_host, "10.0.0.1") << text;
+    EXPECT_EQ(outcome.command->master_port, 50051) << text;
+    // Without MOONCAKE_MASTER the file's key is used.
+    auto file_only = ParseCli({"nodes"}, EnvWithFiles(nullptr, {{path, text}}));
+    ASSERT_TRUE(file_only.command) << file_only.err;
+    EXPECT_NE(MasterLabel(*file_only.command), "127.0.0.1:50051") << text;
+  }
+  // MOONCAKE_ETCD beats the file's master, as before.
+  CliEnvironment env = EnvWithFiles(nullptr, {{path, "master = \"h:1\"\n"}});
+  env.env_etcd = "http://e:2379";
+  auto etcd = ParseCli({"nodes"}, env);
+  ASSERT_TRUE(etcd.command) << etcd.err;
+  EXPECT_EQ(etcd.command->etcd, "http://e:2379");
+  // An unused master address is not checked: MOONCAKE_MASTER=bogus with
+  // --etcd is no usage error.
+  auto unused = ParseCli({"--etcd", "http://e:2379", "nodes"}, EnvWithFiles("bogus", {}));
+  ASSERT_TRUE(unused.command) << unused.err;
+  EXPECT_EQ(unused.command->etcd, "http://e:2379");
+  auto used = ParseCli({"nodes"}, EnvWithFiles("bogus", {}));
+  EXPECT_EQ(used.exit_code, kExitUsage);
+}
+
 TEST(CliArgsTest, ConfigFileParsing) {
   std::string problem;
   auto full = ParseCliConfig(

@@ -228,6 +228,60 @@ TEST(ConfigErrorsTest, FlagsAndConfigFileWinOverTheEnvironment) {
   EXPECT_EQ(from_file->node_id, "env-node");
 }
 
+// --master, --etcd and --master-shards are one setting: an environment
+// variable for etcd or shards (set for a host's clients, say) never beats a
+// --master given as a flag or a file key. It did: the worker joined the
+// cluster of MOONCAKE_ETCD and never registered with --master.
+TEST(ConfigErrorsTest, AnExplicitMasterBeatsEtcdAndShardsFromTheEnvironment) {
+  ScopedEnv etcd("MOONCAKE_ETCD", "http://127.0.0.1:2379");
+  std::string message;
+  auto flag = ParseWorker({"--master", "10.0.0.1:50051"}, &message);
+  ASSERT_TRUE(flag) << message;
+  EXPECT_EQ(flag->etcd, "");
+  EXPECT_EQ(flag->master, "10.0.0.1:50051");
+  EXPECT_EQ(flag->master_description(), "10.0.0.1:50051");
+
+  TempConfig file("master = \"10.0.0.3:7000\"\n");
+  auto from_file = ParseWorker({"--config", file.path().c_str()}, &message);
+  ASSERT_TRUE(from_file) << message;
+  EXPECT_EQ(from_file->etcd, "");
+  EXPECT_EQ(from_file->master, "10.0.0.3:7000");
+
+  {
+    ScopedEnv shards("MOONCAKE_MASTER_SHARDS", "127.0.0.1:1,127.0.0.1:2");
+    auto over_shards = ParseWorker({"--master", "10.0.0.1:50051"}, &message);
+    ASSERT_TRUE(over_shards) << message;
+    EXPECT_EQ(over_shards->master_shards, "");
+    EXPECT_EQ(over_shards->master_description(), "10.0.0.1:50051");
+  }
+
+  // Alone, the environment still decides.
+  auto env_only = ParseWorker({}, &message);
+  ASSERT_TRUE(env_only) << message;
+  EXPECT_EQ(env_only->etcd, "http://127.0.0.1:2379");
+}
+
+// The same between a flag and a file key, and a master address that is not
+// used is not checked.
+TEST(ConfigErrorsTest, TheMasterSettingComesFromOneSourceAndIsCheckedOnlyWhenUsed) {
+  TempConfig file("etcd = \"http://127.0.0.1:2379\"\n");
+  std::string message;
+  auto flag_over_file =
+      ParseWorker({"--config", file.path().c_str(), "--master=10.0.0.1:50051"}, &message);
+  ASSERT_TRUE(flag_over_file) << message;
+  EXPECT_EQ(flag_over_file->etcd, "");
+  EXPECT_EQ(flag_over_file->master, "10.0.0.1:50051");
+
+  ScopedEnv bogus("MOONCAKE_MASTER", "bogus");
+  auto etcd_flag = ParseWorker({"--etcd", "http://127.0.0.1:2379"}, &message);
+  ASSERT_TRUE(etcd_flag) << message;
+  EXPECT_EQ(etcd_flag->etcd, "http://127.0.0.1:2379");
+  // Used, it is checked.
+  EXPECT_FALSE(ParseWorker({}, &message));
+  EXPECT_NE(message.find("--master must be HOST:PORT, got \"bogus\""), std::string::npos)
+      << message;
+}
+
 TEST(ConfigErrorsTest, HelpNamesTheEnvironmentVariables) {
   std::string message;
   auto config = ParseWorker({"--help"}, &message);
