@@ -522,6 +522,11 @@ void SsdTier::MarkDamaged(uint64_t id) const {
   if (live_.contains(id)) damaged_.insert(id);
 }
 
+void SsdTier::ForgetDamage(uint64_t id) {
+  std::lock_guard lock(mu_);
+  damaged_.erase(id);
+}
+
 bool SsdTier::Damaged(const TierLocation& location) const {
   std::lock_guard lock(mu_);
   return damaged_.contains(location.offset);
@@ -674,7 +679,11 @@ Result<void> SsdTier::Write(const TierLocation& location, uint64_t offset,
       data = data.subspan(n);
       pos += n;
     }
-    return flush();
+    auto written = flush();
+    // Rewritten bytes (an upsert in place) are judged afresh by the next
+    // read: a mark from before would drop a value that reads back.
+    if (written) ForgetDamage(id);
+    return written;
   } catch (const std::exception& e) {
     MC_LOG_ERROR("ssd tier write failed tier={} id={} error={}", name_, id, e.what());
     return Err(ErrorCode::kInternalError);

@@ -164,6 +164,7 @@ class SsdTier : public CacheTier {
                          std::span<std::byte> out) const;
   // Remembers that a read of live `id` found its bytes damaged or missing.
   void MarkDamaged(uint64_t id) const;
+  void ForgetDamage(uint64_t id);
   // Drops all chunks and the meta record of `id` in one atomic batch.
   Result<void> DeleteObject(uint64_t id);
   bool IsLive(uint64_t id) const;

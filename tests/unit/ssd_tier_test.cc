@@ -539,6 +539,25 @@ TEST_F(SsdTierFaultTest, ADamagedReadMarksItsObjectDamagedUntilItIsFreed) {
   EXPECT_FALSE(tier->Damaged(large_.location));
 }
 
+// An object rewritten in place (a same-size upsert keeps its location) is
+// no longer damaged: the mark from the failed read would otherwise let an
+// eviction drop a value that reads back.
+TEST_F(SsdTierFaultTest, AnObjectRewrittenInPlaceIsNoLongerDamaged) {
+  ASSERT_NO_FATAL_FAILURE(StoreAndFlush());
+  for (const auto& blob : FilesEndingWith(path_, ".blob")) {
+    ASSERT_NO_FATAL_FAILURE(FlipBytes(blob, fs::file_size(blob) / 2, 64));
+  }
+  auto tier = Open();
+  ASSERT_TRUE(tier);
+  std::vector<std::byte> out(large_.location.size);
+  ASSERT_FALSE(tier->Read(large_.location, 0, out));
+  ASSERT_TRUE(tier->Damaged(large_.location));
+  const std::vector<std::byte> rewritten = RandomBytes(large_.location.size, 83);
+  ASSERT_TRUE(tier->Write(large_.location, 0, rewritten));
+  EXPECT_FALSE(tier->Damaged(large_.location));
+  EXPECT_EQ(ReadAll(*tier, large_.location), rewritten);
+}
+
 TEST_F(SsdTierFaultTest, DamagedTableBlockFailsTheReadInsteadOfServingIt) {
   {
     auto tier = Open();
