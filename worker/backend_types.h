@@ -63,6 +63,12 @@ class OwnerDirectory {
   // Whether this node owns `key`: false when another node does,
   // kObjectNotFound when none does. A directory that cannot tell says true.
   virtual Result<bool> OwnedHere(const std::string& /*key*/) { return true; }
+  // Whether no node owns `key` while the directory knows this node alive,
+  // so it did not forget this node's keys: a copy of the key here that the
+  // master never came to name again is no longer the key's. kNodeNotFound
+  // when the directory does not know this node. False from a directory that
+  // cannot tell.
+  virtual Result<bool> UnownedWhileHere(const std::string& /*key*/) { return false; }
   // Gives up ownership of `key` (only if this node owns it).
   virtual Result<void> Release(const std::string& key) = 0;
   // Release for each key, one result each in order. A directory that can

@@ -115,6 +115,9 @@ class MasterLink : public OwnerDirectory {
   // them, else kNodeNotFound: the shard forgot us).
   Result<bool> RemovedSinceSent(const std::string& key, const std::string& sender) override;
   Result<bool> OwnedHere(const std::string& key) override;
+  Result<bool> UnownedWhileHere(const std::string& key) override {
+    return RemovedSinceSent(key, node_id());
+  }
 
  private:
   struct Channel;

@@ -212,7 +212,8 @@ Result<void> Mover::TransferOut(const std::string& key, const std::string& targe
     }
     table_.SetState(*object, ObjectState::kComplete);
     if (moved.error() == ErrorCode::kRpcTimeout && unsettled_.size() < kMaxUnsettled) {
-      unsettled_.push_back({.key = key, .object_id = object_id});
+      unsettled_.push_back(
+          {.key = key, .object_id = object_id, .registrations = ctx_.directory->registrations()});
     }
     return Err(moved.error());
   }
@@ -522,25 +523,39 @@ void Mover::SettleHandOvers() {
     // than each waiting out a timeout here, holding up the other maintenance.
     Result<bool> owned = Err(ErrorCode::kRpcTimeout);
     if (master_answers) owned = ctx_.directory->OwnedHere(hand_over.key);
+    // No owner: removed since, unless the master forgot this node (it
+    // restarted, or declared us dead) and has not had the announcement.
+    const bool unowned = !owned && owned.error() == ErrorCode::kObjectNotFound;
+    const bool registered_since = ctx_.directory->registrations() != hand_over.registrations;
+    Result<bool> removed = false;
+    if (unowned && !registered_since) removed = ctx_.directory->UnownedWhileHere(hand_over.key);
+    if (!removed && Unanswered(removed.error())) master_answers = false;
     std::lock_guard lock(ctx_.mu);
     Object* object = table_.FindSame(hand_over.key, hand_over.object_id);
     if (object == nullptr) continue;
-    // Ours, or a key the master does not know (it may be announced yet, as
-    // TransferOut keeps such a copy), stays.
-    if (owned ? *owned : owned.error() == ErrorCode::kObjectNotFound) continue;
-    // Only a master that names another node lets the copy go; any other
-    // error (away, a standby, a failure) is asked again on the next pass.
-    if (!owned || object->state() != ObjectState::kComplete || object->moving()) {
-      if (!owned &&
-          (owned.error() == ErrorCode::kRpcTimeout || owned.error() == ErrorCode::kRpcFail)) {
-        master_answers = false;
-      }
+    // Ours (the swap was not applied), or unknown to a master that forgot
+    // this node and since had its registration: stays.
+    if ((owned && *owned) || (unowned && registered_since)) continue;
+    // Only a master that names another node, or none while it knew this
+    // node throughout, lets the copy go; any other answer (away, a standby,
+    // a failure, a master that does not know this node now) is asked again
+    // on the next pass.
+    const bool gone = owned ? !*owned : (removed && *removed);
+    if (!gone || object->state() != ObjectState::kComplete || object->moving()) {
+      if (!owned && Unanswered(owned.error())) master_answers = false;
       unsettled_.push_back(std::move(hand_over));
       continue;
     }
-    MC_LOG_INFO("erased a copy whose hand-over the master applied after all key={}", hand_over.key);
-    ctx_.counters.moved_out.fetch_add(1, std::memory_order_relaxed);
-    ctx_.counters.moved_bytes.fetch_add(object->size, std::memory_order_relaxed);
+    if (owned) {
+      MC_LOG_INFO("erased a copy whose hand-over the master applied after all key={}",
+                  hand_over.key);
+      ctx_.counters.moved_out.fetch_add(1, std::memory_order_relaxed);
+      ctx_.counters.moved_bytes.fetch_add(object->size, std::memory_order_relaxed);
+    } else {
+      MC_LOG_INFO(
+          "erased the copy of an unsettled hand-over whose key no node owns any more key={}",
+          hand_over.key);
+    }
     table_.Erase(*object);
   }
 }

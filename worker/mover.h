@@ -87,7 +87,12 @@ class Mover {
   // (Transfer's kRpcTimeout: the master could not be asked). A copy of a key
   // another node owns now is erased: the swap was applied, and left
   // published here it would serve a value the new owner may have replaced.
-  // Asked again on the next pass while the master is away.
+  // So is one of a key no node owns while the master knew this node all
+  // along: the swap was applied and the key removed (or dropped) at the
+  // target since, or it was not, and the target's copy settles the key
+  // (ConfirmAdoptedObjects). Kept after this node registered again (the
+  // announcement may be on its way). Asked again on the next pass while the
+  // master is away.
   void SettleHandOvers();
   // Drops an adopted copy whose ownership swap failed.
   Result<void> AdoptAbort(const std::string& key);
@@ -192,6 +197,7 @@ class Mover {
   struct UnsettledHandOver {
     std::string key;
     uint64_t object_id = 0;
+    uint64_t registrations = 0;  // the directory's registrations() at the hand-over
   };
   std::vector<UnsettledHandOver> unsettled_;  // guarded by ctx_.mu
   static constexpr size_t kMaxUnsettled = 4096;

@@ -103,6 +103,11 @@ class NodeDirectory : public OwnerDirectory {
   Result<bool> RemovedSinceSent(const std::string& key, const std::string& sender) override {
     return master_.OwnerOf(key).empty() && master_.Alive(sender);
   }
+  Result<bool> UnownedWhileHere(const std::string& key) override {
+    if (master_fails) return Err(*master_fails);
+    if (!master_.Alive(node_)) return Err(ErrorCode::kNodeNotFound);
+    return master_.OwnerOf(key).empty();
+  }
 
  private:
   SharedMaster& master_;
@@ -578,6 +583,39 @@ TEST(MoverHandOverTest, ASenderErasesItsCopyOnceItLearnsTheUnsettledSwapWasAppli
   EXPECT_TRUE(moved.a.backend->Keys().empty());
   EXPECT_EQ(moved.a.backend->Stats().moved_out, 1u);
   EXPECT_EQ(Read(*moved.b.backend, "k"), std::string(4 * kKiB, '2'));
+}
+
+// The swap was applied though A could not learn it; B confirmed, and the
+// key was then removed at B. When A can ask again, no node owns the key
+// while the master knew A all along: A's copy is not the key's and goes,
+// rather than serving (or announcing) the removed value.
+TEST(MoverHandOverTest, AnUnsettledCopyOfAKeyRemovedAtTheNewOwnerIsErased) {
+  UnsettledHandOver moved(/*applied=*/true);
+  moved.a.directory.master_fails = ErrorCode::kRpcTimeout;
+  moved.a.backend->RunMaintenance();  // A cannot ask: keeps its copy
+  moved.b.backend->RunMaintenance();  // B confirms its copy
+  ASSERT_TRUE(moved.b.backend->Remove("k", /*force=*/false));
+  ASSERT_EQ(moved.master.OwnerOf("k"), "");
+  moved.a.directory.master_fails.reset();
+  moved.a.backend->RunMaintenance();
+  EXPECT_EQ(Read(*moved.a.backend, "k"), "OBJECT_NOT_FOUND");
+  EXPECT_TRUE(moved.a.backend->Keys().empty());
+  EXPECT_EQ(moved.master.OwnerOf("k"), "");
+}
+
+// The swap was not applied, and the master declared A dead, forgetting its
+// keys: no node owns the key, but the master no longer knows A, so A keeps
+// its copy until B, told the sender died, claims its own; then A's goes.
+TEST(MoverHandOverTest, AnUnsettledCopyIsKeptWhileTheMasterDoesNotKnowTheSender) {
+  UnsettledHandOver moved(/*applied=*/false);
+  moved.master.Kill("A");
+  moved.a.backend->RunMaintenance();
+  EXPECT_EQ(Read(*moved.a.backend, "k"), moved.value);
+  moved.b.backend->RunMaintenance();
+  ASSERT_EQ(moved.master.OwnerOf("k"), "B");
+  moved.a.backend->RunMaintenance();
+  EXPECT_EQ(Read(*moved.a.backend, "k"), "OBJECT_NOT_FOUND");
+  EXPECT_EQ(Read(*moved.b.backend, "k"), moved.value);
 }
 
 }  // namespace
