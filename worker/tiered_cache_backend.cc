@@ -198,6 +198,16 @@ void FindInRuns(BackendContext& ctx, ObjectTable& table, std::span<const std::st
   }
 }
 
+// A put (or upsert) committed here whose claim is still on its way to the
+// master: the claim may yet fail (another node put the key), and the value
+// go with it, so it is not served before the master names this node; a
+// reader would otherwise get a value whose put then answers
+// OBJECT_ALREADY_EXISTS. An adopted copy is not ours yet either, but it is
+// the key's value (its sender's claim stands): it is served.
+bool AwaitingClaim(const Object& object) {
+  return object.state() == ObjectState::kComplete && !object.published();
+}
+
 // A read between its two locked steps: the object is pinned (a reader) and
 // its allocation held, so the copy-out needs no lock.
 struct PinnedRead {
@@ -220,7 +230,7 @@ Result<PinnedRead> PinLocked(BackendContext& ctx, ObjectTable& table, Object* ob
     if (offset == 0) ctx.counters.get_misses.fetch_add(1, std::memory_order_relaxed);
     return Err(ErrorCode::kObjectNotFound);
   }
-  if (!object->complete()) return Err(ErrorCode::kReplicaIsNotReady);
+  if (!object->complete() || AwaitingClaim(*object)) return Err(ErrorCode::kReplicaIsNotReady);
   if (offset > object->size) return Err(ErrorCode::kInvalidParams);
   table.BeginRead(*object, now, ctx.options.kv_lease_ttl);
   slice.total_size = object->size;
@@ -465,10 +475,10 @@ Result<bool> TieredCacheBackend::Exist(const std::string& key, bool prefetch,
   BackendCounters& counters = ctx_->counters;
   std::lock_guard lock(ctx_->mu);
   Object* object = table_->Find(key);
-  if (object == nullptr || !object->complete()) {
-    // Absent, or being written: a prefetch has nothing to do. A key owned
-    // here and being rewritten (an upsert) still exists: a get of it waits
-    // for the new value.
+  if (object == nullptr || !object->complete() || AwaitingClaim(*object)) {
+    // Absent, or being written (a put waiting for its claim too): a
+    // prefetch has nothing to do. A key owned here and being rewritten (an
+    // upsert) still exists: a get of it waits for the new value.
     if (prefetch && object != nullptr) counters.prefetch_skipped.fetch_add(1);
     return object != nullptr && object->published();
   }
@@ -495,7 +505,7 @@ Result<LocatedObject> TieredCacheBackend::Locate(const std::string& key) {
   std::lock_guard lock(ctx_->mu);
   Object* object = table_->Find(key);
   if (object == nullptr) return Err(ErrorCode::kObjectNotFound);
-  if (!object->complete() || object->moving() || object->transferring()) {
+  if (!object->complete() || AwaitingClaim(*object) || object->moving() || object->transferring()) {
     return Err(ErrorCode::kReplicaIsNotReady);
   }
   auto now = SteadyClock::now();

@@ -206,6 +206,47 @@ TEST_F(BackendTest, ARemoveWaitsForAPutsClaimSoTheMasterIsNotLeftPointingHere) {
   EXPECT_FALSE(backend_->Get("k", 0, 0));
 }
 
+// A put committed here whose claim is still on its way to the master is not
+// served yet: the claim may fail (another node put the key), and a reader
+// would have got a value whose put then answers OBJECT_ALREADY_EXISTS. It
+// reads as being written until the master has answered.
+TEST_F(BackendTest, APutWhoseClaimIsOutIsNotReadUntilTheMasterHasAnswered) {
+  Open(8 * kMiB, 32 * kMiB);
+  for (bool claimed : {false, true}) {
+    const std::string key = claimed ? "claimed" : "taken";
+    SCOPED_TRACE(key);
+    directory_.HoldAsyncClaims();
+    std::optional<Result<void>> put;
+    ASSERT_TRUE(backend_->TryPutAsync(key, Pattern(key, 4096), {},
+                                      [&](Result<void> r) { put = std::move(r); }));
+    ASSERT_EQ(directory_.held_claims(), 1u);
+    EXPECT_EQ(backend_->Get(key, 0, 0).error(), ErrorCode::kReplicaIsNotReady);
+    bool visited = false;
+    auto in_place =
+        backend_->ReadInPlace(key, 0, 0, [&](const ReadInfo&, auto) { visited = true; });
+    EXPECT_EQ(in_place.error(), ErrorCode::kReplicaIsNotReady);
+    EXPECT_FALSE(visited);
+    const std::vector<std::string> keys = {key};
+    backend_->ReadManyInPlace(keys, kMiB, [&](std::span<const ReadPiece> pieces) {
+      ASSERT_EQ(pieces.size(), 1u);
+      EXPECT_EQ(pieces[0].info.error(), ErrorCode::kReplicaIsNotReady);
+    });
+    EXPECT_EQ(backend_->Locate(key).error(), ErrorCode::kReplicaIsNotReady);
+    EXPECT_EQ(backend_->Exist(key), Result<bool>(false));
+    if (!claimed) directory_.ClaimElsewhere(key);  // another node put it meanwhile
+    directory_.RunHeldClaims();
+    ASSERT_TRUE(put.has_value());
+    if (claimed) {
+      EXPECT_TRUE(*put);
+      EXPECT_EQ(backend_->Get(key, 0, 0)->data, Pattern(key, 4096));
+      EXPECT_EQ(backend_->Exist(key), Result<bool>(true));
+    } else {
+      EXPECT_EQ(put->error(), ErrorCode::kObjectAlreadyExists);
+      EXPECT_EQ(backend_->Get(key, 0, 0).error(), ErrorCode::kObjectNotFound);
+    }
+  }
+}
+
 // A claim the master applied but whose answer was lost fails the put, and
 // the key is gone here: it must not stay owned at the master, or gets would
 // find nothing here and puts elsewhere would be refused, until this node
