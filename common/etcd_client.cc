@@ -5,6 +5,7 @@
 #include <array>
 #include <charconv>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -301,6 +302,21 @@ class ExchangeDeadline {
   std::thread thread_;  // last: it uses the members above
 };
 
+// What an etcd error reply says: the gateway's {"error","message","code"}
+// message, else the start of the body.
+std::string EtcdMessage(const std::string& body) {
+  auto parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_object()) {
+    for (const char* field : {"message", "error"}) {
+      auto it = parsed.find(field);
+      if (it != parsed.end() && it->is_string() && !it->get_ref<const std::string&>().empty()) {
+        return it->get<std::string>();
+      }
+    }
+  }
+  return body.substr(0, 200);
+}
+
 }  // namespace
 
 struct EtcdClient::Impl {
@@ -309,6 +325,12 @@ struct EtcdClient::Impl {
   std::mutex mu;
   // The endpoint that answered last; guarded by mu.
   size_t current = 0;
+  // Why the last call failed, for logs (last_error()); guarded by mu.
+  std::string last_error;
+  // Per path, the refusal last logged at WARN, so that a call refused the
+  // same way four times a second (a standby's campaign) logs it once, and
+  // again when the answer changes; guarded by mu.
+  std::map<std::string, std::string> warned;
 };
 
 EtcdClient::EtcdClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -351,7 +373,9 @@ Result<std::string> EtcdClient::Post(const std::string& path, const std::string&
     // declared length over it is refused before the body is read.
     std::string reply_body;
     bool too_large = false;
+    int status = 0;  // the reply's status, once its header has arrived
     request.response_handler = [&](const httplib::Response& response) {
+      status = response.status;
       if (response.has_header("Content-Length") &&
           response.get_header_value<uint64_t>("Content-Length") > kMaxReplyBytes) {
         too_large = true;
@@ -377,28 +401,69 @@ Result<std::string> EtcdClient::Post(const std::string& path, const std::string&
     if (too_large) {
       // An answer, but not etcd's (a proxy or another service on the port).
       impl_->current = index;
+      impl_->last_error =
+          "reply over " + std::to_string(kMaxReplyBytes) + " bytes from " + endpoint;
       MC_LOG_WARN("etcd reply too large endpoint={} path={} limit_bytes={}", endpoint, path,
                   kMaxReplyBytes);
       return Err(ErrorCode::kInternalError);
     }
-    if (!reply) {
-      if (timed_out) {
-        MC_LOG_DEBUG("etcd reply not complete within {} ms endpoint={} path={}", impl_->timeout_ms,
-                     endpoint, path);
-      } else {
-        MC_LOG_DEBUG("etcd unreachable endpoint={} path={} error={}", endpoint, path,
-                     httplib::to_string(reply.error()));
-      }
+    // etcd's gateway sends every error reply chunked and ends it with an
+    // HTTP trailer (Grpc-Trailer-Content-Type), which cpp-httplib 0.11.4
+    // cannot read: send() fails with Error::Read after the status line,
+    // the headers and the body have arrived. That status is etcd's answer
+    // all the same (a 404 is "no such lease", a 429 "out of space"); only
+    // a success needs the reply read whole, and etcd sends those without
+    // trailers.
+    int answered = 0;
+    if (reply) {
+      answered = reply->status;
+    } else if (!timed_out && reply.error() == httplib::Error::Read && status != 0 &&
+               status != 200) {
+      answered = status;
+    }
+    if (answered == 0) {
+      impl_->last_error =
+          timed_out
+              ? "no reply within " + std::to_string(impl_->timeout_ms) + " ms from " + endpoint
+              : "cannot reach " + endpoint + " (" + httplib::to_string(reply.error()) + ")";
+      MC_LOG_DEBUG("etcd unreachable endpoint={} path={} error=\"{}\"", endpoint, path,
+                   impl_->last_error);
       continue;
     }
+    if (answered == 200) {
+      impl_->current = index;
+      impl_->warned.erase(path);
+      return reply_body;
+    }
+    const std::string message = EtcdMessage(reply_body);
+    impl_->last_error =
+        "etcd " + endpoint + " answered HTTP " + std::to_string(answered) + ": " + message;
+    // Said once per path until the answer changes: a standby campaigns
+    // four times a second. A 404 (a lease that expired, revoked again) is
+    // an answer callers expect, not news.
+    std::string& warned = impl_->warned[path];
+    const std::string refusal = std::to_string(answered) + " " + message;
+    if (answered != 404 && warned != refusal) {
+      MC_LOG_WARN("etcd refused endpoint={} path={} status={} message=\"{}\"", endpoint, path,
+                  answered, message);
+      warned = refusal;
+    } else {
+      MC_LOG_DEBUG("etcd refused endpoint={} path={} status={} message=\"{}\"", endpoint, path,
+                   answered, message);
+    }
+    // 503 and 504: this member cannot serve now (a learner, no leader, a
+    // leader change, a request timed out inside etcd); another may.
+    if (answered == 503 || answered == 504) continue;
     impl_->current = index;
-    if (reply->status == 200) return reply_body;
-    MC_LOG_DEBUG("etcd refused endpoint={} path={} status={} body={}", endpoint, path,
-                 reply->status, reply_body.substr(0, 512));
     // A lease or key etcd does not know is an answer, not an outage.
-    return Err(reply->status == 404 ? ErrorCode::kObjectNotFound : ErrorCode::kInternalError);
+    return Err(answered == 404 ? ErrorCode::kObjectNotFound : ErrorCode::kInternalError);
   }
   return Err(ErrorCode::kRpcFail);
+}
+
+std::string EtcdClient::last_error() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->last_error;
 }
 
 Result<int64_t> EtcdClient::Grant(int64_t ttl_s, int64_t* granted_ttl_s) {

@@ -8,7 +8,12 @@
 // nlohmann_json); neither appears in this header.
 //
 // Every call tries the endpoints in turn, starting with the one that last
-// answered, and gives up with kRpcFail when none answers within the timeout.
+// answered, and gives up with kRpcFail when none answers within the timeout
+// (an endpoint that answers 503 or 504, a member that cannot serve now,
+// counts as not answering). etcd's other refusals are answers: 404 (no such
+// lease or key) is kObjectNotFound, any other status kInternalError, logged
+// at WARN with etcd's message once per call path until the answer changes
+// (so "database space exceeded" shows up in the log).
 // The timeout bounds each endpoint's whole exchange (connecting, sending,
 // the full reply), not each read, so a call ends within it per endpoint
 // tried; a reply over 4 MiB (far above any etcd reply to these calls) is
@@ -70,6 +75,12 @@ class EtcdClient {
   // Deletes `key` only while it is attached to `lease` (it is still ours);
   // returns whether it was deleted.
   Result<bool> DeleteIfLease(const std::string& key, int64_t lease);
+
+  // Why the last failed call failed, for logs and /readyz: etcd's status
+  // and message ("etcd http://a:2379 answered HTTP 429: etcdserver: mvcc:
+  // database space exceeded"), or the endpoint that could not be reached.
+  // Empty before any failure.
+  std::string last_error() const;
 
  private:
   struct Impl;

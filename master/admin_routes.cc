@@ -69,6 +69,7 @@ struct HaRole {
   std::string leader;  // the leader's RPC address; empty when unknown or standalone
   bool serving = true;
   bool standalone = true;
+  std::string campaign_problem;  // a standby's: why it could not campaign
 };
 
 HaRole RoleOf(const RoleGate* gate) {
@@ -78,16 +79,18 @@ HaRole RoleOf(const RoleGate* gate) {
   out.standalone = snap.standalone;
   if (!snap.standalone) out.leader = snap.leader_address;
   out.serving = snap.serving_keys;
+  out.campaign_problem = snap.campaign_problem;
   out.name = snap.serving_keys ? (snap.standalone ? "standalone" : "leader")
              : snap.leader     ? "rebuilding"
                                : "standby";
   return out;
 }
 
-// /readyz and /health: 200 while this master serves key calls (always
-// without HA); dead nodes make it "degraded", one reason each. A standby,
-// or a new leader still rebuilding its directory, answers every key call
-// NOT_LEADER, so it is not ready: 503 "ready":false with the reason.
+// /readyz and /health: 200 while this master serves key calls; dead nodes
+// make it "degraded", one reason each. A standby, or a master still
+// rebuilding its directory (after its start or an election), answers every
+// key call NOT_LEADER, so it is not ready: 503 "ready":false with the
+// reason.
 HttpResponse Readiness(const MasterService& service, const RoleGate* gate) {
   const HaRole role = RoleOf(gate);
   size_t alive = 0, dead = 0;
@@ -97,6 +100,9 @@ HttpResponse Readiness(const MasterService& service, const RoleGate* gate) {
                       (role.leader.empty() ? std::string("no leader known yet")
                                            : "the leader is " + role.leader) +
                       "; key calls answer NOT_LEADER here");
+    if (!role.campaign_problem.empty()) {
+      reasons.push_back("standby: cannot campaign for leadership: " + role.campaign_problem);
+    }
   } else if (role.name == "rebuilding") {
     reasons.push_back(std::string(role.standalone ? "master just started" : "new leader") +
                       " rebuilding its directory from the workers' announcements; key calls "

@@ -7,14 +7,16 @@
 //   GET /readyz       200 {"status":"ok","ready":true,"role":"master","ha_role","leader",
 //                       "keys":N,"nodes_alive":N,"nodes_dead":N,"degraded":bool,
 //                       "reasons":["node w1 is dead ..."]}
-//                     Ready while this master serves key calls: always without HA (the
-//                     admin server starts after the RPC server); a dead node does not stop
-//                     the master from serving the others (one entry in "reasons" each, and
-//                     "degraded":true). "ha_role": "standalone" (no --etcd), "leader",
-//                     "rebuilding" (a new leader inside --ha-rebuild-ms) or "standby";
-//                     "leader": the leader's RPC address, or null when unknown. A standby
-//                     or a rebuilding leader answers key calls NOT_LEADER, so it answers
-//                     503 "status":"unavailable","ready":false with that as a reason.
+//                     Ready while this master serves key calls: past its --rebuild-ms
+//                     window after the start (and, with HA, after its election); a dead node
+//                     does not stop the master from serving the others (one entry in
+//                     "reasons" each, and "degraded":true). "ha_role": "standalone" (no
+//                     --etcd), "leader", "rebuilding" (inside --rebuild-ms) or "standby";
+//                     "leader": the HA leader's RPC address, or null when unknown or
+//                     standalone. A standby or a rebuilding master answers key calls
+//                     NOT_LEADER, so it answers 503 "status":"unavailable","ready":false
+//                     with that as a reason (a standby that cannot campaign adds etcd's
+//                     answer).
 //   GET /health       alias of /readyz (same status code and body)
 //   GET /version      {"version","commit","build_type","gpu":bool,"rdma":bool}
 //   GET /nodes        {"nodes":[{"node_id","address":"host:port","host","port","alive",

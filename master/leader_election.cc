@@ -53,6 +53,11 @@ void RoleGate::BecomeStandby(std::string leader_address) {
   leader_address_ = std::move(leader_address);
 }
 
+void RoleGate::set_campaign_problem(std::string problem) {
+  std::lock_guard lock(mu_);
+  campaign_problem_ = std::move(problem);
+}
+
 void RoleGate::ExtendLeadership(SteadyClock::time_point valid_until) {
   valid_until_ = Ticks(valid_until);
 }
@@ -74,6 +79,7 @@ RoleSnapshot RoleGate::Snapshot() const {
   out.leader_address = leader_address_;
   out.cluster_name = cluster_name_;
   out.self_address = self_address_;
+  out.campaign_problem = campaign_problem_;
   return out;
 }
 
@@ -158,6 +164,7 @@ void LeaderElection::StandbyRound() {
   }
   etcd_warned_ = false;
   if (*current) {
+    CampaignOk();
     gate_.BecomeStandby((*current)->value);
     return;
   }
@@ -166,13 +173,21 @@ void LeaderElection::StandbyRound() {
   auto started = SteadyClock::now();
   int64_t ttl_s = 0;
   auto lease = etcd_->Grant(options_.lease_ttl_s, &ttl_s);
-  if (!lease) return;
-  auto outcome = etcd_->CreateIfAbsent(key_, options_.self_address, *lease);
-  if (!outcome || !outcome->created) {
-    (void)etcd_->Revoke(*lease);
-    if (outcome && outcome->existing) gate_.BecomeStandby(outcome->existing->value);
+  if (!lease) {
+    CannotCampaign("grant a lease");
     return;
   }
+  auto outcome = etcd_->CreateIfAbsent(key_, options_.self_address, *lease);
+  if (!outcome) CannotCampaign("create the leader key");
+  if (!outcome || !outcome->created) {
+    (void)etcd_->Revoke(*lease);
+    if (outcome && outcome->existing) {
+      CampaignOk();
+      gate_.BecomeStandby(outcome->existing->value);
+    }
+    return;
+  }
+  CampaignOk();
   lease_ = *lease;
   lease_expiry_ = started + std::chrono::seconds(ttl_s);
   alive_until_ = lease_expiry_;
@@ -228,6 +243,25 @@ bool LeaderElection::LeaderRound() {
     return false;
   }
   return true;
+}
+
+void LeaderElection::CannotCampaign(const char* step) {
+  // etcd's answer (out of space, too many requests, auth...) is the only
+  // clue an operator gets while no master can take over.
+  std::string problem = std::string("cannot ") + step + ": " + etcd_->last_error();
+  if (problem == campaign_problem_) return;
+  MC_LOG_WARN("master cannot campaign for leadership cluster={} address={} reason=\"{}\"",
+              options_.cluster_name, options_.self_address, problem);
+  gate_.set_campaign_problem(problem);
+  campaign_problem_ = std::move(problem);
+}
+
+void LeaderElection::CampaignOk() {
+  if (campaign_problem_.empty()) return;
+  MC_LOG_INFO("master can campaign again cluster={} address={}", options_.cluster_name,
+              options_.self_address);
+  gate_.set_campaign_problem("");
+  campaign_problem_.clear();
 }
 
 void LeaderElection::Lose(const char* why) {

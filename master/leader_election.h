@@ -51,6 +51,8 @@ struct RoleSnapshot {
   std::string leader_address;  // empty when unknown
   std::string cluster_name;
   std::string self_address;
+  // A standby's last failed campaign: what etcd answered; empty when none.
+  std::string campaign_problem;
 };
 
 class RoleGate {
@@ -70,6 +72,8 @@ class RoleGate {
   void ExtendLeadership(SteadyClock::time_point valid_until);
   // Another master (or none: empty) leads.
   void BecomeStandby(std::string leader_address);
+  // Why this standby could not campaign (etcd's answer), or empty.
+  void set_campaign_problem(std::string problem);
 
   bool leader() const;
   bool serving_keys() const;
@@ -84,9 +88,10 @@ class RoleGate {
   std::atomic<int64_t> serve_from_{0};
   std::atomic<int64_t> valid_until_{0};
   mutable std::mutex mu_;
-  bool standalone_ = false;     // guarded by mu_
-  std::string leader_address_;  // guarded by mu_
-  std::string self_address_;    // guarded by mu_
+  bool standalone_ = false;       // guarded by mu_
+  std::string leader_address_;    // guarded by mu_
+  std::string self_address_;      // guarded by mu_
+  std::string campaign_problem_;  // guarded by mu_
 };
 
 struct ElectionOptions {
@@ -128,6 +133,10 @@ class LeaderElection {
   // it lapse, or the key was not read naming our lease for a whole lease).
   bool LeaderRound();
   void Lose(const char* why);
+  // A campaign step failed: logs etcd's answer at WARN once until it
+  // changes, and shows it in the gate (/readyz).
+  void CannotCampaign(const char* step);
+  void CampaignOk();
   // Waits up to `period` or until Stop; false when stopping.
   bool Sleep(Millis period);
 
@@ -148,6 +157,7 @@ class LeaderElection {
   // not the key could be read after it (never before lease_expiry_).
   SteadyClock::time_point alive_until_;
   bool etcd_warned_ = false;
+  std::string campaign_problem_;  // the last one logged; empty when none
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -1,15 +1,24 @@
 // EtcdClient and LeaderElection against HTTP servers in the test (httplib on
 // 127.0.0.1, a free port): a misbehaving peer (a reply too large, a reply
-// trickled a byte at a time) and a fake etcd whose answers the test picks
+// trickled a byte at a time), a fake etcd whose answers the test picks
 // (the leader key read failing while the lease refresh succeeds, one read
-// hanging past the call timeout, the key taken by another master's lease).
+// hanging past the call timeout, the key taken by another master's lease),
+// and raw replies byte for byte as etcd 3.4 sends them (error replies end
+// with an HTTP trailer).
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -165,6 +174,197 @@ TEST(EtcdReplyBoundTest, TrickledReplyEndsWithinTheTimeout) {
   EXPECT_LT(SteadyClock::now() - started, std::chrono::seconds(15));
   ASSERT_FALSE(got.has_value());
   EXPECT_EQ(got.error(), ErrorCode::kRpcFail);
+}
+
+// Answers every HTTP request on 127.0.0.1 at a free port with the raw bytes
+// `reply(path)` returns, then closes the connection: replies httplib::Server
+// cannot write, such as etcd's error replies with a trailer. Requests it
+// serves are counted per path.
+class RawHttpServer {
+ public:
+  explicit RawHttpServer(std::function<std::string(const std::string& path)> reply)
+      : reply_(std::move(reply)) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        listen(fd_, 16) != 0 || getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~RawHttpServer() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) close(fd_);
+  }
+  bool ok() const { return port_ > 0; }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int served(const std::string& path) {
+    std::lock_guard lock(mu_);
+    return served_[path];
+  }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 20) <= 0) continue;
+      int conn = accept(fd_, nullptr, nullptr);
+      if (conn < 0) continue;
+      timeval tv{.tv_sec = 2, .tv_usec = 0};
+      setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      // The head, then Content-Length bytes of body (bounded: 64 KiB).
+      std::string in;
+      char buf[4096];
+      size_t head_end = std::string::npos;
+      size_t want = 0;
+      while (in.size() < (64 << 10)) {
+        if (head_end == std::string::npos &&
+            (head_end = in.find("\r\n\r\n")) != std::string::npos) {
+          auto at = in.find("Content-Length: ");
+          if (at == std::string::npos) at = in.find("content-length: ");
+          want = head_end + 4 + (at < head_end ? std::stoul(in.substr(at + 16)) : 0);
+        }
+        if (head_end != std::string::npos && in.size() >= want) break;
+        ssize_t n = recv(conn, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        in.append(buf, static_cast<size_t>(n));
+      }
+      const size_t sp = in.find(' ');
+      const std::string path =
+          sp == std::string::npos ? "" : in.substr(sp + 1, in.find(' ', sp + 1) - sp - 1);
+      {
+        std::lock_guard lock(mu_);
+        ++served_[path];
+      }
+      const std::string out = reply_(path);
+      (void)send(conn, out.data(), out.size(), MSG_NOSIGNAL);
+      close(conn);
+    }
+  }
+
+  const std::function<std::string(const std::string&)> reply_;
+  int fd_ = -1;
+  int port_ = -1;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::map<std::string, int> served_;  // guarded by mu_
+  std::thread thread_;                 // last: it uses the members above
+};
+
+// An error reply exactly as etcd 3.4's gateway writes it (captured from
+// /usr/bin/etcd): chunked, ending with the trailer Grpc-Trailer-Content-Type,
+// which cpp-httplib 0.11.4 cannot read.
+std::string EtcdErrorReply(int status, const std::string& reason, const std::string& message,
+                           int grpc_code) {
+  const std::string body =
+      json{{"error", message}, {"message", message}, {"code", grpc_code}}.dump();
+  char size[16];
+  std::snprintf(size, sizeof(size), "%zx", body.size());
+  return "HTTP/1.1 " + std::to_string(status) + " " + reason +
+         "\r\nAccess-Control-Allow-Headers: accept, content-type, authorization"
+         "\r\nAccess-Control-Allow-Methods: POST, GET, OPTIONS, PUT, DELETE"
+         "\r\nAccess-Control-Allow-Origin: *\r\nContent-Type: application/json"
+         "\r\nTrailer: Grpc-Trailer-Content-Type\r\nDate: Sat, 28 Nov 2026 17:52:07 GMT"
+         "\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n" +
+         size + "\r\n" + body + "\r\n0\r\nGrpc-Trailer-Content-Type: application/grpc\r\n\r\n";
+}
+
+std::string EtcdOkReply(const std::string& body) {
+  return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+}
+
+// etcd's error replies are answers, not outages: a lease it does not know
+// (404) is "gone already" to Revoke and "expired" to KeepAlive, and every
+// such reply ends the call at that member, with etcd's message kept for the
+// log. httplib failed them all with Error::Read (the trailer), so they read
+// as "etcd unreachable" and every other endpoint was tried.
+TEST(EtcdErrorReplyTest, ANotFoundReplyWithATrailerIsAnAnswer) {
+  RawHttpServer etcd([](const std::string&) {
+    return EtcdErrorReply(404, "Not Found", "etcdserver: requested lease not found", 5);
+  });
+  ASSERT_TRUE(etcd.ok());
+  auto client = EtcdClient::Create({etcd.endpoint()}, 2000);
+  ASSERT_TRUE(client.has_value());
+  auto revoked = (*client)->Revoke(12345);
+  EXPECT_TRUE(revoked.has_value())
+      << "a revoke of a lease etcd no longer has: " << ToString(revoked.error()) << " "
+      << (*client)->last_error();
+  auto refreshed = (*client)->KeepAlive(12345);
+  ASSERT_FALSE(refreshed.has_value());
+  EXPECT_EQ(refreshed.error(), ErrorCode::kObjectNotFound);
+  EXPECT_NE((*client)->last_error().find("HTTP 404: etcdserver: requested lease not found"),
+            std::string::npos)
+      << (*client)->last_error();
+}
+
+// etcd out of space (its NOSPACE alarm) refuses a lease grant with 429: a
+// refusal with etcd's reason, not RPC_FAIL, and the one member that answered
+// is not skipped for the next.
+TEST(EtcdErrorReplyTest, AnOutOfSpaceReplyIsARefusalThatNamesEtcdsReason) {
+  RawHttpServer etcd([](const std::string&) {
+    return EtcdErrorReply(429, "Too Many Requests", "etcdserver: mvcc: database space exceeded", 8);
+  });
+  ASSERT_TRUE(etcd.ok());
+  RawHttpServer second([](const std::string&) { return EtcdOkReply(R"({"ID":"7","TTL":"3"})"); });
+  ASSERT_TRUE(second.ok());
+  auto client = EtcdClient::Create({etcd.endpoint(), second.endpoint()}, 2000);
+  ASSERT_TRUE(client.has_value());
+  auto lease = (*client)->Grant(3);
+  ASSERT_FALSE(lease.has_value())
+      << "granted by the second endpoint: the refusal read as an outage";
+  EXPECT_EQ(lease.error(), ErrorCode::kInternalError);
+  EXPECT_NE((*client)->last_error().find("database space exceeded"), std::string::npos)
+      << (*client)->last_error();
+  EXPECT_EQ(second.served("/v3/lease/grant"), 0);
+}
+
+// A member that cannot serve now (503: a learner, no leader, a leader
+// change) sends the call on to the next endpoint, as before.
+TEST(EtcdErrorReplyTest, AnUnavailableMemberPassesTheCallOn) {
+  RawHttpServer learner([](const std::string&) {
+    return EtcdErrorReply(503, "Service Unavailable", "etcdserver: rpc not supported for learner",
+                          14);
+  });
+  ASSERT_TRUE(learner.ok());
+  RawHttpServer member([](const std::string&) { return EtcdOkReply(R"({"ID":"7","TTL":"3"})"); });
+  ASSERT_TRUE(member.ok());
+  auto client = EtcdClient::Create({learner.endpoint(), member.endpoint()}, 2000);
+  ASSERT_TRUE(client.has_value());
+  auto lease = (*client)->Grant(3);
+  ASSERT_TRUE(lease.has_value()) << ToString(lease.error()) << " " << (*client)->last_error();
+  EXPECT_EQ(*lease, 7);
+  EXPECT_EQ(learner.served("/v3/lease/grant"), 1);
+}
+
+// A standby whose campaign etcd refuses (out of space) says why, in the
+// gate that /readyz reads, instead of retrying four times a second in
+// silence while no master can take over.
+TEST(LeaderElectionEtcdTest, ACampaignEtcdRefusesSaysWhy) {
+  RawHttpServer etcd([](const std::string& path) {
+    if (path == "/v3/kv/range") return EtcdOkReply(R"({"header":{"revision":"1"}})");
+    return EtcdErrorReply(429, "Too Many Requests", "etcdserver: mvcc: database space exceeded", 8);
+  });
+  ASSERT_TRUE(etcd.ok());
+  RoleGate gate("c", Millis(0));
+  auto election = LeaderElection::Start(ElectionOptions{.etcd_endpoints = {etcd.endpoint()},
+                                                        .cluster_name = "c",
+                                                        .self_address = "127.0.0.1:7",
+                                                        .lease_ttl_s = 1,
+                                                        .poll_interval = Millis(50)},
+                                        gate, {});
+  ASSERT_TRUE(election.has_value());
+  EXPECT_TRUE(WaitFor([&] { return !gate.Snapshot().campaign_problem.empty(); }, Millis(10000)));
+  const std::string problem = gate.Snapshot().campaign_problem;
+  EXPECT_NE(problem.find("cannot grant a lease"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("database space exceeded"), std::string::npos) << problem;
+  EXPECT_FALSE(gate.leader());
+  (*election)->Stop();
 }
 
 // Enough of etcd's gateway for one LeaderElection: a single lease (id 100,

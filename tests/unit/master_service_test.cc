@@ -18,6 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include "http/admin_server.h"
+#include "master/admin_routes.h"
+#include "master/leader_election.h"
 #include "master/master_config.h"
 #include "master/master_handler.h"
 #include "master/master_server.h"
@@ -931,6 +934,46 @@ TEST(MasterServerTest, CallersWaitOutTheRebuildWindowOfAStartedMaster) {
   ASSERT_TRUE(picked) << ToString(picked.error());
   EXPECT_EQ(picked->node_id, "a");
   EXPECT_GE(SteadyClock::now() - started, Millis(1000)) << "answered inside the window";
+}
+
+// ---- The admin routes of a master behind a RoleGate ----
+
+// A directory whose admin routes read `gate`: one node "w1" owning "k".
+struct GatedAdmin {
+  explicit GatedAdmin(Millis rebuild_window) : gate("c", rebuild_window) {
+    EXPECT_TRUE(service.RegisterNode(Node("w1")));
+    EXPECT_TRUE(service.PutOwner("k", "w1"));
+    RegisterMasterAdminRoutes(server, service, nullptr, {}, {}, &gate);
+    EXPECT_TRUE(server.Start("127.0.0.1", 0));
+  }
+  std::optional<testing::HttpReply> Get(std::string_view target) {
+    return testing::Http(server.port(), "GET", target);
+  }
+
+  MasterService service;
+  RoleGate gate;
+  AdminServer server;  // last: its routes read the members above
+};
+
+// A standby whose campaign etcd refuses (out of space) tells why in
+// /readyz, next to "standby": no master can take over until it is fixed.
+TEST(MasterGatedAdminTest, AStandbyThatCannotCampaignSaysWhyInReadyz) {
+  GatedAdmin admin(Millis(0));
+  admin.gate.BecomeStandby("");
+  admin.gate.set_campaign_problem(
+      "cannot grant a lease: etcd http://e:2379 answered HTTP 429: etcdserver: mvcc: database "
+      "space exceeded");
+  auto ready = admin.Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503);
+  EXPECT_NE(ready->body.find("cannot campaign for leadership: cannot grant a lease"),
+            std::string::npos)
+      << ready->body;
+  EXPECT_NE(ready->body.find("database space exceeded"), std::string::npos) << ready->body;
+  admin.gate.set_campaign_problem("");
+  auto fixed = admin.Get("/readyz");
+  ASSERT_TRUE(fixed);
+  EXPECT_EQ(fixed->body.find("cannot campaign"), std::string::npos) << fixed->body;
 }
 
 // ---- What an operator sees over HTTP, from a real MasterServer ----
