@@ -11,6 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+
+#include "common/signals.h"
 
 namespace mooncake::cli {
 namespace {
@@ -96,16 +99,47 @@ OutputTarget ResolveOutput(const std::string& path) {
   return {path, true, std::nullopt};  // the open fails with ELOOP
 }
 
-// Creates a file beside `target` that did not exist before (O_EXCL: never
-// another file, nor a planted symlink); its name goes to `name`.
-int CreatePartFile(const std::string& target, std::string& name) {
-  const std::string stem = target + ".mooncake-part-" + std::to_string(getpid());
+// Creates a file `stem`, `stem.1`, ... that did not exist before (O_EXCL:
+// never another file, nor a planted symlink), with `flags` and `mode`; its
+// name goes to `name`. Each name is registered in `guard` before the file
+// is made, so a SIGINT, SIGTERM or SIGHUP from then on removes it (the
+// stem holds our PID: a file already there under it is a dead process's
+// leftover). -1 with errno set when no file could be made.
+int CreateNamedFile(const std::string& stem, int flags, mode_t mode, std::string& name,
+                    std::optional<RemoveOnStopSignal>& guard) {
   for (int attempt = 0; attempt < 100; ++attempt) {
     name = attempt == 0 ? stem : stem + "." + std::to_string(attempt);
-    int fd = open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0 || errno != EEXIST) return fd;
+    guard.emplace(name);
+    int fd = open(name.c_str(), flags | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd >= 0) return fd;
+    const int saved = errno;
+    guard.reset();
+    errno = saved;
+    if (errno != EEXIST) return -1;
   }
   return -1;
+}
+
+// Creates a file beside `target` (see CreateNamedFile).
+int CreatePartFile(const std::string& target, std::string& name,
+                   std::optional<RemoveOnStopSignal>& guard) {
+  return CreateNamedFile(target + ".mooncake-part-" + std::to_string(getpid()), O_WRONLY, 0666,
+                         name, guard);
+}
+
+// $TMPDIR, else /tmp.
+std::string TempDir() {
+  const char* tmpdir = std::getenv("TMPDIR");
+  return tmpdir && *tmpdir ? tmpdir : "/tmp";
+}
+
+// A new file in `dir`, open for reading and writing, mode 0600 (see
+// CreateNamedFile); its name goes to `name`. The caller removes the name as
+// soon as it can and then releases `guard`.
+int CreateTempFile(const std::string& dir, std::string& name,
+                   std::optional<RemoveOnStopSignal>& guard) {
+  return CreateNamedFile(dir + "/mooncake-cli-" + std::to_string(getpid()), O_RDWR, 0600, name,
+                         guard);
 }
 
 }  // namespace
@@ -189,7 +223,7 @@ void OutputFile::Open(const std::string& path) {
     if (fd_ < 0) problem_ = "cannot write " + path + ": " + SystemError();
     return;
   }
-  fd_ = CreatePartFile(target_, write_path_);
+  fd_ = CreatePartFile(target_, write_path_, part_guard_);
   if (fd_ < 0) {
     const int saved = errno;
     std::string dir = std::filesystem::path(target_).parent_path();
@@ -225,6 +259,7 @@ void OutputFile::Open(const std::string& path) {
     int saved = errno;
     close(fd_);
     unlink(write_path_.c_str());
+    part_guard_.reset();
     fd_ = -1;
     problem_ = "cannot give " + write_path_ + " the mode of " + path + ": " + std::strerror(saved);
     write_path_.clear();
@@ -246,6 +281,8 @@ std::string OutputFile::write_error() const {
 OutputFile::~OutputFile() {
   if (fd_ >= 0) close(fd_);
   if (!committed_ && !write_path_.empty()) unlink(write_path_.c_str());
+  // part_guard_ is released after the unlink: a signal in between removes
+  // a name that is gone already, which is harmless.
 }
 
 bool OutputFile::Commit() {
@@ -261,14 +298,15 @@ bool OutputFile::Commit() {
   if (!written || !closed) return false;
   if (!write_path_.empty() && rename(write_path_.c_str(), target_.c_str()) != 0) return false;
   committed_ = true;
+  part_guard_.reset();
   return true;
 }
 
 std::expected<std::unique_ptr<ScratchFile>, std::string> ScratchFile::Create() {
-  const char* tmpdir = std::getenv("TMPDIR");
-  std::string dir = tmpdir && *tmpdir ? tmpdir : "/tmp";
-  std::string path = dir + "/mooncake-cli-XXXXXX";
-  int fd = mkostemp(path.data(), O_CLOEXEC);
+  const std::string dir = TempDir();
+  std::string path;
+  std::optional<RemoveOnStopSignal> guard;
+  int fd = CreateTempFile(dir, path, guard);
   if (fd < 0)
     return std::unexpected("cannot create a scratch file in " + dir + ": " + SystemError());
   // The open descriptor keeps the data; nobody else needs the name.
@@ -305,30 +343,46 @@ std::optional<uint64_t> StdinSize() {
 
 std::expected<SpooledInput, std::string> SpoolToTempFile(std::istream& in,
                                                          const std::string& head) {
-  const char* tmpdir = std::getenv("TMPDIR");
-  const std::string dir = tmpdir && *tmpdir ? tmpdir : "/tmp";
-  std::string path = dir + "/mooncake-cli-XXXXXX";
-  int fd = mkstemp(path.data());
+  const std::string dir = TempDir();
+  std::string path;
+  std::optional<RemoveOnStopSignal> guard;
+  int fd = CreateTempFile(dir, path, guard);
   if (fd < 0) return std::unexpected("cannot create a spool file in " + dir + ": " + SystemError());
-  close(fd);
+  // The read end is opened before a byte is written and the name removed at
+  // once: a stream that runs for minutes (Ctrl-C on `producer | put K -`)
+  // never leaves a named copy of itself behind, whatever ends the process.
   SpooledInput spooled;
-  {
-    std::ofstream spool(path, std::ios::binary | std::ios::trunc);
-    spool.write(head.data(), static_cast<std::streamsize>(head.size()));
-    std::string buffer(kSpoolCopyBytes, '\0');
-    while (spool &&
-           in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())).gcount() > 0) {
-      spool.write(buffer.data(), in.gcount());
-    }
-    spooled.size = static_cast<uint64_t>(spool.tellp());
-    if (!spool || in.bad()) {
-      std::filesystem::remove(path);
-      return std::unexpected("spooling the input to " + path + ": " + SystemError());
-    }
-  }
   spooled.stream.open(path, std::ios::binary);
-  // The open stream keeps the data; the name is not needed any more.
-  std::filesystem::remove(path);
+  const int open_error = errno;
+  unlink(path.c_str());
+  guard.reset();
+  if (!spooled.stream.is_open()) {
+    close(fd);
+    return std::unexpected("cannot read back the spool file " + path + ": " +
+                           std::strerror(open_error));
+  }
+  FdOutputBuffer buffer;
+  buffer.set_fd(fd, /*seekable=*/true);
+  std::ostream spool(&buffer);
+  spool.write(head.data(), static_cast<std::streamsize>(head.size()));
+  uint64_t size = head.size();
+  std::string chunk(kSpoolCopyBytes, '\0');
+  while (spool && in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())).gcount() > 0) {
+    spool.write(chunk.data(), in.gcount());
+    size += static_cast<uint64_t>(in.gcount());
+  }
+  spool.flush();
+  const bool read_failed = in.bad();
+  const int read_error = errno;
+  close(fd);
+  if (!spool) {
+    return std::unexpected("spooling the input to " + dir + ": " +
+                           std::strerror(buffer.error() != 0 ? buffer.error() : EIO));
+  }
+  if (read_failed) {
+    return std::unexpected("reading the input: " + std::string(std::strerror(read_error)));
+  }
+  spooled.size = size;
   return spooled;
 }
 

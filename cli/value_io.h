@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "common/signals.h"
+
 namespace mooncake::cli {
 
 // strerror(errno): why the last system call failed.
@@ -116,8 +118,11 @@ class OutputFile {
  private:
   void Open(const std::string& path);
 
-  std::string target_;              // where the value ends up: PATH, symlinks followed
-  std::string write_path_;          // the partial file beside target_; empty when in place
+  std::string target_;      // where the value ends up: PATH, symlinks followed
+  std::string write_path_;  // the partial file beside target_; empty when in place
+  // Removes write_path_ if SIGINT, SIGTERM or SIGHUP ends the process
+  // before Commit() or the destructor does.
+  std::optional<RemoveOnStopSignal> part_guard_;
   std::string problem_;             // why the open failed
   bool in_place_fallback_ = false;  // a regular file written in place
   int fd_ = -1;
