@@ -69,6 +69,11 @@ class OwnerDirectory {
   // when the directory does not know this node. False from a directory that
   // cannot tell.
   virtual Result<bool> UnownedWhileHere(const std::string& /*key*/) { return false; }
+  // The node that owns `key`; kObjectNotFound when none does. A directory
+  // that cannot tell answers kInternalError.
+  virtual Result<std::string> OwnerOf(const std::string& /*key*/) {
+    return Err(ErrorCode::kInternalError);
+  }
   // Gives up ownership of `key` (only if this node owns it).
   virtual Result<void> Release(const std::string& key) = 0;
   // Release for each key, one result each in order. A directory that can

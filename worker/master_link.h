@@ -110,7 +110,7 @@ class MasterLink : public OwnerDirectory {
   // Swaps the key's owner from this node to `new_owner` (compare-and-set).
   Result<void> HandOver(const std::string& key, const std::string& new_owner);
   // The node the master names as the key's owner (kObjectNotFound: none).
-  Result<std::string> OwnerOf(const std::string& key);
+  Result<std::string> OwnerOf(const std::string& key) override;
   // Asks the key's shard: its owner, then its live nodes (this one among
   // them, else kNodeNotFound: the shard forgot us).
   Result<bool> RemovedSinceSent(const std::string& key, const std::string& sender) override;

@@ -466,10 +466,15 @@ void Mover::ClaimKeptCopies(const std::vector<KeptCopy>& kept) {
   std::vector<std::string> keys;
   keys.reserve(kept.size());
   for (const KeptCopy& copy : kept) keys.push_back(copy.key);
+  const uint64_t registrations = ctx_.directory->registrations();
   std::vector<Result<void>> claimed = ctx_.directory->ClaimMany(keys);
   std::vector<std::string> gone;  // claimed, but nothing of the key is here any more
   {
     std::lock_guard lock(ctx_.mu);
+    // A registration since the claims were sent may have purged them, and
+    // released these copies as not held (they are on their way out): each
+    // is claimed again, as one whose claim went unanswered.
+    const bool registered_since = ctx_.directory->registrations() != registrations;
     for (size_t i = 0; i < kept.size(); ++i) {
       Object* object = table_.FindSame(kept[i].key, kept[i].object_id);
       if (object == nullptr) {
@@ -485,7 +490,8 @@ void Mover::ClaimKeptCopies(const std::vector<KeptCopy>& kept) {
       // Not answered: the master may have forgotten the key (the release
       // landed) or not; the copy stays on its way out, still readable, and
       // is claimed again on the next maintenance pass (RetryKeptCopyClaims).
-      if (!claimed[i] && Unanswered(claimed[i].error()) && retry_claims_.size() < kMaxRetryClaims) {
+      if ((registered_since || (!claimed[i] && Unanswered(claimed[i].error()))) &&
+          retry_claims_.size() < kMaxRetryClaims) {
         retry_claims_.push_back(kept[i]);
         continue;
       }
@@ -574,8 +580,10 @@ Result<void> Mover::ConfirmSoonLocked(const std::string& key) {
   if (confirm_soon_.size() >= kMaxConfirmSoon) return {};
   // No sender: the master named this node, so no owner there now would not
   // mean the key was removed (RemovedSinceSent) and the claim decides.
-  confirm_soon_.push_back(
-      {.key = key, .object_id = object->id, .registrations = ctx_.directory->registrations()});
+  confirm_soon_.push_back({.key = key,
+                           .object_id = object->id,
+                           .registrations = ctx_.directory->registrations(),
+                           .soon = true});
   return {};
 }
 
@@ -598,7 +606,18 @@ void Mover::ConfirmAdoptedObjects() {
       unconfirmed_adopts_.pop_front();
     }
   }
-  for (UnconfirmedAdopt& adopt : due) ConfirmAdopted(std::move(adopt));
+  for (size_t i = 0; i < due.size(); ++i) {
+    if (ConfirmAdopted(std::move(due[i]))) continue;
+    // The master did not answer: the rest wait for the next pass rather
+    // than each waiting out a timeout here, holding up the other
+    // maintenance (SettleHandOvers does the same). A sender's request to
+    // confirm soon is let go: the copy keeps its own turn.
+    std::lock_guard lock(ctx_.mu);
+    for (size_t j = i + 1; j < due.size(); ++j) {
+      if (!due[j].soon) unconfirmed_adopts_.push_back(std::move(due[j]));
+    }
+    break;
+  }
 }
 
 std::optional<bool> Mover::RemovedSinceSent(const UnconfirmedAdopt& adopt) {
@@ -619,34 +638,46 @@ std::optional<bool> Mover::RemovedSinceSent(const UnconfirmedAdopt& adopt) {
   return *removed;
 }
 
-void Mover::ConfirmAdopted(UnconfirmedAdopt adopt) {
+bool Mover::ConfirmAdopted(UnconfirmedAdopt adopt) {
   const std::string& key = adopt.key;
   {
     // Confirmed already (queued both soon and in turn), aborted or replaced.
     std::lock_guard lock(ctx_.mu);
     const Object* object = table_.FindSame(key, adopt.object_id);
-    if (object == nullptr || !object->adopted()) return;
+    if (object == nullptr || !object->adopted()) return true;
   }
   std::optional<bool> removed = RemovedSinceSent(adopt);
   if (removed.value_or(false)) {
     std::lock_guard lock(ctx_.mu);
     Object* object = table_.FindSame(key, adopt.object_id);
-    if (object == nullptr || !object->adopted()) return;
+    if (object == nullptr || !object->adopted()) return true;
     MC_LOG_INFO("dropping adopted copy of a key removed since it was sent key={} sender={}", key,
                 adopt.sender);
     table_.Erase(*object);
-    return;
+    return true;
   }
   if (!removed.has_value()) {
     std::lock_guard lock(ctx_.mu);
-    unconfirmed_adopts_.push_back(std::move(adopt));
-    return;
+    if (!adopt.soon) unconfirmed_adopts_.push_back(std::move(adopt));
+    return false;
   }
   // Claim is idempotent for the owner: it succeeds if the sender's
   // UpdateOwner named us, or if nobody owns the key any more (sender died
   // and was purged); it fails if the sender still owns it (its swap failed).
   const uint64_t registrations = ctx_.directory->registrations();
   auto claimed = ctx_.directory->Claim(key);
+  const bool owned_elsewhere = !claimed && claimed.error() == ErrorCode::kObjectAlreadyExists;
+  // The sender may still own the key because its swap has not reached the
+  // master yet (a slow master, a short --adopt-confirm-delay-ms): dropping
+  // the copy now would leave the master naming this node, once the swap
+  // lands, for a key it no longer has. Such a copy waits another delay, a
+  // few times at most; the sender's AdoptAbort drops it sooner.
+  bool sender_owns = false;
+  if (owned_elsewhere && !adopt.soon && !adopt.sender.empty() &&
+      adopt.sender_waits < kMaxSenderWaits) {
+    auto owner = ctx_.directory->OwnerOf(key);
+    sender_owns = owner && *owner == adopt.sender;
+  }
   std::lock_guard lock(ctx_.mu);
   // The master answered, and not with an owner: no room for the key in its
   // table (so it names no node), or a claim it can never grant.
@@ -654,18 +685,27 @@ void Mover::ConfirmAdopted(UnconfirmedAdopt adopt) {
                                     claimed.error() == ErrorCode::kInvalidKey ||
                                     claimed.error() == ErrorCode::kInvalidParams);
   if (refused) ++adopt.refusals;
+  const bool answered = claimed || !Unanswered(claimed.error());
+  // A confirmation its sender asked for that the master does not grant is
+  // stale or early: the copy keeps its own turn in the queue.
+  if (adopt.soon && !claimed) return answered;
+  Object* object = table_.FindSame(key, adopt.object_id);
+  if (sender_owns && object != nullptr && object->adopted()) {
+    ++adopt.sender_waits;
+    object->adopted_at = SteadyClock::now();
+    unconfirmed_adopts_.push_back(std::move(adopt));
+    return answered;
+  }
   // Retried later while the master is away, and after this node registered
   // again since the claim was sent: that registration may have purged the
   // claim and listed the keys to announce without this one. A refused claim
   // is retried a few times (the master's table may gain room), no more.
   if (ctx_.directory->registrations() != registrations ||
-      (!claimed && claimed.error() != ErrorCode::kObjectAlreadyExists &&
-       adopt.refusals < kMaxConfirmRefusals)) {
-    unconfirmed_adopts_.push_back(std::move(adopt));
-    return;
+      (!claimed && !owned_elsewhere && adopt.refusals < kMaxConfirmRefusals)) {
+    if (!adopt.soon) unconfirmed_adopts_.push_back(std::move(adopt));
+    return answered;
   }
-  Object* object = table_.FindSame(key, adopt.object_id);
-  if (object == nullptr) return;
+  if (object == nullptr) return answered;
   if (refused) {
     MC_LOG_WARN("dropping adopted copy the master would not confirm key={} error={} tries={}", key,
                 ToString(claimed.error()), adopt.refusals);
@@ -678,6 +718,7 @@ void Mover::ConfirmAdopted(UnconfirmedAdopt adopt) {
     MC_LOG_INFO("dropping adopted copy owned elsewhere key={}", key);
     table_.Erase(*object);
   }
+  return answered;
 }
 
 std::string Mover::MovedToLocked(const std::string& key) const {

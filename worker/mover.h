@@ -80,8 +80,12 @@ class Mover {
   // claim it answers with an error (e.g. NO_AVAILABLE_HANDLE: its key table
   // is full, so it names no node) is retried kMaxConfirmRefusals times in
   // all, and then the copy is dropped: the master never named this node.
+  // A claim that finds the sender still the owner (its swap may not have
+  // reached the master yet) waits another delay, kMaxSenderWaits times at
+  // most, before the copy is dropped.
   void ConfirmAdoptedObjects();
   static constexpr int kMaxConfirmRefusals = 5;
+  static constexpr int kMaxSenderWaits = 5;
 
   // Asks the master who owns each key whose hand-over's outcome was unknown
   // (Transfer's kRpcTimeout: the master could not be asked). A copy of a key
@@ -182,9 +186,16 @@ class Mover {
     // not list was removed there, not forgotten in a restart.
     uint64_t registrations = 0;
     int refusals = 0;  // claims the master answered with an error
+    // Times the claim found the sender still the owner (its swap not yet
+    // landed) and the copy waited another delay.
+    int sender_waits = 0;
+    // Queued by the sender's AdoptConfirm (ConfirmSoonLocked): the copy
+    // also keeps its own entry, which decides if this one's claim fails.
+    bool soon = false;
   };
   // Confirms one due adopt, or puts it back in the queue to ask again later.
-  void ConfirmAdopted(UnconfirmedAdopt adopt);
+  // False when the master did not answer (the pass asks no more).
+  bool ConfirmAdopted(UnconfirmedAdopt adopt);
   // Whether `adopt`'s key was removed since its copy was sent: the master
   // has known this node since the adoption, names no owner, and the sender
   // lives. nullopt when the master cannot tell now.

@@ -19,6 +19,7 @@
 
 #include "tests/unit/gated_read_tier.h"
 #include "tiers/dram_tier.h"
+#include "worker/mover.h"
 #include "worker/peer_transfer.h"
 #include "worker/tiered_cache_backend.h"
 
@@ -89,8 +90,32 @@ class SharedMaster {
 class NodeDirectory : public OwnerDirectory {
  public:
   NodeDirectory(SharedMaster& master, std::string node) : master_(master), node_(std::move(node)) {}
-  Result<void> Claim(const std::string& key) override { return master_.Claim(key, node_); }
-  Result<void> Release(const std::string& key) override { return master_.Release(key, node_); }
+  Result<void> Claim(const std::string& key) override {
+    ++claims;
+    if (claims_fail) return Err(*claims_fail);
+    auto claimed = master_.Claim(key, node_);
+    if (after_claim) after_claim();
+    return claimed;
+  }
+  Result<void> Release(const std::string& key) override {
+    auto released = master_.Release(key, node_);
+    if (released && release_answers_lost) return Err(ErrorCode::kRpcTimeout);
+    return released;
+  }
+  uint64_t registrations() const override { return registrations_count; }
+  Result<std::string> OwnerOf(const std::string& key) override {
+    std::string owner = master_.OwnerOf(key);
+    if (owner.empty()) return Err(ErrorCode::kObjectNotFound);
+    return owner;
+  }
+  // Claims fail with this code, not sent (kRpcTimeout: a master away).
+  std::optional<ErrorCode> claims_fail;
+  int claims = 0;  // claims made, sent or not
+  // Runs after each claim is applied, before it is answered.
+  std::function<void()> after_claim;
+  // Releases are applied but answered kRpcTimeout, as when the answer is lost.
+  bool release_answers_lost = false;
+  uint64_t registrations_count = 0;
   Result<bool> OwnedHere(const std::string& key) override {
     if (master_fails) return Err(*master_fails);
     std::string owner = master_.OwnerOf(key);
@@ -223,6 +248,13 @@ struct Node {
 std::string Read(TieredCacheBackend& backend, const std::string& key) {
   auto read = backend.Get(key, 0, 0);
   return read ? std::string(read->data) : std::string(ToString(read.error()));
+}
+
+// The state of `key`'s object at `backend` ("adopted", "complete", ...), or
+// its error's name.
+std::string StateOf(TieredCacheBackend& backend, const std::string& key) {
+  auto info = backend.Inspect(key);
+  return info ? info->state : std::string(ToString(info.error()));
 }
 
 // ---------------------------------------------------------------------------
@@ -553,7 +585,12 @@ TEST(MoverHandOverTest, AnUnsettledCopyWhoseSenderDiedIsClaimed) {
 // and A keeps its own for good.
 TEST(MoverHandOverTest, AnUnsettledHandOverTheMasterDidNotApplyLeavesTheKeyWithTheSender) {
   UnsettledHandOver moved(/*applied=*/false);
-  moved.b.backend->RunMaintenance();
+  // B waits a few delays for a swap that may still be on its way, then
+  // drops its copy.
+  for (int pass = 0; pass <= Mover::kMaxSenderWaits; ++pass) {
+    EXPECT_EQ(StateOf(*moved.b.backend, "k"), "adopted") << "pass " << pass;
+    moved.b.backend->RunMaintenance();
+  }
   moved.a.backend->RunMaintenance();
   moved.a.backend->RunMaintenance();
   EXPECT_EQ(moved.master.OwnerOf("k"), "A");
@@ -583,6 +620,69 @@ TEST(MoverHandOverTest, ASenderErasesItsCopyOnceItLearnsTheUnsettledSwapWasAppli
   EXPECT_TRUE(moved.a.backend->Keys().empty());
   EXPECT_EQ(moved.a.backend->Stats().moved_out, 1u);
   EXPECT_EQ(Read(*moved.b.backend, "k"), std::string(4 * kKiB, '2'));
+}
+
+// B's first check of its copy comes before A's swap reached the master (a
+// slow master, a short --adopt-confirm-delay-ms): A still owns the key.
+// B waits another delay instead of dropping its copy, so when the swap
+// lands the master does not name a node without the key.
+TEST(MoverHandOverTest, ACopyCheckedBeforeTheSendersSwapLandsWaitsForIt) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
+  a.EvictsTo({{"B", &b}});
+  a.peers.confirms_at_once = false;
+  a.peers.before_hand_over = [&] { b.backend->RunMaintenance(); };
+  const std::string value(4 * kKiB, '1');
+  ASSERT_TRUE(a.backend->Put("k", value, {}));
+  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
+  ASSERT_EQ(master.OwnerOf("k"), "B");
+  b.backend->RunMaintenance();  // its next check, after the swap
+  EXPECT_EQ(Read(*b.backend, "k"), value);
+  EXPECT_EQ(master.OwnerOf("k"), "B");
+  EXPECT_EQ(StateOf(*b.backend, "k"), "complete");
+}
+
+// The master away: one pass asks about one adopted copy, not each in turn
+// (each would wait out a timeout and hold up the other maintenance), and
+// the next pass confirms them all.
+TEST(MoverHandOverTest, AMasterThatDoesNotAnswerIsAskedAboutOneAdoptedCopyAPass) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
+  a.EvictsTo({{"B", &b}});
+  a.peers.confirms_at_once = false;
+  for (const char* key : {"k1", "k2", "k3"}) {
+    ASSERT_TRUE(a.backend->Put(key, std::string(4 * kKiB, key[1]), {}));
+  }
+  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
+  b.directory.claims_fail = ErrorCode::kRpcTimeout;
+  b.backend->RunMaintenance();
+  EXPECT_EQ(b.directory.claims, 1);
+  b.directory.claims_fail.reset();
+  b.backend->RunMaintenance();
+  for (const char* key : {"k1", "k2", "k3"}) {
+    EXPECT_EQ(StateOf(*b.backend, key), "complete") << key;
+  }
+}
+
+// A remove whose release answer is lost claims the kept copy again; a
+// registration lands between that claim and its answer and releases the
+// copy (on its way out, it is not held). The copy is claimed again on the
+// next pass instead of being put back as one the master does not know.
+TEST(MoverHandOverTest, AKeptCopyReleasedByARegistrationDuringItsClaimIsClaimedAgain) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB);
+  ASSERT_TRUE(a.backend->Put("k", "value", {}));
+  a.directory.release_answers_lost = true;
+  a.directory.after_claim = [&] {
+    ++a.directory.registrations_count;
+    master.SetOwner("k", "");  // the registration's release of a key not held
+    a.directory.after_claim = nullptr;
+  };
+  EXPECT_EQ(a.backend->Remove("k", /*force=*/false).error(), ErrorCode::kRpcTimeout);
+  ASSERT_EQ(master.OwnerOf("k"), "");
+  a.backend->RunMaintenance();
+  EXPECT_EQ(master.OwnerOf("k"), "A");
+  EXPECT_EQ(Read(*a.backend, "k"), "value");
 }
 
 // The swap was applied though A could not learn it; B confirmed, and the
