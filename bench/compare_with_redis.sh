@@ -60,6 +60,15 @@
 # requests of a single row, so that a batch row's put phase lasts about as
 # long as a single row's.
 #
+# Both sides start each row from a known keyspace: mooncake-bench --cleanup
+# removes its keys after every run, and before every redis-benchmark run the
+# script empties Redis (FLUSHALL) and writes every key the row will read
+# (key:000000000000 .. key:<keys-1>, each of the row's value size) outside
+# the timed run. redis-benchmark -r K picks a random key per request, so its
+# own SET phase leaves about e^-(requests/keys) of them unwritten (8% at the
+# 1 MiB and 4 MiB rows): without this their GETs read a smaller value left
+# by an earlier row, or nil, and flattered Redis by up to about 10%.
+#
 # Both sides connect before their clock starts: redis-benchmark opens all
 # its clients first, and mooncake-bench makes one untimed call per thread
 # (shaped as the load phase's, its keys removed at once) before the load
@@ -109,6 +118,31 @@ if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/nu
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   timeout 300 $SUDO apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null
 fi
+
+# Empties Redis and writes keys key:000000000000 .. key:<KEYS-1>, each of
+# BYTES bytes, as redis-benchmark -r KEYS names them, through one untimed
+# `redis-cli --pipe`; warns when Redis does not then hold exactly KEYS keys.
+# fill_redis KEYS BYTES
+fill_redis() {
+  local keys="$1" bytes="$2" held
+  redis-cli -p "$REDIS_PORT" flushall >/dev/null
+  python3 - "$keys" "$bytes" <<'PY' | timeout "$RUN_LIMIT_S" redis-cli -p "$REDIS_PORT" --pipe >"$WORK/redis-fill.log" 2>&1 ||
+import sys
+keys, size = int(sys.argv[1]), int(sys.argv[2])
+value = b"x" * size
+out = sys.stdout.buffer
+for i in range(keys):
+    key = b"key:%012d" % i
+    out.write(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n" % (len(key), key, size))
+    out.write(value)
+    out.write(b"\r\n")
+PY
+    echo "filling redis with $keys keys of $bytes bytes failed: $(tail -n 2 "$WORK/redis-fill.log")" >&2
+  held="$(redis-cli -p "$REDIS_PORT" dbsize 2>/dev/null || echo '?')"
+  if [ "$held" != "$keys" ]; then
+    echo "warning: redis holds $held keys, not the $keys this row reads" >&2
+  fi
+}
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
@@ -237,7 +271,7 @@ compare() {
   # made it about a tenth of a second (62 puts a thread at 64 threads, the
   # last threads' tail a large part of it) against Redis's second or more of
   # SETs; 20,000 keys (1.25 GiB, within the cluster's 2 GiB of DRAM) keep it
-  # near half a second. Redis's keyspace stays as it was.
+  # near half a second. Redis's keyspace stays at `keys` (fill_redis).
   mc_keys="$keys"
   if [ "$bytes" -ge 65536 ] && [ "$bytes" -lt 1048576 ]; then mc_keys=20000; fi
   # A batch row moves keys several times faster: five times the keys keep its
@@ -261,6 +295,8 @@ compare() {
         >"$WORK/mooncake-$tag.json" 2>"$WORK/mooncake-$tag.err"; then
       echo "mooncake-bench failed for $tag: $(tail -n 3 "$WORK/mooncake-$tag.err")" >&2
     fi
+    # Every key the GETs read holds this row's value size, none an older one.
+    fill_redis "$keys" "$bytes"
     if ! timeout "$RUN_LIMIT_S" redis-benchmark -p "$REDIS_PORT" -c "$conc" -n "$requests" \
         -d "$bytes" -r "$keys" -t set,get "${pipeline[@]}" --csv >"$WORK/redis-$tag.csv" \
         2>"$WORK/redis-$tag.err"; then
