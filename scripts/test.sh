@@ -2,6 +2,11 @@
 # Installs the dependencies, builds everything into ./build (RelWithDebInfo,
 # ccache when present) and runs every test suite with ctest.
 #
+#   scripts/test.sh [extra ctest args]   e.g. scripts/test.sh -R Cli -j4
+#
+# Arguments go to ctest after CTEST_ARGS, unchanged (.ci/run passes its own
+# through); with none, ctest runs the whole suite.
+#
 # Idempotent: a second run re-uses the configured build tree and ccache, so it
 # only rebuilds what changed. Environment knobs:
 #   BUILD_DIR      build tree (default ./build)
@@ -53,4 +58,4 @@ log "running tests"
 # --no-tests=error: a CTEST_ARGS filter that matches nothing (or a tree with
 # no tests) fails instead of passing with "No tests were found".
 # shellcheck disable=SC2086  # CTEST_ARGS is a list of words on purpose
-ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -j"$JOBS" --timeout 600 ${CTEST_ARGS:-}
+ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -j"$JOBS" --timeout 600 ${CTEST_ARGS:-} "$@"
