@@ -146,7 +146,29 @@ HttpResponse ForgetNode(MasterService& service, const HttpRequest& req) {
   return JsonResponse({{"node_id", id}, {"forgotten", true}});
 }
 
-HttpResponse KeyLookup(const MasterService& service, const HttpRequest& req) {
+// /keys answers from this master's directory, which is whole only while it
+// serves key calls: a standby's is empty, and a rebuilding master's lacks
+// the keys of workers that have not re-announced yet. So, like the Thrift
+// key calls, it answers 503 NOT_LEADER then, never "no owner" or a partial
+// listing.
+std::optional<HttpResponse> NotServingKeys(const RoleGate* gate) {
+  const HaRole role = RoleOf(gate);
+  if (role.serving) return std::nullopt;
+  if (role.name == "standby") {
+    return HttpResponse::Error(503, "NOT_LEADER",
+                               "this master is a standby (" +
+                                   (role.leader.empty() ? std::string("no leader known yet")
+                                                        : "the leader is " + role.leader) +
+                                   "); its directory is empty: ask the leader's admin server");
+  }
+  return HttpResponse::Error(503, "NOT_LEADER",
+                             "this master is rebuilding its directory from the workers' "
+                             "announcements (--rebuild-ms); keys not announced yet would read "
+                             "as absent: retry shortly");
+}
+
+HttpResponse KeyLookup(const MasterService& service, const RoleGate* gate, const HttpRequest& req) {
+  if (auto refused = NotServingKeys(gate)) return std::move(*refused);
   const std::string& key = *req.PathParam("key");
   auto location = service.GetLocation(key);
   if (!location) {
@@ -224,7 +246,8 @@ std::string DecodeCursor(std::string_view cursor) {
   return out;
 }
 
-HttpResponse KeyList(const MasterService& service, const HttpRequest& req) {
+HttpResponse KeyList(const MasterService& service, const RoleGate* gate, const HttpRequest& req) {
+  if (auto refused = NotServingKeys(gate)) return std::move(*refused);
   auto limit = ParseLimit(req.Query("limit"));
   if (!limit) {
     return HttpResponse::Error(limit.error(),
@@ -528,9 +551,10 @@ void RegisterMasterAdminRoutes(AdminServer& server, MasterService& service,
   server.Route("GET", "/nodes", [svc](const HttpRequest&) { return Nodes(*svc); });
   server.Route("DELETE", "/nodes/{id}",
                [svc](const HttpRequest& req) { return ForgetNode(*svc, req); });
-  server.Route("GET", "/keys", [svc](const HttpRequest& req) { return KeyList(*svc, req); });
+  server.Route("GET", "/keys",
+               [svc, gate](const HttpRequest& req) { return KeyList(*svc, gate, req); });
   server.Route("GET", "/keys/{key...}",
-               [svc](const HttpRequest& req) { return KeyLookup(*svc, req); });
+               [svc, gate](const HttpRequest& req) { return KeyLookup(*svc, gate, req); });
   server.Route("GET", "/metrics", [svc, requests, rpc = std::move(rpc), gate](const HttpRequest&) {
     return Metrics(*svc, requests, rpc, gate);
   });

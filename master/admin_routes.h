@@ -28,7 +28,10 @@
 //                     an unknown one. Dead nodes are also forgotten on their own after
 //                     MasterOptions::forget_dead_after (1 h by default).
 //   GET /keys/{key}   {"key","node_id","address","host","port"}; 404 OBJECT_NOT_FOUND,
-//                     400 INVALID_KEY (a key with '/' is sent as %2F)
+//                     400 INVALID_KEY (a key with '/' is sent as %2F). Both /keys routes
+//                     answer 503 NOT_LEADER while this master does not serve key calls (a
+//                     standby, or inside its rebuild window), as its Thrift key calls do:
+//                     its directory is empty or partial then, and "no owner" would be false.
 //   GET /keys?prefix=&limit=&cursor=
 //                     {"keys":[...sorted...],"count":N,"next_cursor":"<opaque>"|null};
 //                     limit 1..10000 (default 100); pass next_cursor back as

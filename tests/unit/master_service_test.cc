@@ -976,6 +976,44 @@ TEST(MasterGatedAdminTest, AStandbyThatCannotCampaignSaysWhyInReadyz) {
   EXPECT_EQ(fixed->body.find("cannot campaign"), std::string::npos) << fixed->body;
 }
 
+// The admin /keys routes answer from the same directory as the Thrift key
+// calls, and like them must not give a verdict while it is incomplete: a
+// leader inside its rebuild window (here "k" is known, other keys may not
+// have been re-announced yet), a standby (empty directory). They answer 503
+// NOT_LEADER, and the usual answers once the master serves keys.
+TEST(MasterGatedAdminTest, KeyRoutesAnswerNotLeaderUntilTheDirectoryIsWhole) {
+  GatedAdmin admin(Millis(3600 * 1000));  // a rebuild window longer than the test
+  admin.gate.set_self_address("127.0.0.1:7100");
+  admin.gate.BecomeLeader(SteadyClock::now() + std::chrono::hours(2));
+  for (const char* target : {"/keys/absent", "/keys/k", "/keys", "/keys?prefix=k"}) {
+    auto reply = admin.Get(target);
+    ASSERT_TRUE(reply) << target;
+    EXPECT_EQ(reply->status, 503) << target << ": " << reply->body;
+    auto doc = nlohmann::json::parse(reply->body, nullptr, false);
+    EXPECT_EQ(doc["code"], "NOT_LEADER") << target << ": " << reply->body;
+    EXPECT_NE(reply->body.find("rebuilding"), std::string::npos) << reply->body;
+  }
+  admin.gate.BecomeStandby("10.0.0.9:50051");
+  auto standby = admin.Get("/keys/absent");
+  ASSERT_TRUE(standby);
+  EXPECT_EQ(standby->status, 503) << standby->body;
+  EXPECT_NE(standby->body.find("the leader is 10.0.0.9:50051"), std::string::npos) << standby->body;
+
+  // Serving keys: the directory's answers.
+  GatedAdmin serving(Millis(0));
+  serving.gate.LeadAlone();
+  auto absent = serving.Get("/keys/absent");
+  ASSERT_TRUE(absent);
+  EXPECT_EQ(absent->status, 404) << absent->body;
+  auto owned = serving.Get("/keys/k");
+  ASSERT_TRUE(owned);
+  EXPECT_EQ(owned->status, 200) << owned->body;
+  auto listed = serving.Get("/keys");
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->status, 200) << listed->body;
+  EXPECT_NE(listed->body.find("\"k\""), std::string::npos) << listed->body;
+}
+
 // ---- What an operator sees over HTTP, from a real MasterServer ----
 
 // A started master (RPC and admin on free ports, admin token kToken) and a
