@@ -12,11 +12,28 @@
 #include "thrift/rpc_codes.h"
 
 namespace mooncake {
+namespace {
+
+// AdoptConfirm is a short call the target answers at once; a target that
+// does not is given up on quickly, so that neither the confirms queued
+// behind it nor this worker's shutdown wait out the data calls' timeout.
+RpcOptions ConfirmOptions(RpcOptions options) {
+  options.connect_timeout_ms = std::min(options.connect_timeout_ms, 1000);
+  options.io_timeout_ms = std::min(options.io_timeout_ms, 2000);
+  options.max_idle = 1;
+  return options;
+}
+
+}  // namespace
+
 struct ThriftPeerTransfer::WorkerChannel {
   WorkerChannel(const std::string& host, int port, RpcOptions options)
-      : address(host + ":" + std::to_string(port)), rpc(host, port, std::move(options)) {}
+      : address(host + ":" + std::to_string(port)),
+        rpc(host, port, options),
+        confirm(host, port, ConfirmOptions(options)) {}
   std::string address;
   RpcChannel<rpc::WorkerServiceClient> rpc;
+  RpcChannel<rpc::WorkerServiceClient> confirm;  // AdoptConfirm only
 };
 
 // Where AdoptStart placed the object on the target.
@@ -125,13 +142,19 @@ void ThriftPeerTransfer::SendConfirms() {
     PendingConfirm next = std::move(confirms_.front());
     confirms_.pop_front();
     lock.unlock();
-    auto confirmed = next.channel->rpc.Call(
+    auto confirmed = next.channel->confirm.Call(
         [&](rpc::WorkerServiceClient& c) { return c.AdoptConfirm(next.key); });
-    if (!confirmed) {
-      MC_LOG_DEBUG("adopt confirm not delivered key={} target={} error={}", next.key,
-                   next.channel->address, ToString(confirmed.error()));
-    }
     lock.lock();
+    if (!confirmed) {
+      // The others queued for that target would wait out the same failure,
+      // holding up those to other targets: they go too (each target
+      // confirms after its own delay instead).
+      const size_t before = confirms_.size();
+      std::erase_if(confirms_, [&](const PendingConfirm& p) { return p.channel == next.channel; });
+      MC_LOG_DEBUG("adopt confirm not delivered key={} target={} error={} dropped_after={}",
+                   next.key, next.channel->address, ToString(confirmed.error()),
+                   before - confirms_.size());
+    }
   }
 }
 

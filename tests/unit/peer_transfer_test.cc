@@ -78,7 +78,7 @@ NodeRecord Node(const std::string& id, int port) {
   return node;
 }
 
-TEST(ThriftPeerTransferTest, AHandOverDoesNotWaitForTheTargetToTakeItsConfirm) {
+TEST(ThriftPeerTransferTest, NeitherAHandOverNorShutdownWaitsForTheTargetToTakeItsConfirm) {
   // Given a master that knows node a, which owns "k", and node b, a target
   // that holds every AdoptConfirm.
   MasterConfig config;
@@ -98,7 +98,8 @@ TEST(ThriftPeerTransferTest, AHandOverDoesNotWaitForTheTargetToTakeItsConfirm) {
   MasterLink link(MasterTarget{.host = "127.0.0.1", .port = (*master)->port()});
   link.set_node_id("a");
   {
-    ThriftPeerTransfer peers(link);
+    auto peers_owner = std::make_unique<ThriftPeerTransfer>(link);
+    ThriftPeerTransfer& peers = *peers_owner;
     const std::string value = "value";
     ObjectSource source{.read = [&](uint64_t offset, std::span<std::byte> out) -> Result<void> {
       std::memcpy(out.data(), value.data() + offset, out.size());
@@ -112,8 +113,16 @@ TEST(ThriftPeerTransferTest, AHandOverDoesNotWaitForTheTargetToTakeItsConfirm) {
     // the confirm it was sent.
     const bool returned = moved.wait_for(10s) == std::future_status::ready;
     EXPECT_TRUE(target->ConfirmArrives("k"));
+    // And this worker's shutdown gives up on a target that holds its
+    // confirm within a short timeout, not the data calls' 30 s.
+    auto stopped = std::async(std::launch::async, [&] {
+      if (returned) peers_owner.reset();
+    });
+    const bool stopped_in_time = stopped.wait_for(10s) == std::future_status::ready;
     target->Release();
     ASSERT_TRUE(returned) << "the hand-over waited for the target's AdoptConfirm";
+    EXPECT_TRUE(stopped_in_time) << "shutdown waited for the target's AdoptConfirm";
+    stopped.wait();
     auto to = moved.get();
     ASSERT_TRUE(to) << ToString(to.error());
     EXPECT_EQ(*to, "b");
