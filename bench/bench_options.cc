@@ -203,6 +203,13 @@ std::optional<int> ResolveSizes(BenchOptions& o) {
                  o.value_size_text.c_str());
     return 2;
   }
+  // Bounded: the bench builds a value of this size up front, so a typo
+  // (1TiB) must be a usage error, not std::bad_alloc and an abort.
+  if (*size > kMaxBenchValueBytes) {
+    std::fprintf(stderr, "error: usage: --value-size '%s' is over the limit of 4GiB\n",
+                 o.value_size_text.c_str());
+    return 2;
+  }
   o.value_size = *size;
   if (o.hot_cache_text != "0") {
     auto budget = ParseSize(o.hot_cache_text);
@@ -229,6 +236,10 @@ std::optional<int> ResolveSizes(BenchOptions& o) {
     auto parsed = ParseSize(text);
     if (!parsed) {
       std::fprintf(stderr, "error: usage: --sizes '%s' is not a size like 64KiB\n", text.c_str());
+      return 2;
+    }
+    if (*parsed > kMaxBenchValueBytes) {
+      std::fprintf(stderr, "error: usage: --sizes '%s' is over the limit of 4GiB\n", text.c_str());
       return 2;
     }
     sizes.push_back(*parsed);

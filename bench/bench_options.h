@@ -26,6 +26,11 @@ class RpcTlsContext;
 
 namespace mooncake::bench {
 
+// The largest --value-size (and --sizes entry) mooncake-bench accepts, 4 GiB:
+// a value is built in memory before the run, so a larger one is a usage
+// error (exit 2) rather than an allocation that aborts the process.
+inline constexpr uint64_t kMaxBenchValueBytes = 4ull << 30;
+
 struct BenchOptions {
   std::string master = "127.0.0.1:50051";
   // Master HA (docs/ha.md): etcd endpoints; non-empty: the client finds the

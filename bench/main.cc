@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <new>
 #include <optional>
 #include <string>
 
@@ -97,5 +98,12 @@ int main(int argc, char** argv) {
   // Before anything opens a file or socket: the report must never land in a
   // connection that took a closed stdout's number (common/stdio_fds.h).
   mooncake::ReopenClosedStdio();
-  return mooncake::bench::Main(argc, argv);
+  // Memory the run cannot have (a --value-size within the limit that this
+  // machine still lacks) is an error line and exit 3, not an abort.
+  try {
+    return mooncake::bench::Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory (is --value-size or --keys larger than meant?)\n");
+    return 3;
+  }
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/config_file.h"
+#include "common/file_read.h"
 #include "common/version.h"
 #include "thrift/master_shard_list.h"
 #include "thrift/rpc_settings.h"
@@ -597,6 +598,10 @@ std::string UsageJson(std::string_view message) {
 }
 
 std::optional<CliFileConfig> ParseCliConfig(std::string_view text, std::string* problem) {
+  if (text.size() > kMaxConfigFileBytes) {
+    *problem = "holds more than " + FormatBytes(kMaxConfigFileBytes) + ": not a cli.toml";
+    return std::nullopt;
+  }
   // CLI11 reads any line without '=' as a flag and ignores [sections] it
   // cannot place; a cli.toml has neither, so they are rejected first: a YAML
   // file (`master: host:port`) must not pass as an empty config.

@@ -8,12 +8,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/cli_args.h"
 #include "cli/commands.h"
+#include "common/file_read.h"
 #include "common/stdio_fds.h"
 
 namespace {
@@ -37,13 +37,14 @@ std::string DefaultConfigPath() {
   return home && *home ? std::string(home) + "/.config/mooncake/cli.toml" : std::string();
 }
 
-std::optional<std::string> ReadWholeFile(const std::string& path) {
+// The config file, or its first kMaxConfigFileBytes + 1 bytes: ParseCliConfig
+// refuses a longer one (`--config /dev/zero` must not read forever).
+std::optional<std::string> ReadConfigFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text = mooncake::ReadAtMost(in, mooncake::kMaxConfigFileBytes);
   if (in.bad()) return std::nullopt;
-  return text.str();
+  return text;
 }
 
 }  // namespace
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
   env.env_etcd = std::getenv("MOONCAKE_ETCD");
   env.env_master_shards = std::getenv("MOONCAKE_MASTER_SHARDS");
   env.default_config_path = DefaultConfigPath();
-  env.read_file = ReadWholeFile;
+  env.read_file = ReadConfigFile;
   auto outcome = mooncake::cli::ParseCli(args, env);
   if (!outcome.command) {
     std::fputs(outcome.out.c_str(), stdout);

@@ -8,18 +8,21 @@
 // as TOML does, at a '#' outside quotes, and hands the rest to CLI11's
 // reader with its own comment cutting turned off, so a quoted value keeps
 // every character. A string still open at the end of its line is an error:
-// never a value silently made shorter.
+// never a value silently made shorter; so is a file over kMaxConfigFileBytes
+// (common/file_read.h).
 //
 // Header-only, like flag_parsing.h: only code that links CLI11 includes it.
 // Thread-safety: stateless.
 
 #include <CLI/CLI.hpp>
-#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/file_read.h"
+#include "common/units.h"
 
 namespace mooncake {
 
@@ -95,7 +98,13 @@ inline std::string StripConfigComments(std::string_view text) {
 class ConfigFileFormat : public CLI::ConfigBase {
  public:
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
-    std::string text{std::istreambuf_iterator<char>(input), std::istreambuf_iterator<char>()};
+    // Bounded: `--config /dev/zero` or a model file named by mistake is an
+    // error, not an allocation until the process aborts.
+    std::string text = ReadAtMost(input, kMaxConfigFileBytes);
+    if (text.size() > kMaxConfigFileBytes) {
+      throw CLI::ConfigError(std::string(kConfigFileError) + "holds more than " +
+                             FormatBytes(kMaxConfigFileBytes) + ": not a config file");
+    }
     std::istringstream stripped(StripConfigComments(text));
     // CLI11's reader on the stripped text, cutting at no comment character:
     // the only '#' left are inside quotes. NUL never reaches it.

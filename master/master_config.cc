@@ -10,6 +10,7 @@
 
 #include "common/config_file.h"
 #include "common/etcd_client.h"
+#include "common/file_read.h"
 #include "common/flag_parsing.h"
 #include "common/version.h"
 #include "http/admin_settings.h"
@@ -123,7 +124,15 @@ int EffectiveAdminPort(const MasterConfig& config) {
 }
 
 Result<void> LoadAdminToken(MasterConfig& config, std::string* message) {
-  return LoadAdminToken(config.admin_token, config.admin_token_file, message);
+  if (!config.admin_token.empty() || config.admin_token_file.empty()) return {};
+  // Read with a bound: `--admin-token-file /dev/zero` is a config error.
+  auto token = ReadAdminTokenFile(config.admin_token_file);
+  if (!token) {
+    SetMessage(message, token.error());
+    return Err(ErrorCode::kInvalidParams);
+  }
+  config.admin_token = std::move(*token);
+  return {};
 }
 
 Result<void> ValidateMasterConfig(const MasterConfig& config, std::string* message) {

@@ -102,8 +102,9 @@ Result<void> ValidateMasterConfig(const MasterConfig& config, std::string* messa
 int EffectiveAdminPort(const MasterConfig& config);
 
 // Fills admin_token from admin_token_file when the token is empty and a file
-// is named. kInvalidParams (with the reason) if the file cannot be read or
-// holds only whitespace: a missing secret must not silently disable auth.
+// is named. kInvalidParams (with the reason) if the file cannot be read,
+// holds more than kMaxTokenFileBytes (4 KiB, common/file_read.h) or only
+// whitespace: a missing secret must not silently disable auth.
 Result<void> LoadAdminToken(MasterConfig& config, std::string* message);
 
 // Parses command-line flags --host --port --node-ttl-ms --ready-file

@@ -9,6 +9,7 @@
 
 #include "common/config_file.h"
 #include "common/etcd_client.h"
+#include "common/file_read.h"
 #include "common/flag_parsing.h"
 #include "common/log.h"
 #include "common/units.h"
@@ -337,8 +338,14 @@ Result<WorkerConfig> ParseWorkerConfig(int argc, const char* const* argv, std::s
   }
   ResolveMasterAddress(app, argc, argv, config);
   // A token read from a file must pass the same checks as one from a flag.
-  if (auto loaded = LoadAdminToken(config.admin_token, config.admin_token_file, message); !loaded) {
-    return Err(loaded.error());
+  // Read with a bound: `--admin-token-file /dev/zero` is a config error.
+  if (config.admin_token.empty() && !config.admin_token_file.empty()) {
+    auto token = ReadAdminTokenFile(config.admin_token_file);
+    if (!token) {
+      SetMessage(message, token.error());
+      return Err(ErrorCode::kInvalidParams);
+    }
+    config.admin_token = std::move(*token);
   }
   if (auto valid = ValidateWorkerConfig(config, message); !valid) return Err(valid.error());
   return config;

@@ -128,6 +128,18 @@ TEST_F(BenchOptionsTest, AHashInsideQuotesInTheConfigFileIsPartOfTheValue) {
   EXPECT_EQ(Parse({"--config", open_string.path()}), 2);
 }
 
+// A value is built in memory before the run: over 4 GiB is a usage error,
+// not std::bad_alloc and an abort (exit 134); a config file over 1 MiB too.
+TEST_F(BenchOptionsTest, ValueSizesAndConfigFilesOverTheirLimitsAreUsageErrors) {
+  EXPECT_EQ(Parse({"--value-size", "1TiB"}), 2);
+  EXPECT_EQ(Parse({"--value-size", "5GiB"}), 2);
+  EXPECT_EQ(Parse({"--value-size", "4GiB"}), std::nullopt);
+  EXPECT_EQ(options_.value_size, kMaxBenchValueBytes);
+  BenchConfigFile big(std::string(2 << 20, '#') + "\n");
+  EXPECT_EQ(Parse({"--config", big.path()}), 2);
+  EXPECT_EQ(Parse({"--workload", "transfer", "--sizes", "64KiB,8GiB"}), 2);
+}
+
 TEST_F(BenchOptionsTest, ExplicitDurationIsRemembered) {
   EXPECT_EQ(Parse({"--duration-s", "10", "--ops", "500"}), std::nullopt);
   EXPECT_TRUE(options_.duration_given);

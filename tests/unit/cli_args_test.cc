@@ -299,6 +299,26 @@ TEST(CliArgsTest, AHashInsideQuotesInTheConfigFileIsPartOfTheValue) {
       << outcome.err;
 }
 
+// mooncake-cli reads at most 1 MiB and a byte of a config file; a larger one
+// (a model named by mistake, /dev/zero) is a usage error naming it.
+TEST(CliArgsTest, AConfigFileOverOneMebibyteIsAUsageError) {
+  std::string problem;
+  EXPECT_FALSE(ParseCliConfig(std::string((1 << 20) + 1, '#'), &problem));
+  EXPECT_NE(problem.find("holds more than 1.0 MiB"), std::string::npos) << problem;
+  auto outcome =
+      ParseCli({"--config", "/etc/big.toml", "nodes"},
+               EnvWithFiles(nullptr, {{"/etc/big.toml", std::string(2 << 20, '#') + "\n"}}));
+  EXPECT_FALSE(outcome.command);
+  EXPECT_EQ(outcome.exit_code, kExitUsage);
+  EXPECT_NE(outcome.err.find("config file '/etc/big.toml': holds more than 1.0 MiB"),
+            std::string::npos)
+      << outcome.err;
+  // At the limit it is read as before.
+  auto at_limit = ParseCliConfig(std::string((1 << 20) - 16, '#') + "\nnode = \"w\"\n", &problem);
+  ASSERT_TRUE(at_limit) << problem;
+  EXPECT_EQ(at_limit->node, "w");
+}
+
 TEST(CliArgsTest, ConfigFileRejectsUnknownKeysYamlAndGarbage) {
   for (auto [text, expected] : std::vector<std::pair<std::string, std::string>>{
            {"masters = \"x:1\"\n", "unknown key 'masters'"},

@@ -153,6 +153,42 @@ TEST(ConfigErrorsTest, AStringLeftOpenIsAnErrorNamingTheFileAndTheLine) {
       << message;
 }
 
+// Config and token files are read with a bound (common/file_read.h): a file
+// named by mistake (a model, /dev/zero) is a config error naming it, not an
+// allocation that ends in std::bad_alloc and exit 134.
+TEST(ConfigErrorsTest, ConfigAndTokenFilesOverTheirLimitAreConfigErrors) {
+  TempConfig big(std::string(2 << 20, '#') + "\n");
+  std::string message;
+  ASSERT_FALSE(ParseWorker({"--config", big.path().c_str()}, &message));
+  EXPECT_NE(message.find("config file " + big.path() + ": holds more than 1.0 MiB"),
+            std::string::npos)
+      << message;
+  ASSERT_FALSE(ParseMaster({"--config", big.path().c_str()}, &message));
+  EXPECT_NE(message.find("holds more than 1.0 MiB"), std::string::npos) << message;
+
+  TempConfig token(std::string(8 << 10, 'a'));
+  auto worker = ParseWorker({"--admin-token-file", token.path().c_str()}, &message);
+  ASSERT_FALSE(worker);
+  EXPECT_EQ(worker.error(), ErrorCode::kInvalidParams);
+  EXPECT_NE(message.find("--admin-token-file: \"" + token.path() + "\" holds more than 4.0 KiB"),
+            std::string::npos)
+      << message;
+  ASSERT_FALSE(ParseMaster({"--admin-token-file", token.path().c_str()}, &message));
+  EXPECT_NE(message.find("--admin-token-file: \"" + token.path() + "\" holds more than 4.0 KiB"),
+            std::string::npos)
+      << message;
+
+  // At the limits they are read as before.
+  TempConfig full_config(std::string((1 << 20) - 16, '#') + "\nport = 7001\n");
+  auto worker_ok = ParseWorker({"--config", full_config.path().c_str()}, &message);
+  ASSERT_TRUE(worker_ok) << message;
+  EXPECT_EQ(worker_ok->port, 7001);
+  TempConfig full_token(std::string(4 << 10, 'b'));
+  auto master_ok = ParseMaster({"--admin-token-file", full_token.path().c_str()}, &message);
+  ASSERT_TRUE(master_ok) << message;
+  EXPECT_EQ(master_ok->admin_token, std::string(4 << 10, 'b'));
+}
+
 TEST(ConfigErrorsTest, BadSizeNamesTheFlagTheFormAndTheValue) {
   std::string message;
   ASSERT_FALSE(ParseWorker({"--dram-capacity", "lots"}, &message));
