@@ -128,6 +128,27 @@ TEST(RequestMetricsTest, UnknownCodesCountAsInternalErrors) {
   EXPECT_EQ(snap[0].errors, 1u);
 }
 
+// Every code with a name is counted under itself: NOT_LEADER (a standby
+// master's answer during an election) was missing from the list and counted
+// as INTERNAL_ERROR, sending operators after a crash instead.
+TEST(RequestMetricsTest, EveryNamedCodeIsCountedAsItself) {
+  for (int32_t value = -3000; value <= 0; ++value) {
+    const auto code = static_cast<ErrorCode>(value);
+    if (ToString(code) == "UNKNOWN_ERROR") continue;
+    RequestMetrics metrics({"put"});
+    metrics.Record("put", code, milliseconds(1));
+    auto snapshot = metrics.Snapshot();
+    ASSERT_EQ(snapshot[0].codes.size(), 1u) << ToString(code);
+    EXPECT_EQ(snapshot[0].codes[0].first, code) << ToString(code);
+    EXPECT_EQ(snapshot[0].codes[0].second, 1u) << ToString(code);
+  }
+  RequestMetrics metrics({"put"});
+  metrics.Record("put", ErrorCode::kNotLeader, milliseconds(1));
+  auto snapshot = metrics.Snapshot();
+  ASSERT_EQ(snapshot[0].codes.size(), 1u);
+  EXPECT_EQ(snapshot[0].codes[0].first, ErrorCode::kNotLeader);
+}
+
 TEST(RequestMetricsTest, TimerRecordsOnceAndAnUnfinishedTimerIsAnError) {
   RequestMetrics metrics({"get", "put"});
   {
