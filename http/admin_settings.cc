@@ -2,8 +2,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 namespace mooncake {
 namespace {
@@ -11,13 +9,6 @@ namespace {
 // Tokens travel in an HTTP header: visible ASCII only, no spaces.
 bool IsValidToken(std::string_view token) {
   return std::ranges::all_of(token, [](char c) { return c > ' ' && c < 127; });
-}
-
-std::string_view Trim(std::string_view text) {
-  constexpr std::string_view kSpace = " \t\r\n\v\f";
-  size_t begin = text.find_first_not_of(kSpace);
-  if (begin == std::string_view::npos) return {};
-  return text.substr(begin, text.find_last_not_of(kSpace) - begin + 1);
 }
 
 }  // namespace
@@ -51,25 +42,6 @@ std::string AdminSettingsProblem(const std::string& host, int admin_port, int rp
 
 int EffectiveAdminPort(int rpc_port, int admin_port, int default_admin_port) {
   return rpc_port == 0 && admin_port == default_admin_port ? 0 : admin_port;
-}
-
-Result<void> LoadAdminToken(std::string& token, const std::string& token_file,
-                            std::string* message) {
-  if (!token.empty() || token_file.empty()) return {};
-  std::ifstream in(token_file, std::ios::binary);
-  std::stringstream text;
-  if (in) text << in.rdbuf();
-  if (!in || in.bad()) {
-    if (message) *message = "--admin-token-file: cannot read \"" + token_file + "\"";
-    return Err(ErrorCode::kInvalidParams);
-  }
-  std::string loaded(Trim(text.str()));
-  if (loaded.empty()) {
-    if (message) *message = "--admin-token-file: \"" + token_file + "\" is empty";
-    return Err(ErrorCode::kInvalidParams);
-  }
-  token = std::move(loaded);
-  return {};
 }
 
 }  // namespace mooncake

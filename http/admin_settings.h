@@ -39,10 +39,4 @@ std::string AdminSettingsProblem(const std::string& host, int admin_port, int rp
 // turns into "pick a free one" too.
 int EffectiveAdminPort(int rpc_port, int admin_port, int default_admin_port);
 
-// Fills `token` from `token_file` (trimmed) unless `token` is already set or
-// no file is named. kInvalidParams with the reason for an unreadable or
-// empty file.
-Result<void> LoadAdminToken(std::string& token, const std::string& token_file,
-                            std::string* message);
-
 }  // namespace mooncake
