@@ -177,7 +177,12 @@ bool MasterEndpoint::Follow(const std::shared_ptr<Channel>& failed, bool not_lea
       c.GetRole(r);
       return r;
     });
-    if (!role || role->leader_address.empty()) return false;
+    if (!role) return false;
+    // The master we asked leads, and is still rebuilding: wait for it, at
+    // the address we reached it by, whatever it names (a wildcard --host
+    // without --advertise-address names none).
+    if (role->is_leader) return Backoff(attempt, deadline);
+    if (role->leader_address.empty()) return false;
     auto address = SplitMasterAddress(role->leader_address);
     if (!address) return false;
     if (address->first == failed->host() && address->second == failed->port()) {
