@@ -13,6 +13,13 @@ MasterService.GetLocation -> WorkerService.Exist(prefetch=True), Get, Upsert,
 Get again, Remove. Then a zero-copy write, as a producer on the worker's own
 machine does it: OpenForWrite, mmap the worker's DRAM arena, write in place,
 Commit, GetPlacement. Exits 0 when every answer matches, 1 otherwise.
+
+A master answers NOT_LEADER (retryable) for its rebuild window after every
+start (--rebuild-ms, 2.5 s by default), and an HA standby always does. The
+master calls here go through MasterLink, which handles that the way the C++
+client's MasterEndpoint does: ask GetRole, follow a standby to the leader it
+names, and back off and retry at the same address while the master we asked
+leads (it is rebuilding) or no leader is known yet, for up to 15 s.
 """
 
 import argparse
@@ -51,6 +58,71 @@ class Connection:
 
     def close(self):
         self.transport.close()
+
+
+class MasterLink:
+    """Master calls that wait out NOT_LEADER (rebuild window, HA failover).
+
+    call(name, *args) runs MasterService.<name> and returns its answer. On
+    NOT_LEADER (the bare code, a result's `code`, or any element of a batch)
+    it asks GetRole: a standby naming another leader is followed there at
+    once; a master that leads (still rebuilding; it names itself, or nothing
+    with a wildcard --host) or knows no leader yet is asked again after a
+    short backoff, at the same address. After `wait_s` the last answer is
+    returned as it is, so the caller sees NOT_LEADER and fails.
+    """
+
+    FIRST_BACKOFF_S = 0.05
+    MAX_BACKOFF_S = 0.25
+
+    def __init__(self, thrift, host, port, wait_s=15.0):
+        self.thrift = thrift
+        self.not_leader = thrift[5].NOT_LEADER
+        self.wait_s = wait_s
+        self.host, self.port = host, port
+        self.connection = Connection(thrift, thrift[3], host, port)
+        self.waited = False
+
+    def close(self):
+        self.connection.close()
+
+    def _is_not_leader(self, answer):
+        if answer == self.not_leader:
+            return True
+        if getattr(answer, "code", None) == self.not_leader:
+            return True
+        if isinstance(answer, (list, tuple)):
+            return any(self._is_not_leader(element) for element in answer)
+        return False
+
+    def _switch_to(self, host, port):
+        self.connection.close()
+        self.host, self.port = host, port
+        self.connection = Connection(self.thrift, self.thrift[3], host, port)
+
+    def call(self, name, *args):
+        deadline = time.monotonic() + self.wait_s
+        attempt = 0
+        while True:
+            answer = getattr(self.connection.client, name)(*args)
+            if not self._is_not_leader(answer) or time.monotonic() >= deadline:
+                return answer
+            role = self.connection.client.GetRole()
+            leader_host, _, leader_port = role.leader_address.rpartition(":")
+            if not role.is_leader and leader_host and leader_port.isdigit() and \
+                    (leader_host, int(leader_port)) != (self.host, self.port):
+                print("master %s:%d is a standby; following the leader at %s" %
+                      (self.host, self.port, role.leader_address))
+                self._switch_to(leader_host, int(leader_port))
+                continue
+            if not self.waited:
+                print("master %s:%d answered NOT_LEADER (%s); retrying until it serves" %
+                      (self.host, self.port,
+                       "rebuilding its directory" if role.is_leader else "no leader known yet"))
+                self.waited = True
+            delay = min(self.MAX_BACKOFF_S, self.FIRST_BACKOFF_S * (1 << min(attempt, 4)))
+            time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+            attempt += 1
 
 
 class Checker:
@@ -120,23 +192,25 @@ def zero_copy_steps(check, worker, node_id, key, thrift):
 
 def run(args):
     thrift = import_thrift(args.gen_py)
-    MasterService, WorkerService, ErrorCode, ReplicateConfig = thrift[3:7]
+    WorkerService, ErrorCode, ReplicateConfig = thrift[4:7]
     host, _, port = args.master.rpartition(":")
-    master = Connection(thrift, MasterService, host, int(port))
+    master = MasterLink(thrift, host, int(port))
     check = Checker()
     key = "python-example-%d-%d" % (os.getpid(), int(time.time() * 1e6))
     value = b"hello from python " * 100
     workers = []
     try:
-        picked = master.client.PickNode(len(value), [])
-        check.expect("PickNode", picked.code, ErrorCode.OK)
+        picked = master.call("PickNode", len(value), [])
+        if not check.expect("PickNode", picked.code, ErrorCode.OK):
+            raise RuntimeError("PickNode answered code %d, no node to put on" % picked.code)
         target = Connection(thrift, WorkerService, picked.node.host, picked.node.port)
         workers.append(target)
         check.expect("Put on %s" % picked.node.node_id,
                      target.client.Put(key, value, ReplicateConfig()), ErrorCode.OK)
 
-        location = master.client.GetLocation(key)
-        check.expect("GetLocation", location.code, ErrorCode.OK)
+        location = master.call("GetLocation", key)
+        if not check.expect("GetLocation", location.code, ErrorCode.OK):
+            raise RuntimeError("GetLocation answered code %d, no owner to read" % location.code)
         check.expect("GetLocation names the put node", location.node_id, picked.node.node_id)
         owner = Connection(thrift, WorkerService, location.host, location.port)
         workers.append(owner)
