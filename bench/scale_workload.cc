@@ -181,7 +181,12 @@ class MasterProcesses {
       shard.host = "127.0.0.1";
       fs::path ready = dir_ / fmt::format("shard{}-of-{}.ready", i, count);
       shard.log = dir_ / fmt::format("shard{}-of-{}.log", i, count);
+      // --rebuild-ms 0: these masters start before any worker announces, so
+      // there is no directory to rebuild, and the measured lookups must not
+      // spend the default 2.5 s window answering NOT_LEADER.
       std::vector<std::string> args = {binary_,
+                                       "--rebuild-ms",
+                                       "0",
                                        "--host",
                                        "127.0.0.1",
                                        "--port",

@@ -125,9 +125,13 @@ start() {
   rm -f "$DIR"/*.pid
   trap rollback EXIT INT TERM
   # Admin (REST) servers take free ports; the second line of each ready file
-  # names them.
-  start_process master "$MASTER_BIN" --host 127.0.0.1 --port "$MASTER_PORT" --admin-port 0 ||
-    rollback
+  # names them. --rebuild-ms 0: start refuses to run beside any live process
+  # of DIR, so the master always starts before its workers and has no keys
+  # to wait for; it serves at once instead of answering NOT_LEADER for the
+  # default 2.5 s. Keep the default for a master that may be restarted under
+  # live workers (a supervisor's restart uses the same flags).
+  start_process master "$MASTER_BIN" --host 127.0.0.1 --port "$MASTER_PORT" --admin-port 0 \
+    --rebuild-ms 0 || rollback
   echo "master   127.0.0.1:$(head -n 1 "$DIR/master.port") admin 127.0.0.1:$(sed -n 2p "$DIR/master.port") (pid $(cat "$DIR/master.pid"))"
   local i=1
   for port in $WORKER_PORTS; do

@@ -11,6 +11,9 @@
 # need not be repeated. `status` exits 0 only when both processes run and
 # answer GET /readyz on their admin ports (and `mooncake-cli nodes` works);
 # 1 when either is not running, 2 when both run but one does not answer.
+# `up` returns once both answer /readyz 200 (at most 15 s: the master answers
+# 503 for its 2.5 s rebuild window after each start), so `status` and the
+# first mooncake-cli call right after it succeed; 2 if they did not get ready.
 #
 # `up` builds (into BUILD_DIR, the tree scripts/test.sh uses) everything the
 # README uses except the tests: the binaries, mooncake-bench, the C++ examples
@@ -50,6 +53,7 @@ BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}"
 VAR="$ROOT/var"
 ENV_FILE="$VAR/cluster.env"
 READY_TIMEOUT_S=30
+READYZ_TIMEOUT_S=15
 STOP_TIMEOUT_S=10
 
 log() { printf '==> %s\n' "$*"; }
@@ -201,6 +205,44 @@ answers() {
   return 1
 }
 
+# Whether GET /readyz on 127.0.0.1:ADMIN answers 200 (within 1 s); curl if
+# there is one, else bash's /dev/tcp.
+readyz_ok() {
+  local admin=$1
+  if command -v curl >/dev/null 2>&1; then
+    curl -sf -m 1 -o /dev/null "http://127.0.0.1:$admin/readyz"
+    return
+  fi
+  # shellcheck disable=SC2016 # $1 is the inner shell's
+  timeout 1 bash -c '
+    exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+    printf "GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" >&3
+    IFS=" " read -r _ code _ <&3 && [ "$code" = 200 ]' _ "$admin" 2>/dev/null
+}
+
+# Waits until the master and the worker answer /readyz 200, for at most
+# READYZ_TIMEOUT_S: a master answers 503 ("rebuilding") for its rebuild
+# window (--rebuild-ms, 2.5 s) after every start, and the worker until it
+# registered. False (with the one still not ready on stderr) after that.
+wait_until_ready() {
+  local name admin deadline=$((SECONDS + READYZ_TIMEOUT_S))
+  for name in master "$NODE_ID"; do
+    if [ "$name" = master ]; then
+      admin=$(admin_port_of master "$MASTER_ADMIN_PORT")
+    else
+      admin=$(admin_port_of "$name" "$WORKER_ADMIN_PORT")
+    fi
+    until readyz_ok "$admin"; do
+      if [ "$SECONDS" -ge "$deadline" ]; then
+        echo "local-cluster: $name does not answer GET http://127.0.0.1:$admin/readyz with 200 after ${READYZ_TIMEOUT_S}s; see var/$name.log and ./scripts/local-cluster.sh status" >&2
+        return 1
+      fi
+      sleep 0.1
+    done
+  done
+  log "master and $NODE_ID ready (/readyz 200)"
+}
+
 # "rpc 50051, admin 50050" from NAME's ready file (line 1: RPC port, line 2:
 # admin port, -1 when disabled).
 ports_of() {
@@ -277,6 +319,11 @@ cmd_up() {
       --dram-capacity "$DRAM" --ssd-capacity "$SSD" --ssd-path "$VAR/$NODE_ID/ssd" ||
       { [ -n "$m" ] || stop_one master; up_failed; } # only a master this up started
   fi
+  # The master keeps its default rebuild window (a re-run `up` may start it
+  # beside a live worker whose keys it must wait for), so wait it out here:
+  # "up" means the CLI's first call and `status` succeed at once. Both keep
+  # running if they do not get ready; `status` (exit 2) and the logs tell why.
+  wait_until_ready || exit 2
   cat <<USAGE
 
 Local cluster is up: master 127.0.0.1:$MASTER_PORT, worker $NODE_ID 127.0.0.1:$WORKER_PORT

@@ -163,6 +163,13 @@ bool HasFlag(const std::vector<std::string>& args, std::string_view flag) {
   return std::ranges::find(args, flag) != args.end();
 }
 
+// Whether `args` hold `flag` as "FLAG VALUE" or "FLAG=VALUE".
+bool HasFlagOrAssignment(const std::vector<std::string>& args, std::string_view flag) {
+  return std::ranges::any_of(args, [flag](const std::string& a) {
+    return a == flag || (a.starts_with(flag) && a.size() > flag.size() && a[flag.size()] == '=');
+  });
+}
+
 // Sets the value after `flag` in `args`; fails if `flag` has no value there.
 ::testing::AssertionResult SetFlag(std::vector<std::string>& args, std::string_view flag,
                                    std::string value) {
@@ -519,6 +526,16 @@ void TestCluster::Stop(ChildProcess& p, int sig) {
   // Explicitly free, not the default 50050 (a local cluster may hold it).
   if (!HasFlag(extra_args, "--admin-port")) {
     master_.args.insert(master_.args.end(), {"--admin-port", "0"});
+  }
+  // A fresh master answers key calls NOT_LEADER for --rebuild-ms (2.5 s by
+  // default) while workers re-announce. A cluster started master first has
+  // nothing to rebuild, so serve at once unless the test wants the window
+  // (passes --rebuild-ms itself) or is an HA test (--etcd keeps its own).
+  // RestartMaster reuses these args, so a restart serves at once too.
+  if (!HasFlagOrAssignment(extra_args, "--rebuild-ms") &&
+      !HasFlagOrAssignment(extra_args, "--ha-rebuild-ms") &&
+      !HasFlagOrAssignment(extra_args, "--etcd")) {
+    master_.args.insert(master_.args.end(), {"--rebuild-ms", "0"});
   }
   master_.args.insert(master_.args.end(), extra_args.begin(), extra_args.end());
   return Launch(master_);

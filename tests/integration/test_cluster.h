@@ -179,7 +179,9 @@ class TestCluster {
   TestCluster(const TestCluster&) = delete;
   TestCluster& operator=(const TestCluster&) = delete;
 
-  // Starts mooncake-master on a free port and waits for its ready file.
+  // Starts mooncake-master on a free port and waits for its ready file. It
+  // gets --rebuild-ms 0 (serves key calls at once) unless `extra_args` name
+  // --rebuild-ms, --ha-rebuild-ms or --etcd; RestartMaster keeps the args.
   ::testing::AssertionResult StartMaster(std::vector<std::string> extra_args = {});
   // Stops the master with `sig` (SIGTERM waits for a clean exit, SIGKILL not).
   void KillMaster(int sig = SIGKILL);
