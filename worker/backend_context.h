@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "tiers/cache_tier.h"
@@ -91,6 +92,18 @@ struct BackendContext {
   PeerTransfer* peers = nullptr;  // set once before serving; may stay null
   BackendCounters counters;
   mutable std::mutex mu;
+
+  // Keys whose record is complete and published while the commit's claim of
+  // it is still out (a write that NeedsClaim() although the key was owned
+  // here: a registration missed it, or an earlier claim's answer was lost).
+  // Nothing that would release the key (a remove, a drop) or take it over
+  // (an upsert) may start meanwhile: a release could reach the master
+  // before the claim, which would then name this node for a key it erased.
+  // Kept by WritePath; read by every path that releases.
+  bool ClaimingLocked(const std::string& key) const {
+    return !claiming.empty() && claiming.contains(key);
+  }
+  std::unordered_map<std::string, uint32_t> claiming;  // guarded by mu
 };
 
 }  // namespace mooncake

@@ -600,7 +600,8 @@ TieredCacheBackend::PendingRemoval TieredCacheBackend::BeginRemoveLocked(const s
   // its claim at the master still in flight (a put's, an adopt's), a release
   // sent now could reach the master first, and the claim would then leave
   // the master pointing here at a key this node no longer has.
-  if (object->transferring() || object->adopted() || !object->published()) {
+  if (object->transferring() || object->adopted() || !object->published() ||
+      ctx_->ClaimingLocked(key)) {
     return {.done = Err(ErrorCode::kObjectReplicaBusy)};
   }
   bool leased = ObjectTable::IsLeased(*object, SteadyClock::now());

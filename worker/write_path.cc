@@ -446,7 +446,7 @@ Result<void> WritePath::ClearForUpsertLocked(const std::string& key, PendingWrit
   if (existing == nullptr) return {};
   Object& old = *existing;
   if (old.readers > 0 || old.moving() || old.transferring() || old.adopted() || old.removing() ||
-      (!claiming_.empty() && claiming_.contains(key))) {
+      ctx_.ClaimingLocked(key)) {
     return Err(ErrorCode::kObjectReplicaBusy);
   }
   // Pins are a property of the key: they survive an upsert.
@@ -706,7 +706,7 @@ Result<std::optional<WritePath::CommittedWrite>> WritePath::EndCommitLocked(
     return std::optional<CommittedWrite>{};
   }
   table_.SetState(o, ObjectState::kComplete);
-  if (write.was_published && write.NeedsClaim()) ++claiming_[write.key];  // until published
+  if (write.was_published && write.NeedsClaim()) ++ctx_.claiming[write.key];  // until published
   return std::optional<CommittedWrite>{CommittedWrite{std::move(c.write), c.version}};
 }
 
@@ -714,8 +714,8 @@ Result<void> WritePath::FinishPublishLocked(const PendingWrite& write, uint64_t 
                                             const Result<void>& claimed,
                                             std::vector<std::string>& release) {
   if (write.was_published && write.NeedsClaim()) {
-    auto claiming = claiming_.find(write.key);
-    if (claiming != claiming_.end() && --claiming->second == 0) claiming_.erase(claiming);
+    auto claiming = ctx_.claiming.find(write.key);
+    if (claiming != ctx_.claiming.end() && --claiming->second == 0) ctx_.claiming.erase(claiming);
   }
   Object* object = table_.Resolve(write.object, write.key);
   if (!claimed) {

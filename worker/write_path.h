@@ -324,13 +324,9 @@ class WritePath {
   // holding a key the master had then forgotten: other nodes could put it
   // too, and no client could find it. Such a put is refused as busy instead.
   std::unordered_map<std::string, uint32_t> releasing_;  // guarded by ctx_.mu
-  // Keys whose record is complete and published while the commit's claim of
-  // it is still out (a write that NeedsClaim() although the key was owned
-  // here: a registration missed it, or an earlier claim's answer was lost).
-  // An upsert of the key meanwhile is refused as busy: it would take over,
-  // as owned, a key the claim may yet fail to get (another node put it
-  // meanwhile), and commit without a claim of its own.
-  std::unordered_map<std::string, uint32_t> claiming_;  // guarded by ctx_.mu
+  // (Keys whose commit's claim is still out: BackendContext::claiming. An
+  // upsert of such a key is refused as busy: it would take over, as owned,
+  // a key the claim may yet fail to get, and commit without a claim.)
 };
 
 }  // namespace mooncake

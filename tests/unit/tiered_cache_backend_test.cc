@@ -475,6 +475,33 @@ TEST_F(BackendTest, AnUpsertWhileAnotherClaimsTheKeyAgainIsBusy) {
   EXPECT_EQ(backend_->Get("k", 0, 0).error(), ErrorCode::kObjectNotFound);
 }
 
+// Nor may a remove or an eviction's drop start while that claim is out:
+// their release could reach the master before the claim, which would then
+// name this node for a key it erased.
+TEST_F(BackendTest, ARemoveOrDropWhileAnUpsertClaimsTheKeyAgainIsBusy) {
+  Open(8 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(backend_->Put("k", "old-val", {}));
+  auto upsert = backend_->PutStart("k", 7, {}, WriteMode::kUpsert);
+  ASSERT_TRUE(upsert);
+  directory_.Register([this] { return backend_->Keys(); });
+  ASSERT_TRUE(backend_->PutChunk(*upsert, 0, "new-val"));
+  directory_.HoldClaims();
+  std::optional<Result<void>> ended;
+  std::thread end([&] { ended = backend_->PutEnd(*upsert); });
+  ASSERT_TRUE(directory_.AwaitHeldClaims(1, std::chrono::seconds(10)));
+  auto removed = backend_->Remove("k", /*force=*/true);
+  EXPECT_EQ(removed ? ErrorCode::kOk : removed.error(), ErrorCode::kObjectReplicaBusy);
+  EXPECT_EQ(backend_->EvictTier("dram", 0.0).value_or(1), 0u);  // nothing may leave
+  directory_.LetClaimsGo();
+  end.join();
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_TRUE(*ended);
+  EXPECT_TRUE(directory_.Owns("k"));
+  EXPECT_EQ(backend_->Get("k", 0, 0)->data, "new-val");
+  EXPECT_TRUE(backend_->Remove("k", /*force=*/true));
+  EXPECT_FALSE(directory_.Owns("k"));
+}
+
 // The same for whole values (Upsert, and PutMany's batched claims): here the
 // registration comes while the upsert finds its space, dropping a victim
 // whose release the master holds (one DRAM tier, nothing to demote to).
