@@ -475,6 +475,17 @@ Result<bool> MasterLink::OwnedHere(const std::string& key) {
   return *owner == *node_id_.load();
 }
 
+Result<bool> MasterLink::UnownedWhileHere(const std::string& key) {
+  const uint64_t registrations = this->registrations();
+  if (NeedsRegistration()) return Err(ErrorCode::kNodeNotFound);
+  auto unowned = RemovedSinceSent(key, node_id());
+  // A registration that began meanwhile purged this node's keys first.
+  if (NeedsRegistration() || this->registrations() != registrations) {
+    return Err(ErrorCode::kNodeNotFound);
+  }
+  return unowned;
+}
+
 Result<bool> MasterLink::RemovedSinceSent(const std::string& key, const std::string& sender) {
   auto owner = OwnerOf(key);
   if (owner) return false;

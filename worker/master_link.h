@@ -115,9 +115,9 @@ class MasterLink : public OwnerDirectory {
   // them, else kNodeNotFound: the shard forgot us).
   Result<bool> RemovedSinceSent(const std::string& key, const std::string& sender) override;
   Result<bool> OwnedHere(const std::string& key) override;
-  Result<bool> UnownedWhileHere(const std::string& key) override {
-    return RemovedSinceSent(key, node_id());
-  }
+  // kNodeNotFound also while a registration is pending or its announcement
+  // is on its way: the master lists this node alive but not yet its keys.
+  Result<bool> UnownedWhileHere(const std::string& key) override;
 
  private:
   struct Channel;

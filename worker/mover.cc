@@ -71,6 +71,9 @@ std::vector<std::string> Mover::PickVictims(size_t tier, uint64_t bytes) {
 bool Mover::EvictableNowLocked(const Object& object) const {
   auto now = SteadyClock::now();
   bool soft = ctx_.options.allow_evict_soft_pinned;
+  // A drop or hand-over while its commit's claim is out could reach the
+  // master before the claim (BackendContext::claiming).
+  if (ctx_.ClaimingLocked(std::string(object.key()))) return false;
   return ObjectTable::IsEvictable(object, now, 0, soft) ||
          ObjectTable::IsEvictable(object, now, 1, soft);
 }
@@ -193,6 +196,8 @@ Result<void> Mover::TransferOut(const std::string& key, const std::string& targe
                            return read;
                          },
                      .host_address = source->tier->HostAddress(source->location)};
+  // Before the transfer: a registration while it runs counts as one since.
+  const uint64_t registrations = ctx_.directory->registrations();
   auto moved = ctx_.peers->Transfer(key, size, version, object_options, bytes, target, dram_only);
 
   std::lock_guard lock(ctx_.mu);
@@ -212,8 +217,7 @@ Result<void> Mover::TransferOut(const std::string& key, const std::string& targe
     }
     table_.SetState(*object, ObjectState::kComplete);
     if (moved.error() == ErrorCode::kRpcTimeout && unsettled_.size() < kMaxUnsettled) {
-      unsettled_.push_back(
-          {.key = key, .object_id = object_id, .registrations = ctx_.directory->registrations()});
+      unsettled_.push_back({.key = key, .object_id = object_id, .registrations = registrations});
     }
     return Err(moved.error());
   }
@@ -242,10 +246,10 @@ bool Mover::DropObject(const std::string& key, size_t tier, DropReason reason) {
     if (object == nullptr || object->tier() != tier) return false;
     // A damaged object goes even while leased (a failed read leases it too)
     // or pinned: nothing of it can be served any more.
-    const bool may_go =
-        reason == DropReason::kDamaged
-            ? object->state() == ObjectState::kComplete && object->published() && !object->moving()
-            : EvictableNowLocked(*object);
+    const bool may_go = reason == DropReason::kDamaged
+                            ? object->state() == ObjectState::kComplete && object->published() &&
+                                  !object->moving() && !ctx_.ClaimingLocked(key)
+                            : EvictableNowLocked(*object);
     if (!may_go) return false;
     // Keeps other evictors off it while we ask the master.
     table_.SetMove(*object, MoveState::kDropping);

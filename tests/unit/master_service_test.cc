@@ -779,6 +779,38 @@ TEST(MasterServerTest, AWorkerTellsAKeyRemovedSinceItsCopyWasSent) {
   EXPECT_EQ(stranger.RemovedSinceSent("gone", "sender").error(), ErrorCode::kNodeNotFound);
 }
 
+// A worker asking whether a key is unowned while the master knows it (to let
+// go of the copy of an unsettled hand-over) gets no verdict from the moment
+// the master forgot it until its registration's announcement has landed:
+// meanwhile the master lists none of its keys, and "unowned" would be wrong.
+TEST(MasterServerTest, AWorkerTellsNoKeyUnownedWhileItsRegistrationIsUnfinished) {
+  MasterConfig config;
+  config.port = 0;
+  config.admin_port = -1;
+  config.node_ttl_ms = 200;
+  config.rebuild_ms = 0;
+  auto server = MasterServer::Start(config);
+  ASSERT_TRUE(server);
+  MasterService& service = (*server)->service();
+  MasterLink link(MasterTarget{.host = "127.0.0.1", .port = (*server)->port()});
+  link.set_node_id("a");
+  NodeRecord a = Node("a");
+  ASSERT_TRUE(link.Register(a));
+  ASSERT_TRUE(link.Announce({"held"}));
+  EXPECT_EQ(link.UnownedWhileHere("gone"), true);
+  EXPECT_EQ(link.UnownedWhileHere("held"), false);
+  // The master declares a dead (no heartbeat within its TTL) and forgets
+  // its keys; a's next heartbeat learns it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  service.ExpireDeadNodes();
+  EXPECT_EQ(link.Heartbeat({}).error(), ErrorCode::kNodeNotFound);
+  EXPECT_EQ(link.UnownedWhileHere("held").error(), ErrorCode::kNodeNotFound);
+  ASSERT_TRUE(link.Register(a));  // purged: "held" is not listed again yet
+  EXPECT_EQ(link.UnownedWhileHere("held").error(), ErrorCode::kNodeNotFound);
+  ASSERT_TRUE(link.Announce({"held"}));
+  EXPECT_EQ(link.UnownedWhileHere("held"), false);
+}
+
 // --dead-node-forget-ms reaches the reaper: a node dead that long leaves the
 // registry.
 TEST(MasterServerTest, TheReaperForgetsANodeDeadForDeadNodeForgetMs) {
