@@ -445,30 +445,54 @@ TEST_F(BackendTest, AnOwnedKeysUpsertCommittedAfterARegistrationIsStillOwnedAtTh
   EXPECT_TRUE(directory_.Owns("quiet"));
 }
 
-// An upsert that claims its key again (a registration missed it) is complete
-// and published while that claim is out. Another upsert of the key meanwhile
-// is busy: taking the key over as owned here, it would commit without a
-// claim, and should the claim fail (another node put the key while the
-// master did not know it was here), two nodes would hold the key.
+// An upsert of "k" (owned here, "old-val") that a registration missed, to
+// "new-val", ended on a thread of its own with its claim held at the
+// master: meanwhile the record is complete and published and the claim is
+// out. LetTheClaimGo() returns PutEnd's answer.
+class UpsertClaimingAgain {
+ public:
+  UpsertClaimingAgain(TieredCacheBackend& backend, InMemoryDirectory& directory)
+      : directory_(directory) {
+    EXPECT_TRUE(backend.Put("k", "old-val", {}));
+    auto upsert = backend.PutStart("k", 7, {}, WriteMode::kUpsert);
+    if (!upsert) return;
+    directory.Register([&backend] { return backend.Keys(); });
+    EXPECT_TRUE(backend.PutChunk(*upsert, 0, "new-val"));
+    directory.HoldClaims();
+    end_ = std::thread([this, &backend, handle = *upsert] { ended_ = backend.PutEnd(handle); });
+    held_ = directory.AwaitHeldClaims(1, std::chrono::seconds(10));
+  }
+  ~UpsertClaimingAgain() {
+    if (end_.joinable()) (void)LetTheClaimGo();
+  }
+  bool held() const { return held_; }
+  Result<void> LetTheClaimGo() {
+    directory_.LetClaimsGo();
+    end_.join();
+    return ended_.value_or(Err(ErrorCode::kInternalError));
+  }
+
+ private:
+  InMemoryDirectory& directory_;
+  std::thread end_;
+  std::optional<Result<void>> ended_;
+  bool held_ = false;
+};
+
+// Another upsert of the key meanwhile is busy: taking the key over as owned
+// here, it would commit without a claim, and should the claim fail (another
+// node put the key while the master did not know it was here), two nodes
+// would hold the key.
 TEST_F(BackendTest, AnUpsertWhileAnotherClaimsTheKeyAgainIsBusy) {
   Open(8 * kMiB, 32 * kMiB);
-  ASSERT_TRUE(backend_->Put("k", "old-val", {}));
-  auto upsert = backend_->PutStart("k", 7, {}, WriteMode::kUpsert);
-  ASSERT_TRUE(upsert);
-  directory_.Register([this] { return backend_->Keys(); });
-  ASSERT_TRUE(backend_->PutChunk(*upsert, 0, "new-val"));
-  directory_.HoldClaims();
-  std::optional<Result<void>> ended;
-  std::thread end([&] { ended = backend_->PutEnd(*upsert); });
-  ASSERT_TRUE(directory_.AwaitHeldClaims(1, std::chrono::seconds(10)));
+  UpsertClaimingAgain upsert(*backend_, directory_);
+  ASSERT_TRUE(upsert.held());
   directory_.ClaimElsewhere("k");  // another node put it meanwhile
   auto second = backend_->Upsert("k", "second value", {});
   EXPECT_EQ(second ? ErrorCode::kOk : second.error(), ErrorCode::kObjectReplicaBusy);
-  directory_.LetClaimsGo();
-  end.join();
-  ASSERT_TRUE(ended.has_value());
-  ASSERT_FALSE(*ended);
-  EXPECT_EQ(ended->error(), ErrorCode::kObjectAlreadyExists);
+  auto ended = upsert.LetTheClaimGo();
+  ASSERT_FALSE(ended);
+  EXPECT_EQ(ended.error(), ErrorCode::kObjectAlreadyExists);
   EXPECT_EQ(backend_->Get("k", 0, 0).error(), ErrorCode::kObjectNotFound);
   // The key is the other node's now; an upsert here is refused at the master.
   EXPECT_EQ(backend_->Upsert("k", "second value", {}).error(), ErrorCode::kObjectAlreadyExists);
@@ -480,22 +504,12 @@ TEST_F(BackendTest, AnUpsertWhileAnotherClaimsTheKeyAgainIsBusy) {
 // name this node for a key it erased.
 TEST_F(BackendTest, ARemoveOrDropWhileAnUpsertClaimsTheKeyAgainIsBusy) {
   Open(8 * kMiB, 32 * kMiB);
-  ASSERT_TRUE(backend_->Put("k", "old-val", {}));
-  auto upsert = backend_->PutStart("k", 7, {}, WriteMode::kUpsert);
-  ASSERT_TRUE(upsert);
-  directory_.Register([this] { return backend_->Keys(); });
-  ASSERT_TRUE(backend_->PutChunk(*upsert, 0, "new-val"));
-  directory_.HoldClaims();
-  std::optional<Result<void>> ended;
-  std::thread end([&] { ended = backend_->PutEnd(*upsert); });
-  ASSERT_TRUE(directory_.AwaitHeldClaims(1, std::chrono::seconds(10)));
+  UpsertClaimingAgain upsert(*backend_, directory_);
+  ASSERT_TRUE(upsert.held());
   auto removed = backend_->Remove("k", /*force=*/true);
   EXPECT_EQ(removed ? ErrorCode::kOk : removed.error(), ErrorCode::kObjectReplicaBusy);
   EXPECT_EQ(backend_->EvictTier("dram", 0.0).value_or(1), 0u);  // nothing may leave
-  directory_.LetClaimsGo();
-  end.join();
-  ASSERT_TRUE(ended.has_value());
-  EXPECT_TRUE(*ended);
+  EXPECT_TRUE(upsert.LetTheClaimGo());
   EXPECT_TRUE(directory_.Owns("k"));
   EXPECT_EQ(backend_->Get("k", 0, 0)->data, "new-val");
   EXPECT_TRUE(backend_->Remove("k", /*force=*/true));
