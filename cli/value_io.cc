@@ -8,10 +8,12 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <random>
 
 #include "common/signals.h"
 
@@ -99,22 +101,25 @@ OutputTarget ResolveOutput(const std::string& path) {
   return {path, true, std::nullopt};  // the open fails with ELOOP
 }
 
-// Creates a file `stem`, `stem.1`, ... that did not exist before (O_EXCL:
-// never another file, nor a planted symlink), with `flags` and `mode`; its
-// name goes to `name`. Each name is registered in `guard` before the file
-// is made, so a SIGINT, SIGTERM or SIGHUP from then on removes it (the
-// stem holds our PID: a file already there under it is a dead process's
-// leftover). -1 with errno set when no file could be made.
+// Creates a file `stem.XXXXXXXX` (random hex) that did not exist before
+// (O_EXCL: never another file, nor a planted symlink; a random name, so no
+// one can plant them all ahead), with `flags` and `mode`; its name goes to
+// `name`. The name is registered in `guard` once the file is made, so a
+// SIGINT, SIGTERM or SIGHUP from then on removes it, and never removes a
+// file that was someone else's. -1 with errno set when no file could be
+// made.
 int CreateNamedFile(const std::string& stem, int flags, mode_t mode, std::string& name,
                     std::optional<RemoveOnStopSignal>& guard) {
+  std::random_device random;
   for (int attempt = 0; attempt < 100; ++attempt) {
-    name = attempt == 0 ? stem : stem + "." + std::to_string(attempt);
-    guard.emplace(name);
+    char suffix[9];
+    std::snprintf(suffix, sizeof(suffix), "%08x", static_cast<unsigned>(random()));
+    name = stem + "." + suffix;
     int fd = open(name.c_str(), flags | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-    if (fd >= 0) return fd;
-    const int saved = errno;
-    guard.reset();
-    errno = saved;
+    if (fd >= 0) {
+      guard.emplace(name);
+      return fd;
+    }
     if (errno != EEXIST) return -1;
   }
   return -1;

@@ -1,5 +1,5 @@
 // mooncake-cli stopped by SIGINT (Ctrl-C) or SIGTERM in the middle of a
-// transfer leaves no file behind: neither the partial FILE.mooncake-part-PID
+// transfer leaves no file behind: neither the partial FILE.mooncake-part-PID.RANDOM
 // of `get -o FILE` nor the spool file of `put KEY -` under $TMPDIR. Real
 // processes; the mid-transfer state is forced, not raced: the worker that
 // serves the get is stopped (SIGSTOP), and the put's stdin is a pipe the
