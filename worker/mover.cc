@@ -624,7 +624,8 @@ void Mover::ConfirmAdoptedObjects() {
   }
 }
 
-std::optional<bool> Mover::RemovedSinceSent(const UnconfirmedAdopt& adopt) {
+std::optional<bool> Mover::RemovedSinceSent(const UnconfirmedAdopt& adopt, bool* unanswered) {
+  *unanswered = false;
   if (adopt.sender.empty()) return false;
   const uint64_t registrations = ctx_.directory->registrations();
   // Registered again since: the master may have restarted after the swap
@@ -635,6 +636,9 @@ std::optional<bool> Mover::RemovedSinceSent(const UnconfirmedAdopt& adopt) {
     const ErrorCode error = removed.error();
     const bool ask_later = error == ErrorCode::kRpcTimeout || error == ErrorCode::kRpcFail ||
                            error == ErrorCode::kNodeNotFound;
+    // Only no answer at all ends the pass's questions: a shard that forgot
+    // this node says nothing of the other shards' keys.
+    *unanswered = Unanswered(error);
     if (ask_later) return std::nullopt;
     return false;  // the claim decides, as before the sender was known
   }
@@ -650,7 +654,8 @@ bool Mover::ConfirmAdopted(UnconfirmedAdopt adopt) {
     const Object* object = table_.FindSame(key, adopt.object_id);
     if (object == nullptr || !object->adopted()) return true;
   }
-  std::optional<bool> removed = RemovedSinceSent(adopt);
+  bool unanswered = false;
+  std::optional<bool> removed = RemovedSinceSent(adopt, &unanswered);
   if (removed.value_or(false)) {
     std::lock_guard lock(ctx_.mu);
     Object* object = table_.FindSame(key, adopt.object_id);
@@ -663,7 +668,7 @@ bool Mover::ConfirmAdopted(UnconfirmedAdopt adopt) {
   if (!removed.has_value()) {
     std::lock_guard lock(ctx_.mu);
     if (!adopt.soon) unconfirmed_adopts_.push_back(std::move(adopt));
-    return false;
+    return !unanswered;
   }
   // Claim is idempotent for the owner: it succeeds if the sender's
   // UpdateOwner named us, or if nobody owns the key any more (sender died

@@ -199,7 +199,8 @@ class Mover {
   // Whether `adopt`'s key was removed since its copy was sent: the master
   // has known this node since the adoption, names no owner, and the sender
   // lives. nullopt when the master cannot tell now.
-  std::optional<bool> RemovedSinceSent(const UnconfirmedAdopt& adopt);
+  // `unanswered` tells whether the master gave no answer at all.
+  std::optional<bool> RemovedSinceSent(const UnconfirmedAdopt& adopt, bool* unanswered);
   // In adoption order: the ones due are always at the front, so no pass
   // scans every object.
   std::deque<UnconfirmedAdopt> unconfirmed_adopts_;  // guarded by ctx_.mu

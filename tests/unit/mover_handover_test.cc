@@ -126,8 +126,12 @@ class NodeDirectory : public OwnerDirectory {
   // kNotLeader, a standby; kInternalError.
   std::optional<ErrorCode> master_fails;
   Result<bool> RemovedSinceSent(const std::string& key, const std::string& sender) override {
+    if (key == forgotten_at_shard_of) return Err(ErrorCode::kNodeNotFound);
     return master_.OwnerOf(key).empty() && master_.Alive(sender);
   }
+  // RemovedSinceSent of this key answers kNodeNotFound, as a master shard
+  // that forgot this node would.
+  std::string forgotten_at_shard_of;
   Result<bool> UnownedWhileHere(const std::string& key) override {
     if (master_fails) return Err(*master_fails);
     if (!master_.Alive(node_)) return Err(ErrorCode::kNodeNotFound);
@@ -662,6 +666,25 @@ TEST(MoverHandOverTest, AMasterThatDoesNotAnswerIsAskedAboutOneAdoptedCopyAPass)
   for (const char* key : {"k1", "k2", "k3"}) {
     EXPECT_EQ(StateOf(*b.backend, key), "complete") << key;
   }
+}
+
+// One master shard forgot B and cannot tell about its keys: that says
+// nothing of the keys of other shards, whose copies are confirmed on the
+// same pass.
+TEST(MoverHandOverTest, AShardThatForgotTheNodeHoldsUpOnlyItsOwnKeysConfirmations) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
+  a.EvictsTo({{"B", &b}});
+  a.peers.confirms_at_once = false;
+  for (const char* key : {"k1", "k2", "k3"}) {
+    ASSERT_TRUE(a.backend->Put(key, std::string(4 * kKiB, key[1]), {}));
+  }
+  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
+  b.directory.forgotten_at_shard_of = "k1";
+  b.backend->RunMaintenance();
+  EXPECT_EQ(StateOf(*b.backend, "k1"), "adopted");
+  EXPECT_EQ(StateOf(*b.backend, "k2"), "complete");
+  EXPECT_EQ(StateOf(*b.backend, "k3"), "complete");
 }
 
 // A remove whose release answer is lost claims the kept copy again; a
