@@ -194,6 +194,7 @@ admin_port_of() {
 # Whether NAME answers GET /readyz with 200 within 3 s (complaint on stderr).
 answers() {
   local name=$1 admin=$2 url
+  [ "$admin" = -1 ] && return 0 # no admin server (-1): `mooncake-cli nodes` checks it below
   url="http://127.0.0.1:$admin/readyz"
   if ! command -v curl >/dev/null 2>&1; then
     return 0 # checked by `mooncake-cli nodes` below instead
@@ -232,6 +233,7 @@ wait_until_ready() {
     else
       admin=$(admin_port_of "$name" "$WORKER_ADMIN_PORT")
     fi
+    [ "$admin" = -1 ] && continue # no admin server to ask
     until readyz_ok "$admin"; do
       if [ "$SECONDS" -ge "$deadline" ]; then
         echo "local-cluster: $name does not answer GET http://127.0.0.1:$admin/readyz with 200 after ${READYZ_TIMEOUT_S}s; see var/$name.log and ./scripts/local-cluster.sh status" >&2

@@ -173,8 +173,11 @@ Result<void> Mover::TransferOut(const std::string& key, const std::string& targe
     if (object == nullptr) return Err(ErrorCode::kObjectNotFound);
     // Only a complete, owned object that nothing else works on leaves, and
     // hard-pinned objects never leave their node.
+    // Nor one whose commit's claim is out (BackendContext::claiming), even
+    // for a prefetch: its swap could reach the master before the claim.
     if (object->state() != ObjectState::kComplete || !object->published() || object->moving() ||
-        object->options.hard_pin || object->placement_held_until > SteadyClock::now()) {
+        object->options.hard_pin || object->placement_held_until > SteadyClock::now() ||
+        ctx_.ClaimingLocked(key)) {
       return Err(ErrorCode::kObjectReplicaBusy);
     }
     // An eviction (no target) takes only what may be evicted now; a
