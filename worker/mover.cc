@@ -637,12 +637,10 @@ std::optional<bool> Mover::RemovedSinceSent(const UnconfirmedAdopt& adopt, bool*
   auto removed = ctx_.directory->RemovedSinceSent(adopt.key, adopt.sender);
   if (!removed) {
     const ErrorCode error = removed.error();
-    const bool ask_later = error == ErrorCode::kRpcTimeout || error == ErrorCode::kRpcFail ||
-                           error == ErrorCode::kNodeNotFound;
     // Only no answer at all ends the pass's questions: a shard that forgot
     // this node says nothing of the other shards' keys.
     *unanswered = Unanswered(error);
-    if (ask_later) return std::nullopt;
+    if (*unanswered || error == ErrorCode::kNodeNotFound) return std::nullopt;
     return false;  // the claim decides, as before the sender was known
   }
   if (ctx_.directory->registrations() != registrations) return std::nullopt;

@@ -646,18 +646,28 @@ TEST(MoverHandOverTest, ACopyCheckedBeforeTheSendersSwapLandsWaitsForIt) {
   EXPECT_EQ(StateOf(*b.backend, "k"), "complete");
 }
 
+// A moved k1, k2 and k3 to B without telling B (no AdoptConfirm): B holds
+// three adopted copies for its own checks to confirm.
+struct ThreeAdoptedAtB {
+  ThreeAdoptedAtB() {
+    a.EvictsTo({{"B", &b}});
+    a.peers.confirms_at_once = false;
+    for (const char* key : {"k1", "k2", "k3"}) {
+      EXPECT_TRUE(a.backend->Put(key, std::string(4 * kKiB, key[1]), {}));
+    }
+    EXPECT_TRUE(a.backend->EvictTier("dram", 0.0));
+  }
+  SharedMaster master;
+  Node a{master, "A", 64 * kKiB};
+  Node b{master, "B", 64 * kKiB};
+};
+
 // The master away: one pass asks about one adopted copy, not each in turn
 // (each would wait out a timeout and hold up the other maintenance), and
 // the next pass confirms them all.
 TEST(MoverHandOverTest, AMasterThatDoesNotAnswerIsAskedAboutOneAdoptedCopyAPass) {
-  SharedMaster master;
-  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
-  a.EvictsTo({{"B", &b}});
-  a.peers.confirms_at_once = false;
-  for (const char* key : {"k1", "k2", "k3"}) {
-    ASSERT_TRUE(a.backend->Put(key, std::string(4 * kKiB, key[1]), {}));
-  }
-  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
+  ThreeAdoptedAtB moved;
+  Node& b = moved.b;
   b.directory.claims_fail = ErrorCode::kRpcTimeout;
   b.backend->RunMaintenance();
   EXPECT_EQ(b.directory.claims, 1);
@@ -672,14 +682,8 @@ TEST(MoverHandOverTest, AMasterThatDoesNotAnswerIsAskedAboutOneAdoptedCopyAPass)
 // nothing of the keys of other shards, whose copies are confirmed on the
 // same pass.
 TEST(MoverHandOverTest, AShardThatForgotTheNodeHoldsUpOnlyItsOwnKeysConfirmations) {
-  SharedMaster master;
-  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB);
-  a.EvictsTo({{"B", &b}});
-  a.peers.confirms_at_once = false;
-  for (const char* key : {"k1", "k2", "k3"}) {
-    ASSERT_TRUE(a.backend->Put(key, std::string(4 * kKiB, key[1]), {}));
-  }
-  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
+  ThreeAdoptedAtB moved;
+  Node& b = moved.b;
   b.directory.forgotten_at_shard_of = "k1";
   b.backend->RunMaintenance();
   EXPECT_EQ(StateOf(*b.backend, "k1"), "adopted");
