@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "common/huge_page_memory.h"
+#include "common/string_hash.h"
 
 namespace mooncake {
 
@@ -99,15 +100,11 @@ class OwnerCache {
   const size_t max_slots_;  // per shard: a power of two, a multiple of kWays
   std::array<Shard, kShards> shards_;
 
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
   mutable std::shared_mutex names_mu_;
   // Interned node ids, reserved for kMaxNodes so that an entry is never
   // moved: a reader holding a number reads names_[number - 1] unlocked.
   std::vector<std::string> names_;                                              // names_mu_
-  std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> ids_;  // names_mu_
+  std::unordered_map<std::string, uint32_t, TransparentStringHash, std::equal_to<>> ids_;  // names_mu_
 };
 
 }  // namespace mooncake

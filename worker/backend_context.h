@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/string_hash.h"
 #include "tiers/cache_tier.h"
 #include "worker/backend_types.h"
 
@@ -100,10 +101,11 @@ struct BackendContext {
   // (an upsert) may start meanwhile: a release could reach the master
   // before the claim, which would then name this node for a key it erased.
   // Kept by WritePath; read by every path that releases.
-  bool ClaimingLocked(const std::string& key) const {
+  bool ClaimingLocked(std::string_view key) const {
     return !claiming.empty() && claiming.contains(key);
   }
-  std::unordered_map<std::string, uint32_t> claiming;  // guarded by mu
+  std::unordered_map<std::string, uint32_t, TransparentStringHash, std::equal_to<>>
+      claiming;  // guarded by mu
 };
 
 }  // namespace mooncake

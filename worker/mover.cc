@@ -73,7 +73,7 @@ bool Mover::EvictableNowLocked(const Object& object) const {
   bool soft = ctx_.options.allow_evict_soft_pinned;
   // A drop or hand-over while its commit's claim is out could reach the
   // master before the claim (BackendContext::claiming).
-  if (ctx_.ClaimingLocked(std::string(object.key()))) return false;
+  if (ctx_.ClaimingLocked(object.key())) return false;
   return ObjectTable::IsEvictable(object, now, 0, soft) ||
          ObjectTable::IsEvictable(object, now, 1, soft);
 }
