@@ -103,8 +103,9 @@ class OwnerCache {
   mutable std::shared_mutex names_mu_;
   // Interned node ids, reserved for kMaxNodes so that an entry is never
   // moved: a reader holding a number reads names_[number - 1] unlocked.
-  std::vector<std::string> names_;                                              // names_mu_
-  std::unordered_map<std::string, uint32_t, TransparentStringHash, std::equal_to<>> ids_;  // names_mu_
+  std::vector<std::string> names_;  // names_mu_
+  std::unordered_map<std::string, uint32_t, TransparentStringHash, std::equal_to<>>
+      ids_;  // names_mu_
 };
 
 }  // namespace mooncake
