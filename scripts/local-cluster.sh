@@ -5,6 +5,9 @@
 #   ./scripts/local-cluster.sh up       # default: install deps, build, start
 #   ./scripts/local-cluster.sh status   # running and answering? what does the master see
 #   ./scripts/local-cluster.sh down     # stop them (by their recorded PIDs)
+#   ./scripts/local-cluster.sh down NAME...  # stop only these (master, worker-1)
+#   ./scripts/local-cluster.sh ready    # the ports answer /readyz 200, whoever
+#                                       # runs there (this checkout or another)
 #
 # `up` records the settings it used in var/cluster.env; `status`, `down` and a
 # later `up` use those while the recorded cluster runs, so the knobs below
@@ -350,12 +353,30 @@ USAGE
 }
 
 # Stops every process recorded under var/ that is still ours (workers first),
-# whatever NODE_ID says now.
+# whatever NODE_ID says now; with names, only those (.ci/run stops just the
+# half of a cluster it started), and the settings stay while any runs.
 cmd_down() {
   [ -d "$VAR" ] || { log "nothing to stop"; return 0; }
   local name
+  if [ "$#" -gt 0 ]; then
+    for name in "$@"; do
+      [[ "$name" =~ ^[A-Za-z0-9._-]+$ ]] || die "down: '$name' is not a process name"
+      stop_one "$name"
+    done
+    any_live || rm -f "$ENV_FILE"
+    return 0
+  fi
   for name in $(recorded_names); do stop_one "$name"; done
   rm -f "$ENV_FILE"
+}
+
+# Exit 0 when the master's and the worker's admin ports answer GET /readyz
+# with 200, whichever checkout (or person) started them: .ci/run runs beside
+# a cluster it finds there instead of failing on busy ports.
+cmd_ready() {
+  load_settings status
+  readyz_ok "$(admin_port_of master "$MASTER_ADMIN_PORT")" &&
+    readyz_ok "$(admin_port_of "$NODE_ID" "$WORKER_ADMIN_PORT")"
 }
 
 cmd_status() {
@@ -387,8 +408,9 @@ cmd_status() {
 
 case "${1:-up}" in
   up) cmd_up ;;
-  down | stop) cmd_down ;;
+  down | stop) shift; cmd_down "$@" ;;
   status) cmd_status ;;
+  ready) cmd_ready ;;
   -h | --help | help) sed -n '2,/^[^#]/{/^#/p}' "$0" ;;
-  *) die "unknown command '$1' (use up, down or status)" ;;
+  *) die "unknown command '$1' (use up, down, status or ready)" ;;
 esac
