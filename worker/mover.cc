@@ -241,6 +241,20 @@ bool Mover::Damaged(const std::string& key) const {
          object->allocation->tier->Damaged(object->allocation->location);
 }
 
+bool Mover::DropIfDamaged(const std::string& key) {
+  size_t tier;
+  {
+    std::lock_guard lock(ctx_.mu);
+    const Object* object = table_.Find(key);
+    if (object == nullptr || object->allocation == nullptr ||
+        !object->allocation->tier->Damaged(object->allocation->location)) {
+      return false;
+    }
+    tier = object->tier();
+  }
+  return DropObject(key, tier, DropReason::kDamaged);
+}
+
 bool Mover::DropObject(const std::string& key, size_t tier, DropReason reason) {
   uint64_t object_id;
   {

@@ -58,6 +58,11 @@ class Mover {
   // refuses the hand-over because another node owns the key (kNotOwner),
   // this node's copy is erased, since it is no longer the key's.
   Result<void> TransferOut(const std::string& key, const std::string& target, bool dram_only);
+  // Drops `key`'s object from the cluster if a read found its bytes damaged
+  // or lost in its tier (CacheTier::Damaged): they can never be served
+  // again, so a reader gets a miss, not an error on every try, and a put
+  // may store the key afresh. True once it is gone here and at the master.
+  bool DropIfDamaged(const std::string& key);
   // Demotes (or drops, for the last tier) LRU objects of tier `t` until its
   // usage is at most `target_ratio` of capacity. Returns bytes freed.
   uint64_t EvictTier(size_t t, double target_ratio);

@@ -334,8 +334,15 @@ Result<ReadSlice> TieredCacheBackend::Get(const std::string& key, uint64_t offse
     ScopedUnpin unpin(*ctx_, *table_, *work_, key, *pinned, copied);
     copied = CopyOut(*pinned, slice.data);
   }
-  if (!copied) return Err(copied.error());
+  if (!copied) return Err(ReadFailed(key, offset, copied.error()));
   return slice;
+}
+
+ErrorCode TieredCacheBackend::ReadFailed(const std::string& key, uint64_t offset, ErrorCode error) {
+  // Tiers answer kInternalError for bytes they cannot give back.
+  if (error != ErrorCode::kInternalError || !mover_->DropIfDamaged(key)) return error;
+  if (offset == 0) ctx_->counters.get_misses.fetch_add(1, std::memory_order_relaxed);
+  return ErrorCode::kObjectNotFound;
 }
 
 Result<void> TieredCacheBackend::ReadInPlace(const std::string& key, uint64_t offset,
@@ -365,10 +372,10 @@ Result<void> TieredCacheBackend::ReadInPlace(const std::string& key, uint64_t of
     return {};
   } else if (lent.error() != ErrorCode::kNoAvailableHandle) {
     copied = Err(lent.error());
-    return copied;
+    return Err(ReadFailed(key, offset, lent.error()));
   }
   copied = CopyOut(*pinned, slice.data);
-  if (!copied) return Err(copied.error());
+  if (!copied) return Err(ReadFailed(key, offset, copied.error()));
   visit(info, std::as_bytes(std::span(slice.data)));
   return {};
 }
@@ -448,7 +455,7 @@ void TieredCacheBackend::ReadManyInPlace(const std::vector<std::string>& keys, u
     } else if (copied[i] = CopyOut(read, copies[i]); copied[i]) {
       pieces[i].bytes = std::as_bytes(std::span(copies[i]));
     } else {
-      pieces[i].info = Err(copied[i].error());
+      pieces[i].info = Err(ReadFailed(keys[i], 0, copied[i].error()));
     }
   }
   ctx_->counters.gets.fetch_add(gets, std::memory_order_relaxed);

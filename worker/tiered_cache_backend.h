@@ -220,6 +220,10 @@ class TieredCacheBackend {
   // does not know yet; OBJECT_REPLICA_BUSY for an upsert of an owned key
   // still being written. Caller holds ctx_->mu.
   PendingRemoval BeginRemoveLocked(const std::string& key, bool force);
+  // The error a read of `key` that failed with `error` answers: a miss
+  // (kObjectNotFound) when its tier found the bytes damaged or lost and the
+  // object is dropped for it (Mover::DropIfDamaged), else `error`.
+  ErrorCode ReadFailed(const std::string& key, uint64_t offset, ErrorCode error);
   // Erases the object once the directory let it go; when the directory
   // could not be told, leaves it kRemoving for Mover::ClaimKeptCopies.
   // Caller holds ctx_->mu.

@@ -371,5 +371,38 @@ TEST_F(BackendReadTest, ABatchReadViewsEveryDramKeyPinnedAndLetsGoOfAllEvenWhenT
   }
 }
 
+// A read that finds an object's bytes damaged or lost in its tier (an SSD
+// whose records fail their checksums) drops the object, pinned or not: the
+// reader gets a miss through each read path, the master no longer names this
+// node, and a put stores the key afresh. Before, every read answered
+// INTERNAL_ERROR until an eviction happened to pick the object (never, for a
+// hard-pinned one), and a put of the key elsewhere found it taken.
+TEST_F(BackendReadTest, AnObjectWhoseBytesAreFoundDamagedIsDroppedAndReadsAsAMiss) {
+  Open(4 * kMiB, 64 * kMiB);
+  for (const char* key : {"by-get", "in-place", "in-batch"}) {
+    ASSERT_TRUE(backend_->Put(key, Pattern(kMiB, 3), {.preferred_tier = 1, .hard_pin = true}));
+    ASSERT_EQ(TierOf(key), "ssd");
+  }
+  gate_->Damage();
+
+  EXPECT_EQ(backend_->Get("by-get", 0, 0).error(), ErrorCode::kObjectNotFound);
+  int visits = 0;
+  auto visit = [&](const ReadInfo&, auto) { ++visits; };
+  EXPECT_EQ(backend_->ReadInPlace("in-place", 0, 0, visit).error(), ErrorCode::kObjectNotFound);
+  EXPECT_EQ(visits, 0);
+  auto batch = GetMany(*backend_, {"in-batch"}, 8 * kMiB);
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].error(), ErrorCode::kObjectNotFound);
+
+  EXPECT_EQ(backend_->Stats().dropped, 3u);
+  for (const char* key : {"by-get", "in-place", "in-batch"}) {
+    EXPECT_FALSE(directory_.Owns(key)) << key;
+    EXPECT_EQ(backend_->Get(key, 0, 0).error(), ErrorCode::kObjectNotFound) << key;
+  }
+  ASSERT_TRUE(backend_->Put("by-get", Pattern(4096, 4), {}));
+  auto again = backend_->Get("by-get", 0, 0);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->data, Pattern(4096, 4));
+}
 }  // namespace
 }  // namespace mooncake
