@@ -22,10 +22,11 @@ namespace {
 Millis ReaperPeriod(Millis ttl) { return std::max(Millis(100), ttl / 4); }
 
 // The address a master without etcd names in GetRole, as the leader of its
-// own group: --advertise-address, else --host and the port. Callers wait out
-// the rebuild window only at a master that names the address they called
-// (thrift/master_endpoint.cc), so a wildcard --host, which names no address
-// a caller could use, names none: callers are then answered NOT_LEADER.
+// own group: --advertise-address, else --host and the port; a wildcard
+// --host names none, as it is no address a caller could use. Callers wait
+// out the rebuild window at any master whose GetRole says it leads, at the
+// address they reached it by (thrift/master_endpoint.cc), so this is for
+// operators and tools that ask who leads.
 std::string StandaloneAddress(const MasterConfig& config, int port) {
   if (!config.advertise_address.empty()) return config.advertise_address;
   if (config.host == "0.0.0.0" || config.host == "::" || config.host == "[::]") return "";
