@@ -64,6 +64,18 @@ class ObjectIndex {
     return slots_[SlotOf(key, ObjectKeyHash(key))].record;
   }
 
+  // The record filed under `hash` for which match(record) holds, or null:
+  // for a caller that kept a key's hash (and something to tell its record
+  // by) instead of the key or a pointer that may dangle.
+  template <typename Match>
+  Record* FindHashed(uint64_t hash, Match&& match) const {
+    if (size_ == 0) return nullptr;
+    for (size_t i = hash & mask_; slots_[i].record != nullptr; i = (i + 1) & mask_) {
+      if (slots_[i].hash == hash && match(*slots_[i].record)) return slots_[i].record;
+    }
+    return nullptr;
+  }
+
   // Find for each of `keys`, calling found(i, record or null) for keys[i].
   // The keys' slots are fetched together, then their records, then the keys
   // compared, so that a batch's cache misses overlap instead of following

@@ -102,8 +102,13 @@ void ObjectTable::Record::Destroy(Record* record) {
   ::operator delete(record);
 }
 
-ObjectTable::ObjectTable(size_t tiers) : lru_(tiers), pinned_bytes_(tiers, 0) {
-  MC_DCHECK(tiers < 128);  // Object::tier_ has seven bits
+ObjectTable::ObjectTable(size_t tiers)
+    : lru_(tiers),
+      soft_lru_(tiers),
+      soft_count_(tiers, 0),
+      soft_ends_(tiers),
+      pinned_bytes_(tiers, 0) {
+  MC_DCHECK(tiers < 64);  // Object::tier_ has six bits
 }
 
 Object* ObjectTable::Find(const std::string& key) {
@@ -176,7 +181,14 @@ void ObjectTable::SetState(Object& object, ObjectState to) {
   MC_DCHECK(to != ObjectState::kRemoved);  // Erase does that
   MC_DCHECK(IsLegalTransition(object.state_, to));
   MC_DCHECK(IsLegalCombination(to, object.move_, object.published_));
+  const bool committed = object.state_ == ObjectState::kWriting;
   object.state_ = to;
+  // A commit sets the soft pin just before: out of pass 0's way now, rather
+  // than all at once by the first scan after many commits.
+  if (committed && object.options.soft_pin && !object.options.hard_pin && !object.soft_filed_ &&
+      object.soft_pin_until > object.last_access_) {
+    FileSoftPinned(object);
+  }
 }
 
 void ObjectTable::SetMove(Object& object, MoveState to) {
@@ -190,20 +202,98 @@ void ObjectTable::MarkPublished(Object& object) {
   object.published_ = true;
 }
 
+ObjectTable::LruIndex& ObjectTable::IndexOf(const Object& object) {
+  return object.soft_filed_ ? soft_lru_[object.tier_] : lru_[object.tier_];
+}
+
 void ObjectTable::Unindex(Object& object) {
-  LruIndex& index = lru_[object.tier_];
+  if (object.options.hard_pin) {
+    pinned_bytes_[object.tier_] -= object.size;
+    return;  // in no recency index
+  }
+  LruIndex& index = IndexOf(object);
   index.erase(index.iterator_to(object));
-  if (object.options.hard_pin) pinned_bytes_[object.tier_] -= object.size;
+  if (object.soft_filed_) {
+    --soft_count_[object.tier_];
+    CompactSoftEnds(object.tier_);
+  }
 }
 
 void ObjectTable::Index(Object& object) {
+  if (object.options.hard_pin) {
+    // Never a victim, so no scan needs to see it.
+    object.soft_filed_ = false;
+    pinned_bytes_[object.tier_] += object.size;
+    return;
+  }
+  // A soft pin not set yet (a write's record gets it at commit) or ended by
+  // the record's last access files it with the unpinned ones; pass 0 moves
+  // it if the pin turns out to hold.
+  bool soft = object.options.soft_pin && object.soft_pin_until > object.last_access_;
+  File(object, soft);
+  if (soft) ExpectSoftPinEnd(object, object.soft_pin_until);
+}
+
+void ObjectTable::File(Object& object, bool soft) {
+  object.soft_filed_ = soft;
   object.filed_at_ = object.last_access_;
   // Filed at the end almost always (a new record, a refile of a touched
   // one): with that hint the insert is amortized constant time instead of a
   // descent through a tree of millions of records.
-  LruIndex& index = lru_[object.tier_];
+  LruIndex& index = IndexOf(object);
   index.insert(index.end(), object);
-  if (object.options.hard_pin) pinned_bytes_[object.tier_] += object.size;
+  if (soft) ++soft_count_[object.tier_];
+}
+
+void ObjectTable::FileSoftPinned(Object& object) {
+  lru_[object.tier_].erase(lru_[object.tier_].iterator_to(object));
+  File(object, /*soft=*/true);
+  ExpectSoftPinEnd(object, object.soft_pin_until);
+}
+
+void ObjectTable::ExpectSoftPinEnd(const Object& object, SteadyClock::time_point until) {
+  std::vector<SoftPinEnd>& ends = soft_ends_[object.tier_];
+  ends.push_back({until, ObjectKeyHash(object.key_), object.id});
+  std::push_heap(ends.begin(), ends.end(), LaterEnd());
+  CompactSoftEnds(object.tier_);
+}
+
+void ObjectTable::CompactSoftEnds(size_t tier) {
+  std::vector<SoftPinEnd>& ends = soft_ends_[tier];
+  // Rebuilt once it is twice what is live, so each rebuild is paid for by
+  // as many pushes or erasures as it walks records.
+  constexpr size_t kSlack = 64;
+  if (ends.size() <= 2 * soft_count_[tier] + kSlack) return;
+  ends.clear();
+  for (const Object& object : soft_lru_[tier]) {
+    ends.push_back({object.soft_pin_until, ObjectKeyHash(object.key_), object.id});
+  }
+  std::make_heap(ends.begin(), ends.end(), LaterEnd());
+  if (ends.capacity() > 4 * ends.size() + kSlack) ends.shrink_to_fit();
+}
+
+void ObjectTable::UnpinExpired(size_t tier, SteadyClock::time_point now) {
+  std::vector<SoftPinEnd>& ends = soft_ends_[tier];
+  while (!ends.empty() && ends.front().until <= now) {
+    std::pop_heap(ends.begin(), ends.end(), LaterEnd());
+    const SoftPinEnd end = ends.back();
+    ends.pop_back();
+    ++scan_visits_;
+    Record* record = objects_.FindHashed(
+        end.key_hash, [&](const Record& candidate) { return candidate.object.id == end.id; });
+    if (record == nullptr) continue;  // erased
+    Object& object = record->object;
+    // Moved to another tier, or moved to lru_ by an entry before this one.
+    if (object.tier_ != tier || !object.soft_filed_) continue;
+    if (object.soft_pin_until > now) {
+      // Raised since this entry was queued: check again at the new end.
+      ExpectSoftPinEnd(object, object.soft_pin_until);
+      continue;
+    }
+    soft_lru_[tier].erase(soft_lru_[tier].iterator_to(object));
+    --soft_count_[tier];
+    File(object, /*soft=*/false);
+  }
 }
 
 void ObjectTable::SetTier(Object& object, size_t tier) {
@@ -221,9 +311,16 @@ void ObjectTable::Touch(Object& object, SteadyClock::time_point now) {
   object.last_access_ = std::max(object.last_access_, now);
 }
 
+void ObjectTable::SetSoftPinUntil(Object& object, SteadyClock::time_point until) {
+  object.soft_pin_until = until;
+  // Its entries in soft_ends_ may all come later than a lowered end. One in
+  // lru_ with a pin that holds is moved by the next pass 0 that meets it.
+  if (object.soft_filed_ && !object.options.hard_pin) ExpectSoftPinEnd(object, until);
+}
+
 bool ObjectTable::RefileIfTouched(Object& object) {
   if (object.filed_at_ == object.last_access_) return false;
-  LruIndex& index = lru_[object.tier_];
+  LruIndex& index = IndexOf(object);
   index.erase(index.iterator_to(object));
   object.filed_at_ = object.last_access_;
   // Usually the latest access in the tier: amortized constant time there.
@@ -268,25 +365,41 @@ std::vector<std::string> ObjectTable::PickVictims(size_t tier, uint64_t bytes,
                                                   bool allow_evict_soft_pinned) {
   std::vector<std::string> victims;
   uint64_t freed = 0;
-  LruIndex& index = lru_[tier];
-  for (int pass = 0; pass < 2 && freed < bytes; ++pass) {
-    for (auto it = index.begin(); it != index.end() && freed < bytes;) {
-      Object& object = *it;
-      auto next = std::next(it);
-      if (RefileIfTouched(object)) {
-        // It moved back, behind records filed before its last access. The
-        // walk meets it again there, up to date (so each moves once a scan),
-        // or at once if it still sorts before the next record.
-        it = next == index.end() || ByRecency()(object, *next) ? index.iterator_to(object) : next;
-        continue;
-      }
-      it = next;
-      if (!IsEvictable(object, now, pass, allow_evict_soft_pinned)) continue;
-      victims.emplace_back(object.key());
-      freed += object.size;
-    }
+  // Pass 0 then sees every record whose soft pin ended, in recency order
+  // with the unpinned ones; soft_lru_ keeps only pins that hold.
+  UnpinExpired(tier, now);
+  Scan(tier, 0, bytes, now, allow_evict_soft_pinned, victims, freed);
+  if (allow_evict_soft_pinned && freed < bytes) {
+    Scan(tier, 1, bytes, now, allow_evict_soft_pinned, victims, freed);
   }
   return victims;
+}
+
+void ObjectTable::Scan(size_t tier, int pass, uint64_t bytes, SteadyClock::time_point now,
+                       bool allow_evict_soft_pinned, std::vector<std::string>& victims,
+                       uint64_t& freed) {
+  LruIndex& index = pass == 0 ? lru_[tier] : soft_lru_[tier];
+  for (auto it = index.begin(); it != index.end() && freed < bytes;) {
+    ++scan_visits_;
+    Object& object = *it;
+    auto next = std::next(it);
+    if (RefileIfTouched(object)) {
+      // It moved back, behind records filed before its last access. The
+      // walk meets it again there, up to date (so each moves once a scan),
+      // or at once if it still sorts before the next record.
+      it = next == index.end() || ByRecency()(object, *next) ? index.iterator_to(object) : next;
+      continue;
+    }
+    it = next;
+    if (pass == 0 && object.options.soft_pin && object.soft_pin_until > now) {
+      // Soft-pinned after it was filed: out of pass 0's way from now on.
+      FileSoftPinned(object);
+      continue;
+    }
+    if (!IsEvictable(object, now, pass, allow_evict_soft_pinned)) continue;
+    victims.emplace_back(object.key());
+    freed += object.size;
+  }
 }
 
 std::vector<std::string> ObjectTable::Keys() {

@@ -1,10 +1,11 @@
 #pragma once
 
 // ObjectTable: the worker's index of its own objects. It keeps the key ->
-// object map, the per-tier LRU order, the bytes of hard-pinned objects per
-// tier, reader and lease accounting, and each object's lifecycle as an
-// explicit state machine whose legal transitions are written down once,
-// here, and checked (MC_DCHECK) on every change in debug builds.
+// object map, the per-tier LRU order of the objects that may become
+// victims, the bytes of hard-pinned objects per tier, reader and lease
+// accounting, and each object's lifecycle as an explicit state machine
+// whose legal transitions are written down once, here, and checked
+// (MC_DCHECK) on every change in debug builds.
 //
 // Object lifecycle (ObjectState). A record starts in kWriting (a pending
 // write: Put, Upsert, Adopt, a plan) or kComplete (recovered from a durable
@@ -139,9 +140,14 @@ struct Object {
   // not moved before this.
   SteadyClock::time_point placement_held_until;
   SteadyClock::time_point adopted_at;
+  // Set before the record enters the table or raised later (a commit does);
+  // ObjectTable notices a raise lazily. Lowered only through
+  // ObjectTable::SetSoftPinUntil, or a victim scan may not see it expire.
   SteadyClock::time_point soft_pin_until;
   uint64_t write_handle = 0;  // the pending write, while kWriting
   uint64_t version = 0;
+  // Fixed once the record is in the table (an upsert makes a new record):
+  // the pins decide which recency index, if any, the record is filed in.
   ObjectOptions options;
   SteadyClock::time_point lease_until;
   // The small fields sit together, here and at the start of the private
@@ -171,16 +177,18 @@ struct Object {
   // One byte between them, so that the small fields fill eight bytes and
   // the record (one per object, its key's bytes right after it) stays at
   // 176.
-  bool published_ : 1 = false;  // claimed in the directory
-  uint8_t tier_ : 7 = 0;        // an index into the backend's few tiers
+  bool published_ : 1 = false;   // claimed in the directory
+  bool soft_filed_ : 1 = false;  // filed in soft_lru_[tier_], not lru_[tier_]
+  uint8_t tier_ : 6 = 0;         // an index into the backend's few tiers
   SteadyClock::time_point last_access_;
-  // Where the record is filed in lru_[tier_]: its last access when it was
-  // (re)filed, at most last_access_. A touch moves only last_access_; the
-  // record is refiled when a victim scan reaches it (see PickVictims).
+  // Where the record is filed in its recency index: its last access when it
+  // was (re)filed, at most last_access_. A touch moves only last_access_;
+  // the record is refiled when a victim scan reaches it (see PickVictims).
   SteadyClock::time_point filed_at_;
   std::string_view key_;  // the record's own copy of its key
-  // Its link in lru_[tier_], ordered by (filed_at_, id). Copying a record
-  // (before it is in the table) copies no link.
+  // Its link in lru_[tier_] or soft_lru_[tier_] (none if hard-pinned),
+  // ordered by (filed_at_, id). Copying a record (before it is in the table)
+  // copies no link.
   LruHook lru_hook_;
 };
 
@@ -235,6 +243,9 @@ class ObjectTable {
   void MarkPublished(Object& object);
   void SetTier(Object& object, size_t tier);
   void Touch(Object& object, SteadyClock::time_point now);
+  // Sets the soft pin's end. A record in the table must use this to lower
+  // it; a raise by assignment (as a commit does) is noticed by the scans.
+  void SetSoftPinUntil(Object& object, SteadyClock::time_point until);
 
   // Reader and lease accounting. A read pins the object (readers) and
   // grants a lease; Exist and Locate grant the lease only.
@@ -251,8 +262,15 @@ class ObjectTable {
   // LRU victims of `tier` whose sizes add up to at least `bytes` (or all
   // that qualify): unpinned before soft-pinned, least recently used first.
   // Refiles the records it passes that were touched since they were filed.
+  // It never looks at a hard-pinned record, nor at a soft-pinned one unless
+  // it may evict soft-pinned objects (or the pin expired): the scan runs
+  // under the backend's lock on every put into a full tier.
   std::vector<std::string> PickVictims(size_t tier, uint64_t bytes, SteadyClock::time_point now,
                                        bool allow_evict_soft_pinned);
+  // How many records victim scans have looked at so far (each step of a
+  // walk and each soft pin checked for expiry): what the scans cost, for
+  // tests to assert on without timing them.
+  uint64_t scan_visits() const { return scan_visits_; }
 
   // Keys of every complete, published object, for a registration to
   // announce: each call counts as one listing (listings()).
@@ -279,9 +297,25 @@ class ObjectTable {
  private:
   void Unindex(Object& object);
   void Index(Object& object);
+  // Files `object` in its tier's recency index for soft-pinned records
+  // (`soft`) or for the rest, by its last access.
+  void File(Object& object, bool soft);
   // Refiles `object` under its last access if it was touched since it was
   // filed; true if it moved.
   bool RefileIfTouched(Object& object);
+  // Moves `object`, filed in lru_ but soft-pinned now, to soft_lru_.
+  void FileSoftPinned(Object& object);
+  // Queues a check of `object`'s soft pin for when it ends.
+  void ExpectSoftPinEnd(const Object& object, SteadyClock::time_point until);
+  // Moves the soft-pinned records of `tier` whose pin ended by `now` to the
+  // ordinary recency index, where pass 0 finds them.
+  void UnpinExpired(size_t tier, SteadyClock::time_point now);
+  // Rebuilds soft_ends_[tier] from soft_lru_[tier] once stale entries (of
+  // records erased, moved or checked already) outnumber the live ones.
+  void CompactSoftEnds(size_t tier);
+  // One pass of PickVictims over its index (pass 0: lru_, 1: soft_lru_).
+  void Scan(size_t tier, int pass, uint64_t bytes, SteadyClock::time_point now,
+            bool allow_evict_soft_pinned, std::vector<std::string>& victims, uint64_t& freed);
 
   // Least recently filed first; ties (one clock tick) by age of the record.
   struct ByRecency {
@@ -294,6 +328,21 @@ class ObjectTable {
   using LruIndex = boost::intrusive::set<
       Object, boost::intrusive::member_hook<Object, LruHook, &Object::lru_hook_>,
       boost::intrusive::compare<ByRecency>, boost::intrusive::constant_time_size<false>>;
+
+  // When a soft-pinned record's pin is due to end. It names the record by
+  // its key's hash and id, not a pointer, so that an entry may outlive its
+  // record (an erase leaves it, to be dropped when it comes due).
+  struct SoftPinEnd {
+    SteadyClock::time_point until;
+    uint64_t key_hash;
+    uint64_t id;
+  };
+  // For a min-heap: the earliest end on top.
+  struct LaterEnd {
+    bool operator()(const SoftPinEnd& a, const SoftPinEnd& b) const { return a.until > b.until; }
+  };
+  // The recency index `object` is filed in (it must not be hard-pinned).
+  LruIndex& IndexOf(const Object& object);
 
   // An object and the key it is filed under, in one allocation (the key's
   // bytes right after the object, where a lookup's compare finds them near
@@ -324,8 +373,28 @@ class ObjectTable {
   // scan that reaches it instead of a tree erase and insert (with their
   // rebalancing, a tenth of the worker's CPU in a BatchGet profile) per
   // read.
-  std::vector<LruIndex> lru_;           // per tier: exactly the objects in objects_
-  std::vector<uint64_t> pinned_bytes_;  // per tier: bytes of hard-pinned objects
+  //
+  // Only records that may become victims are filed. A hard-pinned record is
+  // in no index (it is never a victim), and a soft-pinned one is in
+  // soft_lru_, walked only by the pass that may evict it: a scan that had to
+  // step over every pinned record (hundreds of thousands: pinned prompts and
+  // KV prefixes) before its first victim stalled puts and gets for tens to
+  // hundreds of milliseconds.
+  //
+  // A soft pin ends by time, so each soft-pinned record has an entry in
+  // soft_ends_, a min-heap on the pin's end; a scan first moves the records
+  // whose pin ended to lru_. A write's record is filed in lru_ (its pin is
+  // set at commit) and moved to soft_lru_ when SetState commits it; one
+  // whose pin was raised otherwise is moved when pass 0 meets it. An entry
+  // whose record is gone, moved or pinned for longer is dropped or requeued
+  // when it comes due. The heap costs 24 bytes per soft-pinned record; the
+  // record itself grows by nothing (one bit, soft_filed_).
+  std::vector<LruIndex> lru_;       // per tier: unpinned (or pin ended, or not set yet)
+  std::vector<LruIndex> soft_lru_;  // per tier: soft-pinned records, pin not known ended
+  std::vector<size_t> soft_count_;  // per tier: records in soft_lru_
+  std::vector<std::vector<SoftPinEnd>> soft_ends_;  // per tier: heap by LaterEnd
+  std::vector<uint64_t> pinned_bytes_;              // per tier: bytes of hard-pinned objects
+  uint64_t scan_visits_ = 0;
   uint64_t next_object_id_ = 1;
   uint64_t next_version_ = 1;
   uint64_t erasures_ = 0;

@@ -57,6 +57,23 @@ TEST(ObjectIndexTest, InsertOfAPresentKeyKeepsTheRecordAndMakesNothing) {
   EXPECT_EQ(index.size(), 1u);
 }
 
+// ObjectTable keeps a soft pin's end by its key's hash and record id, not by
+// pointer: the lookup finds the record while it lives and nothing after.
+TEST(ObjectIndexTest, FindHashedFindsAMatchingRecordUnderTheHashUntilItIsErased) {
+  ObjectIndex<Record> index;
+  EXPECT_EQ(index.FindHashed(ObjectKeyHash("k"), [](const Record&) { return true; }), nullptr);
+  for (int i = 0; i < 200; ++i) Insert(index, "k" + std::to_string(i), i);
+  const uint64_t hash = ObjectKeyHash("k7");
+  auto value_is = [](int value) { return [value](const Record& r) { return r.value == value; }; };
+  EXPECT_EQ(index.FindHashed(hash, value_is(7)), index.Find("k7"));
+  EXPECT_EQ(index.FindHashed(hash, value_is(8)), nullptr);  // k8 lives under another hash
+  ASSERT_TRUE(index.Erase("k7"));
+  EXPECT_EQ(index.FindHashed(hash, value_is(7)), nullptr);
+  Insert(index, "k7", 70);  // a new record under the same key
+  EXPECT_EQ(index.FindHashed(hash, value_is(7)), nullptr);
+  EXPECT_EQ(index.FindHashed(hash, value_is(70)), index.Find("k7"));
+}
+
 // Random inserts and erases over a small key space, so that probe runs form,
 // wrap around the table's end and are cut by erasures, checked against
 // std::unordered_map after every step.
