@@ -68,7 +68,7 @@ ErrorCode NotAHandOverRefusal(ErrorCode error) {
 
 Result<NodeRecord> SendToNodeWithRoom(
     const std::function<Result<NodeRecord>(const std::vector<std::string>& refused)>& pick,
-    const std::function<Result<void>(const NodeRecord& node)>& send) {
+    const std::function<SendResult(const NodeRecord& node)>& send) {
   std::vector<std::string> refused;
   while (refused.size() < static_cast<size_t>(kMaxAdoptTargets)) {
     auto node = pick(refused);
@@ -84,8 +84,15 @@ Result<NodeRecord> SendToNodeWithRoom(
     if (std::ranges::find(refused, node->node_id) != refused.end()) break;
     auto sent = send(*node);
     if (sent) return node;
-    if (sent.error() != ErrorCode::kNoAvailableHandle) return Err(sent.error());
-    MC_LOG_INFO("adopt refused for lack of room node={}; picking another", node->node_id);
+    if (sent.error().at_source) return Err(sent.error().error);
+    // The master, which ranks by free space, would name a node that nobody
+    // can reach again and again: stopping here would stop every eviction.
+    if (sent.error().error == ErrorCode::kNoAvailableHandle) {
+      MC_LOG_INFO("adopt refused for lack of room node={}; picking another", node->node_id);
+    } else {
+      MC_LOG_WARN("adopt failed node={} error={}; picking another", node->node_id,
+                  ToString(sent.error().error));
+    }
     refused.push_back(node->node_id);
   }
   return Err(ErrorCode::kTransferFail);
@@ -185,19 +192,20 @@ Result<std::string> ThriftPeerTransfer::Transfer(const std::string& key, uint64_
   std::shared_ptr<WorkerChannel> channel;
   auto send = [&](const NodeRecord& to) {
     channel = Channel(to);
-    return SendTo(*channel, to.node_id, key, size, version, options, source, dram_only);
+    SendResult sent = SendTo(*channel, to.node_id, key, size, version, options, source, dram_only);
+    NoteSend(to.node_id, sent);
+    return sent;
   };
   Result<NodeRecord> node = Err(ErrorCode::kInternalError);
   if (target.empty()) {
     // The master picks by usage its heartbeats last reported: a node that
     // refused for lack of room is left out of the next pick.
     node = SendToNodeWithRoom(
-        [&](const std::vector<std::string>& refused) { return master_.PickNode(size, refused); },
-        send);
+        [&](const std::vector<std::string>& refused) { return Pick(size, refused); }, send);
   } else {
     node = master_.FindNode(target);
     if (node) {
-      if (auto sent = send(*node); !sent) return Err(NotAHandOverRefusal(sent.error()));
+      if (auto sent = send(*node); !sent) return Err(NotAHandOverRefusal(sent.error().error));
     }
   }
   if (!node) return Err(NotAHandOverRefusal(node.error()));
@@ -245,17 +253,56 @@ std::optional<bool> ThriftPeerTransfer::HandedOverDespite(const std::string& key
   return std::nullopt;
 }
 
-Result<void> ThriftPeerTransfer::SendTo(WorkerChannel& channel, const std::string& node_id,
-                                        const std::string& key, uint64_t size, uint64_t version,
-                                        const ObjectOptions& options, const ObjectSource& source,
-                                        bool dram_only) {
+Result<NodeRecord> ThriftPeerTransfer::Pick(uint64_t size,
+                                            const std::vector<std::string>& refused) {
+  std::vector<std::string> exclude = refused;
+  {
+    std::lock_guard lock(mu_);
+    const auto forget_before = SteadyClock::now() - unreachable_memory_;
+    std::erase_if(unreachable_, [&](const auto& entry) { return entry.second < forget_before; });
+    for (const auto& [node_id, when] : unreachable_) {
+      if (std::ranges::find(exclude, node_id) == exclude.end()) exclude.push_back(node_id);
+    }
+  }
+  auto node = master_.PickNode(size, exclude);
+  // Only the nodes that failed this object rule a node out: one that was
+  // unreachable a moment ago is still better than dropping the object.
+  if (!node && node.error() == ErrorCode::kNoAvailableHandle && exclude.size() > refused.size()) {
+    return master_.PickNode(size, refused);
+  }
+  return node;
+}
+
+void ThriftPeerTransfer::NoteSend(const std::string& node_id, const SendResult& sent) {
+  const bool unreachable =
+      !sent && !sent.error().at_source &&
+      (sent.error().error == ErrorCode::kRpcFail || sent.error().error == ErrorCode::kRpcTimeout);
+  std::lock_guard lock(mu_);
+  if (!unreachable) {
+    if (sent) unreachable_.erase(node_id);
+    return;
+  }
+  unreachable_.insert_or_assign(node_id, SteadyClock::now());
+  while (unreachable_.size() > kMaxUnreachable) {
+    auto oldest = std::ranges::min_element(
+        unreachable_, [](const auto& a, const auto& b) { return a.second < b.second; });
+    unreachable_.erase(oldest);
+  }
+}
+
+SendResult ThriftPeerTransfer::SendTo(WorkerChannel& channel, const std::string& node_id,
+                                      const std::string& key, uint64_t size, uint64_t version,
+                                      const ObjectOptions& options, const ObjectSource& source,
+                                      bool dram_only) {
+  // Every failure but a read of the source is the target's.
+  auto at_target = [](ErrorCode error) { return std::unexpected(SendFailure{.error = error}); };
   auto adoption = StartAdopt(channel, key, size, version, options, dram_only);
-  if (!adoption) return Err(adoption.error());
+  if (!adoption) return at_target(adoption.error());
   std::string why;
   RdmaOutcome outcome = RdmaOutcome::kUnavailable;
   if (rdma_ != nullptr && rdma_->enabled()) {
     auto rdma = SendByRdma(channel, node_id, *adoption, size, source, &why);
-    if (!rdma) return Err(rdma.error());
+    if (!rdma) return at_target(rdma.error());
     outcome = *rdma;
   } else {
     why = rdma_ != nullptr ? rdma_->reason() : "no RDMA transport";
@@ -321,28 +368,35 @@ Result<ThriftPeerTransfer::RdmaOutcome> ThriftPeerTransfer::SendByRdma(
   return RdmaOutcome::kSent;
 }
 
-Result<void> ThriftPeerTransfer::SendByTcp(WorkerChannel& channel, const Adoption& adoption,
-                                           uint64_t size, const ObjectSource& source) {
+SendResult ThriftPeerTransfer::SendByTcp(WorkerChannel& channel, const Adoption& adoption,
+                                         uint64_t size, const ObjectSource& source) {
   std::string buffer;
   for (uint64_t offset = 0; offset < size; offset += kRpcChunkBytes) {
     buffer.resize(std::min(kRpcChunkBytes, size - offset));
     auto out = std::as_writable_bytes(std::span(buffer.data(), buffer.size()));
-    Result<void> step = source.read(offset, out);
-    if (step) {
+    std::optional<SendFailure> failed;
+    if (auto read = source.read(offset, out); !read) {
+      // Reported as before (kTransferFail): a tier's own code, such as
+      // kNoAvailableHandle, would read as the master's "no node has room".
+      MC_LOG_WARN("cannot read an object to send error={}", ToString(read.error()));
+      failed = SendFailure{.error = ErrorCode::kTransferFail, .at_source = true};
+    } else {
       auto sent = channel.rpc.Call([&](rpc::WorkerServiceClient& c) {
         return c.PutChunk(adoption.handle, static_cast<int64_t>(offset), buffer);
       });
-      step = sent ? ToResult(*sent) : Err(sent.error());
+      Result<void> taken = sent ? ToResult(*sent) : Err(sent.error());
+      if (!taken) failed = SendFailure{.error = taken.error()};
     }
-    if (!step) {
+    if (failed) {
       channel.rpc.Call([&](rpc::WorkerServiceClient& c) { return c.PutRevoke(adoption.handle); });
-      return Err(ErrorCode::kTransferFail);
+      return std::unexpected(*failed);
     }
   }
   auto ended = channel.rpc.Call(
       [&](rpc::WorkerServiceClient& c) { return c.AdoptEnd(adoption.handle, false); });
-  if (!ended) return Err(ended.error());
-  return ToResult(*ended);
+  if (!ended) return std::unexpected(SendFailure{.error = ended.error()});
+  if (auto ok = ToResult(*ended); !ok) return std::unexpected(SendFailure{.error = ok.error()});
+  return {};
 }
 
 void ThriftPeerTransfer::Count(const std::string& node_id, Sent sent, uint64_t size,

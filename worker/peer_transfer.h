@@ -25,6 +25,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <expected>
 #include <functional>
 #include <map>
 #include <memory>
@@ -71,20 +72,37 @@ struct PeerTransferStats {
 // How many nodes an eviction offers an object to before it gives up for now.
 inline constexpr int kMaxAdoptTargets = 3;
 
+// Why a send of an object to one node failed. `at_source`: this node could
+// not read the object, which no other node would change. Otherwise the
+// target refused it (no room, a write of the key there already) or could
+// not be reached or did not answer in time, and another node may take it.
+struct SendFailure {
+  ErrorCode error = ErrorCode::kTransferFail;
+  bool at_source = false;
+};
+using SendResult = std::expected<void, SendFailure>;
+
 // Finds a node that takes the object: `pick(refused)` asks the master for
 // the node with the most room, leaving out (where it can) the nodes in
 // `refused`; `send(node)` adopts the object there. A picked node may still
-// refuse for lack of room (kNoAvailableHandle), as the usage the master ranks
-// by is up to a heartbeat old and other nodes may be filling it too: then
-// another is picked, up to kMaxAdoptTargets nodes in all. Returns the node
-// that took it; kNoAvailableHandle only when the master has no node with
-// room and none refused it (the object may then leave the cluster);
-// kTransferFail when the nodes picked refused it, including when the master
-// then has no other to offer (the object stays where it is); any other
-// failure of `send` unchanged.
+// fail the send: it may be full (the usage the master ranks by is up to a
+// heartbeat old and other nodes may be filling it too), or alive to the
+// master yet unreachable from here. As the master keeps naming the emptiest
+// node, such a node is left out and another is picked, up to
+// kMaxAdoptTargets nodes in all; only a failure at the source ends the
+// search early. Returns the node that took it; kNoAvailableHandle only when
+// the master has no node with room and no node failed the send (the object
+// may then leave the cluster); kTransferFail when the nodes picked failed
+// it, including when the master then has no other to offer (the object
+// stays where it is); a failure at the source, or of `pick`, unchanged.
+//
+// A node that failed part-way may hold a copy all the same (its AdoptEnd
+// committed but the answer was lost): that copy is adopted, not owned, and
+// the node drops it once its claim finds the key owned elsewhere or by the
+// sender (Mover::ConfirmAdopted).
 Result<NodeRecord> SendToNodeWithRoom(
     const std::function<Result<NodeRecord>(const std::vector<std::string>& refused)>& pick,
-    const std::function<Result<void>(const NodeRecord& node)>& send);
+    const std::function<SendResult(const NodeRecord& node)>& send);
 
 // Transfer answers kNotOwner or kObjectNotFound only for the master's own
 // refusal of the hand-over (another node owns the key, or none does); the
@@ -105,6 +123,14 @@ class ThriftPeerTransfer : public PeerTransfer {
 
   PeerTransferStats stats() const;
 
+  // How long a node a send could not reach (a connection refused, a call
+  // timed out) is left out of the first pick of later moves: each would
+  // wait out the same failure again. Tests lengthen it.
+  void set_unreachable_memory(Millis window) {
+    std::lock_guard lock(mu_);
+    unreachable_memory_ = window;
+  }
+
  private:
   struct WorkerChannel;
   struct Adoption;
@@ -116,9 +142,9 @@ class ThriftPeerTransfer : public PeerTransfer {
   };
 
   std::shared_ptr<WorkerChannel> Channel(const NodeRecord& node);
-  Result<void> SendTo(WorkerChannel& channel, const std::string& node_id, const std::string& key,
-                      uint64_t size, uint64_t version, const ObjectOptions& options,
-                      const ObjectSource& source, bool dram_only);
+  SendResult SendTo(WorkerChannel& channel, const std::string& node_id, const std::string& key,
+                    uint64_t size, uint64_t version, const ObjectOptions& options,
+                    const ObjectSource& source, bool dram_only);
   Result<Adoption> StartAdopt(WorkerChannel& channel, const std::string& key, uint64_t size,
                               uint64_t version, const ObjectOptions& options, bool dram_only);
   // RDMA WRITE + AdoptEnd(true); kUnavailable and kFailed fall back to TCP.
@@ -127,8 +153,8 @@ class ThriftPeerTransfer : public PeerTransfer {
                                  const Adoption& adoption, uint64_t size,
                                  const ObjectSource& source, std::string* why);
   // PutChunk of the whole object + AdoptEnd(false); revokes on failure.
-  Result<void> SendByTcp(WorkerChannel& channel, const Adoption& adoption, uint64_t size,
-                         const ObjectSource& source);
+  SendResult SendByTcp(WorkerChannel& channel, const Adoption& adoption, uint64_t size,
+                       const ObjectSource& source);
   void Count(const std::string& node_id, Sent sent, uint64_t size, const std::string& why);
   // Whether a hand-over of `key` to `target` that failed with `error` took
   // place all the same: a call whose answer was lost (a timeout, a broken
@@ -136,6 +162,12 @@ class ThriftPeerTransfer : public PeerTransfer {
   // key. nullopt when that cannot be told (the master is away too).
   std::optional<bool> HandedOverDespite(const std::string& key, const std::string& target,
                                         ErrorCode error);
+  // The master's pick for `size` bytes, leaving out `refused` and, while
+  // another node is left to offer, the nodes recently unreachable.
+  Result<NodeRecord> Pick(uint64_t size, const std::vector<std::string>& refused);
+  // Remembers `node_id` as unreachable after a send that could not reach it,
+  // forgets it after one that did.
+  void NoteSend(const std::string& node_id, const SendResult& sent);
   void MaybeCrash(CrashPoint point) const;
   // Queues an AdoptConfirm of `key` for `channel`'s node. Best effort: past
   // kMaxPendingConfirms, or at shutdown, the node confirms its copy after
@@ -151,6 +183,11 @@ class ThriftPeerTransfer : public PeerTransfer {
   const std::shared_ptr<const RpcTlsContext> tls_;
   const int rpc_poll_us_;
   std::map<std::string, bool> last_used_rdma_;  // guarded by mu_
+  // Node id -> when a send last failed to reach it; at most
+  // kMaxUnreachable, the oldest forgotten first.
+  static constexpr size_t kMaxUnreachable = 64;
+  std::map<std::string, SteadyClock::time_point> unreachable_;  // guarded by mu_
+  Millis unreachable_memory_{5000};                             // guarded by mu_
   std::atomic<uint64_t> rdma_objects_{0}, rdma_bytes_{0}, tcp_objects_{0}, tcp_bytes_{0};
   std::atomic<uint64_t> rdma_fallbacks_{0};
 

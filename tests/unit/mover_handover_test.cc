@@ -166,19 +166,24 @@ class LoopbackPeers : public PeerTransfer {
       }
       return Err(ErrorCode::kNoAvailableHandle);
     };
-    auto send = [&](const NodeRecord& to) -> Result<void> {
+    auto send = [&](const NodeRecord& to) -> SendResult {
       ++sends;
+      auto at_target = [](ErrorCode error) { return std::unexpected(SendFailure{.error = error}); };
+      if (unreachable.contains(to.node_id)) return at_target(ErrorCode::kRpcFail);
       TieredCacheBackend& peer = *nodes.at(to.node_id);
       auto handle = peer.PutStart(key, size, options, WriteMode::kAdopt,
                                   {.version = version, .sender = self_});
-      if (!handle) return Err(handle.error());
+      if (!handle) return at_target(handle.error());
       std::string bytes(size, '\0');
       if (auto read = source.read(0, std::as_writable_bytes(std::span(bytes.data(), size)));
           !read) {
-        return Err(read.error());
+        (void)peer.PutRevoke(*handle);
+        return std::unexpected(SendFailure{.error = ErrorCode::kTransferFail, .at_source = true});
       }
-      if (auto chunk = peer.PutChunk(*handle, 0, bytes); !chunk) return Err(chunk.error());
-      return peer.PutEnd(*handle);
+      if (auto chunk = peer.PutChunk(*handle, 0, bytes); !chunk) return at_target(chunk.error());
+      if (auto ended = peer.PutEnd(*handle); !ended) return at_target(ended.error());
+      if (adopt_answer_lost.contains(to.node_id)) return at_target(ErrorCode::kRpcTimeout);
+      return {};
     };
     auto node = SendToNodeWithRoom(pick, send);
     if (!node) return Err(node.error());
@@ -201,6 +206,11 @@ class LoopbackPeers : public PeerTransfer {
   std::map<std::string, TieredCacheBackend*> nodes;
   std::vector<std::string> pick_order;
   bool pick_ignores_refusals = false;
+  // Nodes the master lists alive that this node cannot reach: a send to one
+  // fails kRpcFail, as a refused connection does.
+  std::set<std::string> unreachable;
+  // Nodes that commit the adopted copy but whose answer to AdoptEnd is lost.
+  std::set<std::string> adopt_answer_lost;
   std::function<void()> before_hand_over;
   bool hand_over_unsettled = false;  // UpdateOwner never reaches the master
   // UpdateOwner is applied, but neither its answer nor the master reach A.
@@ -272,9 +282,11 @@ TEST(MoverHandOverTest, ANodeThatRefusesTheAdoptIsLeftOutAndTheNextOneTakesIt) {
         excluded.push_back(refused);
         return NodeRecord{.node_id = refused.empty() ? "b" : "c"};
       },
-      [&](const NodeRecord& to) -> Result<void> {
+      [&](const NodeRecord& to) -> SendResult {
         sent_to.push_back(to.node_id);
-        if (to.node_id == "b") return Err(ErrorCode::kNoAvailableHandle);
+        if (to.node_id == "b") {
+          return std::unexpected(SendFailure{.error = ErrorCode::kNoAvailableHandle});
+        }
         return {};
       });
   ASSERT_TRUE(node);
@@ -291,9 +303,9 @@ TEST(MoverHandOverTest, RefusalsByTargetsAreNotNoRoomInTheCluster) {
       [&](const std::vector<std::string>&) -> Result<NodeRecord> {
         return NodeRecord{.node_id = "n" + std::to_string(picks++)};
       },
-      [&](const NodeRecord&) -> Result<void> {
+      [&](const NodeRecord&) -> SendResult {
         ++sends;
-        return Err(ErrorCode::kNoAvailableHandle);
+        return std::unexpected(SendFailure{.error = ErrorCode::kNoAvailableHandle});
       });
   ASSERT_FALSE(every_node);
   EXPECT_EQ(every_node.error(), ErrorCode::kTransferFail);
@@ -305,9 +317,9 @@ TEST(MoverHandOverTest, RefusalsByTargetsAreNotNoRoomInTheCluster) {
       [&](const std::vector<std::string>&) -> Result<NodeRecord> {
         return NodeRecord{.node_id = "b"};
       },
-      [&](const NodeRecord&) -> Result<void> {
+      [&](const NodeRecord&) -> SendResult {
         ++sends;
-        return Err(ErrorCode::kNoAvailableHandle);
+        return std::unexpected(SendFailure{.error = ErrorCode::kNoAvailableHandle});
       });
   ASSERT_FALSE(same_node);
   EXPECT_EQ(same_node.error(), ErrorCode::kTransferFail);
@@ -318,9 +330,89 @@ TEST(MoverHandOverTest, RefusalsByTargetsAreNotNoRoomInTheCluster) {
       [&](const std::vector<std::string>&) -> Result<NodeRecord> {
         return Err(ErrorCode::kNoAvailableHandle);
       },
-      [&](const NodeRecord&) -> Result<void> { return {}; });
+      [&](const NodeRecord&) -> SendResult { return {}; });
   ASSERT_FALSE(no_room);
   EXPECT_EQ(no_room.error(), ErrorCode::kNoAvailableHandle);
+}
+
+// The master lists B alive and, as nobody can write to it, keeps naming it
+// the emptiest node. A send to B that fails at B's end (unreachable, too
+// slow, or busy with the key) must not end the search, or every eviction in
+// the cluster would stop at B.
+TEST(MoverHandOverTest, ANodeThatFailsTheSendIsLeftOutAndTheNextOneTakesIt) {
+  for (ErrorCode failure : {ErrorCode::kRpcFail, ErrorCode::kRpcTimeout,
+                            ErrorCode::kObjectReplicaBusy, ErrorCode::kObjectAlreadyExists}) {
+    SCOPED_TRACE(ToString(failure));
+    std::vector<std::string> sent_to;
+    auto node = SendToNodeWithRoom(
+        [&](const std::vector<std::string>& refused) -> Result<NodeRecord> {
+          return NodeRecord{.node_id = refused.empty() ? "b" : "c"};
+        },
+        [&](const NodeRecord& to) -> SendResult {
+          sent_to.push_back(to.node_id);
+          if (to.node_id == "b") return std::unexpected(SendFailure{.error = failure});
+          return {};
+        });
+    ASSERT_TRUE(node) << ToString(node.error());
+    EXPECT_EQ(node->node_id, "c");
+    EXPECT_EQ(sent_to, (std::vector<std::string>{"b", "c"}));
+  }
+}
+
+// The object cannot be read here: no other node would fare better.
+TEST(MoverHandOverTest, AFailureToReadTheObjectEndsTheSearchForANode) {
+  int sends = 0;
+  auto node = SendToNodeWithRoom(
+      [&](const std::vector<std::string>& refused) -> Result<NodeRecord> {
+        return NodeRecord{.node_id = "n" + std::to_string(refused.size())};
+      },
+      [&](const NodeRecord&) -> SendResult {
+        ++sends;
+        return std::unexpected(SendFailure{.error = ErrorCode::kTransferFail, .at_source = true});
+      });
+  ASSERT_FALSE(node);
+  EXPECT_EQ(node.error(), ErrorCode::kTransferFail);
+  EXPECT_EQ(sends, 1);
+}
+
+// B is alive to the master, and the emptiest, but A cannot reach it: A's
+// eviction moves the key to C instead of keeping it and failing the put
+// that needed the room.
+TEST(MoverHandOverTest, AnEvictionGoesPastANodeThatCannotBeReached) {
+  SharedMaster master;
+  Node a(master, "A", 32 * kKiB), b(master, "B", 1024 * kKiB), c(master, "C", 256 * kKiB);
+  a.EvictsTo({{"B", &b}, {"C", &c}});
+  a.peers.unreachable.insert("B");
+  const std::string value(16 * kKiB, 'k');
+  ASSERT_TRUE(a.backend->Put("k", value, {}));
+  ASSERT_TRUE(a.backend->Put("other", std::string(16 * kKiB, 'o'), {}));
+  // A is full: this put needs room that only a move can make.
+  EXPECT_TRUE(a.backend->Put("new", std::string(16 * kKiB, 'n'), {}));
+  EXPECT_EQ(a.backend->Stats().dropped, 0u);
+  EXPECT_EQ(master.OwnerOf("k"), "C");
+  c.backend->RunMaintenance();
+  EXPECT_TRUE(Read(*c.backend, "k") == value) << "C does not serve k's value";
+}
+
+// B committed the adopted copy but its answer to AdoptEnd was lost, so A
+// offered the key to C, which took it. B's copy was never the key's: it goes
+// at B's own check instead of standing in for C's.
+TEST(MoverHandOverTest, ACopyWhoseAdoptAnswerWasLostIsDroppedOnceAnotherNodeTookTheKey) {
+  SharedMaster master;
+  Node a(master, "A", 64 * kKiB), b(master, "B", 64 * kKiB), c(master, "C", 64 * kKiB);
+  a.EvictsTo({{"B", &b}, {"C", &c}});
+  a.peers.confirms_at_once = false;
+  a.peers.adopt_answer_lost.insert("B");
+  const std::string value(8 * kKiB, 'k');
+  ASSERT_TRUE(a.backend->Put("k", value, {}));
+  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
+  EXPECT_EQ(master.OwnerOf("k"), "C");
+  EXPECT_EQ(StateOf(*b.backend, "k"), "adopted");
+  b.backend->RunMaintenance();
+  c.backend->RunMaintenance();
+  EXPECT_EQ(StateOf(*b.backend, "k"), "OBJECT_NOT_FOUND");
+  EXPECT_EQ(master.OwnerOf("k"), "C");
+  EXPECT_TRUE(Read(*c.backend, "k") == value) << "C does not serve k's value";
 }
 
 // The master still ranks B first (its usage is a heartbeat old) though B is

@@ -12,6 +12,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -69,13 +70,66 @@ class HoldingTarget : public rpc::WorkerServiceNull {
   bool released_ = false;               // guarded by mu_
 };
 
-NodeRecord Node(const std::string& id, int port) {
+// A target that takes every adopt, unless `fail_adopts` (then each
+// AdoptStart throws, which its caller sees as a broken call, kRpcFail), and
+// records the calls it gets.
+class RecordingTarget : public rpc::WorkerServiceNull {
+ public:
+  explicit RecordingTarget(bool fail_adopts = false) : fail_adopts_(fail_adopts) {}
+
+  void AdoptStart(rpc::PutStartResult& result, const std::string& key, const int64_t /*size*/,
+                  const rpc::ReplicateConfig& /*config*/, const int64_t /*version*/,
+                  const std::string& /*sender*/) override {
+    Record("AdoptStart " + key);
+    if (fail_adopts_) throw std::runtime_error("test: this node cannot take adopts");
+    result.code = rpc::ErrorCode::OK;
+    result.handle = 1;
+  }
+  rpc::ErrorCode::type PutChunk(const int64_t /*handle*/, const int64_t /*offset*/,
+                                const std::string& /*data*/) override {
+    return rpc::ErrorCode::OK;
+  }
+  rpc::ErrorCode::type AdoptEnd(const int64_t /*handle*/, const bool /*written*/) override {
+    return rpc::ErrorCode::OK;
+  }
+  rpc::ErrorCode::type AdoptAbort(const std::string& key) override {
+    Record("AdoptAbort " + key);
+    return rpc::ErrorCode::OK;
+  }
+  rpc::ErrorCode::type AdoptConfirm(const std::string& /*key*/) override {
+    return rpc::ErrorCode::OK;
+  }
+
+  std::vector<std::string> calls() {
+    std::lock_guard lock(mu_);
+    return calls_;
+  }
+
+ private:
+  void Record(std::string call) {
+    std::lock_guard lock(mu_);
+    calls_.push_back(std::move(call));
+  }
+
+  const bool fail_adopts_;
+  std::mutex mu_;
+  std::vector<std::string> calls_;  // guarded by mu_
+};
+
+NodeRecord Node(const std::string& id, int port, uint64_t free_bytes = 1ull << 30) {
   NodeRecord node;
   node.node_id = id;
   node.host = "127.0.0.1";
   node.port = port;
-  node.tiers.push_back(TierUsage{"dram", "dram", 1ull << 30, 0, 0});
+  node.tiers.push_back(TierUsage{"dram", "dram", free_bytes, 0, 0});
   return node;
+}
+
+ObjectSource SourceOf(const std::string& value) {
+  return ObjectSource{.read = [&value](uint64_t offset, std::span<std::byte> out) -> Result<void> {
+    std::memcpy(out.data(), value.data() + offset, out.size());
+    return {};
+  }};
 }
 
 TEST(ThriftPeerTransferTest, NeitherAHandOverNorShutdownWaitsForTheTargetToTakeItsConfirm) {
@@ -129,6 +183,50 @@ TEST(ThriftPeerTransferTest, NeitherAHandOverNorShutdownWaitsForTheTargetToTakeI
     EXPECT_EQ(service.GetLocation("k")->node_id, "b");
   }
   (*server)->Stop();
+}
+
+// b is alive to the master and has the most room, so the master names it
+// for every move, but no adopt reaches it. Each move goes to c instead, and
+// only the first waits for b to fail.
+TEST(ThriftPeerTransferTest, MovesGoPastANodeThatCannotTakeThem) {
+  MasterConfig config;
+  config.port = 0;
+  config.admin_port = -1;
+  config.node_ttl_ms = 60000;
+  config.rebuild_ms = 0;  // no workers to wait for
+  auto master = MasterServer::Start(config);
+  ASSERT_TRUE(master);
+  auto failing = std::make_shared<RecordingTarget>(/*fail_adopts=*/true);
+  auto b = RpcServer::Start(std::make_shared<rpc::WorkerServiceProcessor>(failing),
+                            RpcServerOptions{.host = "127.0.0.1", .port = 0});
+  ASSERT_TRUE(b) << ToString(b.error());
+  auto taking = std::make_shared<RecordingTarget>();
+  auto c = RpcServer::Start(std::make_shared<rpc::WorkerServiceProcessor>(taking),
+                            RpcServerOptions{.host = "127.0.0.1", .port = 0});
+  ASSERT_TRUE(c) << ToString(c.error());
+  MasterService& service = (*master)->service();
+  ASSERT_TRUE(service.RegisterNode(Node("a", 1)));
+  ASSERT_TRUE(service.RegisterNode(Node("b", (*b)->port(), 1ull << 30)));
+  ASSERT_TRUE(service.RegisterNode(Node("c", (*c)->port(), 1ull << 20)));
+  ASSERT_TRUE(service.PutOwner("k1", "a"));
+  ASSERT_TRUE(service.PutOwner("k2", "a"));
+  MasterLink link(MasterTarget{.host = "127.0.0.1", .port = (*master)->port()});
+  link.set_node_id("a");
+  {
+    ThriftPeerTransfer peers(link);
+    peers.set_unreachable_memory(Millis(3600 * 1000));  // the test's pace does not matter
+    const std::string value = "value";
+    for (const std::string key : {"k1", "k2"}) {
+      auto moved =
+          peers.Transfer(key, value.size(), 1, ObjectOptions{}, SourceOf(value), "", false);
+      ASSERT_TRUE(moved) << key << ": " << ToString(moved.error());
+      EXPECT_EQ(*moved, "c") << key;
+      EXPECT_EQ(service.GetLocation(key)->node_id, "c") << key;
+    }
+  }
+  EXPECT_EQ(failing->calls(), (std::vector<std::string>{"AdoptStart k1"}));
+  (*b)->Stop();
+  (*c)->Stop();
 }
 
 }  // namespace
