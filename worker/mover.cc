@@ -46,9 +46,15 @@ bool Mover::MakeRoom(size_t tier, uint64_t bytes, bool allow_drop) {
   uint64_t capacity = ctx_.tiers[tier]->capacity();
   uint64_t used = ctx_.tiers[tier]->used();
   uint64_t free = capacity > used ? capacity - used : 0;
-  // Free at least `bytes` beyond what is free, so a fragmented arena gains a
-  // contiguous block over successive rounds.
-  uint64_t wanted = std::max<uint64_t>(bytes > free ? bytes - free : 0, bytes / 4 + 1);
+  // A tier recovered into a smaller capacity holds more than it may: the
+  // excess has to go as well, or every round frees `bytes`, the allocation
+  // still fails, and the put fails after dropping objects for nothing.
+  uint64_t excess = used > capacity ? used - capacity : 0;
+  uint64_t short_by = bytes > free ? bytes - free : 0;
+  short_by = excess > UINT64_MAX - short_by ? UINT64_MAX : short_by + excess;
+  // Free at least a quarter of `bytes` even when the tier is not short, so a
+  // fragmented arena gains a contiguous block over successive rounds.
+  uint64_t wanted = std::max<uint64_t>(short_by, bytes / 4 + 1);
   auto victims = PickVictims(tier, wanted);
   if (victims.empty()) return false;
   bool any = false;

@@ -5,12 +5,18 @@
 #include "worker/mover.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <chrono>
+#include <filesystem>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "tests/unit/backend_parts.h"
+#include "tiers/ssd_tier.h"
+#include "worker/tiered_cache_backend.h"
 
 namespace mooncake {
 namespace {
@@ -36,6 +42,41 @@ TEST(MoverTest, AllocateInTakesTheFirstTierThatCanHoldTheObject) {
   ASSERT_TRUE(large);
   EXPECT_EQ(large->first, 1u);
   EXPECT_FALSE(parts.mover.AllocateIn(0, 1, 8 * kMiB, /*allow_drop=*/true));
+}
+
+// A node restarted with a smaller --ssd-capacity recovers more than the SSD
+// may hold. The first put that needs SSD room makes room for itself and the
+// excess at once, and succeeds; it failed with NO_AVAILABLE_HANDLE four times
+// over, each time dropping 8 objects that were freed but never enough.
+TEST(MoverTest, APutIntoATierRecoveredOverCapacityEvictsTheExcessAndSucceeds) {
+  char tmpl[] = "/tmp/mover_test_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string value(1 * kMiB, 'v');
+  ObjectOptions on_ssd;
+  on_ssd.preferred_tier = 1;
+  testing::InMemoryDirectory directory;
+  auto open = [&](uint64_t ssd_capacity) {
+    std::vector<std::unique_ptr<CacheTier>> tiers;
+    tiers.push_back(std::move(DramTier::Create("dram", 4 * kMiB).value()));
+    tiers.push_back(std::move(SsdTier::Open("ssd", dir + "/ssd", ssd_capacity).value()));
+    return std::make_unique<TieredCacheBackend>(std::move(tiers), &directory, BackendOptions{});
+  };
+  {
+    auto backend = open(64 * kMiB);
+    for (int i = 0; i < 48; ++i) ASSERT_TRUE(backend->Put("k" + std::to_string(i), value, on_ssd));
+  }
+  auto backend = open(16 * kMiB);
+  EXPECT_EQ(backend->Recover().size(), 48u);
+  ASSERT_GT(backend->Stats().tiers[1].used, 16 * kMiB);
+
+  EXPECT_TRUE(backend->Put("new", value, on_ssd));
+  EXPECT_LE(backend->Stats().tiers[1].used, 16 * kMiB);
+  // Only the excess and the new object's room went: 33 of 48 objects.
+  EXPECT_EQ(backend->Stats().dropped, 33u);
+  backend.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 TEST(MoverTest, MoveObjectCopiesTheBytesAndCountsPromotionsAndDemotions) {
