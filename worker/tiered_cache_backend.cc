@@ -628,6 +628,13 @@ Result<void> TieredCacheBackend::FinishRemoveLocked(const std::string& key, uint
   // which puts it back.
   if (failed) return released;
   table_->EraseIfSame(key, object_id);
+  // The master names another node (a hand-over applied whose answer was
+  // lost): this copy was not the key's, and the key lives on there. Not
+  // found here, so a caller that came by a stale owner asks the master and
+  // removes it where it is, instead of being told it is gone.
+  if (!released && released.error() == ErrorCode::kNotOwner) {
+    return Err(ErrorCode::kObjectNotFound);
+  }
   ctx_->counters.removes.fetch_add(1, std::memory_order_relaxed);
   return {};
 }

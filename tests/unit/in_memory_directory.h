@@ -155,6 +155,10 @@ class InMemoryDirectory : public OwnerDirectory {
     releases_go_.wait(lock, [&] { return !hold_releases_; });
     --releases_waiting_;
     if (release_failure_ != ErrorCode::kOk) return Err(release_failure_);
+    // As the master: only the owner may release a key.
+    if (auto owner = owned_.find(key); owner != owned_.end() && owner->second == kElsewhere) {
+      return Err(ErrorCode::kNotOwner);
+    }
     if (owned_.erase(key) == 0) return Err(ErrorCode::kObjectNotFound);
     if (lost_release_answer_ != ErrorCode::kOk) {
       if (claimed_elsewhere_after_lost_release_) owned_[key] = kElsewhere;
@@ -220,6 +224,13 @@ class InMemoryDirectory : public OwnerDirectory {
   void ClaimElsewhere(const std::string& key) {
     std::lock_guard lock(mu_);
     owned_[key] = kElsewhere;
+  }
+  // Simulates the other node releasing a key it owns (ClaimElsewhere).
+  void ReleaseElsewhere(const std::string& key) {
+    std::lock_guard lock(mu_);
+    if (auto owner = owned_.find(key); owner != owned_.end() && owner->second == kElsewhere) {
+      owned_.erase(owner);
+    }
   }
 
  private:

@@ -206,6 +206,30 @@ TEST_F(BackendTest, ARemoveWaitsForAPutsClaimSoTheMasterIsNotLeftPointingHere) {
   EXPECT_FALSE(backend_->Get("k", 0, 0));
 }
 
+// A copy here that the master no longer names (a hand-over to another node
+// was applied but its answer lost, so this node still holds it): a remove
+// sent here by a client with a stale owner erases the copy but answers "not
+// found here", so the client asks the master and removes the key where it
+// lives. Before, it answered OK and the key stayed at the other node.
+TEST_F(BackendTest, ARemoveOfACopyTheMasterNamesAnotherNodeForIsNotFoundHere) {
+  Open(8 * kMiB, 32 * kMiB);
+  for (const char* key : {"one", "batched"}) {
+    ASSERT_TRUE(backend_->Put(key, Pattern(key, 4096), {}));
+    directory_.ClaimElsewhere(key);
+  }
+  auto removed = backend_->Remove("one", /*force=*/false);
+  ASSERT_FALSE(removed);
+  EXPECT_EQ(removed.error(), ErrorCode::kObjectNotFound);
+  auto batch = backend_->RemoveMany({"batched"}, /*force=*/false);
+  ASSERT_EQ(batch.size(), 1u);
+  ASSERT_FALSE(batch[0]);
+  EXPECT_EQ(batch[0].error(), ErrorCode::kObjectNotFound);
+  for (const char* key : {"one", "batched"}) {
+    EXPECT_EQ(backend_->Get(key, 0, 0).error(), ErrorCode::kObjectNotFound) << key;
+  }
+  EXPECT_EQ(backend_->Stats().removes, 0u);
+}
+
 // A put committed here whose claim is still on its way to the master is not
 // served yet: the claim may fail (another node put the key), and a reader
 // would have got a value whose put then answers OBJECT_ALREADY_EXISTS. It
@@ -1809,7 +1833,7 @@ TEST_F(BackendTest, AnUpsertOfAKeyHandedToAnotherNodeIsRedirected) {
   EXPECT_EQ(backend_->Upsert("r0", "new", {}).error(), ErrorCode::kNotOwner);
   EXPECT_EQ(backend_->Inspect("r0").error(), ErrorCode::kObjectNotFound);  // nothing created
   // A plain Put may create the key here again; then it is ours once more.
-  directory_.Release("r0");
+  directory_.ReleaseElsewhere("r0");
   ASSERT_TRUE(backend_->Put("r0", "again", {}));
   EXPECT_EQ(backend_->MovedTo("r0"), "");
   ASSERT_TRUE(backend_->Upsert("r0", "fresh", {}));
