@@ -216,20 +216,24 @@ Result<std::string> ThriftPeerTransfer::Transfer(const std::string& key, uint64_
     MC_LOG_WARN("test fault: the hand-over's answer is lost key={}", key);
     swapped = Err(ErrorCode::kRpcTimeout);
   }
+  if (!swapped && swapped.error() != ErrorCode::kRpcTimeout &&
+      swapped.error() != ErrorCode::kRpcFail) {
+    // The master's own refusal (not the owner, the key gone): final.
+    MC_LOG_WARN("hand-over refused key={} to={} error={}; target drops its copy", key,
+                node->node_id, ToString(swapped.error()));
+    channel->rpc.Call([&](rpc::WorkerServiceClient& c) { return c.AdoptAbort(key); });
+    return Err(swapped.error());
+  }
   if (!swapped) {
-    std::optional<bool> handed = HandedOverDespite(key, node->node_id, swapped.error());
-    if (!handed.has_value()) {
-      // Whoever the master names keeps the object: the target claims its
-      // adopted copy or drops it (Mover::ConfirmAdoptedObjects).
+    if (!HandOverLanded(key, node->node_id)) {
+      // The call may still be applied after any answer to "who owns it":
+      // an AdoptAbort now could leave the key with no copy anywhere. The
+      // target claims its adopted copy if the swap lands and drops it
+      // otherwise (Mover::ConfirmAdoptedObjects); this node keeps its copy
+      // and asks again later (kRpcTimeout: Mover::SettleHandOvers).
       MC_LOG_WARN("hand-over unsettled key={} to={} error={}; the target confirms its copy later",
                   key, node->node_id, ToString(swapped.error()));
       return Err(ErrorCode::kRpcTimeout);
-    }
-    if (!*handed) {
-      MC_LOG_WARN("hand-over refused key={} to={} error={}; target drops its copy", key,
-                  node->node_id, ToString(swapped.error()));
-      channel->rpc.Call([&](rpc::WorkerServiceClient& c) { return c.AdoptAbort(key); });
-      return Err(swapped.error());
     }
     MC_LOG_INFO("hand-over applied despite its error key={} to={} error={}", key, node->node_id,
                 ToString(swapped.error()));
@@ -242,15 +246,9 @@ Result<std::string> ThriftPeerTransfer::Transfer(const std::string& key, uint64_
   return node->node_id;
 }
 
-std::optional<bool> ThriftPeerTransfer::HandedOverDespite(const std::string& key,
-                                                          const std::string& target,
-                                                          ErrorCode error) {
-  // The master's own refusal (not the owner, the key gone) is an answer.
-  if (error != ErrorCode::kRpcTimeout && error != ErrorCode::kRpcFail) return false;
+bool ThriftPeerTransfer::HandOverLanded(const std::string& key, const std::string& target) {
   auto owner = master_.OwnerOf(key);
-  if (owner) return *owner == target;
-  if (owner.error() == ErrorCode::kObjectNotFound) return false;
-  return std::nullopt;
+  return owner && *owner == target;
 }
 
 Result<NodeRecord> ThriftPeerTransfer::Pick(uint64_t size,

@@ -156,12 +156,11 @@ class ThriftPeerTransfer : public PeerTransfer {
   SendResult SendByTcp(WorkerChannel& channel, const Adoption& adoption, uint64_t size,
                        const ObjectSource& source);
   void Count(const std::string& node_id, Sent sent, uint64_t size, const std::string& why);
-  // Whether a hand-over of `key` to `target` that failed with `error` took
-  // place all the same: a call whose answer was lost (a timeout, a broken
-  // connection) may have been applied, so the master is asked who owns the
-  // key. nullopt when that cannot be told (the master is away too).
-  std::optional<bool> HandedOverDespite(const std::string& key, const std::string& target,
-                                        ErrorCode error);
+  // Whether a hand-over of `key` to `target` whose call went unanswered (a
+  // timeout, a broken connection) was applied: the master names `target`.
+  // Any other answer says nothing for good, as the call may still be
+  // applied after it.
+  bool HandOverLanded(const std::string& key, const std::string& target);
   // The master's pick for `size` bytes, leaving out `refused` and, while
   // another node is left to offer, the nodes recently unreachable.
   Result<NodeRecord> Pick(uint64_t size, const std::vector<std::string>& refused);

@@ -12,12 +12,16 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "common/metrics.h"
 #include "master/master_config.h"
+#include "master/master_handler.h"
 #include "master/master_server.h"
+#include "master/master_service.h"
 #include "mooncake_rpc/WorkerService.h"
 #include "thrift/rpc_server.h"
 
@@ -116,6 +120,45 @@ class RecordingTarget : public rpc::WorkerServiceNull {
   std::vector<std::string> calls_;  // guarded by mu_
 };
 
+// A master whose UpdateOwner of `key` goes unanswered (the caller sees a
+// broken call) but is applied late: right after the next GetLocation of the
+// key has been answered, as a call that waited for the master's lock past
+// its caller's timeout would be.
+class LateSwapMaster : public MasterHandler {
+ public:
+  LateSwapMaster(MasterService& service, RequestMetrics& requests, std::string key)
+      : MasterHandler(service, requests), service_(service), key_(std::move(key)) {}
+
+  rpc::ErrorCode::type UpdateOwner(const std::string& key, const std::string& expected_owner,
+                                   const std::string& new_owner) override {
+    if (key != key_) return MasterHandler::UpdateOwner(key, expected_owner, new_owner);
+    {
+      std::lock_guard lock(mu_);
+      if (!late_) late_ = std::make_pair(expected_owner, new_owner);  // a retry is the same call
+    }
+    throw std::runtime_error("test: the answer to UpdateOwner is lost");
+  }
+  void GetLocation(rpc::LocationResult& result, const std::string& key) override {
+    MasterHandler::GetLocation(result, key);
+    std::optional<std::pair<std::string, std::string>> late;
+    {
+      std::lock_guard lock(mu_);
+      if (key == key_) late.swap(late_);
+    }
+    if (late) applied_ = service_.UpdateOwner(key, late->first, late->second).has_value();
+  }
+
+  // Whether the late UpdateOwner was applied.
+  bool applied() const { return applied_; }
+
+ private:
+  MasterService& service_;
+  const std::string key_;
+  std::mutex mu_;
+  std::optional<std::pair<std::string, std::string>> late_;  // guarded by mu_
+  std::atomic<bool> applied_{false};
+};
+
 NodeRecord Node(const std::string& id, int port, uint64_t free_bytes = 1ull << 30) {
   NodeRecord node;
   node.node_id = id;
@@ -182,6 +225,42 @@ TEST(ThriftPeerTransferTest, NeitherAHandOverNorShutdownWaitsForTheTargetToTakeI
     EXPECT_EQ(*to, "b");
     EXPECT_EQ(service.GetLocation("k")->node_id, "b");
   }
+  (*server)->Stop();
+}
+
+// The master answers "a" to who owns "k" while a's timed-out UpdateOwner to
+// b is still to be applied, and applies it just after. An AdoptAbort sent
+// on that answer would erase b's copy, and a, once it learns b owns the key,
+// its own: the key would have no copy anywhere.
+TEST(ThriftPeerTransferTest, AHandOverWhoseAnswerIsLostDoesNotAbortTheTargetsCopy) {
+  MasterService service;
+  RequestMetrics requests(MasterHandler::OperationNames());
+  auto handler = std::make_shared<LateSwapMaster>(service, requests, "k");
+  auto master = RpcServer::Start(std::make_shared<rpc::MasterServiceProcessor>(handler),
+                                 RpcServerOptions{.host = "127.0.0.1", .port = 0});
+  ASSERT_TRUE(master) << ToString(master.error());
+  auto target = std::make_shared<RecordingTarget>();
+  auto server = RpcServer::Start(std::make_shared<rpc::WorkerServiceProcessor>(target),
+                                 RpcServerOptions{.host = "127.0.0.1", .port = 0});
+  ASSERT_TRUE(server) << ToString(server.error());
+  ASSERT_TRUE(service.RegisterNode(Node("a", 1)));
+  ASSERT_TRUE(service.RegisterNode(Node("b", (*server)->port())));
+  ASSERT_TRUE(service.PutOwner("k", "a"));
+  MasterLink link(MasterTarget{.host = "127.0.0.1", .port = (*master)->port()});
+  link.set_node_id("a");
+  {
+    ThriftPeerTransfer peers(link);
+    const std::string value = "value";
+    auto moved = peers.Transfer("k", value.size(), 1, ObjectOptions{}, SourceOf(value), "b", false);
+    // The outcome is not known yet: a keeps its copy and asks again later.
+    ASSERT_FALSE(moved);
+    EXPECT_EQ(moved.error(), ErrorCode::kRpcTimeout);
+  }
+  ASSERT_TRUE(handler->applied());
+  EXPECT_EQ(service.GetLocation("k")->node_id, "b");
+  // b keeps the copy the master now names it for.
+  EXPECT_EQ(target->calls(), (std::vector<std::string>{"AdoptStart k"}));
+  (*master)->Stop();
   (*server)->Stop();
 }
 
