@@ -135,6 +135,7 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Open(std::string name, std::string pat
     std::unique_ptr<SsdTier> tier(new SsdTier(std::move(name), std::move(path), capacity));
     if (auto r = tier->OpenDb(error); !r) return Err(r.error());
     if (auto r = tier->LoadAndCleanUp(error); !r) return Err(r.error());
+    tier->reclaimer_ = std::thread([t = tier.get()] { t->ReclaimLoop(); });
     MC_LOG_INFO("ssd tier ready tier={} path={} capacity={} objects={} used={}", tier->name_,
                 tier->path_, capacity, tier->object_count(), tier->used());
     return tier;
@@ -212,6 +213,16 @@ Result<void> SsdTier::OpenDb(std::string* error) {
 }
 
 SsdTier::~SsdTier() {
+  if (reclaimer_.joinable()) {
+    // A running compaction stops early instead of holding up the close.
+    db_->DisableManualCompaction();
+    {
+      std::lock_guard lock(reclaim_mu_);
+      reclaim_stopping_ = true;
+    }
+    reclaim_cv_.notify_all();
+    reclaimer_.join();
+  }
   if (db_) {
     try {
       // The last chance in this process for deletes the disk had no room for.
@@ -508,10 +519,14 @@ void SsdTier::Free(const TierLocation& location) {
       live_.erase(it);
       damaged_.erase(id);
     }
+    frees_.fetch_add(1);
     // If the delete fails the meta record is still on disk: retry later, or a
     // restart would bring back an object the cache already dropped.
     if (!DeleteObject(id)) DeferDelete(id);
     RetryDeferredDeletes();
+    // The freed bytes come back only with a flush and a compaction, which
+    // RocksDB would start on later writes; a short disk refuses those.
+    if (disk_short_.load()) RequestReclaim();
   } catch (const std::exception& e) {
     MC_LOG_ERROR("ssd tier free failed tier={} id={} error={}", name_, id, e.what());
   }
@@ -596,6 +611,78 @@ std::optional<uint64_t> SsdTier::FreeDiskBytes() const {
   return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
 }
 
+void SsdTier::RequestReclaim() {
+  {
+    std::lock_guard lock(reclaim_mu_);
+    reclaim_requested_ = true;
+  }
+  reclaim_cv_.notify_one();
+}
+
+void SsdTier::ReclaimLoop() {
+  std::unique_lock lock(reclaim_mu_);
+  while (true) {
+    reclaim_cv_.wait(lock, [&] { return reclaim_stopping_ || reclaim_requested_; });
+    if (reclaim_stopping_) return;
+    reclaim_requested_ = false;
+    lock.unlock();
+    try {
+      ReclaimDiskSpace();
+    } catch (const std::exception& e) {
+      MC_LOG_ERROR("ssd tier reclaim failed tier={} error={}", name_, e.what());
+    }
+    lock.lock();
+    // Requests made meanwhile wait for the interval and then share one pass.
+    reclaim_cv_.wait_for(lock, kReclaimInterval, [&] { return reclaim_stopping_; });
+  }
+}
+
+void SsdTier::ReclaimDiskSpace() {
+  const std::optional<uint64_t> free_before = FreeDiskBytes();
+  // A flush writes about the memtables' contents before the WAL goes; one
+  // that fails for room stops every write until Resume, so a disk that
+  // something else filled is left alone.
+  uint64_t memtables = 0;
+  db_->GetAggregatedIntProperty("rocksdb.cur-size-all-mem-tables", &memtables);
+  if (free_before && *free_before < memtables + kMetaWriteReserveBytes) {
+    MC_LOG_WARN("ssd tier reclaim skips flush tier={} free={} memtables={}", name_, *free_before,
+                memtables);
+    return;
+  }
+  rocksdb::FlushOptions flush;
+  // Writes are being refused anyway; waiting for a quieter moment could wait
+  // forever.
+  flush.allow_write_stall = true;
+  if (rocksdb::Status s = db_->Flush(flush, {data_cf_, meta_cf_}); !s.ok()) {
+    MC_LOG_WARN("ssd tier reclaim flush failed tier={} status={}", name_, s.ToString());
+    return;
+  }
+  // The compaction writes the data tables anew before it deletes the old
+  // ones; without room for that it could fill the disk itself. Blobs are not
+  // rewritten (garbage collection is off for it): a blob file that only
+  // freed chunks point into is deleted once no table points into it.
+  const uint64_t frees = frees_.load();
+  if (frees_at_compaction_ == frees) return;
+  uint64_t tables = 0;
+  db_->GetIntProperty(data_cf_, "rocksdb.live-sst-files-size", &tables);
+  if (auto free = FreeDiskBytes(); free && *free < tables + kDataWriteReserveBytes) {
+    MC_LOG_WARN("ssd tier reclaim skips compaction tier={} free={} tables={}", name_, *free,
+                tables);
+    return;
+  }
+  rocksdb::CompactRangeOptions compact;
+  compact.allow_write_stall = true;
+  compact.blob_garbage_collection_policy = rocksdb::BlobGarbageCollectionPolicy::kDisable;
+  rocksdb::Status s = db_->CompactRange(compact, data_cf_, nullptr, nullptr);
+  if (!s.ok()) {
+    MC_LOG_WARN("ssd tier reclaim compaction failed tier={} status={}", name_, s.ToString());
+    return;
+  }
+  frees_at_compaction_ = frees;
+  MC_LOG_INFO("ssd tier reclaimed disk space tier={} path={} free_before={} free_after={}", name_,
+              path_, free_before.value_or(0), FreeDiskBytes().value_or(0));
+}
+
 Result<void> SsdTier::WriteChecked(rocksdb::WriteBatch& batch, uint64_t id, bool data) {
   if (needs_resume_.load()) {
     // After a failed write RocksDB refuses every write until resumed; this
@@ -628,12 +715,15 @@ Result<void> SsdTier::WriteChecked(rocksdb::WriteBatch& batch, uint64_t id, bool
       needed += kMetaWriteReserveBytes;
     }
     if (*free < needed) {
+      disk_short_.store(true);
+      RequestReclaim();
       MC_LOG_ERROR(
           "ssd write failed tier={} path={} id={} bytes={} free={} needed={} "
           "reason=\"No space left on device\"",
           name_, path_, id, bytes, *free, needed);
       return Err(ErrorCode::kNoAvailableHandle);
     }
+    if (data) disk_short_.store(false);
   }
   rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &batch);
   if (s.ok()) return {};

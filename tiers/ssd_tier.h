@@ -28,9 +28,19 @@
 // block and blob checksums, so damaged bytes become kInternalError, never
 // data. Open fails, with the RocksDB status in *error, on a database it cannot
 // trust (corrupt or missing CURRENT/MANIFEST/table files).
+//
+// Reclaiming space: the bytes of freed objects stay on disk until RocksDB
+// flushes the memtables holding their tombstones (and deletes the WALs) and
+// compacts away the blob files they point into. Its own triggers for that are
+// writes, which a short disk refuses, so a refused data write, and a Free while
+// the disk is short, ask a background thread to flush and compact (at most
+// once per kReclaimInterval). Without it a tier that once filled refused every
+// write until a restart, even after all its objects were freed.
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -39,6 +49,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -71,6 +82,9 @@ class SsdTier : public CacheTier {
   static constexpr uint64_t kDataWriteReserveBytes = 1ull << 20;
   // Metadata writes (Persist, Free) leave at least this much free.
   static constexpr uint64_t kMetaWriteReserveBytes = 64ull << 10;
+  // Least time between two reclaim passes (flush and compaction): a disk that
+  // stays short does not keep RocksDB rewriting its tables back to back.
+  static constexpr std::chrono::milliseconds kReclaimInterval{1000};
 
   // Opens (creating if needed) the database at `path`, deletes chunks of
   // objects that were never persisted, and recomputes used() from the
@@ -136,6 +150,16 @@ class SsdTier : public CacheTier {
   // Bytes the file system holding path_ still has for us, or nullopt if
   // statvfs fails (the check is then skipped: RocksDB's status decides).
   std::optional<uint64_t> FreeDiskBytes() const;
+  // Asks the reclaim thread for a pass; returns at once.
+  void RequestReclaim();
+  // The reclaim thread: one ReclaimDiskSpace per request, rate-limited.
+  void ReclaimLoop();
+  // Flushes both column families (the WALs holding freed objects go, and a
+  // flush drops chunks whose range tombstone sits in the same memtable), then
+  // compacts the data column family if the disk has room for its tables, so
+  // that blob files holding only freed chunks are deleted. A pass after which
+  // nothing was freed only flushes: the compaction would free nothing new.
+  void ReclaimDiskSpace();
   // Deletes objects whose delete failed earlier (no room for the tombstones);
   // until then only the deferred-deletes file keeps a restart from bringing
   // them back.
@@ -201,6 +225,21 @@ class SsdTier : public CacheTier {
   std::atomic<uint64_t> in_flight_bytes_{0};
   // Set after RocksDB failed a write: it then refuses writes until Resume().
   std::atomic<bool> needs_resume_{false};
+  // Set when a data write was refused for lack of disk, cleared when one
+  // fits again: while set, a Free asks for a reclaim pass.
+  std::atomic<bool> disk_short_{false};
+
+  // The reclaim thread and its requests. reclaim_mu_ is taken with no other
+  // lock held.
+  std::mutex reclaim_mu_;
+  std::condition_variable reclaim_cv_;
+  bool reclaim_requested_ = false;  // guarded by reclaim_mu_
+  bool reclaim_stopping_ = false;   // guarded by reclaim_mu_
+  // Objects freed so far, and how many had been when the last compaction
+  // started (only the reclaim thread touches that one).
+  std::atomic<uint64_t> frees_{0};
+  std::optional<uint64_t> frees_at_compaction_;
+  std::thread reclaimer_;
 
   // Striped locks: rmw_mu_ by (id, chunk) for read-modify-write of partial
   // chunks, object_mu_ by id to order Persist against Free. Lock order:

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstdint>
@@ -754,6 +755,106 @@ TEST_F(SsdTierFullDiskTest, ADeferredDeleteIsRetriedAtClose) {
   EXPECT_TRUE(tier->Recover().empty());
   std::vector<std::byte> one(1);
   EXPECT_EQ(tier->Read(gone.location, 0, one).error(), ErrorCode::kInternalError);
+}
+
+// A small tmpfs that the tier itself fills (no filler file): a write is then
+// refused because RocksDB's own files (WAL, memtables waiting for a flush,
+// blob files of objects already freed) hold the disk. Skips without root.
+class SsdTierReclaimTest : public SsdTierTest {
+ protected:
+  void SetUp() override {
+    SsdTierTest::SetUp();
+    mnt_.emplace(dir_ + "/mnt", 24 * kMiB);
+    if (!mnt_->mounted()) GTEST_SKIP() << "needs root to mount a tmpfs: " << mnt_->error();
+    path_ = dir_ + "/mnt/db";
+  }
+  void TearDown() override {
+    mnt_.reset();
+    SsdTierTest::TearDown();
+  }
+
+  // Stores 1 MiB objects until the disk refuses one (far below the logical
+  // capacity); returns the stored ones. Fails the test if none is refused.
+  std::vector<TierLocation> FillUntilRefused(SsdTier& tier, uint64_t seed) {
+    std::vector<TierLocation> stored;
+    for (int i = 0; i < 64; ++i) {
+      auto loc = tier.Allocate(kChunk);
+      if (!loc) {
+        ADD_FAILURE() << "allocate refused at " << i;
+        return stored;
+      }
+      const auto data = RandomBytes(kChunk, seed + i);
+      if (auto written = tier.Write(*loc, 0, data); !written) {
+        EXPECT_EQ(written.error(), ErrorCode::kNoAvailableHandle);
+        tier.Free(*loc);  // what the cache does with a failed write
+        return stored;
+      }
+      DurableObjectMeta meta{.key = "k" + std::to_string(seed + i), .location = *loc};
+      EXPECT_TRUE(tier.Persist(meta));
+      stored.push_back(*loc);
+    }
+    ADD_FAILURE() << "24 MiB of disk took 64 MiB";
+    return stored;
+  }
+
+  // Tries to store an object of `size` bytes for up to about 10 s (the space
+  // of freed objects comes back in the background); true once one is stored
+  // and reads back.
+  bool EventuallyStores(SsdTier& tier, uint64_t size) {
+    const auto data = RandomBytes(size, 7);
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      auto loc = tier.Allocate(size);
+      if (loc && tier.Write(*loc, 0, data) && tier.Persist({.key = "after", .location = *loc})) {
+        return ReadAll(tier, *loc) == data;
+      }
+      if (loc) tier.Free(*loc);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  static constexpr uint64_t kLogicalCapacity = 1ull << 30;  // far beyond the disk
+  std::optional<TmpfsMount> mnt_;
+};
+
+// A tier whose disk filled up, then emptied by the cache (every object freed,
+// used() == 0), takes writes again. It refused them forever: the freed bytes
+// stayed in the WAL and the memtables, which nothing flushed because no write
+// reached RocksDB any more.
+TEST_F(SsdTierReclaimTest, AFullTierTakesWritesAgainOnceItsObjectsAreFreed) {
+  auto tier = Open(kLogicalCapacity);
+  ASSERT_TRUE(tier);
+  const auto stored = FillUntilRefused(*tier, 100);
+  ASSERT_FALSE(stored.empty());
+  for (const auto& loc : stored) tier->Free(loc);
+  EXPECT_EQ(tier->used(), 0u);
+  EXPECT_TRUE(EventuallyStores(*tier, kChunk));
+}
+
+// The same when the freed bytes already sit in blob files (written before a
+// restart): only a compaction deletes those, and the tier asks for one. The
+// object stored afterwards needs most of the disk, so it fits only once both
+// the memtables and the dead blob files are gone.
+TEST_F(SsdTierReclaimTest, BlobFilesOfFreedObjectsAreReclaimed) {
+  // Fewer than fill the disk, so that no refusal flushes them before the
+  // restart does (and few table files start no compaction of RocksDB's own).
+  std::vector<TierLocation> before_restart;
+  {
+    auto tier = Open(kLogicalCapacity);
+    ASSERT_TRUE(tier);
+    for (int i = 0; i < 10; ++i) {
+      before_restart.push_back(
+          Store(*tier, "b" + std::to_string(i), RandomBytes(kChunk, i)).location);
+    }
+  }
+  auto tier = Open(kLogicalCapacity);  // the WAL is flushed into blob files
+  ASSERT_TRUE(tier);
+  ASSERT_FALSE(FilesEndingWith(path_, ".blob").empty());
+  const auto after_restart = FillUntilRefused(*tier, 200);
+  for (const auto& loc : before_restart) tier->Free(loc);
+  for (const auto& loc : after_restart) tier->Free(loc);
+  EXPECT_EQ(tier->used(), 0u);
+  EXPECT_TRUE(EventuallyStores(*tier, 8 * kChunk));
 }
 
 // A new node's --ssd-path may not exist yet, parents included: Open creates
