@@ -299,6 +299,27 @@ TEST(CliArgsTest, AHashInsideQuotesInTheConfigFileIsPartOfTheValue) {
       << outcome.err;
 }
 
+// cli.toml shares the binaries' reader (common/config_file.h): "..." values
+// decode TOML escapes, '...' values are kept as written.
+TEST(CliArgsTest, TheConfigFileDecodesEscapesInDoubleQuotesOnly) {
+  std::string problem;
+  auto config = ParseCliConfig(
+      "node = \"w\\\\1\"\ntls-ca = '/etc/w\\\\1.crt'\ntls-cert = \"/etc/a \\\"b\\\".crt\"\n",
+      &problem);
+  ASSERT_TRUE(config) << problem;
+  EXPECT_EQ(config->node, "w\\1");
+  EXPECT_EQ(config->tls_ca, "/etc/w\\\\1.crt");
+  EXPECT_EQ(config->tls_cert, "/etc/a \"b\".crt");
+
+  auto outcome = ParseCli({"--config", "/etc/esc.toml", "nodes"},
+                          EnvWithFiles(nullptr, {{"/etc/esc.toml", "node = \"w\\1\"\n"}}));
+  EXPECT_FALSE(outcome.command);
+  EXPECT_EQ(outcome.exit_code, kExitUsage);
+  EXPECT_NE(outcome.err.find("config file '/etc/esc.toml': line 1: invalid escape \\1"),
+            std::string::npos)
+      << outcome.err;
+}
+
 // mooncake-cli reads at most 1 MiB and a byte of a config file; a larger one
 // (a model named by mistake, /dev/zero) is a usage error naming it.
 TEST(CliArgsTest, AConfigFileOverOneMebibyteIsAUsageError) {
