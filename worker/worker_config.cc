@@ -153,9 +153,14 @@ bool ParseHostPort(const std::string& text, std::string* host, int* port) {
   return true;
 }
 
-// Why a tier of `bytes` is too small to be meant; empty when it is fine. 0
-// (no tier) is checked elsewhere.
+// Why a tier of `bytes` is too small to be meant, or too large to register;
+// empty when it is fine. 0 (no tier) is checked elsewhere.
 std::string TierCapacityProblem(const std::string& flag, uint64_t bytes) {
+  if (bytes > kMaxTierCapacity) {
+    return flag + " " + std::to_string(bytes) + " bytes is more than a tier can hold: at most " +
+           std::to_string(kMaxTierCapacity) + " bytes (" + FormatBytes(kMaxTierCapacity) +
+           ", 2^63 - 1, what registration with the master carries)";
+  }
   if (bytes == 0 || bytes >= kMinTierCapacity) return "";
   std::string text = flag + " " + std::to_string(bytes) + " is " + std::to_string(bytes) +
                      " bytes; a tier must hold at least " + FormatBytes(kMinTierCapacity);

@@ -21,6 +21,10 @@ inline constexpr int kDefaultWorkerAdminPort = 50060;
 // --vram-capacity) the worker accepts: a bare number is bytes, so a smaller
 // one is almost always a forgotten unit ("64" meant 64MiB).
 inline constexpr uint64_t kMinTierCapacity = 1ull << 20;
+// The largest tier size: registration carries a tier's capacity to the
+// master as an i64, and a larger one arrived negative and was refused, so
+// the worker served but never registered.
+inline constexpr uint64_t kMaxTierCapacity = static_cast<uint64_t>(INT64_MAX);
 
 struct WorkerConfig {
   // Cluster-wide name of this node; empty means "<advertise-host>:<port>".

@@ -218,6 +218,27 @@ TEST(WorkerConfigTest, TierCapacityBelowOneMiBIsRejectedWithAUnitHint) {
   ASSERT_TRUE(none) << message;
 }
 
+// Registration carries a tier's capacity as an i64: a tier of 2^63 bytes
+// or more passed here, arrived negative, and the worker served but never
+// registered, logging "master unreachable". It is a usage error now.
+TEST(WorkerConfigTest, TierCapacityTheMasterCannotBeToldIsRejectedNamingTheFlag) {
+  for (const auto& [flag, value] :
+       {std::pair{"--ssd-capacity", "9000000TiB"}, std::pair{"--dram-capacity", "10000000TB"},
+        std::pair{"--vram-capacity", "9223372036854775808"}}) {
+    std::string message;
+    auto config = Parse({flag, value}, &message);
+    ASSERT_FALSE(config) << flag << " " << value;
+    EXPECT_EQ(config.error(), ErrorCode::kInvalidParams);
+    EXPECT_NE(message.find(std::string(flag) + " "), std::string::npos) << message;
+    EXPECT_NE(message.find("at most 9223372036854775807 bytes"), std::string::npos) << message;
+  }
+  // The largest value the wire carries is accepted.
+  std::string message;
+  auto edge = Parse({"--ssd-capacity", "9223372036854775807"}, &message);
+  ASSERT_TRUE(edge) << message;
+  EXPECT_EQ(edge->ssd_capacity, kMaxTierCapacity);
+}
+
 TEST(WorkerConfigTest, BadSizeTextIsRejectedNamingTheFlag) {
   struct Case {
     std::initializer_list<const char*> args;
