@@ -737,6 +737,7 @@ std::string SizeOrIt(const ErrorContext& context) {
 }
 
 std::string Explain(ErrorCode code, const ErrorContext& c) {
+  if (!c.why.empty()) return c.why;
   switch (code) {
     case ErrorCode::kNoAvailableHandle:
       return "no tier on the target node can hold " + SizeOrIt(c);

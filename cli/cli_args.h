@@ -148,6 +148,9 @@ struct ErrorContext {
   std::string master;
   std::optional<uint64_t> size;
   bool connecting = false;  // the failure happened reaching the master
+  // What this process found out itself, said instead of the code's usual
+  // meaning (e.g. which TLS file cannot be used, and why); empty if nothing.
+  std::string why;
 };
 
 // One line (no newline), e.g. "error: put failed: NO_AVAILABLE_HANDLE (-200):

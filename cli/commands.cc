@@ -24,6 +24,7 @@
 #include "cli/value_io.h"
 #include "cli/value_writer.h"
 #include "client/client.h"
+#include "thrift/rpc_transport.h"
 
 namespace mooncake::cli {
 namespace {
@@ -97,8 +98,9 @@ class Runner {
   }
 
   static int Fail(const CliCommand& cmd, std::string_view action, ErrorCode code,
-                  std::optional<uint64_t> size = std::nullopt, bool connecting = false) {
-    ErrorContext context{cmd.key, cmd.node, MasterLabel(cmd), size, connecting};
+                  std::optional<uint64_t> size = std::nullopt, bool connecting = false,
+                  std::string why = {}) {
+    ErrorContext context{cmd.key, cmd.node, MasterLabel(cmd), size, connecting, std::move(why)};
     std::string line = ErrorLine(action, code, context);
     std::fprintf(stderr, "%s\n", line.c_str());
     if (cmd.json) Print(FailureJson(line, code));
@@ -536,6 +538,26 @@ int ExitCodeAfterStdout(const CliCommand& command, int exit_code) {
   return kExitServer;
 }
 
+// Why the TLS files of `tls` cannot be used, naming the flag and file the
+// reason is about; empty when they load. Client::Create only logs this and
+// answers INVALID_PARAMS, whose usual meaning ("an empty value or a size
+// that does not match") sent users looking at their request.
+std::string TlsProblem(const TlsSettings& tls) {
+  std::string why;
+  if (!tls.enabled() || RpcTlsContext::Create(tls, /*server=*/false, &why)) return "";
+  // OpenSSL's reasons name the call that failed: match it to its file.
+  std::string file =
+      "--tls-cert " + tls.cert_file + ", --tls-key " + tls.key_file + ", --tls-ca " + tls.ca_file;
+  if (why.find("PrivateKey") != std::string::npos) {
+    file = "--tls-key " + tls.key_file;
+  } else if (why.find("verify_locations") != std::string::npos) {
+    file = "--tls-ca " + tls.ca_file;
+  } else if (why.find("certificate") != std::string::npos) {
+    file = "--tls-cert " + tls.cert_file;
+  }
+  return "TLS file unusable (" + file + "): " + why;
+}
+
 }  // namespace
 
 int RunCommand(const CliCommand& command) {
@@ -551,9 +573,11 @@ int RunCommand(const CliCommand& command) {
   config.local_node = command.node;
   config.tls = command.tls;
   auto client = Client::Create(config);
-  int exit_code =
-      client ? Runner(command, **client).Run()
-             : Runner::Fail(command, CommandName(command.kind), client.error(), std::nullopt, true);
+  std::string why;
+  if (!client && client.error() == ErrorCode::kInvalidParams) why = TlsProblem(command.tls);
+  int exit_code = client ? Runner(command, **client).Run()
+                         : Runner::Fail(command, CommandName(command.kind), client.error(),
+                                        std::nullopt, true, std::move(why));
   return ExitCodeAfterStdout(command, exit_code);
 }
 

@@ -152,6 +152,37 @@ TEST_F(CliMoreTest, ASpoolFileThatCannotBeMadeNamesTheCommandAndTheDirectory) {
   }
 }
 
+// TLS files that can be read but not loaded (not PEM) were reported as
+// "invalid request (an empty value or a size that does not match)", which
+// sent users looking at their request. The message names the TLS file and
+// OpenSSL's reason now; the exit code stays 2 (INVALID_PARAMS).
+TEST_F(CliMoreTest, AnUnusableTlsFileIsNamedInTheError) {
+  const std::string garbage = (cluster_.dir() / "garbage.pem").string();
+  WriteFile(garbage, "garbage\n");
+  const std::vector<std::string> tls = {"--tls-cert", garbage,    "--tls-key",
+                                        garbage,      "--tls-ca", garbage};
+  std::vector<std::string> args = tls;
+  args.push_back("nodes");
+  auto text = Cli(args);
+  EXPECT_EQ(text.exit_code, 2) << Show(text);
+  EXPECT_NE(text.err.find("error: nodes failed: INVALID_PARAMS (-600): TLS file unusable "
+                          "(--tls-cert " +
+                          garbage + "): "),
+            std::string::npos)
+      << Show(text);
+  EXPECT_EQ(text.err.find("empty value"), std::string::npos) << Show(text);
+
+  args.insert(args.begin(), "--json");
+  auto as_json = Cli(args);
+  EXPECT_EQ(as_json.exit_code, 2) << Show(as_json);
+  auto out = ParseJson(as_json);
+  ASSERT_TRUE(out);
+  EXPECT_EQ((*out)["code"], "INVALID_PARAMS");
+  EXPECT_NE((*out)["error"].get<std::string>().find("TLS file unusable (--tls-cert " + garbage),
+            std::string::npos)
+      << Show(as_json);
+}
+
 TEST_F(CliMoreTest, InspectShowsOwnerTierSizeVersionAsTextAndJson) {
   auto put = Cli({"--node", "w1", "put", "seen", "0123456789"});
   ASSERT_EQ(put.exit_code, 0) << Show(put);
