@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -125,11 +126,35 @@ int CreateNamedFile(const std::string& stem, int flags, mode_t mode, std::string
   return -1;
 }
 
+// The stem of the part file for `target`: `target` with `suffix` added,
+// its file name cut short (at a UTF-8 character's start) so that the name
+// CreateNamedFile makes, 9 bytes longer, still fits the directory's
+// NAME_MAX: a target of 240 bytes or more, which `> FILE` takes, failed
+// with "File name too long".
+std::string PartFileStem(const std::string& target, const std::string& suffix) {
+  const size_t slash = target.rfind('/');
+  const size_t base_start = slash == std::string::npos ? 0 : slash + 1;
+  const std::string dir = slash == std::string::npos ? "." : target.substr(0, slash + 1);
+  long name_max = pathconf(dir.c_str(), _PC_NAME_MAX);
+  if (name_max <= 0) name_max = NAME_MAX;
+  const size_t room = static_cast<size_t>(name_max);
+  const size_t added = suffix.size() + 9;  // "." and eight hex digits
+  size_t base_size = target.size() - base_start;
+  if (base_size + added > room) {
+    base_size = room > added ? room - added : 0;
+    while (base_size > 0 &&
+           (static_cast<unsigned char>(target[base_start + base_size]) & 0xC0) == 0x80) {
+      --base_size;
+    }
+  }
+  return target.substr(0, base_start + base_size) + suffix;
+}
+
 // Creates a file beside `target` (see CreateNamedFile).
 int CreatePartFile(const std::string& target, std::string& name,
                    std::optional<RemoveOnStopSignal>& guard) {
-  return CreateNamedFile(target + ".mooncake-part-" + std::to_string(getpid()), O_WRONLY, 0666,
-                         name, guard);
+  const std::string suffix = ".mooncake-part-" + std::to_string(getpid());
+  return CreateNamedFile(PartFileStem(target, suffix), O_WRONLY, 0666, name, guard);
 }
 
 // $TMPDIR, else /tmp.

@@ -152,6 +152,26 @@ TEST_F(CliMoreTest, ASpoolFileThatCannotBeMadeNamesTheCommandAndTheDirectory) {
   }
 }
 
+// `get -o` writes a part file beside the target and renames it: its name
+// was the target's plus ~30 bytes, so a 240-byte name that `> FILE` takes
+// failed with "File name too long". A 250-byte name works now.
+TEST_F(CliMoreTest, GetToAFileWithALongNameWritesIt) {
+  auto put = Cli({"put", "long-name", "value for a long file name"});
+  ASSERT_EQ(put.exit_code, 0) << Show(put);
+  const std::filesystem::path dir = cluster_.dir() / "long";
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path target = dir / std::string(250, 'n');
+  auto got = Cli({"get", "long-name", "-o", target.string()});
+  ASSERT_EQ(got.exit_code, 0) << Show(got);
+  std::ifstream in(target, std::ios::binary);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "value for a long file name");
+  // Only the target is left: no part file.
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 1u);
+}
+
 // TLS files that can be read but not loaded (not PEM) were reported as
 // "invalid request (an empty value or a size that does not match)", which
 // sent users looking at their request. The message names the TLS file and
