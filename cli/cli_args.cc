@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "common/config_file.h"
 #include "common/file_read.h"
@@ -78,6 +79,10 @@ struct Subcommands {
   CLI::Option* config = nullptr;
   CLI::Option* node = nullptr;
   CLI::Option* json = nullptr;
+  CLI::Option* cluster_name = nullptr;
+  CLI::Option* tls_cert = nullptr;
+  CLI::Option* tls_key = nullptr;
+  CLI::Option* tls_ca = nullptr;
   WriteCommand put;
   WriteCommand upsert;
   CLI::App* get = nullptr;
@@ -125,8 +130,8 @@ Subcommands Define(CLI::App& app, RawArgs& raw) {
   s.etcd = app.add_option("--etcd", raw.etcd,
                           "Master HA: etcd endpoints http://HOST:PORT[,...]; talk to the leader "
                           "of --cluster-name found there (instead of --master)");
-  app.add_option("--cluster-name", raw.cluster_name,
-                 "Master HA group name in etcd (default mooncake)");
+  s.cluster_name = app.add_option("--cluster-name", raw.cluster_name,
+                                  "Master HA group name in etcd (default mooncake)");
   s.shards = app.add_option("--master-shards", raw.master_shards,
                             "Sharded masters: FIRST-LAST=HOST:PORT[,...] or HOST:PORT,HOST:PORT "
                             "(even split); each key goes to its slot's master");
@@ -137,6 +142,9 @@ Subcommands Define(CLI::App& app, RawArgs& raw) {
                           "the node for stats");
   s.json = app.add_flag("--json", raw.json, "Machine-readable output");
   AddTlsOptions(app, raw.tls);
+  s.tls_cert = app.get_option("--tls-cert");
+  s.tls_key = app.get_option("--tls-key");
+  s.tls_ca = app.get_option("--tls-ca");
   // Lets global options follow the subcommand: `mooncake-cli stats --node n1`.
   app.fallthrough();
   app.require_subcommand(1);
@@ -336,15 +344,32 @@ bool ValidEtcdList(std::string_view text) {
   }
 }
 
-// TLS files: each flag wins over the config file's key of the same name.
-TlsSettings ResolveTls(const RawArgs& raw, const CliFileConfig& file) {
+// TLS files: each flag given wins over the config file's key of the same
+// name, an empty one included: `--tls-cert "" --tls-key "" --tls-ca ""`
+// turns off the file's TLS for one call to a plain-TCP cluster.
+TlsSettings ResolveTls(const Subcommands& s, const RawArgs& raw, const CliFileConfig& file) {
   TlsSettings tls = raw.tls;
-  for (auto [field, value] :
-       {std::pair{&tls.cert_file, &file.tls_cert}, std::pair{&tls.key_file, &file.tls_key},
-        std::pair{&tls.ca_file, &file.tls_ca}}) {
-    if (field->empty()) *field = value->value_or("");
+  for (auto [flag, field, value] : {std::tuple{s.tls_cert, &tls.cert_file, &file.tls_cert},
+                                    std::tuple{s.tls_key, &tls.key_file, &file.tls_key},
+                                    std::tuple{s.tls_ca, &tls.ca_file, &file.tls_ca}}) {
+    if (flag->count() == 0) *field = value->value_or("");
   }
   return tls;
+}
+
+// Where a setting that failed its check came from, for the message:
+// `--master`, `MOONCAKE_MASTER` or `config file: master`.
+std::string SourceName(Source source, std::string_view key, std::string_view env_var) {
+  switch (source) {
+    case Source::kEnvironment:
+      return std::string(env_var);
+    case Source::kFile:
+      return "config file: " + std::string(key);
+    case Source::kNone:
+    case Source::kFlag:
+      break;
+  }
+  return "--" + std::string(key);
 }
 
 ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironment& env) {
@@ -368,19 +393,27 @@ ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironmen
   MasterSettings where = ResolveMasterSettings(s, raw, env, *file);
   if (const std::string& etcd = where.etcd.value; !etcd.empty()) {
     if (!ValidEtcdList(etcd)) {
-      return Usage("--etcd must be http://HOST:PORT[,http://HOST:PORT...], got '" + etcd + "'");
+      return Usage(SourceName(where.etcd.source, "etcd", "MOONCAKE_ETCD") +
+                   " must be http://HOST:PORT[,http://HOST:PORT...], got '" + etcd + "'");
     }
     cmd.etcd = etcd;
   }
   if (const std::string& shards = where.shards.value; !shards.empty()) {
-    if (std::string why; !ParseMasterShards(shards, &why)) return Usage("--master-shards: " + why);
+    if (std::string why; !ParseMasterShards(shards, &why)) {
+      return Usage(SourceName(where.shards.source, "master-shards", "MOONCAKE_MASTER_SHARDS") +
+                   ": " + why);
+    }
     if (!cmd.etcd.empty()) return Usage("master shards and etcd are exclusive");
     cmd.master_shards = shards;
   }
-  cmd.cluster_name =
-      !raw.cluster_name.empty() ? raw.cluster_name : file->cluster_name.value_or("mooncake");
+  // Given, even empty, the flag decides: `--cluster-name ""` is refused as
+  // the master and worker refuse it, not replaced by the file's or the
+  // default name.
+  const bool name_flag = s.cluster_name->count() > 0;
+  cmd.cluster_name = name_flag ? raw.cluster_name : file->cluster_name.value_or("mooncake");
   if (cmd.cluster_name.empty() || cmd.cluster_name.find('/') != std::string::npos) {
-    return Usage("--cluster-name must be non-empty and hold no '/'");
+    return Usage(std::string(name_flag ? "--cluster-name" : "config file: cluster-name") +
+                 " must be non-empty and hold no '/'");
   }
   // The master address is checked only when it is used; with etcd or
   // shards the default stands in, unused.
@@ -392,7 +425,10 @@ ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironmen
     }
   }
   auto address = ParseHostPort(master);
-  if (!address) return Usage("--master must be HOST:PORT, got '" + master + "'");
+  if (!address) {
+    return Usage(SourceName(where.master.source, "master", "MOONCAKE_MASTER") +
+                 " must be HOST:PORT, got '" + master + "'");
+  }
   std::tie(cmd.master_host, cmd.master_port) = *address;
   cmd.node = s.node->count() > 0 ? raw.node : file->node.value_or("");
   cmd.json = json;
@@ -407,7 +443,7 @@ ParseOutcome Build(const Subcommands& s, const RawArgs& raw, const CliEnvironmen
   if (cmd.kind == CommandKind::kGet) cmd.path = raw.output;
   cmd.prefetch = raw.prefetch;
   cmd.force = raw.force;
-  cmd.tls = ResolveTls(raw, *file);
+  cmd.tls = ResolveTls(s, raw, *file);
   if (std::string why; !ValidateTlsSettings(cmd.tls, &why)) return Usage(why);
   ParseOutcome outcome;
   outcome.command = std::move(cmd);

@@ -254,6 +254,40 @@ TEST(CliArgsTest, TheEnvironmentsMasterBeatsTheFilesEtcdAndShards) {
   EXPECT_EQ(used.exit_code, kExitUsage);
 }
 
+// `--cluster-name ""` fell back to the file's name or `mooncake` silently;
+// it is a usage error now, as on the master and worker. A bad name from the
+// file is reported as the file's key, not as the flag.
+TEST(CliArgsTest, AnEmptyClusterNameFlagIsAUsageErrorAndTheFileKeyIsNamedAsSuch) {
+  auto env = EnvWithFiles(nullptr, {{"/etc/c.toml", "cluster-name = \"prod\"\n"}});
+  auto from_file = ParseCli({"--config", "/etc/c.toml", "--etcd", "http://e:2379", "nodes"}, env);
+  ASSERT_TRUE(from_file.command) << from_file.err;
+  EXPECT_EQ(from_file.command->cluster_name, "prod");
+
+  auto empty = ParseCli(
+      {"--config", "/etc/c.toml", "--etcd", "http://e:2379", "--cluster-name", "", "nodes"}, env);
+  EXPECT_FALSE(empty.command);
+  EXPECT_EQ(empty.exit_code, kExitUsage);
+  EXPECT_NE(empty.err.find("--cluster-name must be non-empty"), std::string::npos) << empty.err;
+  auto bare = Parse({"--etcd", "http://e:2379", "--cluster-name", "", "nodes"});
+  EXPECT_EQ(bare.exit_code, kExitUsage) << bare.err;
+
+  auto empty_key = ParseCli({"--config", "/etc/e.toml", "--etcd", "http://e:2379", "nodes"},
+                            EnvWithFiles(nullptr, {{"/etc/e.toml", "cluster-name = \"\"\n"}}));
+  EXPECT_EQ(empty_key.exit_code, kExitUsage);
+  EXPECT_NE(empty_key.err.find("config file: cluster-name must be non-empty"), std::string::npos)
+      << empty_key.err;
+  // So is a bad master from the environment or the file.
+  auto env_master = ParseCli({"nodes"}, EnvWithFiles("bogus", {}));
+  EXPECT_NE(env_master.err.find("MOONCAKE_MASTER must be HOST:PORT, got 'bogus'"),
+            std::string::npos)
+      << env_master.err;
+  auto file_master = ParseCli({"--config", "/etc/m.toml", "nodes"},
+                              EnvWithFiles(nullptr, {{"/etc/m.toml", "master = \"nohost\"\n"}}));
+  EXPECT_NE(file_master.err.find("config file: master must be HOST:PORT, got 'nohost'"),
+            std::string::npos)
+      << file_master.err;
+}
+
 TEST(CliArgsTest, ConfigFileParsing) {
   std::string problem;
   auto full = ParseCliConfig(

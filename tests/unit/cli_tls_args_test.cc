@@ -162,6 +162,27 @@ TEST_F(CliTlsArgsTest, FlagWinsOverTheConfigKeyOfTheSameName) {
   EXPECT_EQ(outcome.command->tls.ca_file, files_.ca);
 }
 
+// README: the TLS flags win over the file's keys. An empty flag was
+// ignored, so with TLS keys in cli.toml no call could reach a plain-TCP
+// cluster; an empty flag now turns its key off.
+TEST_F(CliTlsArgsTest, EmptyFlagsTurnOffTheConfigFilesTls) {
+  auto env = WithFiles({{kDefaultConfig, "tls-cert = " + files_.cert + "\ntls-key = " + files_.key +
+                                             "\ntls-ca = " + files_.ca + "\n"}});
+  auto off =
+      Parse({"--master", "h:3", "--tls-cert", "", "--tls-key", "", "--tls-ca", "", "nodes"}, env);
+  ASSERT_TRUE(off.command) << off.err;
+  EXPECT_FALSE(off.command->tls.enabled());
+  auto off_after = Parse(
+      {"--master", "h:3", "get", "k", "--tls-cert", "", "--tls-key", "", "--tls-ca", ""}, env);
+  ASSERT_TRUE(off_after.command) << off_after.err;
+  EXPECT_FALSE(off_after.command->tls.enabled());
+  // Turning off one of the three leaves an incomplete setting: refused.
+  auto partly = Parse({"--master", "h:3", "--tls-cert", "", "nodes"}, env);
+  EXPECT_FALSE(partly.command);
+  EXPECT_EQ(partly.exit_code, kExitUsage);
+  EXPECT_NE(partly.err.find("all three"), std::string::npos) << partly.err;
+}
+
 TEST_F(CliTlsArgsTest, IncompleteConfigFileIsAUsageError) {
   auto env = WithFiles({{kDefaultConfig, "master = \"h:1\"\ntls-cert = " + files_.cert + "\n"}});
   auto outcome = Parse({"nodes"}, env);
