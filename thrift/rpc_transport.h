@@ -16,7 +16,8 @@
 //
 // A violation throws RpcFaultError (or Thrift's own protocol exception);
 // servers count it and close the connection, clients turn it into RPC_FAIL.
-// Only thrift/ includes this header: it pulls in Thrift.
+// It pulls in Thrift: besides thrift/, only the tools that make a client's
+// TLS context or measure the wire (cli/commands.cc, bench/) include it.
 //
 // Thread-safety: a transport and its protocol belong to one connection and
 // are used by one thread at a time. RpcTlsContext is immutable once made and

@@ -442,8 +442,16 @@ void WorkerServer::HeartbeatLoop() {
     }
     if (outcome && !registered) registered = true;
     if (!outcome && !warned) {
-      MC_LOG_WARN("master unreachable master={} error={}", config_.master_description(),
-                  ToString(outcome.error()));
+      // Only a failed call is "unreachable"; an answer that refuses (say
+      // INVALID_PARAMS for a registration) is the master's word, told as such.
+      const ErrorCode error = outcome.error();
+      if (error == ErrorCode::kRpcFail || error == ErrorCode::kRpcTimeout) {
+        MC_LOG_WARN("master unreachable master={} error={}", config_.master_description(),
+                    ToString(error));
+      } else {
+        MC_LOG_WARN("master refused this node's call master={} error={}",
+                    config_.master_description(), ToString(error));
+      }
     }
     warned = !outcome;
     lock.lock();
