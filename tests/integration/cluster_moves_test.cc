@@ -453,6 +453,36 @@ void ClusterMovesTest::SourceDiesDuringAMove(const std::string& crash_at) {
   EXPECT_TRUE(cluster_.IsRunning("w1"));
 }
 
+// w2 has the most room, so the master names it for every eviction, and it
+// heartbeats fine, but it advertises an address no peer can connect to. w1,
+// whose only tier is full, moves its victims to w3 instead, and every put
+// on w1 succeeds (was: each eviction stopped at w2, and puts failed
+// NO_AVAILABLE_HANDLE).
+TEST_F(ClusterMovesTest, EvictionsGoPastANodePeersCannotReach) {
+  ASSERT_NO_FATAL_FAILURE(
+      GivenThreeNodes(Small(8, 0), Small(256, 0, {"--advertise-host", "127.0.0.2"}), Small(64, 0)));
+  auto client = cluster_.NewClient("w1");
+  ASSERT_TRUE(client);
+  constexpr int kCount = 20;
+  for (int i = 0; i < kCount; ++i) {
+    EXPECT_TRUE(IsOk(client->Put(Key("far-", i), PatternBytes(700 + i, kMiB), On("w1"))))
+        << "far-" << i;
+  }
+  WorkerCounters w1, w3;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        w1 = StatsOf(*client, "w1");
+        w3 = StatsOf(*client, "w3");
+        return w3.moved_in > 0 && w1.moved_out == w3.moved_in;
+      },
+      5s))
+      << "w1 moved_out=" << w1.moved_out << " w3 moved_in=" << w3.moved_in;
+  EXPECT_EQ(w1.dropped + w3.dropped, 0) << "objects were dropped with room left on w3";
+  for (int i = 0; i < kCount; ++i) {
+    EXPECT_TRUE(ReadsBack(*client, Key("far-", i), PatternBytes(700 + i, kMiB)));
+  }
+}
+
 TEST_F(ClusterMovesTest, SourceKilledAfterAdoptLeavesEveryKeyIntactOrAbsent) {
   SourceDiesDuringAMove("after_adopt");
 }
