@@ -444,7 +444,7 @@ void WorkerServer::HeartbeatLoop() {
     if (!outcome && !warned) {
       // Only a failed call is "unreachable"; an answer that refuses (say
       // INVALID_PARAMS for a registration) is the master's word, told as such.
-      const ErrorCode error = outcome.error();
+      const ErrorCode error = outcome.error_or(ErrorCode::kOk);
       if (error == ErrorCode::kRpcFail || error == ErrorCode::kRpcTimeout) {
         MC_LOG_WARN("master unreachable master={} error={}", config_.master_description(),
                     ToString(error));
