@@ -55,10 +55,7 @@ bool WrittenRanges::Covers(uint64_t size) const {
 }
 
 WritePath::WritePath(BackendContext& ctx, ObjectTable& table, Mover& mover, WorkQueue& work)
-    : ctx_(ctx), table_(table), mover_(mover), work_(work) {
-  // Handles double as plan epochs, which must not repeat across restarts.
-  next_handle_ = static_cast<uint64_t>(WallMillis()) * 1000;
-}
+    : ctx_(ctx), table_(table), mover_(mover), work_(work) {}
 
 template <typename Step>
 auto WritePath::LockedThenRelease(Step&& step) {
@@ -405,7 +402,7 @@ Result<WritePath::Reservation> WritePath::ReserveLocked(const std::string& key, 
   // The key's record is listed up to now (if complete and published), and
   // not from here on, until the commit.
   pending.listings = table_.listings();
-  uint64_t handle = next_handle_;
+  uint64_t handle = handles_.Next();
   Object* record = nullptr;
   if (mode == WriteMode::kUpsert) {
     if (auto cleared = ClearForUpsertLocked(key, pending, replaced); !cleared) {
@@ -419,7 +416,6 @@ Result<WritePath::Reservation> WritePath::ReserveLocked(const std::string& key, 
                                     pending.tier, /*published=*/false, SteadyClock::now());
     if (record == nullptr) return Err(ErrorCode::kObjectAlreadyExists);
   }
-  ++next_handle_;
   pending.object = table_.Ref(*record);
   AllocationPtr in_place = pending.in_place ? pending.allocation : nullptr;
   pending_.emplace(handle, std::move(pending));

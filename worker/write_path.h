@@ -13,7 +13,7 @@
 //
 // Thread-safety: the methods without "Locked" take BackendContext::mu
 // themselves and must be called without it; "Locked" ones need it held.
-// pending_, quarantine_ and next_handle_ are guarded by it.
+// pending_, quarantine_ and handles_ are guarded by it.
 
 #include <condition_variable>
 #include <cstdint>
@@ -32,6 +32,7 @@
 #include "worker/maintenance.h"
 #include "worker/mover.h"
 #include "worker/object_table.h"
+#include "worker/write_handles.h"
 
 namespace mooncake {
 
@@ -317,7 +318,7 @@ class WritePath {
   // Signalled when a write's last chunk in flight has landed (with ctx_.mu).
   std::condition_variable chunks_landed_;
   std::deque<QuarantinedSpace> quarantine_;  // guarded by ctx_.mu
-  uint64_t next_handle_ = 1;                 // guarded by ctx_.mu
+  WriteHandles handles_;                     // guarded by ctx_.mu; doubles as plan epochs
   // Keys being released at the master, with how many releases are out. The
   // master answers this node's claim of a key it already owns with "yes", so
   // a put that claimed such a key before the release landed would be left

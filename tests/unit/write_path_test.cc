@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -478,22 +480,23 @@ TEST(WritePathTest, AnUpsertThatFindsNoSpaceLeavesTheKeyAbsentHereAndAtTheMaster
 
 // A write's handle is live from its reserve on, while its Start looks for
 // space without the lock (here: dropping a victim, its release held at the
-// master). Handles are sequential, so any client can name it meanwhile; every
-// call of a writer then answers "not ready" instead of touching the space
-// the write does not have yet (a null allocation: the worker crashed).
+// master). A client that names it meanwhile (handles were sequential once,
+// and guessable) gets "not ready" from every call of a writer, instead of
+// touching the space the write does not have yet (a null allocation: the
+// worker crashed). The test reads the handle from the object's record.
 TEST(WritePathTest, ACallForAWriteStillLookingForSpaceIsNotReadyNotACrash) {
   BackendParts parts({1 * kMiB}, DiscardAtOnce());
   parts.AddComplete("victim", Pattern(900 * kKiB, 1), 0);
-  auto probe = StartPut(parts, "probe", 1);
-  ASSERT_TRUE(probe);
-  ASSERT_TRUE(parts.writer.Revoke(*probe));
-  const uint64_t next = *probe + 1;  // the handle the plan below gets
-  parts.directory.HoldReleases();    // FindSpace -> DropObject -> Release waits
+  parts.directory.HoldReleases();  // FindSpace -> DropObject -> Release waits
   Result<DirectWritePlan> plan = Err(ErrorCode::kInternalError);
   std::thread writer(
       [&] { plan = parts.writer.OpenForWrite("new", 900 * kKiB, {}, WriteMode::kCreate); });
   ASSERT_TRUE(parts.directory.AwaitHeldReleases(1, std::chrono::seconds(10)));
   EXPECT_EQ(parts.StateOf("new"), ObjectState::kWriting);
+  const uint64_t next = [&] {
+    std::lock_guard lock(parts.ctx.mu);
+    return parts.table.Find("new")->write_handle;
+  }();
   EXPECT_EQ(parts.writer.Chunk(next, 0, "x").error(), ErrorCode::kReplicaIsNotReady);
   EXPECT_EQ(parts.writer.CommitDirect(next, "").error(), ErrorCode::kReplicaIsNotReady);
   EXPECT_EQ(parts.writer.CommitDirect(next, "new").error(), ErrorCode::kReplicaIsNotReady);
@@ -515,6 +518,37 @@ TEST(WritePathTest, ACallForAWriteStillLookingForSpaceIsNotReadyNotACrash) {
   ASSERT_TRUE(parts.writer.CommitDirect(next, "new"));
   EXPECT_EQ(parts.Read("new"), value);
   EXPECT_EQ(parts.StateOf("victim"), ObjectState::kRemoved);
+}
+
+// A write's handle lets whoever presents it write into that object, so no
+// client may work out another's from its own: handles in a row are not
+// neighbours, never repeat, and stay positive (the wire's i64). Before,
+// they counted up by one from a clock value.
+TEST(WritePathTest, WriteHandlesCannotBeWorkedOutFromOneAnother) {
+  WriteHandles handles;
+  std::set<uint64_t> seen;
+  uint64_t previous = handles.Next();
+  int neighbours = 0;
+  for (int i = 0; i < 100000; ++i) {
+    const uint64_t handle = handles.Next();
+    ASSERT_GE(handle, 1u);
+    ASSERT_LE(handle, uint64_t{INT64_MAX});
+    ASSERT_TRUE(seen.insert(handle).second) << "repeated at " << i;
+    const uint64_t gap = handle > previous ? handle - previous : previous - handle;
+    if (gap < 1000000) ++neighbours;
+    previous = handle;
+  }
+  EXPECT_LT(neighbours, 10);
+  // Another process (another key) gives out other handles.
+  WriteHandles other;
+  EXPECT_NE(other.Next(), WriteHandles().Next());
+  // Through the write path: two puts in a row.
+  BackendParts parts({1 * kMiB});
+  auto first = StartPut(parts, "a", 10);
+  auto second = StartPut(parts, "b", 10);
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(second);
+  EXPECT_GT(*first > *second ? *first - *second : *second - *first, 1000000u);
 }
 
 }  // namespace
