@@ -360,7 +360,8 @@ cmd_down() {
   local name
   if [ "$#" -gt 0 ]; then
     for name in "$@"; do
-      [[ "$name" =~ ^[A-Za-z0-9._-]+$ ]] || die "down: '$name' is not a process name"
+      # A name is a file name under var/ (a node id may hold a colon).
+      [[ -n "$name" && "$name" != */* && "$name" != .* ]] || die "down: '$name' is not a process name"
       stop_one "$name"
     done
     any_live || rm -f "$ENV_FILE"

@@ -121,6 +121,27 @@ TEST_F(CiRunTest, HalfAClusterGetsItsMissingHalfAndOnlyThatHalfIsStopped) {
   EXPECT_FALSE(fs::exists(checkout / "var/worker-1.pid")) << "the worker it started is stopped";
 }
 
+// The other half, and a node id with a colon (a worker's own default id is
+// HOST:PORT): the master died, the worker runs. Before, the name did not
+// parse and the final `down` stopped everything, the worker included.
+TEST_F(CiRunTest, AStoppedMasterIsStartedAndStoppedAloneBesideAWorkerWhoseIdHasAColon) {
+  env_ += " NODE_ID=node:1";
+  fs::path checkout = MakeCheckout(root_ / "dev");
+  ASSERT_EQ(Run(checkout, "scripts/local-cluster.sh up"), 0) << Log();
+  pid_t master = RecordedPid(checkout, "master");
+  pid_t worker = RecordedPid(checkout, "node:1");
+  ASSERT_TRUE(Alive(worker));
+  ASSERT_EQ(kill(master, SIGKILL), 0);
+  for (int i = 0; i < 100 && Alive(master); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+
+  ASSERT_EQ(Run(checkout, "bash .ci/run"), 0) << Log();
+  EXPECT_TRUE(fs::exists(checkout / "suite-ran")) << Log();
+  EXPECT_TRUE(Alive(worker)) << Log();
+  EXPECT_FALSE(fs::exists(checkout / "var/master.pid")) << "the master it started is stopped";
+}
+
 TEST_F(CiRunTest, AClusterOfAnotherCheckoutOnTheSamePortsIsRunBesideAndLeftRunning) {
   fs::path theirs = MakeCheckout(root_ / "theirs");
   fs::path ours = MakeCheckout(root_ / "ours");
