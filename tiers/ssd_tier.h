@@ -229,8 +229,9 @@ class SsdTier : public CacheTier {
   // fits again: while set, a Free asks for a reclaim pass.
   std::atomic<bool> disk_short_{false};
 
-  // The reclaim thread and its requests. reclaim_mu_ is taken with no other
-  // lock held.
+  // The reclaim thread and its requests. reclaim_mu_ may be taken under the
+  // per-object and per-chunk locks (Free, Persist, WriteChunk ask for a pass)
+  // but nothing else is ever taken while it is held, so it orders last.
   std::mutex reclaim_mu_;
   std::condition_variable reclaim_cv_;
   bool reclaim_requested_ = false;  // guarded by reclaim_mu_

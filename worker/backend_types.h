@@ -109,12 +109,13 @@ class PeerTransfer {
   // Streams the object to `target` (empty: the node the master picks by free
   // space, excluding this one) and swaps ownership at the master with
   // UpdateOwner(key, this node, target). Only on success may the caller free
-  // its copy; on failure the target's copy has been dropped. With
-  // `dram_only` the target must place it in DRAM. Returns the new owner.
-  // kNoAvailableHandle when no node has room. kRpcTimeout only when the
-  // target holds a copy and the master could be asked neither to swap nor,
-  // after, who owns the key: the caller keeps its copy and asks again later
-  // (the target settles its own).
+  // its copy; on failure the target's copy has been dropped, or is left to
+  // the target to settle. With `dram_only` the target must place it in DRAM.
+  // Returns the new owner. kNoAvailableHandle when no node has room.
+  // kRpcTimeout when the target may hold a copy and the hand-over's outcome
+  // is not known (the swap's answer was lost and the master did not name the
+  // target afterwards): the caller keeps its copy and asks again later (the
+  // target settles its own).
   virtual Result<std::string> Transfer(const std::string& key, uint64_t size, uint64_t version,
                                        const ObjectOptions& options, const ObjectSource& source,
                                        const std::string& target, bool dram_only) = 0;

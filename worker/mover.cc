@@ -1,6 +1,7 @@
 #include "worker/mover.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "common/log.h"
 
@@ -169,6 +170,21 @@ bool Mover::EvictFromLastTier(const std::string& key, size_t tier) {
   return false;
 }
 
+ObjectOptions Mover::OptionsForCopyLocked(const Object& object, SteadyClock::time_point now) {
+  ObjectOptions options = object.options;
+  if (!options.soft_pin) return options;
+  // What is left of the soft pin, not a fresh one: a move is no use of the
+  // object, so a pin that ended stays ended (1 ms at least: 0 would mean
+  // the receiver's default).
+  if (object.soft_pin_until <= now) {
+    options.soft_pin = false;
+  } else {
+    options.soft_pin_ttl =
+        std::max(Millis(1), std::chrono::ceil<Millis>(object.soft_pin_until - now));
+  }
+  return options;
+}
+
 Result<void> Mover::TransferOut(const std::string& key, const std::string& target, bool dram_only) {
   AllocationPtr source;
   uint64_t object_id, version, size;
@@ -194,7 +210,7 @@ Result<void> Mover::TransferOut(const std::string& key, const std::string& targe
     object_id = object->id;
     version = object->version;
     size = object->size;
-    object_options = object->options;
+    object_options = OptionsForCopyLocked(*object, SteadyClock::now());
   }
   // `source` keeps the space alive (and unmoved: kTransferring) until the
   // transfer returns, so its host address stays valid throughout.
@@ -243,8 +259,7 @@ Result<void> Mover::TransferOut(const std::string& key, const std::string& targe
 bool Mover::Damaged(const std::string& key) const {
   std::lock_guard lock(ctx_.mu);
   const Object* object = table_.Find(key);
-  return object != nullptr && object->allocation != nullptr &&
-         object->allocation->tier->Damaged(object->allocation->location);
+  return object != nullptr && DamagedLocked(*object);
 }
 
 bool Mover::DropIfDamaged(const std::string& key) {
@@ -252,13 +267,15 @@ bool Mover::DropIfDamaged(const std::string& key) {
   {
     std::lock_guard lock(ctx_.mu);
     const Object* object = table_.Find(key);
-    if (object == nullptr || object->allocation == nullptr ||
-        !object->allocation->tier->Damaged(object->allocation->location)) {
-      return false;
-    }
+    if (object == nullptr || !DamagedLocked(*object)) return false;
     tier = object->tier();
   }
   return DropObject(key, tier, DropReason::kDamaged);
+}
+
+bool Mover::DamagedLocked(const Object& object) {
+  return object.allocation != nullptr &&
+         object.allocation->tier->Damaged(object.allocation->location);
 }
 
 bool Mover::DropObject(const std::string& key, size_t tier, DropReason reason) {
@@ -269,9 +286,12 @@ bool Mover::DropObject(const std::string& key, size_t tier, DropReason reason) {
     if (object == nullptr || object->tier() != tier) return false;
     // A damaged object goes even while leased (a failed read leases it too)
     // or pinned: nothing of it can be served any more.
+    // Damaged still, checked under this hold: a write (a same-size upsert
+    // in place) may have given it healthy bytes since it was found damaged.
     const bool may_go = reason == DropReason::kDamaged
                             ? object->state() == ObjectState::kComplete && object->published() &&
-                                  !object->moving() && !ctx_.ClaimingLocked(key)
+                                  !object->moving() && !ctx_.ClaimingLocked(key) &&
+                                  DamagedLocked(*object)
                             : EvictableNowLocked(*object);
     if (!may_go) return false;
     // Keeps other evictors off it while we ask the master.

@@ -159,6 +159,11 @@ class Mover {
   bool DropObject(const std::string& key, size_t tier, DropReason reason = DropReason::kNoSpace);
   // Whether the bytes of `key`'s object are damaged or lost in its tier.
   bool Damaged(const std::string& key) const;
+  // ctx_.mu held: the same for `object`.
+  static bool DamagedLocked(const Object& object);
+  // ctx_.mu held: the options a copy of `object` sent to another node
+  // carries: its own, with a soft pin cut to what is left of it.
+  static ObjectOptions OptionsForCopyLocked(const Object& object, SteadyClock::time_point now);
   // ctx_.mu held: whether `object` may leave its tier now, in either pass of
   // the victim scan (its pins, lease and readers may have changed since it
   // was picked).

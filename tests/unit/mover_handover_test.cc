@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/unit/gated_read_tier.h"
@@ -477,6 +478,29 @@ TEST(MoverHandOverTest, AnEvictionTheOfferedTargetRefusesKeepsTheKey) {
 
 TEST(MoverHandOverTest, AnEvictionEveryCandidateRefusesKeepsTheKey) {
   ExpectAnEvictionBRefusesKeepsTheKey(/*offers_the_refusing_node_again=*/false);
+}
+
+// A move is no use of an object: the copy at the new node keeps what is
+// left of its soft pin, and a pin that ended stays ended. Before, the new
+// node pinned every soft-pinned copy afresh for its own default TTL, so the
+// coldest objects it received were the ones it could not evict.
+TEST(MoverHandOverTest, AMovedCopyKeepsWhatIsLeftOfItsSoftPin) {
+  SharedMaster master;
+  BackendOptions short_pins = Options();
+  short_pins.soft_pin_ttl = Millis(20);  // A's default; B keeps 30 minutes
+  Node a(master, "A", 64 * kKiB, short_pins), b(master, "B", 64 * kKiB);
+  a.EvictsTo({{"B", &b}});
+  ASSERT_TRUE(a.backend->Put("ended", std::string(4 * kKiB, 'e'), {.soft_pin = true}));
+  ASSERT_TRUE(a.backend->Put("held", std::string(4 * kKiB, 'h'),
+                             {.soft_pin_ttl = Millis(600000), .soft_pin = true}));
+  // Time, not an interleaving: "ended"'s 20 ms pin runs out.
+  std::this_thread::sleep_for(Millis(60));
+  ASSERT_FALSE(a.backend->Inspect("ended")->soft_pinned);
+  ASSERT_TRUE(a.backend->EvictTier("dram", 0.0));
+  ASSERT_EQ(master.OwnerOf("ended"), "B");
+  ASSERT_EQ(master.OwnerOf("held"), "B");
+  EXPECT_FALSE(b.backend->Inspect("ended")->soft_pinned);
+  EXPECT_TRUE(b.backend->Inspect("held")->soft_pinned);
 }
 
 // ---------------------------------------------------------------------------

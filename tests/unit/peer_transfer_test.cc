@@ -30,13 +30,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A target that takes every adopt and holds each AdoptConfirm until
-// Release(), as a node that went away right after the swap would.
-class HoldingTarget : public rpc::WorkerServiceNull {
+// A target whose calls of a hand-over (AdoptStart, PutChunk, AdoptEnd) all
+// answer OK; OnAdoptStart sees each key first.
+class AcceptingTarget : public rpc::WorkerServiceNull {
  public:
-  void AdoptStart(rpc::PutStartResult& result, const std::string& /*key*/, const int64_t /*size*/,
+  void AdoptStart(rpc::PutStartResult& result, const std::string& key, const int64_t /*size*/,
                   const rpc::ReplicateConfig& /*config*/, const int64_t /*version*/,
                   const std::string& /*sender*/) override {
+    OnAdoptStart(key);
     result.code = rpc::ErrorCode::OK;
     result.handle = 1;
   }
@@ -47,6 +48,15 @@ class HoldingTarget : public rpc::WorkerServiceNull {
   rpc::ErrorCode::type AdoptEnd(const int64_t /*handle*/, const bool /*written*/) override {
     return rpc::ErrorCode::OK;
   }
+
+ protected:
+  virtual void OnAdoptStart(const std::string& /*key*/) {}
+};
+
+// A target that takes every adopt and holds each AdoptConfirm until
+// Release(), as a node that went away right after the swap would.
+class HoldingTarget : public AcceptingTarget {
+ public:
   rpc::ErrorCode::type AdoptConfirm(const std::string& key) override {
     std::unique_lock lock(mu_);
     confirmed_.push_back(key);
@@ -77,24 +87,13 @@ class HoldingTarget : public rpc::WorkerServiceNull {
 // A target that takes every adopt, unless `fail_adopts` (then each
 // AdoptStart throws, which its caller sees as a broken call, kRpcFail), and
 // records the calls it gets.
-class RecordingTarget : public rpc::WorkerServiceNull {
+class RecordingTarget : public AcceptingTarget {
  public:
   explicit RecordingTarget(bool fail_adopts = false) : fail_adopts_(fail_adopts) {}
 
-  void AdoptStart(rpc::PutStartResult& result, const std::string& key, const int64_t /*size*/,
-                  const rpc::ReplicateConfig& /*config*/, const int64_t /*version*/,
-                  const std::string& /*sender*/) override {
+  void OnAdoptStart(const std::string& key) override {
     Record("AdoptStart " + key);
     if (fail_adopts_) throw std::runtime_error("test: this node cannot take adopts");
-    result.code = rpc::ErrorCode::OK;
-    result.handle = 1;
-  }
-  rpc::ErrorCode::type PutChunk(const int64_t /*handle*/, const int64_t /*offset*/,
-                                const std::string& /*data*/) override {
-    return rpc::ErrorCode::OK;
-  }
-  rpc::ErrorCode::type AdoptEnd(const int64_t /*handle*/, const bool /*written*/) override {
-    return rpc::ErrorCode::OK;
   }
   rpc::ErrorCode::type AdoptAbort(const std::string& key) override {
     Record("AdoptAbort " + key);
