@@ -732,23 +732,6 @@ std::optional<std::pair<std::string, int>> ParseHostPort(std::string_view text) 
   return std::pair{std::string(host), port};
 }
 
-std::string FormatBytes(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  double value = static_cast<double>(bytes);
-  size_t unit = 0;
-  while (value >= 1024.0 && unit + 1 < std::size(kUnits)) {
-    value /= 1024.0;
-    ++unit;
-  }
-  // 1023.96 KiB would print as "1024.0 KiB"; move up a unit instead.
-  if (value >= 1023.95 && unit + 1 < std::size(kUnits)) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return fmt::format("{:.1f} {}", value, kUnits[unit]);
-}
-
 int ExitCodeFor(ErrorCode code) {
   switch (code) {
     case ErrorCode::kOk:

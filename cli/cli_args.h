@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/units.h"
 #include "thrift/rpc_tls.h"
 
 namespace mooncake::cli {
@@ -136,7 +137,7 @@ std::string UsageJson(std::string_view message);
 std::optional<std::pair<std::string, int>> ParseHostPort(std::string_view text);
 
 // Human-readable binary size: "512 B", "4.0 KiB", "3.0 GiB".
-std::string FormatBytes(uint64_t bytes);
+using ::mooncake::FormatBytes;
 
 // The process exit code for a failed call.
 int ExitCodeFor(ErrorCode code);

@@ -57,20 +57,38 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
 }
 
 std::string FormatBytes(uint64_t bytes) {
-  static constexpr std::array<const char*, 5> kUnits = {"B", "KiB", "MiB", "GiB", "TiB"};
+  static constexpr std::array<const char*, 7> kUnits = {"B",   "KiB", "MiB", "GiB",
+                                                        "TiB", "PiB", "EiB"};
+  char buf[32];
+  if (bytes < 1024) {
+    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
+    return buf;
+  }
   double value = static_cast<double>(bytes);
   size_t unit = 0;
   while (value >= 1024.0 && unit + 1 < kUnits.size()) {
     value /= 1024.0;
     ++unit;
   }
-  char buf[32];
-  if (unit == 0) {
-    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f %s", value, kUnits[unit]);
+  // 1023.96 KiB would print as "1024.0 KiB"; move up a unit instead.
+  if (value >= 1023.95 && unit + 1 < kUnits.size()) {
+    value /= 1024.0;
+    ++unit;
   }
+  std::snprintf(buf, sizeof(buf), "%.1f %s", value, kUnits[unit]);
   return buf;
+}
+
+std::string FormatByteSize(uint64_t bytes) {
+  // The units ParseByteSize knows, largest last.
+  static constexpr std::array<const char*, 4> kUnits = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes == 0) return "0";
+  int unit = -1;
+  while (unit + 1 < static_cast<int>(kUnits.size()) && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return std::to_string(bytes) + (unit < 0 ? "" : kUnits[unit]);
 }
 
 }  // namespace mooncake

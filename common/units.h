@@ -15,7 +15,12 @@ namespace mooncake {
 // kInvalidParams for empty input, unknown suffixes, or overflow.
 Result<uint64_t> ParseByteSize(std::string_view text);
 
-// "1.5 GiB", "512 B": for logs, CLI output and error messages.
+// "1.5 GiB", "512 B": for logs, CLI output and error messages (rounded to
+// a tenth of the unit; never "1024.0 KiB").
 std::string FormatBytes(uint64_t bytes);
+
+// "256MiB", "1GiB", "1000": exact, in the largest binary unit that divides
+// the size, so ParseByteSize reads it back (--help defaults).
+std::string FormatByteSize(uint64_t bytes);
 
 }  // namespace mooncake

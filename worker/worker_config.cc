@@ -40,7 +40,7 @@ void AddSizeOption(CLI::App& app, const std::string& name, uint64_t& target,
            }
            target = *bytes;
          },
-         help + " (default " + FormatBytes(target) + ")")
+         help + " (default " + FormatByteSize(target) + ")")
       ->type_name("SIZE");
 }
 

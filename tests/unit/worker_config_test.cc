@@ -463,6 +463,19 @@ TEST(WorkerConfigTest, HelpListsFlagsWithDefaults) {
   }
   // The crash hook is for tests only.
   EXPECT_EQ(message.find("--test-crash-at"), std::string::npos) << message;
+  // A size default can be passed back as printed (it read "256.0 MiB",
+  // which the flag refuses).
+  const std::string marker = "--dram-capacity SIZE";
+  const size_t flag = message.find(marker);
+  ASSERT_NE(flag, std::string::npos) << message;
+  const size_t open = message.find("(default ", flag);
+  ASSERT_NE(open, std::string::npos) << message;
+  const size_t start = open + std::string("(default ").size();
+  const std::string printed = message.substr(start, message.find(')', start) - start);
+  std::string again;
+  auto reparsed = Parse({"--dram-capacity", printed.c_str()}, &again);
+  ASSERT_TRUE(reparsed) << printed << ": " << again;
+  EXPECT_EQ(reparsed->dram_capacity, config->dram_capacity);
 }
 
 TEST(WorkerConfigTest, AdminFlagsParse) {
