@@ -97,9 +97,9 @@ struct PendingWrite {
   bool NeedsClaim() const { return !was_published || claim_uncertain || unannounced; }
   // Whether the write has its space. A write is in pending_, its handle
   // live, from its reserve on, while FindSpace looks for space without
-  // ctx_.mu (evicting may take seconds); handles are sequential, so any
-  // client can name one meanwhile, and nothing may touch the allocation
-  // before this.
+  // ctx_.mu (evicting may take seconds); a client that holds the handle
+  // (or once could guess it) may name it meanwhile, and nothing may touch
+  // the allocation before this.
   bool placed() const { return allocation != nullptr; }
 };
 

@@ -118,6 +118,7 @@ TEST_F(CiRunTest, HalfAClusterGetsItsMissingHalfAndOnlyThatHalfIsStopped) {
   EXPECT_TRUE(fs::exists(checkout / "suite-ran")) << Log();
   // Before: `down` at the end stopped the master it had found running.
   EXPECT_TRUE(Alive(master)) << Log();
+  EXPECT_TRUE(fs::exists(checkout / "var/master.pid")) << Log();
   EXPECT_FALSE(fs::exists(checkout / "var/worker-1.pid")) << "the worker it started is stopped";
 }
 
@@ -139,6 +140,8 @@ TEST_F(CiRunTest, AStoppedMasterIsStartedAndStoppedAloneBesideAWorkerWhoseIdHasA
   ASSERT_EQ(Run(checkout, "bash .ci/run"), 0) << Log();
   EXPECT_TRUE(fs::exists(checkout / "suite-ran")) << Log();
   EXPECT_TRUE(Alive(worker)) << Log();
+  // Its record too: `down` removes the PID file of what it stops.
+  EXPECT_TRUE(fs::exists(checkout / "var/node:1.pid")) << Log();
   EXPECT_FALSE(fs::exists(checkout / "var/master.pid")) << "the master it started is stopped";
 }
 
