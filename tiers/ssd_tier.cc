@@ -5,6 +5,7 @@
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice.h>
+#include <rocksdb/transaction_log.h>
 #include <rocksdb/write_batch.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -639,14 +640,15 @@ void SsdTier::ReclaimLoop() {
 
 void SsdTier::ReclaimDiskSpace() {
   const std::optional<uint64_t> free_before = FreeDiskBytes();
-  // A flush writes about the memtables' contents before the WAL goes; one
-  // that fails for room stops every write until Resume, so a disk that
-  // something else filled is left alone.
-  uint64_t memtables = 0;
-  db_->GetAggregatedIntProperty("rocksdb.cur-size-all-mem-tables", &memtables);
-  if (free_before && *free_before < memtables + kMetaWriteReserveBytes) {
-    MC_LOG_WARN("ssd tier reclaim skips flush tier={} free={} memtables={}", name_, *free_before,
-                memtables);
+  // A flush writes at most what the live WAL holds (less what was deleted
+  // since) before the WAL goes; one that fails for room stops every write
+  // until Resume, so a disk that something else filled is left alone. The
+  // memtables' own size is no measure: their arena blocks can exceed the
+  // bytes written, and a disk our writes filled would then never flush.
+  const uint64_t flush_bytes = UnflushedBytes();
+  if (free_before && *free_before < flush_bytes + kMetaWriteReserveBytes) {
+    MC_LOG_WARN("ssd tier reclaim skips flush tier={} free={} unflushed={}", name_, *free_before,
+                flush_bytes);
     return;
   }
   rocksdb::FlushOptions flush;
@@ -681,6 +683,19 @@ void SsdTier::ReclaimDiskSpace() {
   frees_at_compaction_ = frees;
   MC_LOG_INFO("ssd tier reclaimed disk space tier={} path={} free_before={} free_after={}", name_,
               path_, free_before.value_or(0), FreeDiskBytes().value_or(0));
+}
+
+uint64_t SsdTier::UnflushedBytes() const {
+  rocksdb::VectorLogPtr files;
+  uint64_t bytes = 0;
+  if (db_->GetSortedWalFiles(files).ok()) {
+    for (const auto& file : files) {
+      if (file->Type() == rocksdb::kAliveLogFile) bytes += file->SizeFileBytes();
+    }
+    return bytes;
+  }
+  db_->GetAggregatedIntProperty("rocksdb.cur-size-all-mem-tables", &bytes);
+  return bytes;
 }
 
 Result<void> SsdTier::WriteChecked(rocksdb::WriteBatch& batch, uint64_t id, bool data) {

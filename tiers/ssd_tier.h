@@ -160,6 +160,8 @@ class SsdTier : public CacheTier {
   // that blob files holding only freed chunks are deleted. A pass after which
   // nothing was freed only flushes: the compaction would free nothing new.
   void ReclaimDiskSpace();
+  // Bytes a flush could write at most: the live WAL files' size.
+  uint64_t UnflushedBytes() const;
   // Deletes objects whose delete failed earlier (no room for the tombstones);
   // until then only the deferred-deletes file keeps a restart from bringing
   // them back.
