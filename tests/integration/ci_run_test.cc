@@ -98,28 +98,39 @@ class CiRunTest : public ::testing::Test {
     return std::atoi(ReadFile(checkout / "var" / (name + ".pid")).c_str());
   }
   std::string Log() { return ReadFile(root_ / "out.log"); }
+  void ExpectOnlyTheHalfItStartedIsStopped(const std::string& killed, const std::string& kept);
 
   fs::path root_;
   std::string env_;
 };
 
-TEST_F(CiRunTest, HalfAClusterGetsItsMissingHalfAndOnlyThatHalfIsStopped) {
+// Half of a developer's cluster died (`killed`); the other half (`kept`)
+// runs. .ci/run must start the dead half, run the suite, and stop only what
+// it started: the kept half and its PID file stay.
+void CiRunTest::ExpectOnlyTheHalfItStartedIsStopped(const std::string& killed,
+                                                    const std::string& kept) {
   fs::path checkout = MakeCheckout(root_ / "dev");
   ASSERT_EQ(Run(checkout, "scripts/local-cluster.sh up"), 0) << Log();
-  pid_t master = RecordedPid(checkout, "master");
-  pid_t worker = RecordedPid(checkout, "worker-1");
-  ASSERT_TRUE(Alive(master));
-  // The developer's worker died; their master still runs.
-  ASSERT_EQ(kill(worker, SIGKILL), 0);
-  for (int i = 0; i < 100 && Alive(worker); ++i)
+  pid_t dead = RecordedPid(checkout, killed);
+  pid_t alive = RecordedPid(checkout, kept);
+  ASSERT_TRUE(Alive(alive));
+  ASSERT_EQ(kill(dead, SIGKILL), 0);
+  for (int i = 0; i < 100 && Alive(dead); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 
   ASSERT_EQ(Run(checkout, "bash .ci/run"), 0) << Log();
   EXPECT_TRUE(fs::exists(checkout / "suite-ran")) << Log();
-  // Before: `down` at the end stopped the master it had found running.
-  EXPECT_TRUE(Alive(master)) << Log();
-  EXPECT_TRUE(fs::exists(checkout / "var/master.pid")) << Log();
-  EXPECT_FALSE(fs::exists(checkout / "var/worker-1.pid")) << "the worker it started is stopped";
+  EXPECT_TRUE(Alive(alive)) << Log();
+  // Its record too: `down` removes the PID file of what it stops.
+  EXPECT_TRUE(fs::exists(checkout / "var" / (kept + ".pid"))) << Log();
+  EXPECT_FALSE(fs::exists(checkout / "var" / (killed + ".pid")))
+      << killed << " it started is stopped";
+}
+
+// Before: `down` at the end stopped the master it had found running.
+TEST_F(CiRunTest, HalfAClusterGetsItsMissingHalfAndOnlyThatHalfIsStopped) {
+  ExpectOnlyTheHalfItStartedIsStopped("worker-1", "master");
 }
 
 // The other half, and a node id with a colon (a worker's own default id is
@@ -127,22 +138,7 @@ TEST_F(CiRunTest, HalfAClusterGetsItsMissingHalfAndOnlyThatHalfIsStopped) {
 // parse and the final `down` stopped everything, the worker included.
 TEST_F(CiRunTest, AStoppedMasterIsStartedAndStoppedAloneBesideAWorkerWhoseIdHasAColon) {
   env_ += " NODE_ID=node:1";
-  fs::path checkout = MakeCheckout(root_ / "dev");
-  ASSERT_EQ(Run(checkout, "scripts/local-cluster.sh up"), 0) << Log();
-  pid_t master = RecordedPid(checkout, "master");
-  pid_t worker = RecordedPid(checkout, "node:1");
-  ASSERT_TRUE(Alive(worker));
-  ASSERT_EQ(kill(master, SIGKILL), 0);
-  for (int i = 0; i < 100 && Alive(master); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-
-  ASSERT_EQ(Run(checkout, "bash .ci/run"), 0) << Log();
-  EXPECT_TRUE(fs::exists(checkout / "suite-ran")) << Log();
-  EXPECT_TRUE(Alive(worker)) << Log();
-  // Its record too: `down` removes the PID file of what it stops.
-  EXPECT_TRUE(fs::exists(checkout / "var/node:1.pid")) << Log();
-  EXPECT_FALSE(fs::exists(checkout / "var/master.pid")) << "the master it started is stopped";
+  ExpectOnlyTheHalfItStartedIsStopped("master", "node:1");
 }
 
 TEST_F(CiRunTest, AClusterOfAnotherCheckoutOnTheSamePortsIsRunBesideAndLeftRunning) {
